@@ -1,0 +1,1 @@
+"""specdec-tui core: the engine and everything headless; never imports Textual."""

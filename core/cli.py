@@ -1,0 +1,107 @@
+"""The `specdec-tui` command: no subcommand opens the TUI; the rest are headless.
+
+Headless subcommands never import Textual; each lives in the module that owns its idea
+and registers its own flags here, so `--help` lists everything without loading MLX.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from core.errors import UserError
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        default=None,
+        help="target model: 'default', an mlx-lm repo id or folder, a .gguf file, "
+        "or 'shape:NAME' (random weights of a real shape)",
+    )
+    p.add_argument(
+        "--draft",
+        default=None,
+        help="draft model: same sources as --target, or 'self:bits=B' / 'self:layers=N' "
+        "derived from the target",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; subcommand modules add their own flags."""
+    from core import bench, dispatch, profile
+
+    parser = argparse.ArgumentParser(
+        prog="specdec-tui",
+        description="Speculative decoding on MLX, seen round by round. "
+        "Without a subcommand, opens the terminal app.",
+    )
+    _add_model_arguments(parser)
+    parser.add_argument("--profile", default=None, help="start from this saved profile")
+    parser.add_argument("--profiles-dir", default=None, help="where profiles are read and saved")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("chat", help="one-shot answer to a prompt, printed with its round stats")
+    _add_model_arguments(p)
+    p.add_argument("prompt", help="the user message")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--mode", default="speculative")
+
+    p = sub.add_parser("fetch", help="download the embedded default model if it is missing")
+
+    p = sub.add_parser("bench", help="the seed's benchmark protocol, headless")
+    _add_model_arguments(p)
+    bench.add_bench_arguments(p)
+
+    p = sub.add_parser("calibrate", help="measure verify cost against rows; predict kernels")
+    _add_model_arguments(p)
+    dispatch.add_calibrate_arguments(p)
+
+    p = sub.add_parser("profiles", help="list, show, diff and export saved profiles")
+    profile.add_profiles_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; every user error ends in one sentence on stderr and exit code 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command is None:
+            from tui.app import run_app  # the only Textual import on this path
+
+            return run_app(args)
+        if args.command == "fetch":
+            from core.models import fetch_default
+
+            path = fetch_default(progress=True)
+            print(f"default model ready: {path}")
+            return 0
+        if args.command == "chat":
+            from core.chat import run_chat_cli
+
+            return run_chat_cli(args)
+        if args.command == "bench":
+            from core.bench import run_bench_cli
+
+            return run_bench_cli(args)
+        if args.command == "calibrate":
+            from core.dispatch import run_calibrate_cli
+
+            return run_calibrate_cli(args)
+        if args.command == "profiles":
+            from core.profile import run_profiles_cli
+
+            return run_profiles_cli(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except UserError as exc:
+        print(f"specdec-tui: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""What the decode loop emits: one RoundEvent per round, one RunSummary per run.
+
+The TUI, the benchmark and the profile writer are three listeners of the same stream;
+these types are their whole contract, and they round-trip through plain dicts (JSON).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# Where a committed token came from.
+ORIGINS = ("accepted", "corrected", "bonus", "target", "draft")
+PHASES = ("draft", "verify", "sample", "cache", "other")
+
+
+@dataclass(frozen=True)
+class CommittedToken:
+    """A token that is now part of the output, and which model decided it."""
+
+    id: int
+    origin: str
+
+
+@dataclass(frozen=True)
+class PhaseTimings:
+    """Seconds per phase of one round. Untraced rounds know only `total`."""
+
+    draft: float = 0.0
+    verify: float = 0.0
+    sample: float = 0.0
+    cache: float = 0.0
+    other: float = 0.0
+    total: float = 0.0
+
+    def as_ms(self) -> dict[str, float]:
+        return {p: getattr(self, p) * 1e3 for p in (*PHASES, "total")}
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One round of the decode loop: what was proposed, kept, thrown away, and what it cost."""
+
+    index: int
+    tokens: tuple[CommittedToken, ...]
+    rejected: tuple[int, ...] = ()
+    proposed: int = 0  # draft tokens proposed this round (k)
+    accepted: int = 0  # of them, accepted by the target
+    rows: int = 1  # rows the target forwarded (k + 1 in speculative rounds)
+    timings: PhaseTimings = field(default_factory=PhaseTimings)
+    kernel: str = ""  # predicted kernel family of the target's forward for `rows`
+    tv: float | None = None  # realised mean TV(pi, p) over the decided positions
+    context: int = 0  # committed sequence length after the round
+    traced: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["tokens"] = [[t.id, t.origin] for t in self.tokens]
+        d["rejected"] = list(self.rejected)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RoundEvent:
+        d = dict(d)
+        d["tokens"] = tuple(CommittedToken(int(i), str(o)) for i, o in d["tokens"])
+        d["rejected"] = tuple(int(x) for x in d.get("rejected", ()))
+        d["timings"] = PhaseTimings(**d.get("timings", {}))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The whole run in numbers; acceptance fields are None outside speculative mode."""
+
+    mode: str
+    tokens: int
+    rounds: int
+    prompt_tokens: int
+    prefill_tokens: int  # tokens actually prefilled (prompt minus the reused cache prefix)
+    proposed: int
+    accepted: int
+    acceptance: float | None
+    per_position_acceptance: tuple[float, ...]
+    mean_accepted_length: float | None
+    e2e_s: float
+    ttft_s: float
+    decode_tok_s: float
+    phase_s: dict[str, float]  # summed per-phase seconds (zeros when untraced)
+    mean_tv: float | None
+    traced: bool
+    stop_reason: str  # "length", "eos", "cancelled"
+    token_ids: tuple[int, ...] = ()
+    tracing_overhead: float | None = None  # filled by the bench (traced vs untraced E2E)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["per_position_acceptance"] = list(self.per_position_acceptance)
+        d["token_ids"] = list(self.token_ids)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        d = dict(d)
+        d["per_position_acceptance"] = tuple(d.get("per_position_acceptance", ()))
+        d["token_ids"] = tuple(d.get("token_ids", ()))
+        return cls(**d)

@@ -1,0 +1,130 @@
+"""Settings: everything that decides how one generation runs, validated once, frozen.
+
+The engine, the benchmark, the profiles on disk and the TUI keys all speak this one
+type; `replace()` makes the next value when a key moves a knob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import UserError
+
+MODES = ("target-only", "draft-only", "speculative")
+RULES = ("greedy", "lossless", "mentored")
+POLICIES = ("fixed", "acceptance-rate", "accepted-length", "heuristic", "cost-aware")
+DISPATCH = ("auto", "gemv", "gemm")
+VERIFY_ATTENTION = ("auto", "fused", "plain")
+MAX_K = 16
+
+
+class SettingsError(UserError, ValueError):
+    """A setting a user gave is out of range; the message is one sentence naming it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How one generation runs (DESIGN.md, "The data that flows")."""
+
+    target: str = "default"
+    draft: str = "self:bits=3"
+    mode: str = "speculative"
+    rule: str = "mentored"
+    tv_budget: float = 0.0
+    policy: str = "fixed"
+    k: int = 4  # fixed k, and the starting k of adaptive policies
+    k_min: int = 1
+    k_max: int = 8
+    accept_lo: float = 0.4  # acceptance-rate policy: shrink below
+    accept_hi: float = 0.8  # acceptance-rate policy: grow above
+    ema_alpha: float = 0.2  # accepted-length policy
+    temperature: float = 0.7
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    repetition_context: int = 20
+    seed: int = 0
+    max_tokens: int = 256
+    ignore_eos: bool = False
+    traced: bool = True
+    bonus: bool = True
+    dispatch: str = "auto"
+    verify_attention: str = "auto"
+    fused_draft: bool = False
+    prefill_chunk: int = 512
+
+    def __post_init__(self) -> None:
+        _check_choice("mode", self.mode, MODES)
+        _check_choice("rule", self.rule, RULES)
+        _check_choice("policy", self.policy, POLICIES)
+        _check_choice("dispatch", self.dispatch, DISPATCH)
+        _check_choice("verify_attention", self.verify_attention, VERIFY_ATTENTION)
+        _check_range("tv_budget", self.tv_budget, 0.0, 1.0)
+        _check_range("temperature", self.temperature, 0.0, 10.0)
+        _check_range("top_p", self.top_p, 1e-6, 1.0)
+        _check_range("repetition_penalty", self.repetition_penalty, 1e-6, 10.0)
+        _check_range("accept_lo", self.accept_lo, 0.0, 1.0)
+        _check_range("accept_hi", self.accept_hi, 0.0, 1.0)
+        _check_range("ema_alpha", self.ema_alpha, 1e-6, 1.0)
+        for name in ("k", "k_min", "k_max"):
+            _check_range(name, getattr(self, name), 0, MAX_K)
+        if self.k_min > self.k_max:
+            raise SettingsError(f"k_min ({self.k_min}) must not exceed k_max ({self.k_max}).")
+        if self.max_tokens < 1:
+            raise SettingsError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.repetition_context < 1:
+            raise SettingsError("repetition_context must be at least 1.")
+        if self.prefill_chunk < 1:
+            raise SettingsError("prefill_chunk must be at least 1.")
+        if self.accept_lo > self.accept_hi:
+            raise SettingsError("accept_lo must not exceed accept_hi.")
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0 means argmax for both models, whatever the rule says."""
+        return self.temperature == 0.0 or self.rule == "greedy"
+
+    @property
+    def effective_rule(self) -> str:
+        return "greedy" if self.greedy else self.rule
+
+    def replace(self, **changes: Any) -> Settings:
+        """A new validated Settings with some fields changed (raises SettingsError)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Settings:
+        """Build from a mapping, refusing unknown keys with one sentence."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise SettingsError(f"Unknown setting(s): {', '.join(unknown)}.")
+        typed: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            want = type(getattr(cls(), f.name))
+            try:
+                if want is bool and not isinstance(value, bool):
+                    raise TypeError
+                typed[f.name] = want(value) if want is not bool else value
+            except (TypeError, ValueError):
+                raise SettingsError(
+                    f"Setting {f.name} must be a {want.__name__}, got {value!r}."
+                ) from None
+        return cls(**typed)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+
+
+def _check_range(name: str, value: float, lo: float, hi: float) -> None:
+    if not (lo <= value <= hi):
+        raise SettingsError(f"{name} must be between {lo:g} and {hi:g}; got {value!r}.")

@@ -1,0 +1,1 @@
+"""specdec-tui's Textual app."""
