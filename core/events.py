@@ -92,6 +92,7 @@ class RunSummary:
     stop_reason: str  # "length", "eos", "cancelled"
     token_ids: tuple[int, ...] = ()
     tracing_overhead: float | None = None  # filled by the bench (traced vs untraced E2E)
+    fallback_reason: str | None = None  # why speculation fell back to target-only, if it did
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -1,0 +1,548 @@
+"""The decode loop: target-only, draft-only and speculative rounds, one RoundEvent per round.
+
+One loop feeds the TUI, the benchmark and the profile writer. Its discipline:
+- every MLX call on the caller's thread (MLX streams are per thread);
+- untraced rounds sync the host once (speculative: after acceptance; single-model modes are
+  pipelined like mlx-lm's generate_step, the next token launched before the last is read);
+- acceptance maths on the device (core.sampling), no Python loop over the vocabulary;
+- each cache holds a known token list; after every round both are rewound (trimmed) to the
+  longest prefix they share with the committed sequence minus its last token, the token the
+  next round feeds. That one rule covers rejection, the bonus switch, EOS, cancellation and
+  multi-turn reuse (a new turn keeps the common prefix and prefills only the rest).
+Like vLLM and llama.cpp, the draft samples from its processed distribution q and the target
+verifies all k drafts plus one bonus row in one forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+from core.errors import UserError
+from core.events import PHASES, CommittedToken, RoundEvent, RunSummary
+from core.policy import make_policy
+from core.sampling import (
+    LogitsConfig,
+    Verdict,
+    accept_greedy,
+    accept_sampled,
+    penalize,
+    sample,
+    to_probs,
+)
+from core.settings import MAX_K, Settings
+from core.trace import RoundTimer
+
+Item = RoundEvent | RunSummary
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    """Length of the common prefix of a and b, trusting that the first `start` agree."""
+    n = min(len(a), len(b))
+    i = min(start, n)
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class _ModelState:
+    """A model, its prompt cache, and the token list that cache holds (same length)."""
+
+    model: nn.Module
+    cache: list[Any]
+    seq: list[int] = field(default_factory=list)
+
+    def rewind(self, want: Sequence[int], start: int = 0) -> None:
+        keep = _common_prefix(self.seq, want, start)
+        if keep < len(self.seq):
+            trim_prompt_cache(self.cache, len(self.seq) - keep)
+            del self.seq[keep:]
+
+    def forward(self, tokens: mx.array, vocab: int) -> mx.array:
+        """Logits [rows, vocab] for a 1-D token array; the cache advances by its length."""
+        return self.model(tokens[None], cache=self.cache)[0, :, :vocab]
+
+    def prefill(self, tokens: Sequence[int], chunk: int) -> None:
+        """Feed tokens in chunks, evaluating each so memory stays bounded."""
+        for i in range(0, len(tokens), chunk):
+            part = list(tokens[i : i + chunk])
+            self.model(mx.array(part)[None], cache=self.cache)
+            mx.eval([c.state for c in self.cache])
+            self.seq.extend(part)
+
+    def offset(self) -> int:
+        return int(self.cache[0].offset)
+
+
+@dataclass
+class _Tally:
+    """Running totals that become the RunSummary."""
+
+    rounds: int = 0
+    tokens: list[int] = field(default_factory=list)
+    proposed: int = 0
+    accepted: int = 0
+    pos_tries: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    pos_hits: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    tv_sum: float = 0.0
+    tv_count: int = 0
+    phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    first_token_at: float | None = None
+    spec_rounds: int = 0
+
+    def add(self, ev: RoundEvent, now: float) -> None:
+        self.rounds += 1
+        self.tokens.extend(t.id for t in ev.tokens)
+        if self.first_token_at is None and ev.tokens:
+            self.first_token_at = now
+        for p in PHASES:
+            self.phase[p] += getattr(ev.timings, p)
+        if ev.proposed:
+            self.spec_rounds += 1
+            self.proposed += ev.proposed
+            self.accepted += ev.accepted
+            if ev.tv is not None:
+                decided = min(ev.accepted + 1, ev.proposed)
+                self.tv_sum += ev.tv * decided
+                self.tv_count += decided
+            for i in range(ev.proposed):
+                self.pos_tries[i] += 1
+                self.pos_hits[i] += i < ev.accepted
+
+
+class Engine:
+    """Owns both models' caches across turns and runs the decode loop over them."""
+
+    def __init__(
+        self,
+        target: nn.Module,
+        draft: nn.Module | None = None,
+        *,
+        vocab_size: int,
+        eos_ids: Sequence[int] = (),
+        predictor: Any | None = None,
+        speculation_ok: bool = True,
+        speculation_reason: str | None = None,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.eos_ids = frozenset(eos_ids)
+        self.predictor = predictor
+        self.cost_curve: Any | None = None
+        self._t = _ModelState(target, make_prompt_cache(target))
+        self._d = _ModelState(draft, make_prompt_cache(draft)) if draft is not None else None
+        self.speculation_reason = speculation_reason
+        if draft is None:
+            self.speculation_reason = speculation_reason or "no draft model is loaded"
+        elif not (can_trim_prompt_cache(self._t.cache) and can_trim_prompt_cache(self._d.cache)):
+            self.speculation_reason = "a model's cache cannot be rewound (not trimmable)"
+        self.speculation_ok = speculation_ok and self.speculation_reason is None
+
+    @classmethod
+    def from_pair(cls, pair: Any) -> Engine:
+        """Build from a core.models.ModelPair, with the kernel predictor for the target."""
+        predictor = None
+        with contextlib.suppress(Exception):  # prediction is informative, never required
+            from core.dispatch import KernelPredictor
+
+            predictor = KernelPredictor(pair.target.model)
+        return cls(
+            pair.target.model,
+            pair.draft.model if pair.draft is not None else None,
+            vocab_size=pair.vocab_size,
+            eos_ids=sorted(pair.eos_ids),
+            predictor=predictor,
+            speculation_ok=pair.speculation_ok,
+            speculation_reason=pair.speculation_reason,
+        )
+
+    # -- state -----------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget both caches; the next generate prefills from scratch."""
+        self._t = _ModelState(self._t.model, make_prompt_cache(self._t.model))
+        if self._d is not None:
+            self._d = _ModelState(self._d.model, make_prompt_cache(self._d.model))
+
+    def cache_state(self) -> dict[str, Any]:
+        """Token lists and offsets of both caches (tests check they never disagree)."""
+        out: dict[str, Any] = {"target_seq": list(self._t.seq), "target_offset": self._t.offset()}
+        if self._d is not None:
+            out |= {"draft_seq": list(self._d.seq), "draft_offset": self._d.offset()}
+        return out
+
+    def set_cost_curve(self, curve: Any) -> None:
+        """A VerifyCostCurve for the cost-aware policy (from core.dispatch.calibrate)."""
+        self.cost_curve = curve
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        settings: Settings,
+        cancel: threading.Event | None = None,
+        settings_source: Callable[[], Settings] | None = None,
+    ) -> Iterator[Item]:
+        """Yield one RoundEvent per round, then a RunSummary.
+
+        `settings_source` is read once per round, so a key pressed mid-run applies from the
+        next round; `cancel` is checked once per round and leaves the caches consistent.
+        """
+        if not prompt_ids:
+            raise UserError("The prompt is empty: there is nothing to continue.")
+        t_start = time.perf_counter()
+        s = settings
+        source = settings_source or (lambda: settings)
+        fallback = self._fallback_reason(s)
+        if s.mode == "draft-only" and self._d is None:
+            raise UserError("Draft-only mode needs a draft model; load one with --draft.")
+        seq = list(prompt_ids)
+        n_prompt = len(seq)
+        prefilled = self._prefill(seq, s, uses_draft=s.mode != "target-only" and fallback is None)
+        tally = _Tally()
+        key = mx.random.key(s.seed)
+        policy, policy_sig = None, None
+        stop = "length"
+
+        while True:
+            s = source()
+            if cancel is not None and cancel.is_set():
+                stop = "cancelled"
+                break
+            remaining = s.max_tokens - len(tally.tokens)
+            if remaining <= 0:
+                break
+            mode = s.mode
+            if mode == "speculative" and not self.speculation_ok:
+                mode, fallback = "target-only", self.speculation_reason
+            if mode == "draft-only" and self._d is None:
+                mode = "target-only"
+            key, round_key = mx.random.split(key)
+            if mode == "speculative":
+                sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus)
+                if sig != policy_sig:
+                    if s.policy == "cost-aware" and self.cost_curve is None:
+                        self.cost_curve = self._quick_calibration(s, len(seq))
+                    policy, policy_sig = make_policy(s, self.cost_curve), sig
+                assert policy is not None
+                k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
+                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
+                policy.observe(ev.proposed, ev.accepted)
+                events: Iterator[RoundEvent] = iter((ev,))
+            else:
+                events = self._single_model_rounds(
+                    seq, s, mode, round_key, tally.rounds, remaining, source, cancel
+                )
+            for ev in events:
+                tally.add(ev, time.perf_counter())
+                yield ev
+            if self._hit_eos(tally.tokens, s):
+                stop = "eos"
+                break
+
+        self._settle(seq)
+        e2e = time.perf_counter() - t_start
+        yield self._summary(tally, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
+
+    def _fallback_reason(self, s: Settings) -> str | None:
+        if s.mode == "speculative" and not self.speculation_ok:
+            return self.speculation_reason
+        return None
+
+    def _hit_eos(self, tokens: list[int], s: Settings) -> bool:
+        return not s.ignore_eos and bool(tokens) and tokens[-1] in self.eos_ids
+
+    def _prefill(self, seq: list[int], s: Settings, uses_draft: bool) -> int:
+        """Bring caches to seq[:-1], keeping what they already share with it."""
+        want = seq[:-1]
+        done = 0
+        states = [self._t] + ([self._d] if uses_draft and self._d is not None else [])
+        for st in states:
+            st.rewind(want)
+            todo = want[len(st.seq) :]
+            st.prefill(todo, s.prefill_chunk)
+            done = max(done, len(todo))
+        return done
+
+    def _settle(self, seq: list[int]) -> None:
+        """End of run: each cache holds at most seq[:-1] (the pipelined step may be ahead)."""
+        want = seq[:-1]
+        for st in (self._t, self._d):
+            if st is not None:
+                st.rewind(want, max(len(want) - MAX_K - 2, 0))
+
+    def _quick_calibration(self, s: Settings, context: int) -> Any:
+        from core.dispatch import calibrate
+
+        draft = self._d.model if self._d is not None else None
+        return calibrate(self._t.model, draft, rows=s.k_max + 1, repeats=3, context=max(context, 16))
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _logits_config(s: Settings) -> LogitsConfig:
+        return LogitsConfig(
+            temperature=0.0 if s.greedy else s.temperature,
+            top_p=s.top_p,
+            repetition_penalty=s.repetition_penalty,
+            repetition_context=s.repetition_context,
+        )
+
+    def _kernel(self, rows: int) -> str:
+        if self.predictor is None:
+            return ""
+        try:
+            return str(self.predictor.family(rows))
+        except Exception:  # prediction must never break decoding
+            return ""
+
+    def _speculative_round(
+        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int
+    ) -> RoundEvent:
+        """Draft k tokens, verify k + 1 rows in one target pass, accept on the device, rewind."""
+        assert self._d is not None
+        cfg = self._logits_config(s)
+        timer = RoundTimer(s.traced)
+        greedy = cfg.greedy
+        keys = mx.random.split(key, k + 1)
+        hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
+        V = self.vocab_size
+        t, d = self._t, self._d
+        start = max(len(seq) - 2, 0)
+
+        # Draft: k steps chained lazily; async_eval keeps the device fed without a host sync.
+        d_pending = seq[len(d.seq) :]
+        x = mx.array(d_pending)
+        drafts: list[mx.array] = []
+        qs: list[mx.array] = []
+        for i in range(k):
+            logits = d.forward(x, V)[-1:]
+            if hist is not None:
+                ctx = mx.concatenate([hist, *drafts]) if drafts else hist
+                logits = penalize(logits, ctx, cfg)
+            if greedy:
+                x = mx.argmax(logits, axis=-1)
+            else:
+                q = to_probs(logits, cfg)
+                qs.append(q)
+                x = sample(q, keys[i])
+            drafts.append(x)
+            if not s.traced:
+                mx.async_eval(x)
+        draft_arr = mx.concatenate(drafts) if drafts else mx.array([], dtype=mx.uint32)
+        timer.mark("draft", draft_arr)
+
+        # Verify: the pending token plus all drafts, one forward, k + 1 rows kept.
+        t_pending = seq[len(t.seq) :]
+        inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
+        rows = inp.shape[0]
+        with self._verify_context(s, rows):
+            logits = t.forward(inp, V)[-(k + 1) :]
+        timer.mark("verify", logits)
+
+        # Accept on the device, then the round's single host sync.
+        if hist is not None:
+            logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
+        verdict: Verdict
+        if greedy:
+            verdict = accept_greedy(mx.argmax(logits, axis=-1), draft_arr)
+        else:
+            p = to_probs(logits, cfg)
+            q = mx.concatenate(qs) if qs else mx.zeros((0, V), mx.float32)
+            rule = "lossless" if s.rule == "greedy" else s.rule
+            verdict = accept_sampled(p, q, draft_arr, rule, s.tv_budget, keys[k])
+        packed = mx.concatenate(
+            [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
+             verdict.next_token.reshape(1).astype(mx.int32)]
+        )
+        mx.eval(packed, verdict.tv_sum)
+        vals = packed.tolist()
+        tv_sum = float(verdict.tv_sum.item())
+        timer.mark("sample")
+
+        proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
+        committed = [CommittedToken(x_, "accepted") for x_ in proposed_ids[:n]]
+        if n < k:
+            committed.append(CommittedToken(nxt, "corrected"))
+        elif s.bonus:
+            committed.append(CommittedToken(nxt, "bonus"))
+        committed = self._cut_at_eos(committed, s)
+        rejected = tuple(proposed_ids[n:])
+
+        # Rewind: both caches keep what they share with the committed sequence minus its tail.
+        t.seq.extend(t_pending + proposed_ids)
+        d.seq.extend(d_pending + proposed_ids[: max(k - 1, 0)])
+        seq.extend(c.id for c in committed)
+        want = seq[:-1]
+        t.rewind(want, start)
+        d.rewind(want, start)
+        timer.mark("cache")
+
+        decided = min(n + 1, k)
+        return RoundEvent(
+            index=index,
+            tokens=tuple(committed),
+            rejected=rejected,
+            proposed=k,
+            accepted=n,
+            rows=rows,
+            timings=timer.finish(),
+            kernel=self._kernel(rows),
+            tv=(tv_sum / decided) if decided and not greedy else None,
+            context=len(seq),
+            traced=s.traced,
+        )
+
+    def _verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
+        if rows <= 1:
+            return contextlib.nullcontext()
+        try:
+            from core.dispatch import verification_patches
+        except ImportError:
+            return contextlib.nullcontext()
+        return verification_patches(self._t.model, s.dispatch, s.verify_attention, rows)
+
+    def _cut_at_eos(self, toks: list[CommittedToken], s: Settings) -> list[CommittedToken]:
+        if s.ignore_eos:
+            return toks
+        for i, tok in enumerate(toks):
+            if tok.id in self.eos_ids:
+                return toks[: i + 1]
+        return toks
+
+    def _single_model_rounds(
+        self,
+        seq: list[int],
+        s: Settings,
+        mode: str,
+        key: mx.array,
+        index: int,
+        budget: int,
+        source: Callable[[], Settings],
+        cancel: threading.Event | None,
+    ) -> Iterator[RoundEvent]:
+        """One token per round from one model, pipelined when untraced.
+
+        Untraced, the next token's forward is queued (async_eval) before the current one is
+        read, as mlx-lm's generate_step does, so the host sync overlaps device work. The loop
+        hands control back when the settings change, so a key applies from the next round.
+        """
+        st = self._t if mode == "target-only" else self._d
+        assert st is not None
+        origin = "target" if mode == "target-only" else "draft"
+        phase = "verify" if mode == "target-only" else "draft"
+        cfg = self._logits_config(s)
+        V = self.vocab_size
+        ctx_n = cfg.repetition_context
+        kernel = self._kernel(1) if mode == "target-only" else ""
+
+        def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> tuple[mx.array, mx.array]:
+            logits = st.forward(tokens, V)[-1:]
+            if hist is not None:
+                logits = penalize(logits, hist, cfg)
+            if cfg.greedy:
+                return logits, mx.argmax(logits, axis=-1)
+            return logits, sample(to_probs(logits, cfg), k)
+
+        def window(hist: mx.array | None, y: mx.array) -> mx.array | None:
+            return None if hist is None else mx.concatenate([hist, y])[-ctx_n:]
+
+        def wants_more(produced: int) -> bool:
+            if produced + 1 >= budget or (cancel is not None and cancel.is_set()):
+                return False
+            return source() == s  # a changed setting hands control back to generate()
+
+        pending = seq[len(st.seq) :]
+        hist = mx.array(seq[-ctx_n:]) if cfg.repetition_penalty != 1.0 else None
+        key, k0 = mx.random.split(key)
+        timer = RoundTimer(s.traced)
+        logits, y = step(mx.array(pending), hist, k0)
+        st.seq.extend(pending)
+        if not s.traced:
+            mx.async_eval(y)
+        produced = 0
+        while True:
+            timer.mark(phase, logits)
+            more = wants_more(produced)
+            nxt = None
+            if more and not s.traced:
+                key, kn = mx.random.split(key)
+                _, nxt = step(y, window(hist, y), kn)
+                mx.async_eval(nxt)
+            tok = int(y.item())
+            timer.mark("sample")
+            seq.append(tok)
+            produced += 1
+            if nxt is not None:
+                st.seq.append(tok)
+            yield RoundEvent(
+                index=index + produced - 1,
+                tokens=(CommittedToken(tok, origin),),
+                rows=1,
+                timings=timer.finish(),
+                kernel=kernel,
+                context=len(seq),
+                traced=s.traced,
+            )
+            if not more or self._hit_eos([tok], s):
+                return
+            timer = RoundTimer(s.traced)
+            hist = window(hist, y)
+            if nxt is None:  # traced: no pipelining, one plain step per round
+                key, kn = mx.random.split(key)
+                logits, y = step(y, hist, kn)
+                st.seq.append(tok)
+            else:
+                y = nxt
+
+    # -- summary -----------------------------------------------------------------------------
+
+    def _summary(
+        self,
+        tally: _Tally,
+        s: Settings,
+        n_prompt: int,
+        prefilled: int,
+        e2e: float,
+        t_start: float,
+        stop: str,
+        fallback: str | None,
+    ) -> RunSummary:
+        ttft = (tally.first_token_at - t_start) if tally.first_token_at else e2e
+        n = len(tally.tokens)
+        decode_time = e2e - ttft
+        decode_tok_s = (n - 1) / decode_time if n > 1 and decode_time > 0 else 0.0
+        spec = tally.spec_rounds > 0
+        per_pos = tuple(
+            tally.pos_hits[i] / tally.pos_tries[i] for i in range(MAX_K) if tally.pos_tries[i]
+        )
+        return RunSummary(
+            mode=s.mode if fallback is None else "target-only",
+            tokens=n,
+            rounds=tally.rounds,
+            prompt_tokens=n_prompt,
+            prefill_tokens=prefilled,
+            proposed=tally.proposed,
+            accepted=tally.accepted,
+            acceptance=(tally.accepted / tally.proposed) if spec and tally.proposed else None,
+            per_position_acceptance=per_pos,
+            mean_accepted_length=(tally.accepted / tally.spec_rounds) if spec else None,
+            e2e_s=e2e,
+            ttft_s=ttft,
+            decode_tok_s=decode_tok_s,
+            phase_s=dict(tally.phase),
+            mean_tv=(tally.tv_sum / tally.tv_count) if tally.tv_count else None,
+            traced=s.traced,
+            stop_reason=stop,
+            token_ids=tuple(tally.tokens),
+            fallback_reason=fallback,
+        )

@@ -1,0 +1,177 @@
+"""Proposal policies: how many tokens to draft next round, from what the rounds so far showed.
+
+A policy observes each finished round (proposed, accepted) and answers `next_k()`. k = 0
+means a plain target step. The cost-aware policy also reads a measured verify-cost curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from core.settings import MAX_K, Settings
+
+
+class Policy(Protocol):
+    """What the engine needs from a policy."""
+
+    def next_k(self) -> int: ...
+
+    def observe(self, proposed: int, accepted: int) -> None: ...
+
+
+class FixedPolicy:
+    """Always k: the seed's fixed-4/6/8 settings."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        pass
+
+
+class AcceptanceRatePolicy:
+    """The seed engine's adaptive rule: shrink k below `lo` acceptance, grow above `hi`."""
+
+    def __init__(self, k: int, lo: float, hi: float, k_min: int, k_max: int) -> None:
+        self.k, self.lo, self.hi, self.k_min, self.k_max = k, lo, hi, k_min, k_max
+        self.k = min(max(k, k_min), k_max)
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        if proposed == 0:
+            return
+        rate = accepted / proposed
+        if rate < self.lo:
+            self.k = max(self.k_min, self.k - 1)
+        elif rate > self.hi:
+            self.k = min(self.k_max, self.k + 1)
+
+
+class AcceptedLengthPolicy:
+    """k follows an EMA of the accepted length: propose one more than usually survives."""
+
+    def __init__(self, k: int, alpha: float, k_min: int, k_max: int) -> None:
+        self.alpha, self.k_min, self.k_max = alpha, k_min, k_max
+        self.ema = float(max(k - 1, 0))
+
+    def next_k(self) -> int:
+        return min(max(round(self.ema) + 1, self.k_min), self.k_max)
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        if proposed:
+            self.ema = (1 - self.alpha) * self.ema + self.alpha * accepted
+
+
+class HeuristicPolicy:
+    """Hugging Face assisted generation's rule: +2 after a full acceptance, -1 otherwise."""
+
+    def __init__(self, k: int, k_min: int, k_max: int) -> None:
+        self.k, self.k_min, self.k_max = min(max(k, k_min), k_max), k_min, k_max
+
+    def next_k(self) -> int:
+        return self.k
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        if proposed == 0:
+            return
+        step = 2 if accepted == proposed else -1
+        self.k = min(max(self.k + step, self.k_min), self.k_max)
+
+
+def expected_tokens(k: int, accept: list[float], bonus: bool) -> float:
+    """E[committed tokens] of a round proposing k with per-position acceptance `accept`.
+
+    Position j is reached only if all before it were accepted: E = sum_j prod_{i<=j} a_i
+    accepted drafts, plus one correction when any was rejected, plus the bonus when none was.
+    """
+    if k == 0:
+        return 1.0
+    reach, total = 1.0, 0.0
+    for j in range(k):
+        reach *= accept[j]
+        total += reach
+    return total + (1.0 - reach) + (reach if bonus else 0.0)
+
+
+class CostAwarePolicy:
+    """Pick k to maximise expected tokens per second from a measured cost curve.
+
+    rate(k) = E[tokens](k, a) / (k * t_draft + t_verify(k + 1) + t_overhead); k = 0 is a
+    target step costing t_verify(1). Acceptance per position is a Beta-smoothed online count,
+    so early rounds lean on the prior and later rounds on what the pair actually does.
+    """
+
+    def __init__(
+        self,
+        t_verify: Callable[[int], float],
+        t_draft: float,
+        *,
+        k_max: int = 8,
+        k_min: int = 0,
+        bonus: bool = True,
+        t_overhead: float = 0.0,
+        prior: float = 0.5,
+        prior_weight: float = 2.0,
+    ) -> None:
+        self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
+        self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
+        self.hits = [prior * prior_weight] * MAX_K
+        self.tries = [prior_weight] * MAX_K
+        self._cache: int | None = None
+
+    def acceptance(self) -> list[float]:
+        return [h / t for h, t in zip(self.hits, self.tries, strict=True)]
+
+    def rate(self, k: int, accept: list[float] | None = None) -> float:
+        """Expected committed tokens per second when proposing k."""
+        a = self.acceptance() if accept is None else accept
+        if k == 0:
+            return 1.0 / (self.t_verify(1) + self.t_overhead)
+        cost = k * self.t_draft + self.t_verify(k + 1) + self.t_overhead
+        return expected_tokens(k, a, self.bonus) / cost
+
+    def next_k(self) -> int:
+        if self._cache is None:
+            a = self.acceptance()
+            ks = range(self.k_min, self.k_max + 1)
+            self._cache = max(ks, key=lambda k: (self.rate(k, a), -k))
+        return self._cache
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        for i in range(proposed):
+            self.tries[i] += 1
+            if i < accepted:
+                self.hits[i] += 1
+        self._cache = None
+
+
+def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
+    """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s)."""
+    s = settings
+    if s.policy == "fixed":
+        return FixedPolicy(s.k)
+    if s.policy == "acceptance-rate":
+        return AcceptanceRatePolicy(s.k, s.accept_lo, s.accept_hi, max(s.k_min, 1), s.k_max)
+    if s.policy == "accepted-length":
+        return AcceptedLengthPolicy(s.k, s.ema_alpha, max(s.k_min, 1), s.k_max)
+    if s.policy == "heuristic":
+        return HeuristicPolicy(s.k, max(s.k_min, 1), s.k_max)
+    if s.policy == "cost-aware":
+        if cost_curve is None:
+            from core.errors import UserError
+
+            raise UserError("The cost-aware policy needs a calibration: run calibrate first.")
+        return CostAwarePolicy(
+            cost_curve.t_verify,  # type: ignore[attr-defined]
+            cost_curve.draft_step_s,  # type: ignore[attr-defined]
+            k_max=s.k_max,
+            k_min=0,
+            bonus=s.bonus,
+        )
+    raise ValueError(f"unknown policy {s.policy!r}")
