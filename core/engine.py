@@ -60,6 +60,7 @@ class _ModelState:
     model: nn.Module
     cache: list[Any]
     seq: list[int] = field(default_factory=list)
+    fused: Any = None  # FusedDecodeStep once built; False when the model cannot use one
 
     def rewind(self, want: Sequence[int], start: int = 0) -> None:
         keep = _common_prefix(self.seq, want, start)
@@ -70,6 +71,20 @@ class _ModelState:
     def forward(self, tokens: mx.array, vocab: int) -> mx.array:
         """Logits [rows, vocab] for a 1-D token array; the cache advances by its length."""
         return self.model(tokens[None], cache=self.cache)[0, :, :vocab]
+
+    def decode(self, tokens: mx.array, vocab: int, fused: bool) -> mx.array:
+        """Logits of the last row; with `fused`, the last token goes through the compiled step."""
+        if fused and self.fused is None:
+            from core.fused import FusedDecodeStep, supports
+
+            self.fused = FusedDecodeStep(self.model) if supports(self.model) is None else False
+        if not (fused and self.fused):
+            return self.forward(tokens, vocab)[-1:]
+        if tokens.shape[0] > 1:
+            self.model(tokens[:-1][None], cache=self.cache)
+        if self.cache[0].keys is None:
+            return self.forward(tokens[-1:], vocab)
+        return self.fused.step(tokens[-1:], self.cache)[:, :vocab]
 
     def prefill(self, tokens: Sequence[int], chunk: int) -> None:
         """Feed tokens in chunks, evaluating each so memory stays bounded."""
@@ -325,7 +340,7 @@ class Engine:
         drafts: list[mx.array] = []
         qs: list[mx.array] = []
         for i in range(k):
-            logits = d.forward(x, V)[-1:]
+            logits = d.decode(x, V, s.fused_draft)
             if hist is not None:
                 ctx = mx.concatenate([hist, *drafts]) if drafts else hist
                 logits = penalize(logits, ctx, cfg)
@@ -446,7 +461,7 @@ class Engine:
         kernel = self._kernel(1) if mode == "target-only" else ""
 
         def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> tuple[mx.array, mx.array]:
-            logits = st.forward(tokens, V)[-1:]
+            logits = st.decode(tokens, V, s.fused_draft)
             if hist is not None:
                 logits = penalize(logits, hist, cfg)
             if cfg.greedy:

@@ -109,15 +109,21 @@ class Settings:
                 continue
             value = data[f.name]
             want = type(getattr(cls(), f.name))
-            try:
-                if want is bool and not isinstance(value, bool):
-                    raise TypeError
-                typed[f.name] = want(value) if want is not bool else value
-            except (TypeError, ValueError):
-                raise SettingsError(
-                    f"Setting {f.name} must be a {want.__name__}, got {value!r}."
-                ) from None
+            typed[f.name] = _coerce(f.name, value, want)
         return cls(**typed)
+
+
+def _coerce(name: str, value: Any, want: type) -> Any:
+    """Accept a value only if it already is the field's type (ints may stand for floats)."""
+    ok = (
+        (want is bool and isinstance(value, bool))
+        or (want is int and isinstance(value, int) and not isinstance(value, bool))
+        or (want is float and isinstance(value, int | float) and not isinstance(value, bool))
+        or (want is str and isinstance(value, str))
+    )
+    if not ok:
+        raise SettingsError(f"Setting {name} must be a {want.__name__}, got {value!r}.")
+    return want(value)
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

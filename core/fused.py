@@ -1,0 +1,120 @@
+"""A compiled single-token decode step over mlx-lm's own KV caches, for cheap draft steps.
+
+A small model's decode step is hundreds of tiny kernels whose cost is mostly host-side
+graph building and launching (measured on the H200: a 0.5B-shape step costs 3.6 ms however
+it is scheduled). `mx.compile` traces the step once and replays it, fusing the element-wise
+work (residual adds, SiLU-gate, bias adds). To keep one trace valid across positions, the
+position is an array input, not a Python int: keys/values are written with a dynamic
+`slice_update` into the cache's preallocated buffer and attention runs over the whole
+buffer with a mask for the slots past the position. The buffer is the same
+`mlx_lm.models.cache.KVCache` the unfused path uses, so trimming and prefill still work and
+the two paths can alternate freely. A new trace is built only when the buffer grows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import KVCache
+
+GROW = 1024  # buffer growth in slots: every growth costs one re-trace
+
+
+def _layers(model: nn.Module) -> list[Any]:
+    inner = getattr(model, "model", None)
+    return list(getattr(inner, "layers", [])) if inner is not None else []
+
+
+def supports(model: nn.Module) -> str | None:
+    """None when the model has the llama/qwen2 layout this step reproduces; else why not."""
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "embed_tokens") or not hasattr(inner, "norm"):
+        return "the model has no model.embed_tokens/model.norm"
+    for layer in _layers(model):
+        attn = getattr(layer, "self_attn", None)
+        if attn is None or not all(
+            hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj", "rope", "scale")
+        ):
+            return "a layer's attention is not the llama/qwen2 layout"
+        if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
+            return "per-head q/k norms (qwen3-style) are not reproduced by the fused step"
+        if not all(hasattr(layer, n) for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
+            return "a layer is not a pre-norm attention + MLP block"
+    if not _layers(model):
+        return "the model has no layers"
+    return None
+
+
+class FusedDecodeStep:
+    """`step(token[1], cache) -> logits[1, V]`: one compiled decode step writing into `cache`."""
+
+    def __init__(self, model: nn.Module) -> None:
+        why = supports(model)
+        if why is not None:
+            raise ValueError(f"fused decode step unavailable: {why}")
+        self.model = model
+        self._fn: Callable[..., Any] = mx.compile(self._forward)
+
+    def _forward(self, token: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
+        model = self.model
+        inner = model.model
+        h = inner.embed_tokens(token[None])  # [1, 1, D]
+        cap = kv[0].shape[2]
+        mask = (mx.arange(cap) <= offset)[None, None, None, :]
+        start = offset.reshape(1)
+        out_kv: list[mx.array] = []
+        for i, layer in enumerate(inner.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+            q = q.reshape(1, 1, attn.n_heads, -1).transpose(0, 2, 1, 3)
+            k = k.reshape(1, 1, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+            v = v.reshape(1, 1, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
+            q = attn.rope(q, offset=offset)
+            k = attn.rope(k, offset=offset)
+            keys = mx.slice_update(kv[2 * i], k.astype(kv[2 * i].dtype), start, axes=(2,))
+            values = mx.slice_update(kv[2 * i + 1], v.astype(kv[2 * i + 1].dtype), start, axes=(2,))
+            out_kv += [keys, values]
+            o = mx.fast.scaled_dot_product_attention(q, keys, values, scale=attn.scale, mask=mask)
+            h = h + attn.o_proj(o.transpose(0, 2, 1, 3).reshape(1, 1, -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        h = inner.norm(h)
+        if getattr(model, "lm_head", None) is not None and not _tied(model):
+            logits = model.lm_head(h)
+        else:
+            logits = inner.embed_tokens.as_linear(h)
+        return [logits[0], *out_kv]
+
+    def step(self, token: mx.array, cache: list[KVCache]) -> mx.array:
+        """Feed one token (shape [1]) at the cache's offset; returns logits [1, V]."""
+        offset = cache[0].offset
+        if cache[0].keys is None:
+            raise ValueError("the fused step needs a prefilled cache")
+        for c in cache:
+            _ensure_capacity(c, offset + 1)
+        kv = [a for c in cache for a in (c.keys, c.values)]
+        logits, *new = self._fn(token.reshape(1), mx.array(offset, dtype=mx.int32), *kv)
+        for j, c in enumerate(cache):
+            c.keys, c.values = new[2 * j], new[2 * j + 1]
+            c.offset = offset + 1
+        return logits
+
+
+def _tied(model: nn.Module) -> bool:
+    args = getattr(model, "args", None)
+    return bool(getattr(args, "tie_word_embeddings", False))
+
+
+def _ensure_capacity(c: KVCache, need: int) -> None:
+    """Grow the buffer in GROW-slot steps (zeros past the offset are masked anyway)."""
+    cap = c.keys.shape[2]
+    if need <= cap:
+        return
+    extra = ((need - cap + GROW - 1) // GROW) * GROW
+    B, H, _, Dk = c.keys.shape
+    Dv = c.values.shape[3]
+    c.keys = mx.concatenate([c.keys, mx.zeros((B, H, extra, Dk), c.keys.dtype)], axis=2)
+    c.values = mx.concatenate([c.values, mx.zeros((B, H, extra, Dv), c.values.dtype)], axis=2)
