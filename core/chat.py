@@ -1,0 +1,90 @@
+"""One-shot chat from the command line: the answer streamed, then the run's numbers.
+
+The quickest proof that a pair works (and what `make run` falls back to without a
+terminal): the same engine loop as the TUI, printed with rich instead of drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from core.events import RoundEvent, RunSummary
+from core.settings import Settings
+
+ORIGIN_STYLE = {
+    "accepted": "green",
+    "corrected": "yellow",
+    "bonus": "cyan",
+    "target": "default",
+    "draft": "magenta",
+}
+
+
+def summary_table(summary: RunSummary) -> Table:
+    """The numbers a user checks first, as a two-column table."""
+    t = Table(show_header=False, box=None)
+    rows = [
+        ("mode", summary.mode + (f" (fell back: {summary.fallback_reason})"
+                                 if summary.fallback_reason else "")),
+        ("tokens / rounds", f"{summary.tokens} / {summary.rounds}"),
+        ("TTFT", f"{summary.ttft_s * 1e3:.0f} ms"),
+        ("decode", f"{summary.decode_tok_s:.1f} tok/s"),
+        ("E2E", f"{summary.e2e_s:.2f} s"),
+    ]
+    if summary.acceptance is not None:
+        rows.append(("acceptance", f"{summary.acceptance:.1%}"))
+        rows.append(("mean accepted length", f"{summary.mean_accepted_length:.2f}"))
+    if summary.traced:
+        total = sum(summary.phase_s.values()) or 1.0
+        rows.append(("phases", "  ".join(
+            f"{k} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
+    for k, v in rows:
+        t.add_row(Text(k, style="bold"), v)
+    return t
+
+
+def run_chat_cli(args: argparse.Namespace) -> int:
+    """Load the pair, answer one prompt with colour by origin, print the summary."""
+    from core.engine import Engine
+    from core.models import chat_prompt_ids, load_pair
+
+    err = Console(stderr=True)
+    out = Console()
+    settings = Settings(
+        target=args.target or "default",
+        draft=args.draft or Settings.draft,
+        mode=args.mode,
+        temperature=args.temperature,
+        rule="greedy" if args.temperature == 0 else "lossless",
+        max_tokens=args.max_tokens,
+    )
+    with err.status(f"loading {settings.target} + {settings.draft}"):
+        pair = load_pair(settings.target, settings.draft)
+    if pair.target.random_weights:
+        err.print("[yellow]random-weight model: the text below is noise[/]")
+    tok = pair.target.tokenizer
+    ids = chat_prompt_ids(tok, [{"role": "user", "content": args.prompt}])
+    engine = Engine.from_pair(pair)
+    detok = tok.detokenizer
+    detok.reset()
+    summary = None
+    for item in engine.generate(ids, settings):
+        if isinstance(item, RoundEvent):
+            for t in item.tokens:
+                if t.id in pair.eos_ids:
+                    continue
+                detok.add_token(t.id)
+                out.print(Text(detok.last_segment, style=ORIGIN_STYLE[t.origin]), end="")
+        else:
+            summary = item
+    detok.finalize()
+    out.print(Text(detok.last_segment))
+    if summary is not None:
+        err.print(summary_table(summary))
+    sys.stdout.flush()
+    return 0
