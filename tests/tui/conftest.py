@@ -1,0 +1,213 @@
+"""A scripted engine session for UI tests: fixed rounds and numbers, no MLX.
+
+The app itself always runs the real engine (tui.session.MLXSession); tests inject this
+through the bridge's session factory so that panels, keys and snapshots see known numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
+from core.settings import Settings
+from tui.app import SpecDecApp
+from tui.bridge import CurveInfo, PairInfo, ShapeKernel
+
+EOS = 0
+WORDS = (
+    "<eos>", " The", " lunar", " greenhouse", " glowed", " under", " a", " thin", " dome",
+    ",", " and", " Mira", " checked", " the", " tomato", " vines", " while", " Oren",
+    " read", " the", " sensors", ".", " Earth", " hung", " blue", " above", " them",
+)
+# Accepted drafts per round, cycled: a mix of partial, full and no acceptance.
+ACCEPT_PATTERN = (2, 4, 0, 3, 4, 1, 2, 4)
+
+
+@dataclass
+class Script:
+    """What the fake engine does: how many rounds, how fast, and whether it fails."""
+
+    rounds: int = 8
+    delay_s: float = 0.0
+    fail_after: int | None = None  # raise after this many rounds
+    fail_load: bool = False
+    random_weights: bool = False
+    speculation_ok: bool = True
+    seen: list[Settings] = field(default_factory=list)  # settings read per round
+    calls: list[str] = field(default_factory=list)
+    prompts: list[list[dict[str, str]]] = field(default_factory=list)
+
+
+class FakeSession:
+    """Implements the EngineSession protocol with deterministic rounds."""
+
+    def __init__(self, script: Script, target: str, draft: str | None) -> None:
+        if script.fail_load:
+            raise FileNotFoundError(f"no model at {target}")
+        self.script = script
+        self.thread = threading.current_thread().name
+        kernels = {
+            r: (ShapeKernel("q_proj", "576x576 4b", "qmv" if r < 8 else "qmm", 30),
+                ShapeKernel("up_proj", "576x1536 4b", "qmv" if r < 8 else "qmm", 30))
+            for r in range(1, 18)
+        }
+        self.info = PairInfo(
+            target_spec=target, draft_spec=draft,
+            target_name="SmolLM2-135M (fake)", draft_name="self:bits=3 (fake)",
+            backend="cpu", device="scripted", random_weights=script.random_weights,
+            speculation_ok=script.speculation_ok,
+            speculation_reason=None if script.speculation_ok else "a cache cannot be rewound",
+            eos_ids=frozenset({EOS}), kernels=kernels,
+            families={r: "qmv" if r < 8 else "qmm" for r in range(1, 18)},
+            environment={"backend": "cpu", "device_name": "scripted"},
+        )
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        self.script.prompts.append([dict(m) for m in messages])
+        return [1 + (len(m["content"]) % 20) for m in messages]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(WORDS[i % len(WORDS)] for i in ids)
+
+    def _round(self, i: int, s: Settings, next_id: Callable[[], int]) -> RoundEvent:
+        t = PhaseTimings(draft=0.012, verify=0.030 + 0.002 * (i % 3), sample=0.004,
+                         cache=0.002, other=0.001)
+        t = PhaseTimings(t.draft, t.verify, t.sample, t.cache, t.other,
+                         total=t.draft + t.verify + t.sample + t.cache + t.other)
+        if s.mode != "speculative":
+            origin = "target" if s.mode == "target-only" else "draft"
+            return RoundEvent(i, (CommittedToken(next_id(), origin),), rows=1, timings=t,
+                              kernel="qmv", context=10 + i, traced=True)
+        k = s.k
+        acc = min(ACCEPT_PATTERN[i % len(ACCEPT_PATTERN)], k)
+        toks = [CommittedToken(next_id(), "accepted") for _ in range(acc)]
+        rejected: tuple[int, ...] = ()
+        if acc < k:
+            rejected = tuple(next_id() for _ in range(k - acc))
+            toks.append(CommittedToken(next_id(), "corrected"))
+        else:
+            toks.append(CommittedToken(next_id(), "bonus"))
+        return RoundEvent(i, tuple(toks), rejected=rejected, proposed=k, accepted=acc,
+                          rows=k + 1, timings=t, kernel="qmv" if k + 1 < 8 else "qmm",
+                          tv=0.05 * (i % 4), context=10 + i, traced=True)
+
+    def generate(
+        self,
+        prompt_ids: list[int],
+        settings: Settings,
+        cancel: threading.Event,
+        settings_source: Callable[[], Settings],
+    ) -> Iterator[RoundEvent | RunSummary]:
+        self.script.calls.append("generate")
+        counter = iter(range(1, 10_000))
+
+        def next_id() -> int:
+            return 1 + (next(counter) % (len(WORDS) - 1))
+
+        events: list[RoundEvent] = []
+        stop = "length"
+        for i in range(self.script.rounds):
+            if cancel.is_set():
+                stop = "cancelled"
+                break
+            if self.script.fail_after is not None and i == self.script.fail_after:
+                raise RuntimeError("scripted engine failure")
+            s = settings_source()
+            self.script.seen.append(s)
+            ev = self._round(i, s, next_id)
+            events.append(ev)
+            if self.script.delay_s:
+                time.sleep(self.script.delay_s)
+            yield ev
+        yield summarize(events, settings_source(), stop, len(prompt_ids))
+
+    def calibrate(self, settings: Settings) -> CurveInfo:
+        self.script.calls.append("calibrate")
+        t = {r: 0.09 * r if r < 8 else 0.09 * 8 for r in range(1, 10)}
+        return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8)
+
+    def bench(self, prompt_ids, settings, progress, cancel):  # noqa: ANN001 - protocol shape
+        for i in range(4):
+            progress(i / 4, f"setting {i + 1}/4")
+        return "fake report"
+
+
+def summarize(events: list[RoundEvent], s: Settings, stop: str, prompt: int) -> RunSummary:
+    """A RunSummary with the numbers a real engine would compute from these rounds."""
+    proposed = sum(e.proposed for e in events)
+    accepted = sum(e.accepted for e in events)
+    tokens = sum(len(e.tokens) for e in events)
+    spec = [e for e in events if e.proposed]
+    phase = {p: sum(getattr(e.timings, p) for e in events)
+             for p in ("draft", "verify", "sample", "cache", "other")}
+    e2e = sum(e.timings.total for e in events) + 0.25
+    tvs = [e.tv for e in events if e.tv is not None]
+    return RunSummary(
+        mode=s.mode, tokens=tokens, rounds=len(events), prompt_tokens=prompt,
+        prefill_tokens=prompt, proposed=proposed, accepted=accepted,
+        acceptance=accepted / proposed if proposed else None,
+        per_position_acceptance=(), mean_accepted_length=accepted / len(spec) if spec else None,
+        e2e_s=e2e, ttft_s=0.25, decode_tok_s=tokens / (e2e - 0.25) if tokens else 0.0,
+        phase_s=phase, mean_tv=sum(tvs) / len(tvs) if tvs else None, traced=True,
+        stop_reason=stop, token_ids=tuple(t.id for e in events for t in e.tokens),
+    )
+
+
+@pytest.fixture
+def script() -> Script:
+    return Script()
+
+
+@pytest.fixture
+def profiles(tmp_path: Path) -> Path:
+    path = tmp_path / "profiles"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def make_app(script: Script, profiles: Path) -> Callable[..., SpecDecApp]:
+    """An app on the scripted engine, saving profiles into a temporary folder."""
+
+    def make(settings: Settings | None = None, **kw: object) -> SpecDecApp:
+        def factory(target: str, draft: str | None) -> FakeSession:
+            return FakeSession(script, target, draft)
+
+        return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles, **kw)
+
+    return make
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ANN001
+    """Let the app process messages until `condition` holds (the engine runs on a thread)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the app")
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+async def ready(pilot) -> SpecDecApp:  # noqa: ANN001
+    app = pilot.app
+    await wait_for(pilot, lambda: app.info is not None)
+    return app
+
+
+async def chat(pilot, text: str = "Write a scene.") -> SpecDecApp:  # noqa: ANN001
+    """Type a message, send it, and wait until the run finished."""
+    app = await ready(pilot)
+    app.query_one("#prompt").value = text
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.run_id is None and app.runs)
+    return app
+
+
+__all__ = ["asyncio", "chat", "ready", "wait_for", "Script", "FakeSession", "WORDS"]

@@ -1,0 +1,724 @@
+"""The Textual app: a chat driven by the speculative engine, with live per-round profiling panels.
+
+The app never runs MLX: an EngineBridge thread does, and posts one message per round. The app
+folds each round into RoundStats and a Transcript at once (cheap), and repaints at most once
+per batch of queued rounds, so a fast engine never waits for the screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+
+from core.errors import UserError
+from core.events import RunSummary
+from core.settings import MODES, POLICIES, RULES, Settings, SettingsError
+from tui.bridge import (
+    BenchFinished,
+    BenchProgress,
+    Calibrated,
+    CurveInfo,
+    EngineBridge,
+    EngineFailed,
+    ModelsLoaded,
+    ModelsLoading,
+    PairInfo,
+    RoundCommitted,
+    RunFinished,
+    SessionFactory,
+)
+from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
+from tui.stats import RoundStats
+from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
+from tui.widgets.panels import (
+    AcceptancePanel,
+    KernelsPanel,
+    ProfilePanel,
+    RoundsPanel,
+    RunRecord,
+)
+
+TV_GROUP = Binding.Group("TV", compact=True)
+K_GROUP = Binding.Group("k", compact=True)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One user action: its bare key (input not focused), its while-typing form, its meaning."""
+
+    action: str
+    bare: str  # Textual key names, comma separated
+    typing: str  # a modifier / F-key form that works while the input box has focus
+    display: str
+    label: str
+    help: str
+    show: bool = True
+    group: Binding.Group | None = None
+
+
+KEYS: tuple[Key, ...] = (
+    Key("tv_step(-0.05)", "left_square_bracket", "f2", "[ F2", "TV−", "TV budget −0.05",
+        group=TV_GROUP),
+    Key("tv_step(0.05)", "right_square_bracket", "f3", "] F3", "TV+", "TV budget +0.05",
+        group=TV_GROUP),
+    Key("tv_step(-0.25)", "left_curly_bracket", "shift+f2", "{ ⇧F2", "TV−.25",
+        "TV budget −0.25", show=False),
+    Key("tv_step(0.25)", "right_curly_bracket", "shift+f3", "} ⇧F3", "TV+.25",
+        "TV budget +0.25", show=False),
+    Key("tv_set(0.0)", "0", "f4", "0 F4", "lossless", "TV budget 0 (lossless)", show=False),
+    Key("tv_set(1.0)", "1", "shift+f4", "1 ⇧F4", "TV=1", "TV budget 1 (accept every draft)",
+        show=False),
+    Key("k_step(-1)", "minus", "f5", "- F5", "k−", "draft length −1", group=K_GROUP),
+    Key("k_step(1)", "plus,equals_sign", "f6", "+ F6", "k+", "draft length +1", group=K_GROUP),
+    Key("cycle_mode", "m", "alt+m", "m", "mode", "cycle mode: target-only, draft-only, speculative"),
+    Key("cycle_rule", "a", "alt+a", "a", "rule", "cycle rule: greedy, lossless, mentored"),
+    Key("cycle_policy", "o", "alt+o", "o", "policy", "cycle the draft-length policy"),
+    Key("toggle_rejected", "r", "alt+r", "r", "rejected", "show rejected draft tokens"),
+    Key("calibrate", "c", "alt+c", "c", "calibrate", "measure verify cost vs rows"),
+    Key("bench", "b", "alt+b", "b", "bench", "benchmark protocol on the last prompt"),
+    Key("switch_profile", "p", "alt+p", "p", "profiles", "switch to a saved profile"),
+    Key("save_profile", "ctrl+s", "", "^s", "save", "save settings + recorded rounds as a profile"),
+    Key("help", "question_mark", "f1", "? F1", "help", "keys and colours"),
+)
+
+
+def _bindings() -> list[Binding]:
+    out = [
+        Binding(
+            ",".join(k for k in (key.bare, key.typing) if k),
+            key.action,
+            key.label,
+            show=key.show,
+            key_display=key.display,
+            tooltip=key.help,
+            group=key.group,
+        )
+        for key in KEYS
+    ]
+    out.append(Binding("escape", "cancel", "cancel", key_display="esc",
+                       tooltip="cancel the generation; outside a run, leave the input box"))
+    out.append(Binding("i", "focus_input", "type", show=False))
+    return out
+
+
+PANES = (("rounds", "Rounds"), ("acceptance", "Acceptance"), ("kernels", "Kernels"),
+         ("profile", "Profile"))
+
+
+class SpecDecApp(App[int]):
+    """Chat with the target while the draft proposes; see every round's cost and outcome."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "specdec-tui"
+    BINDINGS = _bindings()
+
+    settings: var[Settings] = var(Settings, init=False)
+    show_rejected: var[bool] = var(False, init=False)
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        session_factory: SessionFactory | None = None,
+        *,
+        profiles_dir: str | Path | None = None,
+        profile: Any = None,
+    ) -> None:
+        """`session_factory` builds the engine session on the engine thread (real by default)."""
+        super().__init__()
+        if session_factory is None:
+            from tui.session import MLXSession
+
+            session_factory = MLXSession
+        start = settings or (profile.settings if profile is not None else Settings())
+        self._live_settings = start  # read by the engine thread once per round
+        self.set_reactive(SpecDecApp.settings, start)
+        self.bridge = EngineBridge(self, session_factory, lambda: self._live_settings)
+        self.profiles_dir = profiles_dir
+        self.profile_name: str | None = profile.name if profile is not None else None
+        self._start_profile = profile
+        self.info: PairInfo | None = None
+        self.decode: Any = None
+        self.curve: CurveInfo | None = None
+        self.stats = RoundStats()
+        self.messages: list[dict[str, str]] = []
+        self.runs: list[RunRecord] = []
+        self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)
+        self.run_id: int | None = None
+        self.run_settings: Settings | None = None
+        self.current: AssistantMessage | None = None
+        self.last_run: tuple[list, RunSummary, Settings, str] | None = None
+        self.loading = False
+        self.calibrating = False
+        self.benchmarking = False
+        self.flushes = 0
+        self._flush_pending = False
+        self._bench_text: Text | str = ""
+
+    # -- layout -------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="⚡")
+        yield Static(id="banner")
+        yield Static(id="status")
+        with Horizontal(id="main"):
+            with Vertical(id="chat-column"):
+                yield Legend(id="legend")
+                yield ChatView(id="chat")
+                yield Input(placeholder="Message the target… (enter sends, esc cancels / leaves "
+                            "the box so single keys act)", id="prompt")
+            with TabbedContent(id="panels", initial="rounds"):
+                with TabPane("Rounds", id="rounds"):
+                    yield RoundsPanel(id="rounds-panel")
+                with TabPane("Acceptance", id="acceptance"):
+                    yield AcceptancePanel(id="acceptance-panel")
+                with TabPane("Kernels", id="kernels"):
+                    yield KernelsPanel(id="kernels-panel")
+                with TabPane("Profile", id="profile"):
+                    yield ProfilePanel(id="profile-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#banner", Static).display = False
+        self.query_one(Legend).render_legend(self.show_rejected)
+        self._show_settings()
+        self._refresh_profiles()
+        self.query_one(ProfilePanel).show_compare(None, None)
+        self.query_one(ProfilePanel).show_bench(None, "")
+        if self._start_profile is not None and self._start_profile.run is not None:
+            self._show_recorded(self._start_profile)
+        self.query_one("#prompt", Input).focus()
+        self.bridge.start()
+        self.bridge.load(self.settings.target, self.settings.draft)
+
+    def on_unmount(self) -> None:
+        self.bridge.close()
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def apply(self, **changes: Any) -> bool:
+        """Validated change from the next round on; an out-of-range value leaves state as it was."""
+        try:
+            new = self.settings.replace(**changes)
+        except SettingsError as exc:
+            self.notify(str(exc), title="setting unchanged", severity="warning")
+            return False
+        self.settings = new
+        return True
+
+    def watch_settings(self, settings: Settings) -> None:
+        self._live_settings = settings
+        self._show_settings()
+
+    def _show_settings(self) -> None:
+        s = self.settings
+        text = Text()
+
+        def item(label: str, value: str, style: str = "bold") -> None:
+            text.append(f"{label} ", "dim")
+            text.append(value, style)
+            text.append("   ")
+
+        item("mode", s.mode, "bold magenta")
+        item("rule", s.effective_rule + (" (T=0)" if s.temperature == 0 and s.rule != "greedy"
+                                         else ""))
+        tv_style = "bold" if s.effective_rule == "mentored" else "dim strike"
+        item("TV", f"{s.tv_budget:.2f}", tv_style)
+        item("k", str(s.k))
+        item("policy", s.policy)
+        item("T", f"{s.temperature:g}")
+        item("max", str(s.max_tokens))
+        item("profile", self.profile_name or "-", "italic")
+        text.append(" ● ", self._state_style())
+        text.append(self._state_text(), "dim")
+        self.query_one("#status", Static).update(text)
+        if self.is_mounted:
+            self.query_one(ProfilePanel).show_settings(s, self.profile_name)
+
+    def _state_text(self) -> str:
+        if self.loading:
+            return "loading models…"
+        if self.info is None:
+            return "no models loaded"
+        if self.run_id is not None:
+            return f"generating: round {len(self.stats.rounds)}"
+        if self.calibrating:
+            return "calibrating…"
+        if self.benchmarking:
+            return "benchmarking…"
+        return "ready"
+
+    def _state_style(self) -> str:
+        if self.info is None:
+            return "red"
+        return "yellow" if (self.run_id is not None or self.loading or self.calibrating
+                            or self.benchmarking) else "green"
+
+    @property
+    def busy(self) -> bool:
+        return self.run_id is not None or self.calibrating or self.benchmarking
+
+    # -- key actions ----------------------------------------------------------------------------
+
+    def action_tv_step(self, delta: float) -> None:
+        self.apply(tv_budget=round(self.settings.tv_budget + delta, 4))
+
+    def action_tv_set(self, value: float) -> None:
+        self.apply(tv_budget=float(value))
+
+    def action_k_step(self, delta: int) -> None:
+        self.apply(k=self.settings.k + int(delta))
+
+    def _cycle(self, name: str, choices: tuple[str, ...]) -> None:
+        current = getattr(self.settings, name)
+        nxt = choices[(choices.index(current) + 1) % len(choices)]
+        if self.apply(**{name: nxt}):
+            self.notify(f"{name} {nxt}", timeout=1.5)
+
+    def action_cycle_mode(self) -> None:
+        self._cycle("mode", MODES)
+
+    def action_cycle_rule(self) -> None:
+        self._cycle("rule", RULES)
+
+    def action_cycle_policy(self) -> None:
+        self._cycle("policy", POLICIES)
+
+    def action_toggle_rejected(self) -> None:
+        self.show_rejected = not self.show_rejected
+
+    def watch_show_rejected(self, show: bool) -> None:
+        self.query_one(Legend).render_legend(show)
+        for msg in self.query(AssistantMessage):
+            msg.refresh_view(show, self.stats if msg is self.current else None)
+
+    def action_cancel(self) -> None:
+        if self.run_id is not None or self.benchmarking:
+            if self.bridge.cancel():
+                self.notify("cancelling after this round", timeout=2)
+            return
+        prompt = self.query_one("#prompt", Input)
+        if prompt.has_focus:
+            self.query_one(ChatView).focus()
+
+    def action_focus_input(self) -> None:
+        self.query_one("#prompt", Input).focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(help_markdown()))
+
+    def action_calibrate(self) -> None:
+        if not self._can_start("calibrate"):
+            return
+        self.calibrating = True
+        self._show_settings()
+        self.notify("calibrating verify cost vs rows…", timeout=2)
+        self.bridge.calibrate(self.settings)
+
+    def action_bench(self) -> None:
+        if not bench_available():
+            self.notify(
+                "The benchmark module is not available in this build (core.bench.run_protocol).",
+                title="bench", severity="warning",
+            )
+            return
+        if not self._can_start("benchmark"):
+            return
+        prompt = self._last_prompt()
+        if prompt is None:
+            self.notify("Send a message first: the benchmark runs on the last prompt.",
+                        severity="warning")
+            return
+        self.benchmarking = True
+        self._bench_text = Text("starting…", "dim")
+        self.query_one(ProfilePanel).show_bench(0.0, self._bench_text)
+        self.query_one(TabbedContent).active = "profile"
+        self._show_settings()
+        self.bridge.bench([{"role": "user", "content": prompt}], self.settings)
+
+    def _can_start(self, what: str) -> bool:
+        if self.info is None:
+            self.notify(f"Cannot {what}: no models are loaded yet.", severity="warning")
+            return False
+        if self.busy:
+            self.notify(f"Cannot {what} while the engine is busy (esc cancels a run).",
+                        severity="warning")
+            return False
+        return True
+
+    def _last_prompt(self) -> str | None:
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                return m["content"]
+        return None
+
+    # -- profiles ----------------------------------------------------------------------------
+
+    def store(self) -> Any:
+        from core.profile import ProfileStore
+
+        return ProfileStore.default(None if self.profiles_dir is None else str(self.profiles_dir))
+
+    def _profile_names(self) -> list[str]:
+        try:
+            return self.store().names()
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return []
+
+    def _refresh_profiles(self) -> None:
+        self.query_one(ProfilePanel).show_profiles(self._profile_names(), self.profile_name)
+
+    def action_save_profile(self) -> None:
+        self.push_screen(SaveProfileScreen(self.profile_name or "my-profile"),
+                         self._save_profile)
+
+    def _save_profile(self, name: str | None) -> None:
+        if not name:
+            return
+        try:
+            saved = self.save_profile(name)
+        except UserError as exc:
+            self.notify(str(exc), title="not saved", severity="error")
+            return
+        self.profile_name = saved
+        self._show_settings()
+        self._refresh_profiles()
+        note = " (name taken, saved under a free one)" if saved != name else ""
+        self.notify(f"saved profile {saved}{note}", title="profile")
+
+    def save_profile(self, name: str) -> str:
+        """Write settings + the last run's rounds and summary; returns the name it got."""
+        from core.profile import Profile, ProfileRecorder
+
+        if self.last_run is None:
+            profile = Profile(name, self.settings)
+        else:
+            rounds, summary, run_settings, prompt = self.last_run
+            rec = ProfileRecorder(name, run_settings)
+            for ev in rounds:
+                rec.add(ev)
+            rec.add(summary)
+            env = dict(self.info.environment) if self.info is not None else {}
+            profile = rec.profile(
+                prompt=prompt,
+                calibration=self.curve.raw if self.curve is not None else None,
+                environment=env,
+            )
+            profile = dataclasses.replace(profile, settings=self.settings)
+        return self.store().save(profile)
+
+    def action_switch_profile(self) -> None:
+        self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),
+                         self.switch_profile)
+
+    def on_option_list_option_selected(self, event: Any) -> None:
+        if event.option_list.id == "profile-list" and event.option.id:
+            self.switch_profile(event.option.id)
+
+    def switch_profile(self, name: str | None) -> None:
+        """Load a saved profile: its settings become active, its recorded run fills the panels."""
+        if not name:
+            return
+        try:
+            profile = self.store().load(name)
+        except UserError as exc:
+            self.notify(str(exc), title="profile not loaded", severity="error")
+            return
+        old = self.settings
+        self.profile_name = profile.name
+        self.settings = profile.settings
+        self._show_settings()
+        self._refresh_profiles()
+        if (profile.settings.target, profile.settings.draft) != (old.target, old.draft):
+            if self.run_id is not None:
+                self.bridge.cancel()
+            self.bridge.load(profile.settings.target, profile.settings.draft)
+        if profile.run is not None:
+            self._show_recorded(profile)
+        self.notify(f"switched to profile {profile.name}", title="profile", timeout=2)
+
+    def _show_recorded(self, profile: Any) -> None:
+        run = profile.run
+        if self.run_id is None:
+            self.stats = RoundStats.from_rounds(run.rounds, run.summary)
+        if run.calibration:
+            self.curve = curve_from_dict(run.calibration)
+        record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
+                           run.prompt, run.summary.mean_tv)
+        self.compare = (record, self.runs[-1] if self.runs else None)
+        self.query_one(ProfilePanel).show_compare(*self.compare)
+        self._refresh_panels(all_panels=True)
+
+    # -- chat ----------------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#prompt")
+    def send(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.info is None:
+            self.notify("The models are not loaded yet." if self.loading else
+                        "No models are loaded; see the error above.", severity="warning")
+            return
+        if self.busy:
+            self.notify("The engine is busy; esc cancels the running generation.",
+                        severity="warning")
+            return
+        event.input.clear()
+        self.messages.append({"role": "user", "content": text})
+        chat = self.query_one(ChatView)
+        assistant = AssistantMessage(self.decode, self.info.eos_ids, self.info.target_name)
+        chat.mount(UserMessage(text))
+        chat.mount(assistant)
+        self.current = assistant
+        self.stats = RoundStats()
+        self.run_settings = self.settings
+        self.run_id = self.bridge.generate(self.messages, self.settings)
+        self._show_settings()
+        self.call_after_refresh(assistant.refresh_view, self.show_rejected, self.stats)
+        chat.anchor()
+
+    def on_round_committed(self, message: RoundCommitted) -> None:
+        if message.run_id != self.run_id or self.current is None:
+            return
+        self.stats.add(message.event)
+        self.current.transcript.add_round(message.event)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.call_later(self._repaint)
+
+    def _repaint(self) -> None:
+        """One repaint for all rounds queued since the last one."""
+        self._flush_pending = False
+        self.flushes += 1
+        if self.current is not None:
+            self.current.refresh_view(self.show_rejected, self.stats)
+        self._refresh_panels()
+        self._show_settings()
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        if message.run_id != self.run_id:
+            return
+        assistant = self.current
+        self.run_id = None
+        self.current = None
+        summary = message.summary
+        if assistant is not None:
+            assistant.summary = summary
+            self.messages.append({"role": "assistant", "content": assistant.text})
+        if summary is not None:
+            self.stats.summary = summary
+            run_settings = self._live_settings
+            prompt = self._last_prompt() or ""
+            self.last_run = (list(self.stats.rounds), summary, run_settings, prompt)
+            label = f"run {len(self.runs) + 1}"
+            record = RunRecord(label, run_settings, summary,
+                               assistant.text if assistant else "", summary.mean_tv)
+            self.runs.append(record)
+            previous = self.compare[1] if self.compare[1] is not None else self.compare[0]
+            self.compare = (previous, record)
+            self.query_one(ProfilePanel).show_compare(*self.compare)
+        if assistant is not None:
+            assistant.refresh_view(self.show_rejected, self.stats)
+        self._refresh_panels()
+        self._show_settings()
+
+    # -- engine lifecycle ------------------------------------------------------------------------
+
+    def on_models_loading(self, message: ModelsLoading) -> None:
+        self.loading = True
+        self.info = None
+        self.query_one(ChatView).loading = True
+        self.sub_title = f"loading {message.target} ← {message.draft or 'no draft'}…"
+        self._show_settings()
+
+    def on_models_loaded(self, message: ModelsLoaded) -> None:
+        self.loading = False
+        self.info = message.info
+        self.decode = message.decode
+        self.query_one(ChatView).loading = False
+        info = message.info
+        draft = info.draft_name or "no draft"
+        device = f" · {info.device}" if info.device else ""
+        self.sub_title = f"{info.target_name} ← {draft} · {info.backend}{device}"
+        self._show_banner()
+        self._show_settings()
+        self._refresh_panels(all_panels=True)
+
+    def _show_banner(self) -> None:
+        info = self.info
+        notes = []
+        if info is not None and info.random_weights:
+            notes.append("Random-weight model shapes: the text is noise; the timings are real.")
+        if info is not None and not info.speculation_ok:
+            reason = info.speculation_reason or "the pair cannot speculate"
+            notes.append(f"Speculation is off, running target-only: {reason}.")
+        banner = self.query_one("#banner", Static)
+        banner.update("  ".join(notes))
+        banner.display = bool(notes)
+
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        titles = {"load": "could not load models", "generate": "generation failed",
+                  "calibrate": "calibration failed", "bench": "benchmark failed"}
+        self.notify(message.error, title=titles.get(message.task, message.task),
+                    severity="error", timeout=8)
+        if message.task == "load":
+            self.loading = False
+            self.query_one(ChatView).loading = False
+            self.sub_title = "no models loaded"
+        elif message.task == "calibrate":
+            self.calibrating = False
+        elif message.task == "generate" and self.current is not None \
+                and message.run_id == self.run_id:
+            self.current.error = message.error
+        self._show_settings()
+
+    def on_calibrated(self, message: Calibrated) -> None:
+        self.calibrating = False
+        self.curve = message.curve
+        self.notify("calibration done: see the Kernels panel", timeout=2)
+        self._show_settings()
+        self._refresh_panels(all_panels=True)
+
+    def on_bench_progress(self, message: BenchProgress) -> None:
+        self.query_one(ProfilePanel).show_bench(message.fraction, Text(message.label, "dim"))
+
+    def on_bench_finished(self, message: BenchFinished) -> None:
+        self.benchmarking = False
+        panel = self.query_one(ProfilePanel)
+        if message.report is None:
+            panel.show_bench(None, Text("benchmark stopped", "dim"))
+        else:
+            panel.show_bench(None, bench_report_text(message.report))
+            self.notify("benchmark done: see the Profile panel", timeout=3)
+        self._show_settings()
+
+    # -- panels -------------------------------------------------------------------------------
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.call_after_refresh(self._refresh_panels)
+
+    def _refresh_panels(self, all_panels: bool = False) -> None:
+        """Redraw the visible panel (or all): hidden ones catch up when their tab opens."""
+        if not self.is_mounted:
+            return
+        active = self.query_one(TabbedContent).active
+        if all_panels or active == "rounds":
+            self.query_one(RoundsPanel).show(self.stats)
+        if all_panels or active == "acceptance":
+            self.query_one(AcceptancePanel).show(self.stats)
+        if all_panels or active == "kernels":
+            self.query_one(KernelsPanel).show(self.info, self.stats, self.curve)
+
+    def show_panel(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = pane
+
+    # -- command palette -----------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for key in KEYS:
+            name, _, arg = key.action.partition("(")
+            method = getattr(self, f"action_{name}")
+            callback = partial(method, _parse_arg(arg.rstrip(")"))) if arg else method
+            forms = " / ".join(k for k in (key.display, key.typing) if k)
+            yield SystemCommand(key.help.capitalize(), f"key: {forms}", callback)
+        for pane_id, title in PANES:
+            yield SystemCommand(f"Show the {title} panel", "side panel",
+                                partial(self.show_panel, pane_id))
+
+
+def _parse_arg(arg: str) -> float | int:
+    return float(arg) if "." in arg else int(arg)
+
+
+def help_markdown() -> str:
+    """The help screen: every key, its while-typing form, and the colours."""
+    lines = [
+        "# specdec-tui keys",
+        "",
+        "Single keys act when the input box is **not** focused (esc leaves it, `i` returns).",
+        "The F-key / alt forms work while typing. Changes apply from the next round.",
+        "",
+        "| key | while typing | does |",
+        "|---|---|---|",
+    ]
+    for key in KEYS:
+        bare = key.display.split(" ")[0]
+        lines.append(f"| `{bare}` | `{key.typing or bare}` | {key.help} |")
+    lines += [
+        "| `esc` | `esc` | cancel the running generation (or leave the input box) |",
+        "| `ctrl+p` | `ctrl+p` | command palette |",
+        "| `ctrl+q` | `ctrl+q` | quit |",
+        "",
+        "## Colours",
+        "**accepted**: draft token the target kept · **corrected**: the target's token after "
+        "a rejection · **bonus**: the target's extra token after a fully accepted draft · "
+        "**target** / **draft**: single-model modes · ~~rejected~~: drafts thrown away (`r`).",
+    ]
+    return "\n".join(lines)
+
+
+def bench_available() -> bool:
+    """True when core.bench offers run_protocol (written after this app)."""
+    try:
+        from core import bench
+    except ImportError:
+        return False
+    return callable(getattr(bench, "run_protocol", None))
+
+
+def bench_report_text(report: Any) -> Text:
+    """A benchmark report in a few lines, whatever shape core.bench gives it."""
+    for attr in ("to_markdown", "summary_text", "__str__"):
+        fn = getattr(report, attr, None)
+        if callable(fn):
+            return Text(str(fn()))
+    return Text(repr(report))
+
+
+def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:
+    """A stored calibration back into a CurveInfo (via core.dispatch when it can)."""
+    try:
+        from core.dispatch import VerifyCostCurve
+
+        from tui.session import curve_info
+
+        return curve_info(VerifyCostCurve.from_dict(data))
+    except Exception:  # a profile from another version: show no curve rather than fail
+        return None
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """Entry point from core.cli: settings from --profile, then --target/--draft on top."""
+    from core.profile import load_profile
+
+    profile = None
+    settings = Settings()
+    profiles_dir = getattr(args, "profiles_dir", None)
+    if getattr(args, "profile", None):
+        profile = load_profile(args.profile, profiles_dir)
+        settings = profile.settings
+    overrides = {k: getattr(args, k) for k in ("target", "draft") if getattr(args, k, None)}
+    if overrides:
+        settings = settings.replace(**overrides)
+    app = SpecDecApp(settings, profiles_dir=profiles_dir, profile=profile)
+    result = app.run()
+    return int(result or 0)

@@ -1,0 +1,320 @@
+"""EngineBridge: the one long-lived thread that owns every MLX call, and the messages it posts.
+
+MLX streams are per thread (textual-notes.md), so loading the pair, generating, calibrating
+and benchmarking all run on this thread. The UI sends commands through a queue; the thread
+answers with `post_message`, which never waits for the UI, so the decode loop never stalls
+on a repaint. Cancelling sets a threading.Event that the engine checks once per round.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from textual.message import Message
+from textual.message_pump import MessagePump
+
+from core.events import RoundEvent, RunSummary
+from core.settings import Settings
+
+# ---------------------------------------------------------------------------------------------
+# What the UI needs to know about a loaded pair and a measured curve (plain data, any thread)
+
+
+@dataclass(frozen=True)
+class ShapeKernel:
+    """One weight shape of the target and the kernel its verification is predicted to use."""
+
+    name: str  # e.g. "q_proj" or "mlp.up_proj"
+    shape: str  # e.g. "576x576, 4-bit"
+    kernel: str
+    count: int = 1  # layers sharing the shape
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """The loaded pair as the UI shows it: names, backend, and why speculation may be off."""
+
+    target_spec: str
+    draft_spec: str | None
+    target_name: str
+    draft_name: str | None
+    backend: str = "cpu"
+    device: str = ""
+    random_weights: bool = False
+    speculation_ok: bool = True
+    speculation_reason: str | None = None
+    eos_ids: frozenset[int] = frozenset()
+    # rows verified -> per-shape kernel prediction; precomputed on the engine thread
+    kernels: dict[int, tuple[ShapeKernel, ...]] = field(default_factory=dict)
+    families: dict[int, str] = field(default_factory=dict)  # rows -> kernel family
+    environment: dict[str, Any] = field(default_factory=dict)  # core.profile.record_environment()
+
+
+@dataclass(frozen=True)
+class CurveInfo:
+    """A measured verify-cost curve: seconds per verification of R rows, and where GEMM starts."""
+
+    t_verify: dict[int, float]  # rows -> seconds
+    draft_step_s: float | None = None
+    boundary: int | None = None  # first row count past the kernel-dispatch boundary
+    raw: Any = None  # the core.dispatch.VerifyCostCurve, when real
+
+
+class EngineSession(Protocol):
+    """Everything the thread does with a loaded pair; real in tui.session, scripted in tests."""
+
+    info: PairInfo
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def generate(
+        self,
+        prompt_ids: list[int],
+        settings: Settings,
+        cancel: threading.Event,
+        settings_source: Callable[[], Settings],
+    ) -> Iterable[RoundEvent | RunSummary]: ...
+
+    def calibrate(self, settings: Settings) -> CurveInfo: ...
+
+    def bench(
+        self,
+        prompt_ids: list[int],
+        settings: Settings,
+        progress: Callable[[float, str], None],
+        cancel: threading.Event,
+    ) -> Any: ...
+
+
+# Called on the engine thread with (target_spec, draft_spec); must do all model loading there.
+SessionFactory = Callable[[str, "str | None"], EngineSession]
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages the thread posts to the app (all posted with post_message: thread-safe, no waiting)
+
+
+class ModelsLoading(Message):
+    """The thread started loading a pair: show the loading indicator."""
+
+    def __init__(self, target: str, draft: str | None) -> None:
+        super().__init__()
+        self.target, self.draft = target, draft
+
+
+class ModelsLoaded(Message):
+    """A pair is ready; `decode` turns ids into text and is safe to call from the UI thread."""
+
+    def __init__(self, info: PairInfo, decode: Callable[[Sequence[int]], str]) -> None:
+        super().__init__()
+        self.info, self.decode = info, decode
+
+
+class RoundCommitted(Message):
+    """One round of run `run_id` finished."""
+
+    def __init__(self, run_id: int, event: RoundEvent) -> None:
+        super().__init__()
+        self.run_id, self.event = run_id, event
+
+
+class RunFinished(Message):
+    """Run `run_id` ended (summary None when the engine stopped without one)."""
+
+    def __init__(self, run_id: int, summary: RunSummary | None, prompt_ids: list[int]) -> None:
+        super().__init__()
+        self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
+
+
+class EngineFailed(Message):
+    """A command raised; the thread keeps serving the next one."""
+
+    def __init__(self, task: str, error: str, run_id: int | None = None) -> None:
+        super().__init__()
+        self.task, self.error, self.run_id = task, error, run_id
+
+
+class Calibrated(Message):
+    """A verify-cost curve was measured."""
+
+    def __init__(self, curve: CurveInfo) -> None:
+        super().__init__()
+        self.curve = curve
+
+
+class BenchProgress(Message):
+    """Benchmark progress in [0, 1] with what it is doing."""
+
+    def __init__(self, fraction: float, label: str) -> None:
+        super().__init__()
+        self.fraction, self.label = fraction, label
+
+
+class BenchFinished(Message):
+    """The benchmark protocol ended (report None when cancelled or failed)."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__()
+        self.report = report
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Command:
+    kind: str  # "load" | "generate" | "calibrate" | "bench"
+    args: dict[str, Any]
+    cancel: threading.Event = field(default_factory=threading.Event)
+    run_id: int | None = None
+
+
+def describe_error(exc: BaseException) -> str:
+    """One sentence for the notification: a UserError's message, else the type and message."""
+    from core.errors import UserError
+
+    if isinstance(exc, UserError):
+        return str(exc)
+    text = str(exc).strip() or "no message"
+    return f"{type(exc).__name__}: {text}"
+
+
+class EngineBridge:
+    """Owns the engine thread; every public method is called from the UI thread and returns at once."""
+
+    def __init__(
+        self,
+        target: MessagePump,
+        factory: SessionFactory,
+        settings_source: Callable[[], Settings],
+    ) -> None:
+        self._target = target
+        self._factory = factory
+        self._settings_source = settings_source
+        self._queue: queue.Queue[_Command | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="specdec-engine", daemon=True)
+        self._run_ids = itertools.count(1)
+        self._active: _Command | None = None
+        self._session: EngineSession | None = None
+
+    # -- UI side ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def load(self, target: str, draft: str | None) -> None:
+        """Load a pair (replacing the current one) on the engine thread."""
+        self._queue.put(_Command("load", {"target": target, "draft": draft}))
+
+    def generate(self, messages: list[dict[str, str]], settings: Settings) -> int:
+        """Queue a chat turn; returns its run id. `messages` is the whole conversation."""
+        run_id = next(self._run_ids)
+        self._queue.put(
+            _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings},
+                     run_id=run_id)
+        )
+        return run_id
+
+    def calibrate(self, settings: Settings) -> None:
+        self._queue.put(_Command("calibrate", {"settings": settings}))
+
+    def bench(self, messages: list[dict[str, str]], settings: Settings) -> None:
+        self._queue.put(_Command("bench", {"messages": [dict(m) for m in messages],
+                                           "settings": settings}))
+
+    def cancel(self) -> bool:
+        """Ask the running command to stop at the end of its round; False if none is running."""
+        active = self._active
+        pending = False
+        with self._queue.mutex:
+            for cmd in self._queue.queue:
+                if cmd is not None and cmd.kind in ("generate", "bench"):
+                    cmd.cancel.set()
+                    pending = True
+        if active is not None and active.kind in ("generate", "bench"):
+            active.cancel.set()
+            return True
+        return pending
+
+    def close(self, timeout: float = 0.5) -> None:
+        """Stop the thread after the current round; it is a daemon, so exit never hangs on it."""
+        self.cancel()
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- engine thread ------------------------------------------------------------------------
+
+    def _post(self, message: Message) -> None:
+        self._target.post_message(message)
+
+    def _serve(self) -> None:
+        while True:
+            cmd = self._queue.get()
+            if cmd is None:
+                return
+            self._active = cmd
+            try:
+                getattr(self, f"_do_{cmd.kind}")(cmd)
+            except Exception as exc:  # every failure becomes a notification; the thread lives on
+                self._post(EngineFailed(cmd.kind, describe_error(exc), cmd.run_id))
+                if cmd.kind == "bench":
+                    self._post(BenchFinished(None))
+            finally:
+                self._active = None
+
+    def _need_session(self) -> EngineSession:
+        if self._session is None:
+            from core.errors import UserError
+
+            raise UserError("No models are loaded; fix the model paths and restart.")
+        return self._session
+
+    def _do_load(self, cmd: _Command) -> None:
+        self._post(ModelsLoading(cmd.args["target"], cmd.args["draft"]))
+        self._session = None
+        session = self._factory(cmd.args["target"], cmd.args["draft"])
+        self._session = session
+        self._post(ModelsLoaded(session.info, session.decode))
+
+    def _do_generate(self, cmd: _Command) -> None:
+        assert cmd.run_id is not None
+        session = self._need_session()
+        prompt_ids = session.prompt_ids(cmd.args["messages"])
+        summary: RunSummary | None = None
+        try:
+            for item in session.generate(
+                prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
+            ):
+                if isinstance(item, RunSummary):
+                    summary = item
+                else:
+                    self._post(RoundCommitted(cmd.run_id, item))
+        finally:
+            # Posted even when the engine raised, so the UI always leaves "generating".
+            self._post(RunFinished(cmd.run_id, summary, prompt_ids))
+
+    def _do_calibrate(self, cmd: _Command) -> None:
+        curve = self._need_session().calibrate(cmd.args["settings"])
+        self._post(Calibrated(curve))
+
+    def _do_bench(self, cmd: _Command) -> None:
+        session = self._need_session()
+        prompt_ids = session.prompt_ids(cmd.args["messages"])
+
+        def progress(fraction: float, label: str) -> None:
+            self._post(BenchProgress(fraction, label))
+
+        report = session.bench(prompt_ids, cmd.args["settings"], progress, cmd.cancel)
+        self._post(BenchFinished(report))

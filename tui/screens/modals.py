@@ -1,0 +1,99 @@
+"""Modal screens: help, naming a profile to save, picking a profile to switch to.
+
+Each returns its answer through `dismiss`, so the app's action stays a plain callback.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Markdown, OptionList
+from textual.widgets.option_list import Option
+
+from core.errors import UserError
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, its while-typing form, and what the colours mean."""
+
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", show=False)]
+
+    def __init__(self, markdown: str) -> None:
+        super().__init__()
+        self._markdown = markdown
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box", classes="modal-box"):
+            yield Markdown(self._markdown)
+            yield Label("esc closes", classes="hint")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)
+
+
+class SaveProfileScreen(ModalScreen[str | None]):
+    """Ask for a profile name; Enter saves, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", show=False)]
+
+    def __init__(self, suggestion: str) -> None:
+        super().__init__()
+        self._suggestion = suggestion
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="save-box", classes="modal-box"):
+            yield Label("Save the current settings and recorded rounds as profile:")
+            yield Input(value=self._suggestion, id="profile-name-input",
+                        placeholder="name (letters, digits, . _ + -)")
+            yield Label("", id="save-error", classes="error")
+            yield Label("enter saves · esc cancels", classes="hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        from core.profile import validate_name
+
+        name = event.value.strip()
+        try:
+            validate_name(name)
+        except UserError as exc:
+            self.query_one("#save-error", Label).update(str(exc))
+            return
+        self.dismiss(name)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ProfilePickerScreen(ModalScreen[str | None]):
+    """Pick one of the saved profiles; Enter switches, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel", show=False)]
+
+    def __init__(self, names: list[str], active: str | None) -> None:
+        super().__init__()
+        self._names = names
+        self._active = active
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="picker-box", classes="modal-box"):
+            yield Label("Switch to profile:")
+            options = [
+                Option(("● " if n == self._active else "  ") + n, id=n) for n in self._names
+            ] or [Option("no saved profiles yet: ctrl+s saves one", disabled=True)]
+            yield OptionList(*options, id="picker-list")
+            yield Label("enter switches · esc cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self._active in self._names:
+            options.highlighted = self._names.index(self._active)
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,104 @@
+"""Chat pane: the conversation, each assistant token coloured by the model that decided it.
+
+Messages are Static widgets holding rich Text built from a Transcript; a message re-renders
+at most once per flush of rounds, and the scroll view stays anchored to the newest text.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static
+
+from core.events import RunSummary
+from tui.stats import RoundStats
+from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, Decode, Transcript
+
+
+class Legend(Static):
+    """Which colour means which origin, and whether rejected drafts are shown."""
+
+    def render_legend(self, show_rejected: bool) -> None:
+        text = Text()
+        for origin in ("accepted", "corrected", "bonus", "target", "draft"):
+            text.append("■ ", ORIGIN_STYLES[origin])
+            text.append(origin + "  ")
+        text.append("rejected", ORIGIN_STYLES[REJECTED])
+        text.append(" shown (r)" if show_rejected else " hidden (r)", "dim")
+        self.update(text)
+        self.tooltip = "\n".join(f"{k}: {v}" for k, v in ORIGIN_HELP.items())
+
+
+class UserMessage(Static):
+    """A user turn."""
+
+    def __init__(self, content: str) -> None:
+        super().__init__(Text(content), classes="user-message")
+        self.content_text = content
+        self.border_title = "you"
+
+
+class AssistantMessage(Vertical):
+    """An assistant turn: coloured text that grows per round, and a stats footer line."""
+
+    def __init__(self, decode: Decode, eos_ids: frozenset[int], model_name: str) -> None:
+        super().__init__(classes="assistant-message")
+        self.transcript = Transcript(decode, eos_ids)
+        self.border_title = model_name
+        self.summary: RunSummary | None = None
+        self.error: str | None = None
+        self._body = Static("", classes="body")
+        self._footer = Static("…", classes="footer")
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+        yield self._footer
+
+    @property
+    def text(self) -> str:
+        return self.transcript.text
+
+    def refresh_view(self, show_rejected: bool, stats: RoundStats | None = None) -> None:
+        body = self.transcript.render(show_rejected)
+        if not body.plain and self.summary is None and self.error is None:
+            body = Text("thinking…", "dim italic")
+        self._body.update(body)
+        self._footer.update(self.footer_text(stats))
+
+    def footer_text(self, stats: RoundStats | None) -> Text:
+        """tokens · tok/s · TTFT · acceptance: the per-message numbers of the issue."""
+        s = self.summary
+        parts: list[str] = []
+        if s is not None:
+            parts.append(f"{s.tokens} tok")
+            parts.append(f"{s.decode_tok_s:.1f} tok/s")
+            parts.append(f"TTFT {s.ttft_s:.2f}s")
+            if s.acceptance is not None:
+                mal = f", {s.mean_accepted_length:.2f}/round" if s.mean_accepted_length else ""
+                parts.append(f"acc {s.acceptance:.0%}{mal}")
+            parts.append(f"{s.rounds} rounds")
+            parts.append(f"E2E {s.e2e_s:.2f}s")
+            if s.stop_reason != "length":
+                parts.append(s.stop_reason)
+        elif stats is not None:
+            parts.append(f"{stats.tokens} tok")
+            parts.append(f"{len(stats.rounds)} rounds")
+            if stats.acceptance is not None:
+                parts.append(f"acc {stats.acceptance:.0%}")
+            parts.append("generating…")
+        if self.transcript.rejected_count:
+            parts.append(f"{self.transcript.rejected_count} rejected")
+        out = Text(" · ".join(parts), "dim")
+        if self.error:
+            out.append(("  " if parts else "") + f"error: {self.error}", "red")
+        return out
+
+
+class ChatView(VerticalScroll):
+    """The scrolling conversation, anchored to the bottom while text streams in."""
+
+    can_focus = True
+
+    def on_mount(self) -> None:
+        self.anchor()

@@ -1,0 +1,358 @@
+"""The side panels: where a round's time goes, what the target accepted, which kernel ran, profiles.
+
+Each panel redraws from ready numbers (RoundStats, PairInfo, CurveInfo) in one call, so the
+app can refresh only the visible one once per flush of rounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Label, OptionList, ProgressBar, Sparkline, Static
+from textual.widgets.option_list import Option
+
+from core.events import RunSummary
+from core.settings import Settings
+from tui.bridge import CurveInfo, PairInfo
+from tui.stats import SHOWN_PHASES, RoundStats
+
+PHASE_COLOURS = {
+    "draft": "orchid",
+    "verify": "dodger_blue1",
+    "sample": "green3",
+    "cache": "gold1",
+    "other": "grey50",
+}
+BAR = "█"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None, fmt: str = "{:.3g}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def phase_legend() -> Text:
+    text = Text()
+    for p in SHOWN_PHASES:
+        text.append(BAR + BAR + " ", PHASE_COLOURS[p])
+        text.append(p + "  ")
+    return text
+
+
+def round_bars(stats: RoundStats, count: int, width: int) -> Text:
+    """One line per recent round: a bar split by phase, scaled to the slowest shown round."""
+    recent = stats.rounds[-count:]
+    out = Text(no_wrap=True, overflow="crop")
+    if not recent:
+        out.append("no rounds yet: send a message", "dim")
+        return out
+    longest = max(ev.timings.total for ev in recent) or 1.0
+    for n, ev in enumerate(recent):
+        if n:
+            out.append("\n")
+        out.append(f"{ev.index:>4} ", "dim")
+        cells = max(1, round(width * ev.timings.total / longest))
+        if ev.traced:
+            used = 0
+            parts = [(p, getattr(ev.timings, p)) for p in SHOWN_PHASES]
+            for i, (p, secs) in enumerate(parts):
+                share = secs / ev.timings.total if ev.timings.total else 0.0
+                n_cells = cells - used if i == len(parts) - 1 else round(cells * share)
+                n_cells = max(0, min(n_cells, cells - used))
+                out.append(BAR * n_cells, PHASE_COLOURS[p])
+                used += n_cells
+        else:
+            out.append("░" * cells, "grey50")
+        out.append(" " * (width - cells + 1))
+        out.append(f"{ev.timings.total * 1e3:7.1f} ms", "bold")
+        kept = len(ev.tokens)
+        out.append(f"  R={ev.rows:<2} +{kept}", "dim")
+    return out
+
+
+class RoundsPanel(VerticalScroll):
+    """Per-round stacked phase bars and current / average / peak per phase (asitop style)."""
+
+    BAR_ROUNDS = 12
+
+    def compose(self) -> ComposeResult:
+        yield Static(phase_legend(), classes="legend")
+        yield Static(id="round-bars")
+        yield DataTable(id="phase-table", cursor_type="none", zebra_stripes=True)
+        yield Static(id="rounds-note", classes="note")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#phase-table", DataTable)
+        table.add_columns("phase", "now ms", "avg ms", "peak ms", "share")
+        self.show(RoundStats())
+
+    def show(self, stats: RoundStats) -> None:
+        width = max(10, self.size.width - 36) if self.size.width else 30
+        self.query_one("#round-bars", Static).update(round_bars(stats, self.BAR_ROUNDS, width))
+        table = self.query_one("#phase-table", DataTable)
+        table.clear()
+        for p in SHOWN_PHASES:
+            st = stats.phases[p]
+            table.add_row(
+                Text(p, PHASE_COLOURS[p]),
+                _ms(st.current if st.count else None),
+                _ms(st.avg if st.count else None),
+                _ms(st.peak if st.count else None),
+                _pct(stats.share(p) if st.count else None),
+            )
+        tot = stats.phases["total"]
+        table.add_row(
+            Text("round", "bold"),
+            _ms(tot.current if tot.count else None),
+            _ms(tot.avg if tot.count else None),
+            _ms(tot.peak if tot.count else None),
+            "100%" if tot.count else "-",
+        )
+        note = "traced: a barrier per phase splits the time"
+        if stats.rounds and not stats.traced:
+            note = "untraced: only the round total is known"
+        self.query_one("#rounds-note", Static).update(Text(note, "dim"))
+
+
+def position_bars(stats: RoundStats, width: int = 24) -> Text:
+    """Acceptance per draft position: the later a position, the more it depends on luck."""
+    out = Text(no_wrap=True, overflow="crop")
+    rates = stats.per_position
+    if not rates:
+        out.append("no speculative rounds yet", "dim")
+        return out
+    for i, rate in enumerate(rates):
+        if i:
+            out.append("\n")
+        out.append(f"pos {i + 1:>2} ")
+        cells = round(width * (rate or 0.0))
+        out.append(BAR * cells, "green3")
+        out.append("·" * (width - cells), "grey35")
+        out.append(f" {_pct(rate):>4}  n={stats.reached[i]}", "dim")
+    return out
+
+
+class AcceptancePanel(VerticalScroll):
+    """Acceptance rate, per-position acceptance, mean accepted length, and k over time."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="acc-summary")
+        yield Label("acceptance by draft position", classes="section")
+        yield Static(id="acc-positions")
+        yield Label("k proposed per round", classes="section")
+        yield Sparkline([], id="k-spark")
+        yield Label("accepted per round", classes="section")
+        yield Sparkline([], id="accepted-spark")
+
+    def on_mount(self) -> None:
+        self.show(RoundStats())
+
+    def show(self, stats: RoundStats) -> None:
+        s = stats.summary
+        acc = s.acceptance if s is not None and s.acceptance is not None else stats.acceptance
+        mal = stats.mean_accepted_length
+        if s is not None and s.mean_accepted_length is not None:
+            mal = s.mean_accepted_length
+        text = Text()
+        text.append("acceptance ", "dim")
+        text.append(_pct(acc), "bold green3")
+        text.append(f"   ({stats.accepted}/{stats.proposed} drafts)\n", "dim")
+        text.append("mean accepted length ", "dim")
+        text.append(_num(mal, "{:.2f}"), "bold")
+        text.append("   tokens/round ", "dim")
+        text.append(_num(stats.tokens_per_round, "{:.2f}"), "bold")
+        text.append("\nmean TV(π, p) ", "dim")
+        text.append(_num(s.mean_tv if s is not None else stats.mean_tv, "{:.3f}"), "bold")
+        last = stats.last
+        if last is not None:
+            text.append(f"   last round k={last.proposed} kept {last.accepted}", "dim")
+        self.query_one("#acc-summary", Static).update(text)
+        self.query_one("#acc-positions", Static).update(position_bars(stats))
+        self.query_one("#k-spark", Sparkline).data = [float(k) for k in stats.k_history[-80:]]
+        self.query_one("#accepted-spark", Sparkline).data = [
+            float(a) for a in stats.accepted_history[-80:]
+        ]
+
+
+def curve_rows(curve: CurveInfo, current_rows: int | None, width: int = 20) -> list[tuple]:
+    """Rows of the calibration table: R, ms, ms/row, a bar; the boundary and current R marked."""
+    rows = sorted(curve.t_verify)
+    peak = max(curve.t_verify.values(), default=0.0) or 1.0
+    out = []
+    for r in rows:
+        t = curve.t_verify[r]
+        style = "bold reverse" if r == current_rows else ""
+        mark = "◀ boundary" if curve.boundary is not None and r == curve.boundary else ""
+        bar = Text(BAR * max(1, round(width * t / peak)), "dodger_blue1")
+        out.append(
+            (
+                Text(str(r), style),
+                Text(f"{t * 1e3:.2f}", style),
+                Text(f"{t * 1e3 / r:.2f}", style),
+                bar,
+                Text(mark, "bold dark_orange"),
+            )
+        )
+    return out
+
+
+class KernelsPanel(VerticalScroll):
+    """Rows verified this round, the predicted kernel per weight shape, and the measured curve."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="kernel-now")
+        yield DataTable(id="shape-table", cursor_type="none", zebra_stripes=True)
+        yield Label("verify cost vs rows (c to calibrate)", classes="section")
+        yield Static(id="curve-note")
+        yield DataTable(id="curve-table", cursor_type="none")
+
+    def on_mount(self) -> None:
+        self.query_one("#shape-table", DataTable).add_columns("weight", "shape", "layers", "kernel")
+        self.query_one("#curve-table", DataTable).add_columns("R", "ms", "ms/row", "cost", "")
+        self.show(None, RoundStats(), None)
+
+    def show(self, info: PairInfo | None, stats: RoundStats, curve: CurveInfo | None) -> None:
+        last = stats.last
+        rows = last.rows if last is not None else None
+        text = Text()
+        text.append("rows verified ", "dim")
+        text.append(str(rows) if rows is not None else "-", "bold")
+        family = ""
+        if last is not None and last.kernel:
+            family = last.kernel
+        elif info is not None and rows is not None:
+            family = info.families.get(rows, "")
+        text.append("   kernel ", "dim")
+        text.append(family or "-", "bold dodger_blue1")
+        if info is not None:
+            text.append(f"   backend {info.backend}", "dim")
+        self.query_one("#kernel-now", Static).update(text)
+        table = self.query_one("#shape-table", DataTable)
+        table.clear()
+        if info is not None and rows is not None:
+            for sk in info.kernels.get(rows, ()):
+                table.add_row(sk.name, sk.shape, str(sk.count), sk.kernel)
+        curve_table = self.query_one("#curve-table", DataTable)
+        curve_table.clear()
+        note = self.query_one("#curve-note", Static)
+        if curve is None:
+            note.update(Text("not measured yet: press c (or alt+c) to calibrate", "dim"))
+            return
+        boundary = f"GEMM from R={curve.boundary}" if curve.boundary else "no boundary in range"
+        draft = f"   draft step {curve.draft_step_s * 1e3:.2f} ms" if curve.draft_step_s else ""
+        note.update(Text(boundary + draft, "dim"))
+        for row in curve_rows(curve, rows):
+            curve_table.add_row(*row)
+
+
+SETTING_KEYS = ("mode", "rule", "tv_budget", "k", "policy", "k_min", "k_max", "temperature",
+                "top_p", "repetition_penalty", "seed", "max_tokens", "traced", "bonus")
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """A finished run as the Profile panel compares it."""
+
+    label: str
+    settings: Settings
+    summary: RunSummary
+    text: str = ""
+    quality: float | None = None  # mean TV(pi, p) realised; lower is closer to the target
+
+
+def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, str, str]]:
+    """E2E, acceptance, phase split and quality of two runs, side by side."""
+
+    def col(r: RunRecord | None, f: Any) -> str:
+        if r is None:
+            return "-"
+        try:
+            return f(r)
+        except (TypeError, ValueError, ZeroDivisionError):
+            return "-"
+
+    def phase_share(p: str) -> Any:
+        def get(r: RunRecord) -> str:
+            total = sum(r.summary.phase_s.values())
+            if not r.summary.traced or not total:
+                return "-"
+            return f"{r.summary.phase_s.get(p, 0.0) / total:.0%}"
+
+        return get
+
+    spec: list[tuple[str, Any]] = [
+        ("settings", lambda r: f"{r.settings.mode[:4]} {r.settings.rule[:4]} "
+                               f"TV{r.settings.tv_budget:g} k{r.settings.k}"),
+        ("E2E s", lambda r: f"{r.summary.e2e_s:.2f}"),
+        ("tokens", lambda r: str(r.summary.tokens)),
+        ("decode tok/s", lambda r: f"{r.summary.decode_tok_s:.1f}"),
+        ("TTFT s", lambda r: f"{r.summary.ttft_s:.2f}"),
+        ("acceptance", lambda r: _pct(r.summary.acceptance)),
+        ("mean acc len", lambda r: _num(r.summary.mean_accepted_length, "{:.2f}")),
+        *((f"{p} share", phase_share(p)) for p in ("draft", "verify", "sample", "cache")),
+        ("mean TV (quality)", lambda r: _num(r.summary.mean_tv, "{:.3f}")),
+        ("text", lambda r: (r.text[:40] + "…") if len(r.text) > 40 else r.text),
+    ]
+    return [(name, col(a, f), col(b, f)) for name, f in spec]
+
+
+class ProfilePanel(VerticalScroll):
+    """Active settings, the saved profiles to switch to, and two runs compared side by side."""
+
+    def compose(self) -> ComposeResult:
+        yield Label("active settings", classes="section")
+        yield Static(id="profile-name")
+        yield DataTable(id="settings-table", cursor_type="none", show_header=False)
+        yield Label("saved profiles (enter switches)", classes="section")
+        yield OptionList(id="profile-list")
+        yield Label("compare runs", classes="section")
+        yield DataTable(id="compare-table", cursor_type="none")
+        yield Label("benchmark", classes="section", id="bench-label")
+        yield ProgressBar(total=1.0, id="bench-progress", show_eta=False)
+        yield Static(id="bench-result")
+
+    def on_mount(self) -> None:
+        self.query_one("#settings-table", DataTable).add_columns("setting", "value")
+        self.query_one("#compare-table", DataTable).add_columns("metric", "A", "B")
+
+    def show_settings(self, settings: Settings, profile_name: str | None) -> None:
+        name = profile_name or "(unsaved)"
+        self.query_one("#profile-name", Static).update(Text(f"profile {name}", "bold"))
+        table = self.query_one("#settings-table", DataTable)
+        table.clear()
+        for key in SETTING_KEYS:
+            table.add_row(key, str(getattr(settings, key)))
+
+    def show_profiles(self, names: list[str], active: str | None) -> None:
+        options = self.query_one("#profile-list", OptionList)
+        options.clear_options()
+        for name in names:
+            mark = "● " if name == active else "  "
+            options.add_option(Option(mark + name, id=name))
+        if not names:
+            options.add_option(Option("no saved profiles: ctrl+s saves one", disabled=True))
+
+    def show_compare(self, a: RunRecord | None, b: RunRecord | None) -> None:
+        table = self.query_one("#compare-table", DataTable)
+        table.clear(columns=True)
+        table.add_columns("metric", a.label if a else "A", b.label if b else "B")
+        for row in compare_rows(a, b):
+            table.add_row(*row)
+
+    def show_bench(self, fraction: float | None, text: Text | str) -> None:
+        bar = self.query_one("#bench-progress", ProgressBar)
+        bar.display = fraction is not None
+        if fraction is not None:
+            bar.update(progress=fraction)
+        self.query_one("#bench-result", Static).update(text)
