@@ -813,7 +813,12 @@ def _inner(model: nn.Module) -> nn.Module:
 
 
 def requantized_draft(
-    target: LoadedModel, bits: int, group: int = SELF_DEFAULT_GROUP, *, spec: str | None = None
+    target: LoadedModel,
+    bits: int,
+    group: int = SELF_DEFAULT_GROUP,
+    *,
+    spec: str | None = None,
+    keep_head: bool = False,
 ) -> LoadedModel:
     """The target's weights dequantized and requantized to ``bits`` (affine, ``group`` wide).
 
@@ -829,6 +834,8 @@ def requantized_draft(
     draft.update_modules(target.model.leaf_modules())  # share every leaf, then replace matrices
     replaced = []
     for path, module in target.model.named_modules():
+        if keep_head and path.rsplit(".", 1)[-1] in ("embed_tokens", "lm_head"):
+            continue
         new = _requantize(module, bits, group)
         if new is not None:
             mx.eval(new.parameters())
@@ -989,7 +996,7 @@ def build_random_model(
                 continue
             rows, cols = m.weight.shape
             key = mx.random.key(zlib.crc32(f"{seed_name}/{prefix}{path}".encode()))
-            std = 1.0 if isinstance(m, nn.Embedding) else cols**-0.5
+            std = 0.02 if isinstance(m, nn.Embedding) else cols**-0.5
             m.weight = mx.random.normal((rows, cols), dtype=dtype, key=key) * std
             if "bias" in m:
                 m.bias = mx.zeros((rows,), dtype=dtype)
