@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -136,6 +137,7 @@ class SpecDecApp(App[int]):
         *,
         profiles_dir: str | Path | None = None,
         profile: Any = None,
+        profile_store: Any = None,
     ) -> None:
         """`session_factory` builds the engine session on the engine thread (real by default)."""
         super().__init__()
@@ -148,6 +150,7 @@ class SpecDecApp(App[int]):
         self.set_reactive(SpecDecApp.settings, start)
         self.bridge = EngineBridge(self, session_factory, lambda: self._live_settings)
         self.profiles_dir = profiles_dir
+        self._store = profile_store  # a core.profile.ProfileStore; made on first use otherwise
         self.profile_name: str | None = profile.name if profile is not None else None
         self._start_profile = profile
         self.info: PairInfo | None = None
@@ -232,6 +235,9 @@ class SpecDecApp(App[int]):
             text.append(value, style)
             text.append("   ")
 
+        text.append("● ", self._state_style())
+        text.append(self._state_text(), "bold")
+        text.append("   ")
         item("mode", s.mode, "bold magenta")
         item("rule", s.effective_rule + (" (T=0)" if s.temperature == 0 and s.rule != "greedy"
                                          else ""))
@@ -242,8 +248,6 @@ class SpecDecApp(App[int]):
         item("T", f"{s.temperature:g}")
         item("max", str(s.max_tokens))
         item("profile", self.profile_name or "-", "italic")
-        text.append(" ● ", self._state_style())
-        text.append(self._state_text(), "dim")
         self.query_one("#status", Static).update(text)
         if self.is_mounted:
             self.query_one(ProfilePanel).show_settings(s, self.profile_name)
@@ -318,7 +322,7 @@ class SpecDecApp(App[int]):
         self.query_one("#prompt", Input).focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_markdown()))
+        self.push_screen(HelpScreen(help_content()))
 
     def action_calibrate(self) -> None:
         if not self._can_start("calibrate"):
@@ -368,9 +372,13 @@ class SpecDecApp(App[int]):
     # -- profiles ----------------------------------------------------------------------------
 
     def store(self) -> Any:
-        from core.profile import ProfileStore
+        """The profile store: --profiles-dir (or the default folder) plus the shipped presets."""
+        if self._store is None:
+            from core.profile import ProfileStore
 
-        return ProfileStore.default(None if self.profiles_dir is None else str(self.profiles_dir))
+            folder = None if self.profiles_dir is None else str(self.profiles_dir)
+            self._store = ProfileStore.default(folder)
+        return self._store
 
     def _profile_names(self) -> list[str]:
         try:
@@ -419,7 +427,11 @@ class SpecDecApp(App[int]):
                 environment=env,
             )
             profile = dataclasses.replace(profile, settings=self.settings)
-        return self.store().save(profile)
+        store = self.store()
+        # Saving under the active profile's own name updates it; any other taken name gets a
+        # free variant, so a save never clobbers a profile the user did not mean.
+        own = name == self.profile_name and store.toml_path(name).is_file()
+        return store.save(profile, overwrite=own)
 
     def action_switch_profile(self) -> None:
         self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),
@@ -458,10 +470,20 @@ class SpecDecApp(App[int]):
         if run.calibration:
             self.curve = curve_from_dict(run.calibration)
         record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
-                           run.prompt, run.summary.mean_tv)
+                           self._decode_ids(run.summary.token_ids), run.summary.mean_tv)
         self.compare = (record, self.runs[-1] if self.runs else None)
         self.query_one(ProfilePanel).show_compare(*self.compare)
         self._refresh_panels(all_panels=True)
+
+    def _decode_ids(self, ids: Iterable[int]) -> str:
+        """A recorded run's text, when a tokenizer is loaded (a profile stores ids only)."""
+        if self.decode is None or self.info is None:
+            return ""
+        keep = [i for i in ids if i not in self.info.eos_ids]
+        try:
+            return str(self.decode(keep))
+        except Exception:  # ids from another vocabulary: show no text rather than fail
+            return ""
 
     # -- chat ----------------------------------------------------------------------------------
 
@@ -522,7 +544,11 @@ class SpecDecApp(App[int]):
         summary = message.summary
         if assistant is not None:
             assistant.summary = summary
-            self.messages.append({"role": "assistant", "content": assistant.text})
+            assistant.finished = True
+            if assistant.text or summary is not None:
+                self.messages.append({"role": "assistant", "content": assistant.text})
+            elif self.messages and self.messages[-1]["role"] == "user":
+                self.messages.pop()  # nothing came back: the next turn must not follow it
         if summary is not None:
             self.stats.summary = summary
             run_settings = self._live_settings
@@ -560,6 +586,10 @@ class SpecDecApp(App[int]):
         self.sub_title = f"{info.target_name} ← {draft} · {info.backend}{device}"
         self._show_banner()
         self._show_settings()
+        for record in self.compare:
+            if record is not None and not record.text:
+                record.text = self._decode_ids(record.summary.token_ids)
+        self.query_one(ProfilePanel).show_compare(*self.compare)
         self._refresh_panels(all_panels=True)
 
     def _show_banner(self) -> None:
@@ -649,31 +679,37 @@ def _parse_arg(arg: str) -> float | int:
     return float(arg) if "." in arg else int(arg)
 
 
-def help_markdown() -> str:
+def help_content() -> RenderableType:
     """The help screen: every key, its while-typing form, and the colours."""
-    lines = [
-        "# specdec-tui keys",
-        "",
-        "Single keys act when the input box is **not** focused (esc leaves it, `i` returns).",
-        "The F-key / alt forms work while typing. Changes apply from the next round.",
-        "",
-        "| key | while typing | does |",
-        "|---|---|---|",
-    ]
+    from rich.console import Group
+    from rich.table import Table
+
+    from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES
+
+    intro = Text.from_markup(
+        "[bold]specdec-tui keys[/bold]\n"
+        "Single keys act when the input box is [bold]not[/bold] focused (esc leaves it, "
+        "[bold]i[/bold] returns). The F-key / alt forms work while typing. Changes apply from "
+        "the next round and show at once. Every action is also in the palette (ctrl+p).\n"
+    )
+    keys = Table(box=None, padding=(0, 2), header_style="bold")
+    keys.add_column("key", style="bold yellow")
+    keys.add_column("while typing", style="yellow")
+    keys.add_column("does")
     for key in KEYS:
         bare = key.display.split(" ")[0]
-        lines.append(f"| `{bare}` | `{key.typing or bare}` | {key.help} |")
-    lines += [
-        "| `esc` | `esc` | cancel the running generation (or leave the input box) |",
-        "| `ctrl+p` | `ctrl+p` | command palette |",
-        "| `ctrl+q` | `ctrl+q` | quit |",
-        "",
-        "## Colours",
-        "**accepted**: draft token the target kept · **corrected**: the target's token after "
-        "a rejection · **bonus**: the target's extra token after a fully accepted draft · "
-        "**target** / **draft**: single-model modes · ~~rejected~~: drafts thrown away (`r`).",
-    ]
-    return "\n".join(lines)
+        keys.add_row(bare, key.typing or bare, key.help)
+    keys.add_row("esc", "esc", "cancel the running generation (or leave the input box)")
+    keys.add_row("i", "", "back to the input box")
+    keys.add_row("ctrl+p", "ctrl+p", "command palette")
+    keys.add_row("ctrl+q", "ctrl+q", "quit")
+    colours = Table(box=None, padding=(0, 2), title="colours", title_justify="left",
+                    title_style="bold", show_header=False)
+    colours.add_column()
+    colours.add_column()
+    for origin, what in ORIGIN_HELP.items():
+        colours.add_row(Text(origin, ORIGIN_STYLES[origin]), what)
+    return Group(intro, keys, Text(""), colours)
 
 
 def bench_available() -> bool:

@@ -290,8 +290,13 @@ class EngineBridge:
 
     def _do_generate(self, cmd: _Command) -> None:
         assert cmd.run_id is not None
-        session = self._need_session()
-        prompt_ids = session.prompt_ids(cmd.args["messages"])
+        try:
+            session = self._need_session()
+            prompt_ids = session.prompt_ids(cmd.args["messages"])
+        except Exception as exc:
+            self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
+            self._post(RunFinished(cmd.run_id, None, []))
+            return
         summary: RunSummary | None = None
         try:
             for item in session.generate(
@@ -301,9 +306,11 @@ class EngineBridge:
                     summary = item
                 else:
                     self._post(RoundCommitted(cmd.run_id, item))
-        finally:
-            # Posted even when the engine raised, so the UI always leaves "generating".
-            self._post(RunFinished(cmd.run_id, summary, prompt_ids))
+        except Exception as exc:
+            # The failure first, so the message it belongs to can show it; then the end of
+            # the run, so the UI always leaves "generating".
+            self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
+        self._post(RunFinished(cmd.run_id, summary, prompt_ids))
 
     def _do_calibrate(self, cmd: _Command) -> None:
         curve = self._need_session().calibrate(cmd.args["settings"])

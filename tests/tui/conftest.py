@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
+from core.profile import ProfileStore
 from core.settings import Settings
 from tui.app import SpecDecApp
 from tui.bridge import CurveInfo, PairInfo, ShapeKernel
@@ -83,6 +84,10 @@ class FakeSession:
                          total=t.draft + t.verify + t.sample + t.cache + t.other)
         if s.mode != "speculative":
             origin = "target" if s.mode == "target-only" else "draft"
+            step = 0.009 if s.mode == "draft-only" else 0.030 + 0.002 * (i % 3)
+            t = PhaseTimings(draft=step if s.mode == "draft-only" else 0.0,
+                             verify=0.0 if s.mode == "draft-only" else step,
+                             sample=0.002, cache=0.0, other=0.001, total=step + 0.003)
             return RoundEvent(i, (CommittedToken(next_id(), origin),), rows=1, timings=t,
                               kernel="qmv", context=10 + i, traced=True)
         k = s.k
@@ -180,7 +185,10 @@ def make_app(script: Script, profiles: Path) -> Callable[..., SpecDecApp]:
         def factory(target: str, draft: str | None) -> FakeSession:
             return FakeSession(script, target, draft)
 
-        return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles, **kw)
+        # No shipped presets: the picker and the snapshots see only this test's profiles.
+        store = ProfileStore(profiles, presets=None)
+        return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
+                          profile_store=store, **kw)
 
     return make
 

@@ -5,11 +5,12 @@ Each returns its answer through `dismiss`, so the app's action stays a plain cal
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Markdown, OptionList
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from core.errors import UserError
@@ -18,18 +19,19 @@ from core.errors import UserError
 class HelpScreen(ModalScreen[None]):
     """Every key, its while-typing form, and what the colours mean."""
 
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", show=False)]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "close", show=False)]
 
-    def __init__(self, markdown: str) -> None:
+    def __init__(self, content: RenderableType) -> None:
         super().__init__()
-        self._markdown = markdown
+        self._content = content
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box", classes="modal-box"):
-            yield Markdown(self._markdown)
+            with VerticalScroll(id="help-scroll"):
+                yield Static(self._content)
             yield Label("esc closes", classes="hint")
 
-    async def action_dismiss(self, result: None = None) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)
 
 

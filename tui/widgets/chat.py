@@ -48,6 +48,7 @@ class AssistantMessage(Vertical):
         self.border_title = model_name
         self.summary: RunSummary | None = None
         self.error: str | None = None
+        self.finished = False
         self._body = Static("", classes="body")
         self._footer = Static("…", classes="footer")
 
@@ -61,7 +62,7 @@ class AssistantMessage(Vertical):
 
     def refresh_view(self, show_rejected: bool, stats: RoundStats | None = None) -> None:
         body = self.transcript.render(show_rejected)
-        if not body.plain and self.summary is None and self.error is None:
+        if not body.plain and not self.finished:
             body = Text("thinking…", "dim italic")
         self._body.update(body)
         self._footer.update(self.footer_text(stats))
@@ -86,7 +87,8 @@ class AssistantMessage(Vertical):
             parts.append(f"{len(stats.rounds)} rounds")
             if stats.acceptance is not None:
                 parts.append(f"acc {stats.acceptance:.0%}")
-            parts.append("generating…")
+            if not self.finished:
+                parts.append("generating…")
         if self.transcript.rejected_count:
             parts.append(f"{self.transcript.rejected_count} rejected")
         out = Text(" · ".join(parts), "dim")

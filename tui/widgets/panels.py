@@ -7,11 +7,12 @@ app can refresh only the visible one once per flush of rounds.
 from __future__ import annotations
 
 import dataclasses
+from itertools import zip_longest
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Label, OptionList, ProgressBar, Sparkline, Static
 from textual.widgets.option_list import Option
 
@@ -75,9 +76,8 @@ def round_bars(stats: RoundStats, count: int, width: int) -> Text:
         else:
             out.append("░" * cells, "grey50")
         out.append(" " * (width - cells + 1))
-        out.append(f"{ev.timings.total * 1e3:7.1f} ms", "bold")
-        kept = len(ev.tokens)
-        out.append(f"  R={ev.rows:<2} +{kept}", "dim")
+        out.append(f"{ev.timings.total * 1e3:6.1f}ms", "bold")
+        out.append(f" R{ev.rows:<2} +{len(ev.tokens)}", "dim")
     return out
 
 
@@ -98,7 +98,8 @@ class RoundsPanel(VerticalScroll):
         self.show(RoundStats())
 
     def show(self, stats: RoundStats) -> None:
-        width = max(10, self.size.width - 36) if self.size.width else 30
+        # index (5) + bar + " 123.4ms R5  +3" (16) + scrollbar
+        width = max(10, self.size.width - 23) if self.size.width else 30
         self.query_one("#round-bars", Static).update(round_bars(stats, self.BAR_ROUNDS, width))
         table = self.query_one("#phase-table", DataTable)
         table.clear()
@@ -257,7 +258,8 @@ class KernelsPanel(VerticalScroll):
 
 
 SETTING_KEYS = ("mode", "rule", "tv_budget", "k", "policy", "k_min", "k_max", "temperature",
-                "top_p", "repetition_penalty", "seed", "max_tokens", "traced", "bonus")
+                "top_p", "repetition_penalty", "seed", "max_tokens", "traced", "bonus",
+                "dispatch", "verify_attention")
 
 
 @dataclasses.dataclass
@@ -302,37 +304,40 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
         ("mean acc len", lambda r: _num(r.summary.mean_accepted_length, "{:.2f}")),
         *((f"{p} share", phase_share(p)) for p in ("draft", "verify", "sample", "cache")),
         ("mean TV (quality)", lambda r: _num(r.summary.mean_tv, "{:.3f}")),
-        ("text", lambda r: (r.text[:40] + "…") if len(r.text) > 40 else r.text),
     ]
     return [(name, col(a, f), col(b, f)) for name, f in spec]
 
 
 class ProfilePanel(VerticalScroll):
-    """Active settings, the saved profiles to switch to, and two runs compared side by side."""
+    """Active settings, two runs compared side by side, the saved profiles, the benchmark."""
 
     def compose(self) -> ComposeResult:
-        yield Label("active settings", classes="section")
-        yield Static(id="profile-name")
+        yield Static(id="profile-name", classes="section")
         yield DataTable(id="settings-table", cursor_type="none", show_header=False)
-        yield Label("saved profiles (enter switches)", classes="section")
-        yield OptionList(id="profile-list")
-        yield Label("compare runs", classes="section")
+        yield Label("compare runs (A: previous or profile, B: latest)", classes="section")
         yield DataTable(id="compare-table", cursor_type="none")
-        yield Label("benchmark", classes="section", id="bench-label")
+        with Horizontal(id="compare-text"):
+            yield Static(id="text-a", classes="run-text")
+            yield Static(id="text-b", classes="run-text")
+        yield Label("saved profiles (enter switches, p anywhere)", classes="section")
+        yield OptionList(id="profile-list")
+        yield Label("benchmark (b)", classes="section", id="bench-label")
         yield ProgressBar(total=1.0, id="bench-progress", show_eta=False)
         yield Static(id="bench-result")
 
     def on_mount(self) -> None:
-        self.query_one("#settings-table", DataTable).add_columns("setting", "value")
-        self.query_one("#compare-table", DataTable).add_columns("metric", "A", "B")
+        self.query_one("#settings-table", DataTable).add_columns("setting", "value", "", "")
 
     def show_settings(self, settings: Settings, profile_name: str | None) -> None:
         name = profile_name or "(unsaved)"
-        self.query_one("#profile-name", Static).update(Text(f"profile {name}", "bold"))
+        self.query_one("#profile-name", Static).update(f"active settings: profile {name}")
         table = self.query_one("#settings-table", DataTable)
         table.clear()
-        for key in SETTING_KEYS:
-            table.add_row(key, str(getattr(settings, key)))
+        half = (len(SETTING_KEYS) + 1) // 2
+        for left, right in zip_longest(SETTING_KEYS[:half], SETTING_KEYS[half:], fillvalue=""):
+            row = [left, str(getattr(settings, left))]
+            row += [right, str(getattr(settings, right))] if right else ["", ""]
+            table.add_row(*(Text(c, "dim") if i % 2 == 0 else c for i, c in enumerate(row)))
 
     def show_profiles(self, names: list[str], active: str | None) -> None:
         options = self.query_one("#profile-list", OptionList)
@@ -349,6 +354,13 @@ class ProfilePanel(VerticalScroll):
         table.add_columns("metric", a.label if a else "A", b.label if b else "B")
         for row in compare_rows(a, b):
             table.add_row(*row)
+        for box, run in (("#text-a", a), ("#text-b", b)):
+            text = Text()
+            if run is not None:
+                text.append(run.label + "\n", "bold")
+                body = run.text.strip()
+                text.append(body[:300] + ("…" if len(body) > 300 else ""))
+            self.query_one(box, Static).update(text)
 
     def show_bench(self, fraction: float | None, text: Text | str) -> None:
         bar = self.query_one("#bench-progress", ProgressBar)

@@ -1,0 +1,453 @@
+"""Pilot tests of the app on the scripted engine: keys, chat, cancel, errors, profiles."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
+
+from core.profile import Profile, ProfileStore
+from core.settings import Settings
+from tests.tui.conftest import Script, chat, ready, summarize, wait_for
+from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
+from tui.transcript import REJECTED
+from tui.widgets.chat import AssistantMessage
+from tui.widgets.panels import KernelsPanel, RoundsPanel
+
+SIZE = (160, 45)
+
+
+def errors(app) -> list[str]:  # noqa: ANN001
+    return [n.message for n in app._notifications if n.severity == "error"]
+
+
+def warnings(app) -> list[str]:  # noqa: ANN001
+    return [n.message for n in app._notifications if n.severity == "warning"]
+
+
+async def blur_input(pilot) -> None:  # noqa: ANN001
+    """Esc outside a run leaves the input box, so single keys act."""
+    await pilot.press("escape")
+    assert not pilot.app.query_one("#prompt", Input).has_focus
+
+
+# ---------------------------------------------------------------------------------- chat
+
+
+async def test_chat_streams_rounds_coloured_by_origin(make_app, script: Script) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "Write a scene.")
+        msg = app.query_one(AssistantMessage)
+        origins = {p.origin for p in msg.transcript.pieces}
+        assert {"accepted", "corrected", "bonus"} <= origins
+        summary = app.runs[-1].summary
+        assert summary.tokens == app.stats.tokens == 20 + 8  # accepted + one per round
+        # every committed id is in the text, none of the rejected ones is unless asked for
+        assert msg.text == "".join(p.text for p in msg.transcript.pieces if p.origin != REJECTED)
+        footer = str(msg._footer.render())
+        assert "28 tok" in footer and "tok/s" in footer and "TTFT" in footer and "acc" in footer
+        assert app.messages[-1] == {"role": "assistant", "content": msg.text}
+        # repaints are batched: never more than one per round
+        assert 1 <= app.flushes <= summary.rounds
+
+
+async def test_multi_turn_sends_the_whole_conversation(make_app, script: Script) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        await chat(pilot, "second")
+        roles = [m["role"] for m in script.prompts[-1]]
+        assert roles == ["user", "assistant", "user"]
+        assert script.prompts[-1][1]["content"] == app.runs[0].text
+        assert len(app.query(AssistantMessage)) == 2
+
+
+async def test_enter_while_generating_is_refused(make_app, script: Script) -> None:
+    script.rounds, script.delay_s = 400, 0.02
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "one"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        app.query_one("#prompt", Input).value = "two"
+        await pilot.press("enter")
+        assert any("busy" in w for w in warnings(app))
+        assert script.calls.count("generate") == 1
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.run_id is None)
+
+
+async def test_rejected_toggle_shows_struck_drafts(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        msg = app.query_one(AssistantMessage)
+        hidden = msg.transcript.render(show_rejected=False)
+        assert not any(span.style.strike for span in hidden.spans)
+        await blur_input(pilot)
+        await pilot.press("r")
+        assert app.show_rejected
+        shown = msg._body.render()
+        assert any(getattr(span.style, "strike", False) for span in shown.spans)
+        assert len(shown.plain) > len(hidden.plain)
+
+
+# ---------------------------------------------------------------------------------- keys
+
+KEY_CASES = [
+    # (keys pressed, field, expected) from the default Settings (tv 0, k 4, speculative, ...)
+    (["right_square_bracket"], "tv_budget", 0.05),
+    (["right_square_bracket", "right_square_bracket", "left_square_bracket"], "tv_budget", 0.05),
+    (["right_curly_bracket"], "tv_budget", 0.25),
+    (["right_curly_bracket", "right_square_bracket", "left_curly_bracket"], "tv_budget", 0.05),
+    (["1"], "tv_budget", 1.0),
+    (["1", "0"], "tv_budget", 0.0),
+    (["plus"], "k", 5),
+    (["equals_sign"], "k", 5),
+    (["minus"], "k", 3),
+    (["m"], "mode", "target-only"),
+    (["m", "m"], "mode", "draft-only"),
+    (["m", "m", "m"], "mode", "speculative"),
+    (["a"], "rule", "greedy"),
+    (["a", "a"], "rule", "lossless"),
+    (["o"], "policy", "acceptance-rate"),
+    (["o", "o"], "policy", "accepted-length"),
+]
+
+
+@pytest.mark.parametrize(("keys", "field", "expected"), KEY_CASES)
+async def test_bare_keys_change_settings(make_app, keys, field, expected) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await blur_input(pilot)
+        await pilot.press(*keys)
+        assert getattr(app.settings, field) == pytest.approx(expected)
+        # the change is shown at once, in the status line and the Profile panel
+        status = str(app.query_one("#status", Static).render())
+        shown = f"{expected:.2f}" if field == "tv_budget" else str(expected)
+        assert shown in status
+        table = app.query_one("#settings-table", DataTable)
+        values = {}
+        for i in range(table.row_count):
+            cells = [str(c) for c in table.get_row_at(i)]
+            values.update({cells[0]: cells[1], cells[2]: cells[3]})
+        assert values[field] == str(getattr(app.settings, field))
+
+
+TYPING_CASES = [
+    ("f3", "tv_budget", 0.05),
+    ("shift+f3", "tv_budget", 0.25),
+    ("shift+f4", "tv_budget", 1.0),
+    ("f6", "k", 5),
+    ("f5", "k", 3),
+    ("alt+m", "mode", "target-only"),
+    ("alt+a", "rule", "greedy"),
+    ("alt+o", "policy", "acceptance-rate"),
+]
+
+
+@pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
+async def test_typing_forms_act_while_the_input_has_focus(make_app, key, field, expected) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.query_one("#prompt", Input)
+        assert prompt.has_focus
+        await pilot.press(key)
+        assert getattr(app.settings, field) == pytest.approx(expected)
+        assert prompt.value == ""
+
+
+async def test_typing_forms_of_toggles(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("alt+r")
+        assert app.show_rejected
+        await pilot.press("f3", "f3", "f2")
+        assert app.settings.tv_budget == pytest.approx(0.05)
+        await pilot.press("shift+f4", "shift+f2", "f4")
+        assert app.settings.tv_budget == 0.0
+
+
+async def test_printable_keys_type_when_the_input_has_focus(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("right_square_bracket", "m", "1", "plus")
+        assert app.query_one("#prompt", Input).value == "]m1+"
+        assert app.settings == Settings()
+
+
+async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
+    app = make_app(Settings(k=16, tv_budget=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await blur_input(pilot)
+        await pilot.press("left_square_bracket", "plus")
+        assert app.settings.tv_budget == 0.0 and app.settings.k == 16
+        assert any("tv_budget" in w for w in warnings(app))
+        assert any("k must be" in w for w in warnings(app))
+
+
+async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
+    script.rounds, script.delay_s = 400, 0.02
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "go"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await pilot.press("f6", "f3")  # k 5, TV 0.05 while the run goes on
+        seen_at_press = len(script.seen)
+        await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 3)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert script.seen[0].k == 4 and script.seen[0].tv_budget == 0.0
+        assert script.seen[-1].k == 5 and script.seen[-1].tv_budget == pytest.approx(0.05)
+        assert app.stats.rounds[-1].proposed == 5  # the round shows the new k
+
+
+async def test_help_and_palette(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await blur_input(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        assert "Cycle mode: target-only, draft-only, speculative" in commands
+        commands["Tv budget +0.25"].callback()
+        assert app.settings.tv_budget == 0.25
+        commands["Show the Kernels panel"].callback()
+        assert app.query_one(TabbedContent).active == "kernels"
+
+
+# ---------------------------------------------------------------------------------- engine
+
+
+async def test_escape_cancels_a_running_generation(make_app, script: Script) -> None:
+    script.rounds, script.delay_s = 10_000, 0.02
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "go on forever"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.run_id is None, timeout=5)
+        summary = app.runs[-1].summary
+        assert summary.stop_reason == "cancelled"
+        assert summary.rounds < 10_000
+        assert "cancelled" in str(app.query_one(AssistantMessage)._footer.render())
+        # the app keeps working: the next turn runs to the end
+        script.rounds, script.delay_s = 3, 0.0
+        await chat(pilot, "again")
+        assert app.runs[-1].summary.stop_reason == "length"
+
+
+async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Script) -> None:
+    script.fail_after = 2
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "break"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(errors(app)) and app.run_id is None)
+        assert "scripted engine failure" in errors(app)[0]
+        assert "error" in str(app.query_one(AssistantMessage)._footer.render())
+        assert app.bridge.alive
+        script.fail_after = None
+        await chat(pilot, "again")
+        assert app.runs[-1].summary.tokens > 0
+
+
+async def test_model_load_error_notifies(make_app, script: Script) -> None:
+    script.fail_load = True
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: bool(errors(app)))
+        assert "no model at default" in errors(app)[0]
+        assert app.info is None and app.is_running
+        app.query_one("#prompt", Input).value = "hello"
+        await pilot.press("enter")
+        assert any("No models" in w for w in warnings(app))
+
+
+async def test_banner_for_random_weights_and_fallback(make_app, script: Script) -> None:
+    script.random_weights, script.speculation_ok = True, False
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        banner = app.query_one("#banner", Static)
+        assert banner.display
+        text = str(banner.render())
+        assert "noise" in text and "target-only" in text and "rewound" in text
+
+
+async def test_header_names_pair_and_backend(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert "SmolLM2-135M (fake)" in app.sub_title
+        assert "self:bits=3 (fake)" in app.sub_title and "cpu" in app.sub_title
+        assert not app.query_one("#banner", Static).display
+
+
+async def test_calibrate_fills_the_kernels_panel(make_app, script: Script) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        await blur_input(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.curve is not None)
+        assert script.calls.count("calibrate") == 1
+        app.show_panel("kernels")
+        await pilot.pause()
+        panel = app.query_one(KernelsPanel)
+        curve = panel.query_one("#curve-table", DataTable)
+        assert curve.row_count == 9
+        marks = [str(curve.get_row_at(i)[4]) for i in range(curve.row_count)]
+        assert marks.index("◀ boundary") == 7  # R = 8
+        shapes = panel.query_one("#shape-table", DataTable)
+        assert shapes.row_count == 2 and "qmv" in str(shapes.get_row_at(0)[3])
+
+
+async def test_bench_key_without_bench_module_says_so(make_app, monkeypatch) -> None:
+    monkeypatch.setattr("tui.app.bench_available", lambda: False)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await blur_input(pilot)
+        await pilot.press("b")
+        assert any("benchmark module is not available" in w for w in warnings(app))
+        assert not app.benchmarking
+
+
+async def test_bench_progress_and_report(make_app, monkeypatch) -> None:
+    monkeypatch.setattr("tui.app.bench_available", lambda: True)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        await pilot.press("alt+b")
+        await wait_for(pilot, lambda: not app.benchmarking)
+        assert app.query_one(TabbedContent).active == "profile"
+        assert "fake report" in str(app.query_one("#bench-result", Static).render())
+
+
+# ---------------------------------------------------------------------------------- profiles
+
+
+async def test_ctrl_s_writes_a_profile_that_loads_back(make_app, profiles) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        await pilot.press("f3")  # TV 0.05 after the run: saved as the profile's settings
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, SaveProfileScreen)
+        name_box = app.screen.query_one(Input)
+        name_box.value = "moon-run"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, SaveProfileScreen)
+        assert (profiles / "moon-run.toml").is_file()
+        assert (profiles / "moon-run.run.json").is_file()
+        loaded = ProfileStore(profiles).load("moon-run")
+        assert loaded.settings == app.settings
+        assert loaded.settings.tv_budget == pytest.approx(0.05)
+        assert loaded.run is not None
+        assert len(loaded.run.rounds) == app.runs[-1].summary.rounds
+        assert loaded.run.summary == app.runs[-1].summary
+        assert loaded.run.prompt == "Write a scene."
+        assert app.profile_name == "moon-run"
+
+
+async def test_save_refuses_a_bad_name_in_the_modal(make_app, profiles) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+s")
+        app.screen.query_one(Input).value = "../escape"
+        await pilot.press("enter")
+        assert isinstance(app.screen, SaveProfileScreen)
+        assert "not allowed" in str(app.screen.query_one("#save-error").render())
+        await pilot.press("escape")
+        assert not list(profiles.iterdir())
+
+
+def _saved(profiles, name: str, settings: Settings, rounds: int) -> None:  # noqa: ANN001
+    """A profile with a recorded run of `rounds` scripted rounds, written through the store."""
+    import threading
+
+    from core.events import RoundEvent
+    from core.profile import ProfileRecorder
+    from tests.tui.conftest import FakeSession
+
+    session = FakeSession(Script(rounds=rounds), "default", "self:bits=3")
+    rec = ProfileRecorder(name, settings)
+    for item in session.generate([1], settings, threading.Event(), lambda: settings):
+        rec.add(item)
+        assert isinstance(item, RoundEvent) or item.rounds == rounds
+    ProfileStore(profiles).save(rec.profile(prompt="stored", environment={"backend": "cpu"}))
+
+
+async def test_switching_profiles_changes_settings_and_panels(make_app, profiles) -> None:
+    _saved(profiles, "wide", Settings(k=6, tv_budget=0.5, rule="mentored"), rounds=5)
+    ProfileStore(profiles).save(Profile("plain", Settings(mode="target-only")))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        assert len(app.stats.rounds) == 8
+        await blur_input(pilot)
+        await pilot.press("p")
+        assert isinstance(app.screen, ProfilePickerScreen)
+        picker = app.screen.query_one(OptionList)
+        names = [picker.get_option_at_index(i).id for i in range(picker.option_count)]
+        picker.highlighted = names.index("wide")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.settings.k == 6 and app.settings.tv_budget == 0.5
+        assert app.profile_name == "wide"
+        # the panels now show the profile's recorded run
+        assert len(app.stats.rounds) == 5
+        bars = str(app.query_one(RoundsPanel).query_one("#round-bars", Static).render())
+        assert len(bars.strip().splitlines()) == 5
+        compare = app.query_one("#compare-table", DataTable)
+        assert [str(c.label) for c in compare.ordered_columns][1:] == ["wide", "run 1"]
+        assert "profile wide" in str(app.query_one("#profile-name", Static).render())
+        assert "stored" not in str(app.query_one("#text-a", Static).render())  # text, not prompt
+        # and back to another one through the panel's list
+        app.switch_profile("plain")
+        await pilot.pause()
+        assert app.settings.mode == "target-only" and app.profile_name == "plain"
+
+
+async def test_start_with_a_profile(make_app, profiles) -> None:
+    _saved(profiles, "start", Settings(k=2, policy="acceptance-rate"), rounds=3)
+    profile = ProfileStore(profiles).load("start")
+    app = make_app(profile.settings, profile=profile)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.settings.k == 2 and app.profile_name == "start"
+        assert len(app.stats.rounds) == 3
+
+
+def test_summarize_matches_rounds() -> None:
+    """The fake's summary is what the panels compare; keep it honest."""
+    import threading
+
+    from tests.tui.conftest import FakeSession
+
+    s = Settings(k=4)
+    items = list(FakeSession(Script(rounds=8), "t", "d").generate([1], s, threading.Event(),
+                                                                   lambda: s))
+    rounds, summary = items[:-1], items[-1]
+    assert summary == summarize(rounds, s, "length", 1)
+    assert summary.accepted == sum(min(a, 4) for a in (2, 4, 0, 3, 4, 1, 2, 4))

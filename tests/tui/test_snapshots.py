@@ -1,0 +1,107 @@
+"""SVG snapshots of the main screen and each panel, fed by the scripted engine's fixed numbers.
+
+Update after an intended change with `pytest tests/tui/test_snapshots.py --snapshot-update`
+and look at the SVGs in tests/tui/__snapshots__/ before committing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from core.settings import Settings
+from tests.tui.conftest import chat, ready, wait_for
+
+BIG = (160, 45)
+SMALL = (100, 30)
+
+
+def steady(app) -> None:  # noqa: ANN001
+    """No blinking cursor, no toasts: the same pixels on every run."""
+    for box in app.screen.query(Input):
+        box.cursor_blink = False
+    app.clear_notifications()
+
+
+def after_chat(*then: Callable[[Pilot], Awaitable[None]]) -> Callable[[Pilot], Awaitable[None]]:
+    async def run_before(pilot: Pilot) -> None:
+        for box in pilot.app.query(Input):
+            box.cursor_blink = False
+        await chat(pilot, "Write a short scene in a lunar greenhouse.")
+        for step in then:
+            await step(pilot)
+        steady(pilot.app)
+        await pilot.pause()
+
+    return run_before
+
+
+def panel(name: str) -> Callable[[Pilot], Awaitable[None]]:
+    async def show(pilot: Pilot) -> None:
+        pilot.app.show_panel(name)
+        await pilot.pause()
+        await pilot.pause()
+
+    return show
+
+
+async def calibrate(pilot: Pilot) -> None:
+    app = pilot.app
+    app.action_calibrate()
+    await wait_for(pilot, lambda: app.curve is not None)
+
+
+async def rejected_on(pilot: Pilot) -> None:
+    pilot.app.action_toggle_rejected()
+    await pilot.pause()
+
+
+def test_main_screen_rounds(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat())
+
+
+def test_acceptance_panel(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(panel("acceptance")))
+
+
+def test_kernels_panel_with_curve(snap_compare, make_app) -> None:
+    assert snap_compare(
+        make_app(), terminal_size=BIG, run_before=after_chat(calibrate, panel("kernels"))
+    )
+
+
+def test_profile_panel(snap_compare, make_app) -> None:
+    async def second_run(pilot: Pilot) -> None:
+        pilot.app.apply(tv_budget=0.5, k=6)
+        await chat(pilot, "Again, looser.")
+
+    assert snap_compare(
+        make_app(), terminal_size=BIG, run_before=after_chat(second_run, panel("profile"))
+    )
+
+
+def test_rejected_tokens_shown(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(rejected_on))
+
+
+def test_small_terminal(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=SMALL, run_before=after_chat())
+
+
+def test_banner_and_target_only(snap_compare, make_app, script) -> None:  # noqa: ANN001
+    script.random_weights, script.speculation_ok = True, False
+    assert snap_compare(
+        make_app(Settings(mode="target-only")), terminal_size=BIG, run_before=after_chat()
+    )
+
+
+def test_help_screen(snap_compare, make_app) -> None:
+    async def run_before(pilot: Pilot) -> None:
+        await ready(pilot)
+        pilot.app.action_help()
+        await pilot.pause()
+        steady(pilot.app)
+
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=run_before)
