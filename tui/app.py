@@ -201,6 +201,7 @@ class SpecDecApp(App[int]):
         self._refresh_profiles()
         self.query_one(ProfilePanel).show_compare(None, None)
         self.query_one(ProfilePanel).show_bench(None, "")
+        self.query_one(ProfilePanel).show_bench_results([])
         if self._start_profile is not None and self._start_profile.run is not None:
             self._show_recorded(self._start_profile)
         self.query_one("#prompt", Input).focus()
@@ -636,7 +637,10 @@ class SpecDecApp(App[int]):
         if message.report is None:
             panel.show_bench(None, Text("benchmark stopped", "dim"))
         else:
-            panel.show_bench(None, bench_report_text(message.report))
+            panel.show_bench(None, Text("done: protocol of core.bench on the last prompt", "dim"))
+            panel.show_bench_results(list(getattr(message.report, "results", [])))
+            if not getattr(message.report, "results", None):
+                panel.show_bench(None, bench_report_text(message.report))
             self.notify("benchmark done: see the Profile panel", timeout=3)
         self._show_settings()
 
@@ -722,12 +726,9 @@ def bench_available() -> bool:
 
 
 def bench_report_text(report: Any) -> Text:
-    """A benchmark report in a few lines, whatever shape core.bench gives it."""
-    for attr in ("to_markdown", "summary_text", "__str__"):
-        fn = getattr(report, attr, None)
-        if callable(fn):
-            return Text(str(fn()))
-    return Text(repr(report))
+    """A benchmark report in a few lines: core.bench's summary_text, else its string."""
+    fn = getattr(report, "summary_text", None)
+    return Text(str(fn() if callable(fn) else report))
 
 
 def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:

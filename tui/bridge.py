@@ -263,6 +263,12 @@ class EngineBridge:
         while True:
             cmd = self._queue.get()
             if cmd is None:
+                if getattr(self._factory, "park_thread_on_close", False):
+                    # MLX aborts the process at exit ("terminate called without an active
+                    # exception") once a thread that ran its compiled samplers has ended
+                    # (cf. ml-explore/mlx#3126), so the engine thread parks instead: it is a
+                    # daemon, and the process exits around it.
+                    threading.Event().wait()
                 return
             self._active = cmd
             try:

@@ -67,6 +67,8 @@ def _shape_kernels(predictor: Any, rows: int) -> tuple[ShapeKernel, ...]:
 class MLXSession:
     """Loads the pair with core.models and drives core.engine.Engine on the calling thread."""
 
+    park_thread_on_close = True  # see EngineBridge._serve: an ended MLX thread aborts at exit
+
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.engine import Engine
         from core.models import load_pair
@@ -125,8 +127,12 @@ class MLXSession:
         return chat_prompt_ids(self.tokenizer, messages)
 
     def decode(self, ids: Sequence[int]) -> str:
+        """Text of ids without special tokens (a rejected draft may be EOS or <|im_start|>)."""
         with self._decode_lock:
-            return str(self.tokenizer.decode(list(ids)))
+            try:
+                return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+            except TypeError:  # a tokenizer without the keyword
+                return str(self.tokenizer.decode(list(ids)))
 
     def generate(
         self,
@@ -159,10 +165,22 @@ class MLXSession:
     ) -> Any:
         from core import bench
 
-        return bench.run_protocol(
-            engine=self.engine, prompt_ids=prompt_ids, settings=settings,
-            progress=progress, cancel=cancel,
-        )
+        def report(done: int, total: int, label: str) -> None:
+            progress(done / total if total else 0.0, f"{label} ({done}/{total})")
+
+        try:
+            return bench.run_protocol(
+                self.engine,
+                prompt_ids,
+                [settings],  # the protocol adds the target-only baseline itself
+                tokens=settings.max_tokens,
+                progress=report,
+                cancel=cancel,
+                decode=lambda ids: self.decode(ids),
+                environment=self.info.environment or None,
+            )
+        except bench.BenchCancelled:
+            return None
 
 
 def _call_calibrate(fn: Callable[..., Any], pair: Any, engine: Any, settings: Settings) -> Any:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -139,9 +140,19 @@ class FakeSession:
         return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8)
 
     def bench(self, prompt_ids, settings, progress, cancel):  # noqa: ANN001 - protocol shape
+        self.script.calls.append("bench")
         for i in range(4):
-            progress(i / 4, f"setting {i + 1}/4")
-        return "fake report"
+            if cancel.is_set():
+                return None
+            progress(i / 4, f"request {i + 1}/4")
+            time.sleep(self.script.delay_s)
+        rows = [
+            SimpleNamespace(name="Target-only", acceptance=None, median_e2e_s=2.0,
+                            speedup_vs_target=1.0, mean_tv=None),
+            SimpleNamespace(name="Fixed-4, TV=0", acceptance=0.62, median_e2e_s=1.6,
+                            speedup_vs_target=1.25, mean_tv=0.0),
+        ]
+        return SimpleNamespace(results=rows)
 
 
 def summarize(events: list[RoundEvent], s: Settings, stop: str, prompt: int) -> RunSummary:

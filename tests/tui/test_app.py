@@ -339,7 +339,26 @@ async def test_bench_progress_and_report(make_app, monkeypatch) -> None:
         await pilot.press("alt+b")
         await wait_for(pilot, lambda: not app.benchmarking)
         assert app.query_one(TabbedContent).active == "profile"
-        assert "fake report" in str(app.query_one("#bench-result", Static).render())
+        table = app.query_one("#bench-table", DataTable)
+        assert table.row_count == 2
+        assert [str(c) for c in table.get_row_at(1)] == ["Fixed-4, TV=0", "62%", "1.60", "1.25x",
+                                                        "0.000"]
+
+
+async def test_escape_cancels_the_benchmark(make_app, script: Script) -> None:
+    script.delay_s = 0.5
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        script.delay_s = 0.0
+        await chat(pilot)
+        script.delay_s = 0.5
+        await pilot.press("alt+b")
+        await wait_for(pilot, lambda: "request" in str(
+            app.query_one("#bench-result", Static).render()))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.benchmarking)
+        assert "stopped" in str(app.query_one("#bench-result", Static).render())
+        assert app.query_one("#bench-table", DataTable).row_count == 0
 
 
 # ---------------------------------------------------------------------------------- profiles

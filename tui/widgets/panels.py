@@ -324,6 +324,7 @@ class ProfilePanel(VerticalScroll):
         yield Label("benchmark (b)", classes="section", id="bench-label")
         yield ProgressBar(total=1.0, id="bench-progress", show_eta=False)
         yield Static(id="bench-result")
+        yield DataTable(id="bench-table", cursor_type="none")
 
     def on_mount(self) -> None:
         self.query_one("#settings-table", DataTable).add_columns("setting", "value", "", "")
@@ -368,3 +369,22 @@ class ProfilePanel(VerticalScroll):
         if fraction is not None:
             bar.update(progress=fraction)
         self.query_one("#bench-result", Static).update(text)
+
+    def show_bench_results(self, results: list[Any]) -> None:
+        """core.bench results: one row per setting, the seed's table in small."""
+        table = self.query_one("#bench-table", DataTable)
+        table.clear(columns=True)
+        table.display = bool(results)
+        if not results:
+            return
+        table.add_columns("setting", "accept", "median E2E s", "vs target", "mean TV")
+        for r in results:
+            median = getattr(r, "median_e2e_s", None)
+            speed = getattr(r, "speedup_vs_target", None)
+            table.add_row(
+                str(getattr(r, "name", "?")),
+                _pct(getattr(r, "acceptance", None)),
+                _num(median, "{:.2f}"),
+                _num(speed, "{:.2f}x"),
+                _num(getattr(r, "mean_tv", None), "{:.3f}"),
+            )

@@ -1,0 +1,66 @@
+"""Make the README screenshot: a real chat on the default pair, saved as SVG by Textual.
+
+`python -m tui.screenshot docs/screenshot.svg` drives the app headless (App.run_test) with
+the real engine, so the picture shows real rounds, timings and acceptance, not a mock-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from core.settings import Settings
+
+
+async def _shoot(path: Path, prompt: str, settings: Settings, panel: str, size: tuple[int, int],
+                 show_rejected: bool) -> None:
+    from tui.app import SpecDecApp
+
+    app = SpecDecApp(settings)
+
+    async def until(cond, timeout: float) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the app did not get there in time")
+            await pilot.pause(0.1)
+
+    async with app.run_test(size=size) as pilot:
+        await until(lambda: app.info is not None or bool(app._notifications), 600)
+        if app.info is None:
+            raise SystemExit("; ".join(n.message for n in app._notifications))
+        for box in app.query("Input"):
+            box.cursor_blink = False  # type: ignore[attr-defined]
+        app.query_one("#prompt").value = prompt  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await until(lambda: app.run_id is None and bool(app.runs), 900)
+        app.show_rejected = show_rejected
+        app.show_panel(panel)
+        await pilot.pause(0.3)
+        app.clear_notifications()
+        await pilot.pause(0.3)
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("path", nargs="?", default="docs/screenshot.svg")
+    p.add_argument("--prompt", default="Write two sentences about a greenhouse on the Moon.")
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--tv", type=float, default=0.25)
+    p.add_argument("--panel", default="rounds")
+    p.add_argument("--width", type=int, default=160)
+    p.add_argument("--height", type=int, default=45)
+    args = p.parse_args()
+    settings = Settings(max_tokens=args.max_tokens, tv_budget=args.tv, rule="mentored", k=4,
+                        temperature=0.7, seed=1)
+    path = Path(args.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    asyncio.run(_shoot(path, args.prompt, settings, args.panel, (args.width, args.height), True))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
