@@ -743,8 +743,8 @@ def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:
         return None
 
 
-def run_app(args: argparse.Namespace) -> int:
-    """Entry point from core.cli: settings from --profile, then --target/--draft on top."""
+def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:
+    """The app for the command line: settings from --profile, then --target/--draft on top."""
     from core.profile import load_profile
 
     profile = None
@@ -756,6 +756,10 @@ def run_app(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("target", "draft") if getattr(args, k, None)}
     if overrides:
         settings = settings.replace(**overrides)
-    app = SpecDecApp(settings, profiles_dir=profiles_dir, profile=profile)
-    result = app.run()
+    return SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """Entry point from core.cli (the real engine; a bad --profile raises a UserError)."""
+    result = build_app(args).run()
     return int(result or 0)

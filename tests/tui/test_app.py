@@ -470,3 +470,38 @@ def test_summarize_matches_rounds() -> None:
     rounds, summary = items[:-1], items[-1]
     assert summary == summarize(rounds, s, "length", 1)
     assert summary.accepted == sum(min(a, 4) for a in (2, 4, 0, 3, 4, 1, 2, 4))
+
+
+async def test_command_line_profile_then_model_overrides(profiles, script: Script) -> None:
+    import argparse
+
+    from tests.tui.conftest import FakeSession
+    from tui.app import build_app
+
+    _saved(profiles, "cli", Settings(k=3, tv_budget=0.75, draft="self:bits=4"), rounds=2)
+    args = argparse.Namespace(target="shape:qwen2.5-7b", draft=None, profile="cli",
+                              profiles_dir=str(profiles))
+    seen: list[tuple[str, str | None]] = []
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        seen.append((target, draft))
+        return FakeSession(script, target, draft)
+
+    app = build_app(args, factory)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.settings.k == 3 and app.settings.tv_budget == 0.75
+        assert seen == [("shape:qwen2.5-7b", "self:bits=4")]
+        assert app.profile_name == "cli"
+
+
+def test_command_line_unknown_profile_is_one_sentence(profiles) -> None:
+    import argparse
+
+    from core.errors import UserError
+    from tui.app import build_app
+
+    args = argparse.Namespace(target=None, draft=None, profile="nope",
+                              profiles_dir=str(profiles))
+    with pytest.raises(UserError, match="no profile named 'nope'"):
+        build_app(args)
