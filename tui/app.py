@@ -32,6 +32,7 @@ from tui.bridge import (
     BenchFinished,
     BenchProgress,
     Calibrated,
+    CalibrationProgress,
     CurveInfo,
     EngineBridge,
     EngineFailed,
@@ -166,6 +167,7 @@ class SpecDecApp(App[int]):
         self.last_run: tuple[list, RunSummary, Settings, str] | None = None
         self.loading = False
         self.calibrating = False
+        self.calibration_label: str | None = None
         self.benchmarking = False
         self.flushes = 0
         self._flush_pending = False
@@ -330,7 +332,8 @@ class SpecDecApp(App[int]):
             return
         self.calibrating = True
         self._show_settings()
-        self.notify("calibrating verify cost vs rows…", timeout=2)
+        self.notify("calibrating verify cost vs rows: see the Kernels panel", timeout=2)
+        self.show_panel("kernels")
         self.bridge.calibrate(self.settings)
 
     def action_bench(self) -> None:
@@ -616,13 +619,20 @@ class SpecDecApp(App[int]):
             self.sub_title = "no models loaded"
         elif message.task == "calibrate":
             self.calibrating = False
+            self.calibration_label = None
         elif message.task == "generate" and self.current is not None \
                 and message.run_id == self.run_id:
             self.current.error = message.error
         self._show_settings()
 
+    def on_calibration_progress(self, message: CalibrationProgress) -> None:
+        self.calibration_label = f"{message.fraction:.0%} {message.label}"
+        self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
+                                          self.calibration_label)
+
     def on_calibrated(self, message: Calibrated) -> None:
         self.calibrating = False
+        self.calibration_label = None
         self.curve = message.curve
         self.notify("calibration done: see the Kernels panel", timeout=2)
         self._show_settings()
@@ -659,7 +669,8 @@ class SpecDecApp(App[int]):
         if all_panels or active == "acceptance":
             self.query_one(AcceptancePanel).show(self.stats)
         if all_panels or active == "kernels":
-            self.query_one(KernelsPanel).show(self.info, self.stats, self.curve)
+            self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
+                                              self.calibration_label)
 
     def show_panel(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
@@ -735,7 +746,6 @@ def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:
     """A stored calibration back into a CurveInfo (via core.dispatch when it can)."""
     try:
         from core.dispatch import VerifyCostCurve
-
         from tui.session import curve_info
 
         return curve_info(VerifyCostCurve.from_dict(data))

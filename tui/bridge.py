@@ -52,6 +52,7 @@ class PairInfo:
     # rows verified -> per-shape kernel prediction; precomputed on the engine thread
     kernels: dict[int, tuple[ShapeKernel, ...]] = field(default_factory=dict)
     families: dict[int, str] = field(default_factory=dict)  # rows -> kernel family
+    predicted_boundary: int | None = None  # R where most weights switch to a matrix kernel
     environment: dict[str, Any] = field(default_factory=dict)  # core.profile.record_environment()
 
 
@@ -61,7 +62,9 @@ class CurveInfo:
 
     t_verify: dict[int, float]  # rows -> seconds
     draft_step_s: float | None = None
-    boundary: int | None = None  # first row count past the kernel-dispatch boundary
+    boundary: int | None = None  # measured: first R whose verify got cheaper (a GEMM took over)
+    predicted_boundary: int | None = None  # where core.dispatch's rules put it
+    kernels: dict[int, str] = field(default_factory=dict)  # rows -> predicted kernel family
     raw: Any = None  # the core.dispatch.VerifyCostCurve, when real
 
 
@@ -82,7 +85,9 @@ class EngineSession(Protocol):
         settings_source: Callable[[], Settings],
     ) -> Iterable[RoundEvent | RunSummary]: ...
 
-    def calibrate(self, settings: Settings) -> CurveInfo: ...
+    def calibrate(
+        self, settings: Settings, progress: Callable[[float, str], None]
+    ) -> CurveInfo: ...
 
     def bench(
         self,
@@ -147,6 +152,14 @@ class Calibrated(Message):
     def __init__(self, curve: CurveInfo) -> None:
         super().__init__()
         self.curve = curve
+
+
+class CalibrationProgress(Message):
+    """Calibration progress in [0, 1] with what it is measuring."""
+
+    def __init__(self, fraction: float, label: str) -> None:
+        super().__init__()
+        self.fraction, self.label = fraction, label
 
 
 class BenchProgress(Message):
@@ -319,7 +332,10 @@ class EngineBridge:
         self._post(RunFinished(cmd.run_id, summary, prompt_ids))
 
     def _do_calibrate(self, cmd: _Command) -> None:
-        curve = self._need_session().calibrate(cmd.args["settings"])
+        def progress(fraction: float, label: str) -> None:
+            self._post(CalibrationProgress(fraction, label))
+
+        curve = self._need_session().calibrate(cmd.args["settings"], progress)
         self._post(Calibrated(curve))
 
     def _do_bench(self, cmd: _Command) -> None:

@@ -7,7 +7,6 @@ thread, and it touches the tokenizer alone, never MLX.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -19,49 +18,23 @@ from tui.bridge import CurveInfo, PairInfo, ShapeKernel
 
 def curve_info(curve: Any) -> CurveInfo:
     """A core.dispatch.VerifyCostCurve as the plain numbers the Kernels panel draws."""
-    rows = _curve_rows(curve)
-    t_verify: dict[int, float] = {}
-    for r in rows:
-        with contextlib.suppress(Exception):
-            t_verify[r] = float(curve.t_verify(r))
-    boundary = None
-    with contextlib.suppress(Exception):
-        boundary = curve.boundary()
-    draft = getattr(curve, "draft_step_s", None)
-    return CurveInfo(t_verify=t_verify, draft_step_s=draft, boundary=boundary, raw=curve)
+    return CurveInfo(
+        t_verify={r: float(curve.t_verify(r)) for r in curve.rows},
+        draft_step_s=curve.draft_step_s,
+        boundary=curve.boundary(),
+        predicted_boundary=curve.predicted_boundary,
+        kernels={int(r): str(k) for r, k in curve.kernels.items()},
+        raw=curve,
+    )
 
 
-def _curve_rows(curve: Any) -> list[int]:
-    for attr in ("rows", "measured_rows"):
-        value = getattr(curve, attr, None)
-        if value is not None and not callable(value):
-            with contextlib.suppress(TypeError, ValueError):
-                return sorted(int(r) for r in value)
-    points = getattr(curve, "points", None)
-    if isinstance(points, dict):
-        return sorted(int(r) for r in points)
-    return list(range(1, MAX_K + 2))
-
-
-def _shape_kernels(predictor: Any, rows: int) -> tuple[ShapeKernel, ...]:
-    """Group the predictor's per-shape answers into one line per distinct weight shape."""
-    grouped: dict[tuple[str, str, str], int] = {}
-    for pred in predictor.per_shape(rows):
-        name = str(getattr(pred, "name", None) or getattr(pred, "layer", "") or "")
-        name = name.split(".")[-1] if name else "?"
-        shape = getattr(pred, "shape", None)
-        if shape is None:
-            k, n = getattr(pred, "k", None), getattr(pred, "n", None)
-            shape = f"{k}x{n}" if k is not None else "?"
-        elif isinstance(shape, tuple | list):
-            shape = "x".join(str(x) for x in shape)
-        bits = getattr(pred, "bits", None)
-        if bits:
-            shape = f"{shape} {bits}b"
-        kernel = str(getattr(pred, "kernel", None) or getattr(pred, "family", "?"))
-        key = (name, str(shape), kernel)
-        grouped[key] = grouped.get(key, 0) + int(getattr(pred, "count", 1) or 1)
-    return tuple(ShapeKernel(n, s, k, c) for (n, s, k), c in grouped.items())
+def shape_kernels(predictor: Any, rows: int) -> tuple[ShapeKernel, ...]:
+    """The predictor's per-shape answers (core.dispatch.ShapePrediction) as table rows."""
+    out = []
+    for p in predictor.per_shape(rows):
+        bits = f" {p.bits}-bit" if p.quantized and p.bits else ""
+        out.append(ShapeKernel(p.name, f"{p.k}x{p.n}{bits}", p.kernel, p.count))
+    return tuple(out)
 
 
 class MLXSession:
@@ -80,45 +53,37 @@ class MLXSession:
         self.info = self._describe(target_spec, draft_spec)
 
     def _describe(self, target_spec: str, draft_spec: str | None) -> PairInfo:
+        """Names, backend, and every per-shape kernel prediction, computed once at load."""
+        from core.dispatch import backend_info
+        from core.profile import record_environment
+
         pair, engine = self.pair, self.engine
-        backend, device = "cpu", ""
-        with contextlib.suppress(Exception):
-            from core.dispatch import backend_info
-
-            b = backend_info()
-            backend, device = b.backend, getattr(b, "device_name", "") or ""
-        environment: dict[str, Any] = {}
-        with contextlib.suppress(Exception):
-            from core.profile import record_environment
-
-            environment = record_environment()
-            if not device:
-                device = environment.get("device_name", "")
-                backend = environment.get("backend", backend)
+        backend = backend_info()
         kernels: dict[int, tuple[ShapeKernel, ...]] = {}
         families: dict[int, str] = {}
-        predictor = getattr(engine, "predictor", None)
+        boundary = None
+        predictor = engine.predictor
         if predictor is not None:
             for rows in range(1, MAX_K + 2):
-                with contextlib.suppress(Exception):
-                    families[rows] = str(predictor.family(rows))
-                with contextlib.suppress(Exception):
-                    kernels[rows] = _shape_kernels(predictor, rows)
+                families[rows] = str(predictor.family(rows))
+                kernels[rows] = shape_kernels(predictor, rows)
+            boundary = predictor.forward_boundary()
         random = pair.target.random_weights or bool(pair.draft and pair.draft.random_weights)
         return PairInfo(
             target_spec=target_spec,
             draft_spec=draft_spec,
             target_name=pair.target.name,
             draft_name=pair.draft.name if pair.draft is not None else None,
-            backend=backend,
-            device=device,
+            backend=backend.backend,
+            device=backend.device_name,
             random_weights=random,
             speculation_ok=engine.speculation_ok,
             speculation_reason=engine.speculation_reason,
             eos_ids=frozenset(pair.eos_ids),
             kernels=kernels,
             families=families,
-            environment=environment,
+            predicted_boundary=boundary,
+            environment=record_environment(),
         )
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
@@ -144,15 +109,16 @@ class MLXSession:
         return self.engine.generate(prompt_ids, settings, cancel=cancel,
                                     settings_source=settings_source)
 
-    def calibrate(self, settings: Settings) -> CurveInfo:
-        from core import dispatch
+    def calibrate(self, settings: Settings, progress: Callable[[float, str], None]) -> CurveInfo:
+        """Measure verify cost for 1..k_max+1 rows (at least 9, past CUDA's GEMM switch)."""
+        from core.dispatch import calibrate
 
-        fn = getattr(dispatch, "calibrate", None)
-        if fn is None:
-            from core.errors import UserError
+        def report(done: int, total: int, label: str) -> None:
+            progress(done / total if total else 0.0, label)
 
-            raise UserError("Calibration is not available in this build (core.dispatch.calibrate).")
-        curve = _call_calibrate(fn, self.pair, self.engine, settings)
+        draft = self.pair.draft.model if self.pair.draft is not None else None
+        rows = min(MAX_K + 1, max(settings.k_max + 1, 9))
+        curve = calibrate(self.pair.target.model, draft, rows=rows, repeats=3, progress=report)
         self.engine.set_cost_curve(curve)
         return curve_info(curve)
 
@@ -181,22 +147,3 @@ class MLXSession:
             )
         except bench.BenchCancelled:
             return None
-
-
-def _call_calibrate(fn: Callable[..., Any], pair: Any, engine: Any, settings: Settings) -> Any:
-    """core.dispatch.calibrate with the arguments its signature asks for."""
-    import inspect
-
-    params = inspect.signature(fn).parameters
-    available = {
-        "pair": pair,
-        "model": pair.target.model,
-        "target": pair.target.model,
-        "draft": pair.draft.model if pair.draft is not None else None,
-        "draft_model": pair.draft.model if pair.draft is not None else None,
-        "engine": engine,
-        "settings": settings,
-        "max_rows": settings.k_max + 1,
-    }
-    kwargs = {k: v for k, v in available.items() if k in params}
-    return fn(**kwargs)

@@ -68,6 +68,7 @@ class FakeSession:
             speculation_reason=None if script.speculation_ok else "a cache cannot be rewound",
             eos_ids=frozenset({EOS}), kernels=kernels,
             families={r: "qmv" if r < 8 else "qmm" for r in range(1, 18)},
+            predicted_boundary=8,
             environment={"backend": "cpu", "device_name": "scripted"},
         )
 
@@ -134,10 +135,13 @@ class FakeSession:
             yield ev
         yield summarize(events, settings_source(), stop, len(prompt_ids))
 
-    def calibrate(self, settings: Settings) -> CurveInfo:
+    def calibrate(self, settings: Settings, progress) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")
+        for r in range(1, 10):
+            progress(r / 9, f"auto: {r} rows")
         t = {r: 0.09 * r if r < 8 else 0.09 * 8 for r in range(1, 10)}
-        return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8)
+        return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8, predicted_boundary=8,
+                         kernels={r: "qmv" if r < 8 else "qmm_sm80" for r in range(1, 10)})
 
     def bench(self, prompt_ids, settings, progress, cancel):  # noqa: ANN001 - protocol shape
         self.script.calls.append("bench")

@@ -314,8 +314,9 @@ async def test_calibrate_fills_the_kernels_panel(make_app, script: Script) -> No
         panel = app.query_one(KernelsPanel)
         curve = panel.query_one("#curve-table", DataTable)
         assert curve.row_count == 9
-        marks = [str(curve.get_row_at(i)[4]) for i in range(curve.row_count)]
-        assert marks.index("◀ boundary") == 7  # R = 8
+        marks = [str(curve.get_row_at(i)[5]) for i in range(curve.row_count)]
+        assert marks.index("◀ meas+pred") == 7  # R = 8
+        assert str(curve.get_row_at(7)[3]) == "qmm_sm80"
         shapes = panel.query_one("#shape-table", DataTable)
         assert shapes.row_count == 2 and "qmv" in str(shapes.get_row_at(0)[3])
 

@@ -99,8 +99,9 @@ def test_position_bars_and_curve_rows() -> None:
     st = RoundStats()
     st.add(rnd(0, [(1, "accepted"), (1, "bonus")], proposed=1, accepted=1))
     assert "100%" in position_bars(st).plain
-    curve = CurveInfo({1: 0.01, 2: 0.02, 8: 0.03}, boundary=8)
-    rows = curve_rows(curve, current_rows=2)
+    curve = CurveInfo({1: 0.01, 2: 0.02, 8: 0.03}, boundary=8, predicted_boundary=2)
+    rows = curve_rows(curve, current_rows=2, families={8: "qmm"})
     assert [str(r[0]) for r in rows] == ["1", "2", "8"]
-    assert "boundary" in str(rows[2][4]) and not str(rows[0][4])
+    assert [str(r[5]) for r in rows] == ["", "◀ pred", "◀ meas"]
+    assert str(rows[2][3]) == "qmm"
     assert "reverse" in str(rows[1][0].style)

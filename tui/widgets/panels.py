@@ -186,23 +186,34 @@ class AcceptancePanel(VerticalScroll):
         ]
 
 
-def curve_rows(curve: CurveInfo, current_rows: int | None, width: int = 20) -> list[tuple]:
-    """Rows of the calibration table: R, ms, ms/row, a bar; the boundary and current R marked."""
+def curve_rows(curve: CurveInfo, current_rows: int | None, families: dict[int, str] | None = None,
+               width: int = 10) -> list[tuple]:
+    """Rows of the calibration table: R, ms, ms/row, kernel, bar; boundaries and current R marked.
+
+    Cost per row is what separates proposal length from kernel choice: it falls where a
+    matrix kernel takes over, and stays flat while verification runs row by row.
+    """
     rows = sorted(curve.t_verify)
     peak = max(curve.t_verify.values(), default=0.0) or 1.0
     out = []
     for r in rows:
         t = curve.t_verify[r]
         style = "bold reverse" if r == current_rows else ""
-        mark = "◀ boundary" if curve.boundary is not None and r == curve.boundary else ""
+        marks = []
+        if curve.boundary is not None and r == curve.boundary:
+            marks.append("meas")
+        if curve.predicted_boundary is not None and r == curve.predicted_boundary:
+            marks.append("pred")
+        kernel = curve.kernels.get(r) or (families or {}).get(r, "")
         bar = Text(BAR * max(1, round(width * t / peak)), "dodger_blue1")
         out.append(
             (
                 Text(str(r), style),
                 Text(f"{t * 1e3:.2f}", style),
                 Text(f"{t * 1e3 / r:.2f}", style),
+                Text(kernel, "dim"),
                 bar,
-                Text(mark, "bold dark_orange"),
+                Text("◀ " + "+".join(marks) if marks else "", "bold dark_orange"),
             )
         )
     return out
@@ -214,16 +225,19 @@ class KernelsPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="kernel-now")
         yield DataTable(id="shape-table", cursor_type="none", zebra_stripes=True)
-        yield Label("verify cost vs rows (c to calibrate)", classes="section")
+        yield Label("verify cost vs rows", classes="section")
         yield Static(id="curve-note")
         yield DataTable(id="curve-table", cursor_type="none")
 
     def on_mount(self) -> None:
-        self.query_one("#shape-table", DataTable).add_columns("weight", "shape", "layers", "kernel")
-        self.query_one("#curve-table", DataTable).add_columns("R", "ms", "ms/row", "cost", "")
+        self.query_one("#shape-table", DataTable).add_columns("weights", "K x N", "layers",
+                                                              "kernel")
+        self.query_one("#curve-table", DataTable).add_columns("R", "ms", "ms/row", "kernel",
+                                                              "cost", "")
         self.show(None, RoundStats(), None)
 
-    def show(self, info: PairInfo | None, stats: RoundStats, curve: CurveInfo | None) -> None:
+    def show(self, info: PairInfo | None, stats: RoundStats, curve: CurveInfo | None,
+             progress: str | None = None) -> None:
         last = stats.last
         rows = last.rows if last is not None else None
         text = Text()
@@ -237,7 +251,11 @@ class KernelsPanel(VerticalScroll):
         text.append("   kernel ", "dim")
         text.append(family or "-", "bold dodger_blue1")
         if info is not None:
-            text.append(f"   backend {info.backend}", "dim")
+            text.append(f"   {info.backend}", "dim")
+            pb = info.predicted_boundary
+            text.append("\n◀ pred: ", "dim")
+            text.append(f"matrix kernels from R={pb}" if pb else "no kernel switch by rows "
+                        "on this backend", "bold" if pb else "dim")
         self.query_one("#kernel-now", Static).update(text)
         table = self.query_one("#shape-table", DataTable)
         table.clear()
@@ -247,13 +265,20 @@ class KernelsPanel(VerticalScroll):
         curve_table = self.query_one("#curve-table", DataTable)
         curve_table.clear()
         note = self.query_one("#curve-note", Static)
+        if progress is not None:
+            note.update(Text(f"calibrating: {progress}", "yellow"))
         if curve is None:
-            note.update(Text("not measured yet: press c (or alt+c) to calibrate", "dim"))
+            if progress is None:
+                note.update(Text("not measured yet: press c (alt+c) to calibrate", "dim"))
             return
-        boundary = f"GEMM from R={curve.boundary}" if curve.boundary else "no boundary in range"
-        draft = f"   draft step {curve.draft_step_s * 1e3:.2f} ms" if curve.draft_step_s else ""
-        note.update(Text(boundary + draft, "dim"))
-        for row in curve_rows(curve, rows):
+        if progress is None:
+            measured = (f"◀ meas: cost per row drops from R={curve.boundary}" if curve.boundary
+                        else "no measured boundary (cost per row never drops)")
+            draft = (f"   draft step {curve.draft_step_s * 1e3:.1f} ms"
+                     if curve.draft_step_s else "")
+            note.update(Text(measured + draft, "dim"))
+        families = info.families if info is not None else None
+        for row in curve_rows(curve, rows, families):
             curve_table.add_row(*row)
 
 
