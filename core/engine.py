@@ -277,12 +277,20 @@ class Engine:
         return not s.ignore_eos and bool(tokens) and tokens[-1] in self.eos_ids
 
     def _prefill(self, seq: list[int], s: Settings, uses_draft: bool) -> int:
-        """Bring caches to seq[:-1], keeping what they already share with it."""
+        """Bring caches to seq[:-1], keeping what they already share with it.
+
+        An unused draft is still rewound (a trim, no forward): its token list must stay a
+        prefix of this conversation, because a mid-run switch to speculative feeds it only
+        the tokens past its list.
+        """
         want = seq[:-1]
         done = 0
-        states = [self._t] + ([self._d] if uses_draft and self._d is not None else [])
-        for st in states:
+        for st in (self._t, self._d):
+            if st is None:
+                continue
             st.rewind(want)
+            if st is self._d and not uses_draft:
+                continue
             todo = want[len(st.seq) :]
             st.prefill(todo, s.prefill_chunk)
             done = max(done, len(todo))
@@ -395,7 +403,8 @@ class Engine:
 
         # Rewind: both caches keep what they share with the committed sequence minus its tail.
         t.seq.extend(t_pending + proposed_ids)
-        d.seq.extend(d_pending + proposed_ids[: max(k - 1, 0)])
+        if k:  # the draft fed its pending tokens and k - 1 drafts; with k = 0 it fed nothing
+            d.seq.extend(d_pending + proposed_ids[: k - 1])
         seq.extend(c.id for c in committed)
         want = seq[:-1]
         t.rewind(want, start)
@@ -509,6 +518,11 @@ class Engine:
                 traced=s.traced,
             )
             if not more or self._hit_eos([tok], s):
+                return
+            if (cancel is not None and cancel.is_set()) or source() != s:
+                # Set by the consumer while it held this round: stop now, not one token
+                # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
+                st.rewind(seq[:-1], max(len(seq) - 2, 0))
                 return
             timer = RoundTimer(s.traced)
             hist = window(hist, y)
