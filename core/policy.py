@@ -144,7 +144,10 @@ class CostAwarePolicy:
         return self._cache
 
     def observe(self, proposed: int, accepted: int) -> None:
-        for i in range(proposed):
+        # Conditional counts: position i was tried only if all before it were accepted, which
+        # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
+        # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.
+        for i in range(min(accepted + 1, proposed)):
             self.tries[i] += 1
             if i < accepted:
                 self.hits[i] += 1
