@@ -1,0 +1,251 @@
+"""Proposal policies (core/policy.py): each k sequence below is worked out by hand from the rule."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from core.errors import UserError
+from core.policy import (
+    AcceptanceRatePolicy,
+    AcceptedLengthPolicy,
+    CostAwarePolicy,
+    FixedPolicy,
+    HeuristicPolicy,
+    expected_tokens,
+    make_policy,
+)
+from core.settings import Settings
+
+
+def drive(policy, history: list[int]) -> list[int]:
+    """k before each round, and after the last: propose next_k(), then observe `accepted`."""
+    ks = []
+    for accepted in history:
+        k = policy.next_k()
+        ks.append(k)
+        policy.observe(k, min(accepted, k))
+    ks.append(policy.next_k())
+    return ks
+
+
+# -- simple policies ---------------------------------------------------------------------------
+
+
+def test_fixed_never_moves() -> None:
+    p = make_policy(Settings(policy="fixed", k=6))
+    assert isinstance(p, FixedPolicy)
+    assert drive(p, [0, 6, 3, 0, 6]) == [6] * 6
+
+
+def test_acceptance_rate_shrinks_below_lo_grows_above_hi() -> None:
+    p = make_policy(Settings(policy="acceptance-rate", k=4))  # lo 0.4, hi 0.8, bounds 1..8
+    assert isinstance(p, AcceptanceRatePolicy) and (p.k_min, p.k_max) == (1, 8)
+    # rates: 1/4 < .4 -> 3; 3/3 > .8 -> 4; 2/4 in band -> 4; 4/4 -> 5; 2/5 = lo exactly -> 5;
+    # 4/5 = hi exactly -> 5; 0/5 -> 4
+    assert drive(p, [1, 3, 2, 4, 2, 4, 0]) == [4, 3, 4, 4, 5, 5, 5, 4]
+    p.observe(0, 0)  # a k = 0 round says nothing about acceptance
+    assert p.next_k() == 4
+
+
+def test_acceptance_rate_bounds() -> None:
+    low = AcceptanceRatePolicy(2, 0.4, 0.8, 1, 8)
+    assert drive(low, [0, 0, 0]) == [2, 1, 1, 1]
+    high = AcceptanceRatePolicy(7, 0.4, 0.8, 1, 8)
+    assert drive(high, [8, 8, 8]) == [7, 8, 8, 8]
+    assert AcceptanceRatePolicy(12, 0.4, 0.8, 1, 8).next_k() == 8  # the start is clamped too
+    assert AcceptanceRatePolicy(0, 0.4, 0.8, 1, 8).next_k() == 1
+
+
+def test_accepted_length_ema_by_hand() -> None:
+    """alpha 0.2, k 4: ema starts at k - 1 = 3; next k = round(ema) + 1 within 1..8.
+
+    accepted  ema after                          k after
+    (start)   3.0                                4
+    4         0.8*3.0    + 0.8 = 3.2             4
+    4         0.8*3.2    + 0.8 = 3.36            4
+    0         0.8*3.36         = 2.688           4
+    1         0.8*2.688  + 0.2 = 2.3504          3
+    3         0.8*2.3504 + 0.6 = 2.48032         3
+    0         1.984256                           3
+    0         1.5874048                          3
+    0         1.26992384                         2
+    0         1.015939072                        2
+    0         0.8127512576                       2
+    0         0.65020100608                      2
+    0         0.520160804864                     2
+    0         0.4161286438912                    1 (round 0 + 1)
+    0         0.33290291511296                   1
+    """
+    p = make_policy(Settings(policy="accepted-length", k=4, ema_alpha=0.2))
+    assert isinstance(p, AcceptedLengthPolicy)
+    ks = drive(p, [4, 4, 0, 1, 3] + [0] * 9)
+    assert ks == [4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2, 2, 1, 1]
+    assert p.ema == pytest.approx(0.33290291511296, abs=1e-12)
+
+
+def test_accepted_length_bounds_and_idle_rounds() -> None:
+    p = AcceptedLengthPolicy(8, 0.2, 1, 8)
+    assert drive(p, [8] * 20)[-1] == 8  # ema -> 8, round(8) + 1 = 9 is clamped to 8
+    ema = p.ema
+    p.observe(0, 0)
+    assert p.ema == ema  # k = 0 rounds leave the average alone
+
+
+def test_heuristic_plus_two_minus_one() -> None:
+    p = make_policy(Settings(policy="heuristic", k=4))
+    assert isinstance(p, HeuristicPolicy)
+    # full 4/4 -> 6; full 6/6 -> 8; full 8/8 -> 8 (cap); 3/8 -> 7; 0/7 -> 6; 5/6 -> 5
+    assert drive(p, [4, 6, 8, 3, 0, 5]) == [4, 6, 8, 8, 7, 6, 5]
+    low = HeuristicPolicy(2, 1, 8)
+    assert drive(low, [0, 0, 0]) == [2, 1, 1, 1]
+    low.observe(0, 0)
+    assert low.next_k() == 1
+
+
+# -- expected tokens ---------------------------------------------------------------------------
+
+
+def enumerate_expected(k: int, accept: list[float], bonus: bool) -> float:
+    """Sum over every accept/reject pattern of the k Bernoulli verdicts (2^k of them)."""
+    total = 0.0
+    for pattern in itertools.product([True, False], repeat=k):
+        prob = 1.0
+        for a, ok in zip(accept, pattern, strict=False):
+            prob *= a if ok else 1.0 - a
+        n = next((i for i, ok in enumerate(pattern) if not ok), k)
+        tokens = n + 1 if n < k else k + (1 if bonus else 0)
+        total += prob * tokens
+    return total
+
+
+@pytest.mark.parametrize("bonus", [True, False])
+@pytest.mark.parametrize("k", [0, 1, 2, 3, 5])
+def test_expected_tokens_by_enumeration(k: int, bonus: bool) -> None:
+    rng = random.Random(k)
+    for accept in ([0.0] * 8, [1.0] * 8, [0.5] * 8, [rng.random() for _ in range(8)]):
+        want = 1.0 if k == 0 else enumerate_expected(k, accept, bonus)
+        assert expected_tokens(k, accept, bonus) == pytest.approx(want, abs=1e-12)
+
+
+def test_expected_tokens_known_values() -> None:
+    # k = 2, a = 1/2: n = 0 (1/2, 1 token), n = 1 (1/4, 2), n = 2 (1/4, 2 + bonus)
+    assert expected_tokens(2, [0.5, 0.5], True) == pytest.approx(1.75)
+    assert expected_tokens(2, [0.5, 0.5], False) == pytest.approx(1.5)
+    assert expected_tokens(4, [1.0] * 4, True) == 5.0
+    assert expected_tokens(4, [0.0] * 4, True) == 1.0
+
+
+# -- cost-aware --------------------------------------------------------------------------------
+
+
+def h200_curve(rows: int) -> float:
+    """H200-shaped verify cost: 8.45 ms per row below 8 rows (GEMV per row), ~16.5 ms from 8."""
+    return 8.45e-3 * rows if rows < 8 else 16.5e-3
+
+
+def flat_curve(rows: int) -> float:
+    return 10e-3
+
+
+def ref_rate(k: int, a: list[float], t_verify, t_draft: float, bonus: bool = True) -> float:
+    """rate(k) written from the docstring: E[tokens] / (k t_draft + t_verify(k + 1))."""
+    if k == 0:
+        return 1.0 / t_verify(1)
+    return enumerate_expected(k, a, bonus) / (k * t_draft + t_verify(k + 1))
+
+
+def learned(
+    policy: CostAwarePolicy, per_position: float, rounds: int, seed: int
+) -> CostAwarePolicy:
+    """Feed `rounds` rounds proposing k_max whose verdicts are i.i.d. Bernoulli(per_position)."""
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        n = 0
+        while n < policy.k_max and rng.random() < per_position:
+            n += 1
+        policy.observe(policy.k_max, n)
+    return policy
+
+
+def test_cost_aware_learns_per_position_acceptance() -> None:
+    """acceptance()[i] estimates P(accept i | reached i), the a_i expected_tokens multiplies.
+
+    Counting every proposed position as a try instead would estimate P(n > i) = 0.95^(i+1)
+    (0.66 at position 7), and expected_tokens would then compound it a second time.
+    """
+    p = learned(CostAwarePolicy(h200_curve, 1.8e-3), 0.95, rounds=4000, seed=0)
+    acc = p.acceptance()[:8]
+    assert all(a == pytest.approx(0.95, abs=0.015) for a in acc), acc
+
+
+@pytest.mark.parametrize("t_draft", [1.8e-3, 3.6e-3])
+def test_cost_aware_h200_high_acceptance(t_draft: float) -> None:
+    """Per-position acceptance 0.95 on the H200-shaped curve.
+
+    Rates (tokens/s) at exactly 0.95, bonus on, t_overhead 0:
+      t_draft 1.8 ms: k=0 118.3, 1 104.3, 2 98.5, 3 94.6, 4 91.5, 5 88.7, 6 86.3, 7 231.3, 8 239.3
+      t_draft 3.6 ms: k=0 118.3, 1 95.1, 2 87.6, 3 83.2, 4 79.9, 5 77.1, 6 74.7, 7 161.4, 8 163.2
+    k = 7 (8 rows, the first flat-cost shape) beats every shorter k by 1.5x or more, but k = 8 (9 rows)
+    costs the same verify plus one draft step and brings 0.66 more tokens, so with k_max = 8
+    the best is 8; with k_max = 7 it is 7.
+    """
+    exact = CostAwarePolicy(h200_curve, t_draft, prior=0.95, prior_weight=1e9)
+    a = [0.95] * 16
+    rates = {k: exact.rate(k) for k in range(9)}
+    for k in range(9):
+        assert rates[k] == pytest.approx(ref_rate(k, a, h200_curve, t_draft), rel=1e-9)
+    assert all(rates[7] > 1.5 * rates[k] for k in range(1, 7))
+    assert exact.next_k() == 8
+    assert CostAwarePolicy(h200_curve, t_draft, k_max=7, prior=0.95, prior_weight=1e9).next_k() == 7
+    # Learned from rounds rather than given: the same choice, and the policy's own argmax.
+    p = learned(CostAwarePolicy(h200_curve, t_draft), 0.95, rounds=4000, seed=1)
+    acc = p.acceptance()
+    want = max(range(9), key=lambda k: (ref_rate(k, acc, h200_curve, t_draft), -k))
+    assert p.next_k() == want == 8
+
+
+def test_cost_aware_low_acceptance_stops_drafting() -> None:
+    """At 0.2 a drafted round commits ~1.2 tokens for 18.7+ ms; a target step 1 for 8.45 ms."""
+    p = learned(CostAwarePolicy(h200_curve, 1.8e-3), 0.2, rounds=4000, seed=2)
+    assert p.next_k() in (0, 1)
+    assert p.next_k() == 0
+    assert p.rate(0) == pytest.approx(1 / 8.45e-3)
+
+
+def test_cost_aware_flat_curve_k_grows_with_acceptance() -> None:
+    ks = []
+    for i in range(1, 100):
+        a = i / 100
+        ks.append(CostAwarePolicy(flat_curve, 1e-3, prior=a, prior_weight=1e9).next_k())
+    assert ks == sorted(ks), ks  # monotone
+    assert ks[0] == 0 and ks[-1] == 8
+
+
+def test_cost_aware_choice_follows_new_observations() -> None:
+    p = CostAwarePolicy(flat_curve, 1e-3, prior=0.95, prior_weight=10)
+    assert p.next_k() == 8
+    for _ in range(200):
+        p.observe(p.next_k(), 0)  # every first draft rejected
+    assert p.next_k() == 0
+    assert CostAwarePolicy(flat_curve, 1e-3, k_min=2, prior=0.01, prior_weight=1e9).next_k() == 2
+    assert CostAwarePolicy(flat_curve, 1e-3, k_max=3, prior=0.99, prior_weight=1e9).next_k() == 3
+
+
+def test_cost_aware_overhead_and_bonus_enter_the_rate() -> None:
+    p = CostAwarePolicy(flat_curve, 1e-3, t_overhead=2e-3, bonus=False, prior=0.5, prior_weight=1e9)
+    assert p.rate(0) == pytest.approx(1 / 12e-3)
+    assert p.rate(3) == pytest.approx(expected_tokens(3, [0.5] * 3, False) / (3e-3 + 10e-3 + 2e-3))
+
+
+def test_make_policy_cost_aware() -> None:
+    s = Settings(policy="cost-aware", k_max=6, bonus=False)
+    with pytest.raises(UserError, match="calibrat"):
+        make_policy(s)
+    curve = SimpleNamespace(t_verify=flat_curve, draft_step_s=1e-3)
+    p = make_policy(s, curve)
+    assert isinstance(p, CostAwarePolicy)
+    assert (p.k_min, p.k_max, p.bonus, p.t_draft) == (0, 6, False, 1e-3)
