@@ -48,17 +48,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("path", nargs="?", default="docs/screenshot.svg")
     p.add_argument("--prompt", default="Write two sentences about a greenhouse on the Moon.")
-    p.add_argument("--max-tokens", type=int, default=48)
-    p.add_argument("--tv", type=float, default=0.25)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--rule", default="greedy", help="greedy keeps the text readable")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--tv", type=float, default=0.0)
     p.add_argument("--panel", default="rounds")
     p.add_argument("--width", type=int, default=160)
     p.add_argument("--height", type=int, default=45)
+    p.add_argument("--show-rejected", action="store_true", help="rejected drafts struck through")
     args = p.parse_args()
-    settings = Settings(max_tokens=args.max_tokens, tv_budget=args.tv, rule="mentored", k=4,
-                        temperature=0.7, seed=1)
+    settings = Settings(max_tokens=args.max_tokens, tv_budget=args.tv, rule=args.rule, k=4,
+                        temperature=args.temperature, seed=1)
     path = Path(args.path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_shoot(path, args.prompt, settings, args.panel, (args.width, args.height), True))
+    asyncio.run(_shoot(path, args.prompt, settings, args.panel, (args.width, args.height),
+                       args.show_rejected))
     print(f"wrote {path}")
 
 
