@@ -1199,7 +1199,7 @@ def curve_table(curve: VerifyCostCurve) -> Any:
     roles = [r for r in ROLES if any(r in v for v in curve.role_kernels.values())]
     for role in roles:
         table.add_column(f"{role} kernel")
-    table.add_column("")
+    table.add_column("boundary")
     all_rows = sorted({r for tab in curve.times.values() for r in tab})
     for r in all_rows:
         cells = [str(r)]
