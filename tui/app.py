@@ -168,6 +168,7 @@ class SpecDecApp(App[int]):
         self.loading = False
         self.calibrating = False
         self.calibration_label: str | None = None
+        self.fallback_reason: str | None = None  # from the last RunSummary
         self.benchmarking = False
         self.flushes = 0
         self._flush_pending = False
@@ -555,6 +556,8 @@ class SpecDecApp(App[int]):
                 self.messages.pop()  # nothing came back: the next turn must not follow it
         if summary is not None:
             self.stats.summary = summary
+            self.fallback_reason = summary.fallback_reason
+            self._show_banner()
             run_settings = self._live_settings
             prompt = self._last_prompt() or ""
             self.last_run = (list(self.stats.rounds), summary, run_settings, prompt)
@@ -598,12 +601,14 @@ class SpecDecApp(App[int]):
 
     def _show_banner(self) -> None:
         info = self.info
-        notes = []
+        notes: list[str] = []
         if info is not None and info.random_weights:
             notes.append("Random-weight model shapes: the text is noise; the timings are real.")
         if info is not None and not info.speculation_ok:
             reason = info.speculation_reason or "the pair cannot speculate"
             notes.append(f"Speculation is off, running target-only: {reason}.")
+        elif self.fallback_reason:
+            notes.append(f"The last run fell back to target-only: {self.fallback_reason}.")
         banner = self.query_one("#banner", Static)
         banner.update("  ".join(notes))
         banner.display = bool(notes)

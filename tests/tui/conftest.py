@@ -6,7 +6,7 @@ through the bridge's session factory so that panels, keys and snapshots see know
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +40,7 @@ class Script:
     delay_s: float = 0.0
     fail_after: int | None = None  # raise after this many rounds
     fail_load: bool = False
+    fallback_reason: str | None = None  # the summary says speculation fell back
     random_weights: bool = False
     speculation_ok: bool = True
     seen: list[Settings] = field(default_factory=list)  # settings read per round
@@ -133,7 +134,8 @@ class FakeSession:
             if self.script.delay_s:
                 time.sleep(self.script.delay_s)
             yield ev
-        yield summarize(events, settings_source(), stop, len(prompt_ids))
+        summary = summarize(events, settings_source(), stop, len(prompt_ids))
+        yield dataclasses.replace(summary, fallback_reason=self.script.fallback_reason)
 
     def calibrate(self, settings: Settings, progress) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")
@@ -233,4 +235,4 @@ async def chat(pilot, text: str = "Write a scene.") -> SpecDecApp:  # noqa: ANN0
     return app
 
 
-__all__ = ["asyncio", "chat", "ready", "wait_for", "Script", "FakeSession", "WORDS"]
+__all__ = ["chat", "ready", "wait_for", "Script", "FakeSession", "WORDS", "summarize"]

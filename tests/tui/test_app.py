@@ -292,6 +292,17 @@ async def test_banner_for_random_weights_and_fallback(make_app, script: Script) 
         assert "noise" in text and "target-only" in text and "rewound" in text
 
 
+async def test_banner_when_a_run_fell_back(make_app, script: Script) -> None:
+    script.fallback_reason = "the draft cache wrapped its sliding window"
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert not app.query_one("#banner", Static).display
+        await chat(pilot)
+        banner = app.query_one("#banner", Static)
+        assert banner.display and "sliding window" in str(banner.render())
+
+
 async def test_header_names_pair_and_backend(make_app) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
