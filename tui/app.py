@@ -162,17 +162,15 @@ class SpecDecApp(App[int]):
         self.runs: list[RunRecord] = []
         self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)
         self.run_id: int | None = None
-        self.run_settings: Settings | None = None
         self.current: AssistantMessage | None = None
         self.last_run: tuple[list, RunSummary, Settings, str] | None = None
-        self.loading = False
+        self.models_loading = False
         self.calibrating = False
         self.calibration_label: str | None = None
         self.fallback_reason: str | None = None  # from the last RunSummary
         self.benchmarking = False
         self.flushes = 0
         self._flush_pending = False
-        self._bench_text: Text | str = ""
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -257,7 +255,7 @@ class SpecDecApp(App[int]):
             self.query_one(ProfilePanel).show_settings(s, self.profile_name)
 
     def _state_text(self) -> str:
-        if self.loading:
+        if self.models_loading:
             return "loading models…"
         if self.info is None:
             return "no models loaded"
@@ -272,7 +270,7 @@ class SpecDecApp(App[int]):
     def _state_style(self) -> str:
         if self.info is None:
             return "red"
-        return "yellow" if (self.run_id is not None or self.loading or self.calibrating
+        return "yellow" if (self.run_id is not None or self.models_loading or self.calibrating
                             or self.benchmarking) else "green"
 
     @property
@@ -352,8 +350,7 @@ class SpecDecApp(App[int]):
                         severity="warning")
             return
         self.benchmarking = True
-        self._bench_text = Text("starting…", "dim")
-        self.query_one(ProfilePanel).show_bench(0.0, self._bench_text)
+        self.query_one(ProfilePanel).show_bench(0.0, Text("starting…", "dim"))
         self.query_one(TabbedContent).active = "profile"
         self._show_settings()
         self.bridge.bench([{"role": "user", "content": prompt}], self.settings)
@@ -498,7 +495,7 @@ class SpecDecApp(App[int]):
         if not text:
             return
         if self.info is None:
-            self.notify("The models are not loaded yet." if self.loading else
+            self.notify("The models are not loaded yet." if self.models_loading else
                         "No models are loaded; see the error above.", severity="warning")
             return
         if self.busy:
@@ -513,7 +510,6 @@ class SpecDecApp(App[int]):
         chat.mount(assistant)
         self.current = assistant
         self.stats = RoundStats()
-        self.run_settings = self.settings
         self.run_id = self.bridge.generate(self.messages, self.settings)
         self._show_settings()
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, self.stats)
@@ -576,14 +572,14 @@ class SpecDecApp(App[int]):
     # -- engine lifecycle ------------------------------------------------------------------------
 
     def on_models_loading(self, message: ModelsLoading) -> None:
-        self.loading = True
+        self.models_loading = True
         self.info = None
         self.query_one(ChatView).loading = True
         self.sub_title = f"loading {message.target} ← {message.draft or 'no draft'}…"
         self._show_settings()
 
     def on_models_loaded(self, message: ModelsLoaded) -> None:
-        self.loading = False
+        self.models_loading = False
         self.info = message.info
         self.decode = message.decode
         self.query_one(ChatView).loading = False
@@ -619,7 +615,7 @@ class SpecDecApp(App[int]):
         self.notify(message.error, title=titles.get(message.task, message.task),
                     severity="error", timeout=8)
         if message.task == "load":
-            self.loading = False
+            self.models_loading = False
             self.query_one(ChatView).loading = False
             self.sub_title = "no models loaded"
         elif message.task == "calibrate":

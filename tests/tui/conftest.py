@@ -40,6 +40,7 @@ class Script:
     delay_s: float = 0.0
     fail_after: int | None = None  # raise after this many rounds
     fail_load: bool = False
+    load_delay_s: float = 0.0
     fallback_reason: str | None = None  # the summary says speculation fell back
     random_weights: bool = False
     speculation_ok: bool = True
@@ -52,6 +53,7 @@ class FakeSession:
     """Implements the EngineSession protocol with deterministic rounds."""
 
     def __init__(self, script: Script, target: str, draft: str | None) -> None:
+        time.sleep(script.load_delay_s)
         if script.fail_load:
             raise FileNotFoundError(f"no model at {target}")
         self.script = script

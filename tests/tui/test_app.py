@@ -269,6 +269,23 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
         assert app.runs[-1].summary.tokens > 0
 
 
+async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) -> None:
+    from tui.widgets.chat import ChatView
+
+    script.load_delay_s = 0.5
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.models_loading)
+        assert app.query_one(ChatView).loading
+        assert "loading models" in str(app.query_one("#status", Static).render())
+        app.query_one("#prompt", Input).value = "too early"
+        await pilot.press("enter")
+        assert any("not loaded yet" in w for w in warnings(app))
+        await ready(pilot)
+        assert not app.query_one(ChatView).loading
+        assert "ready" in str(app.query_one("#status", Static).render())
+
+
 async def test_model_load_error_notifies(make_app, script: Script) -> None:
     script.fail_load = True
     app = make_app()
