@@ -307,7 +307,7 @@ def load_model(
             f"{spec} is neither a GGUF file nor an mlx-lm model folder (it does not start "
             "with the GGUF magic bytes)."
         )
-    if spec.lower().endswith(".gguf") or spec.startswith((".", "/", "~")) or os.sep in spec[:1]:
+    if spec.lower().endswith(".gguf") or spec.startswith((".", "/", "~", os.sep)):
         raise ModelLoadError(f"No such file or folder: {spec}.")
     if _REPO_ID.match(spec):
         return load_mlx(spec, spec=spec)
@@ -446,7 +446,8 @@ def _gguf_llama_config(
         "num_attention_heads": heads,
         "num_key_value_heads": int(_meta(meta, "llama.attention.head_count_kv", heads)),
         "head_dim": int(_meta(meta, "llama.rope.dimension_count", hidden // heads)),
-        "rms_norm_eps": float(need("attention.layer_norm_rms_epsilon")),
+        # stored as float32: 1e-5 arrives as 9.9999997e-06; keep the intended decimal
+        "rms_norm_eps": float(f"{float(need('attention.layer_norm_rms_epsilon')):.6g}"),
         "rope_theta": float(_meta(meta, "llama.rope.freq_base", 10000.0)),
         "max_position_embeddings": int(_meta(meta, "llama.context_length", 4096)),
         "vocab_size": int(vocab or weights["token_embd.weight"].shape[0]),
