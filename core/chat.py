@@ -64,7 +64,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
     )
     with err.status(f"loading {settings.target} + {settings.draft}"):
-        pair = load_pair(settings.target, settings.draft)
+        pair = load_pair(settings.target, settings.draft, progress=True)
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer

@@ -307,7 +307,9 @@ class Engine:
         from core.dispatch import calibrate
 
         draft = self._d.model if self._d is not None else None
-        return calibrate(self._t.model, draft, rows=s.k_max + 1, repeats=3, context=max(context, 16))
+        return calibrate(
+            self._t.model, draft, rows=s.k_max + 1, repeats=3, context=max(context, 16)
+        )
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -433,7 +435,9 @@ class Engine:
             from core.dispatch import verification_patches
         except ImportError:
             return contextlib.nullcontext()
-        return verification_patches(self._t.model, s.dispatch, s.verify_attention, rows)
+        return verification_patches(
+            self._t.model, s.dispatch, s.verify_attention, rows, curve=self.cost_curve
+        )
 
     def _cut_at_eos(self, toks: list[CommittedToken], s: Settings) -> list[CommittedToken]:
         if s.ignore_eos:

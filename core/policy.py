@@ -105,6 +105,9 @@ class CostAwarePolicy:
     rate(k) = E[tokens](k, a) / (k * t_draft + t_verify(k + 1) + t_overhead); k = 0 is a
     target step costing t_verify(1). Acceptance per position is a Beta-smoothed online count,
     so early rounds lean on the prior and later rounds on what the pair actually does.
+    Choosing k = 0 teaches nothing, so after `probe_every` target steps in a row one round
+    proposes the best k >= 1 anyway: a pair whose acceptance rises (a new, easier passage)
+    is noticed instead of being written off for the rest of the run.
     """
 
     def __init__(
@@ -118,12 +121,15 @@ class CostAwarePolicy:
         t_overhead: float = 0.0,
         prior: float = 0.5,
         prior_weight: float = 2.0,
+        probe_every: int = 16,
     ) -> None:
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
         self.hits = [prior * prior_weight] * MAX_K
         self.tries = [prior_weight] * MAX_K
         self._cache: int | None = None
+        self.probe_every = probe_every
+        self._zeros = 0  # consecutive k = 0 rounds
 
     def acceptance(self) -> list[float]:
         return [h / t for h, t in zip(self.hits, self.tries, strict=True)]
@@ -141,9 +147,13 @@ class CostAwarePolicy:
             a = self.acceptance()
             ks = range(self.k_min, self.k_max + 1)
             self._cache = max(ks, key=lambda k: (self.rate(k, a), -k))
+        if self._cache == 0 and self.probe_every and self._zeros >= self.probe_every:
+            a = self.acceptance()
+            return max(range(max(self.k_min, 1), self.k_max + 1), key=lambda k: self.rate(k, a))
         return self._cache
 
     def observe(self, proposed: int, accepted: int) -> None:
+        self._zeros = self._zeros + 1 if proposed == 0 else 0
         # Conditional counts: position i was tried only if all before it were accepted, which
         # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
         # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.
@@ -170,9 +180,12 @@ def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
             from core.errors import UserError
 
             raise UserError("The cost-aware policy needs a calibration: run calibrate first.")
+        t_draft = cost_curve.draft_step_s  # type: ignore[attr-defined]
+        if t_draft is None:  # calibrated without a draft: assume a draft step costs a target step
+            t_draft = cost_curve.t_verify(1)  # type: ignore[attr-defined]
         return CostAwarePolicy(
             cost_curve.t_verify,  # type: ignore[attr-defined]
-            cost_curve.draft_step_s,  # type: ignore[attr-defined]
+            t_draft,
             k_max=s.k_max,
             k_min=0,
             bonus=s.bonus,

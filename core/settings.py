@@ -29,7 +29,7 @@ class Settings:
     """How one generation runs (DESIGN.md, "The data that flows")."""
 
     target: str = "default"
-    draft: str = "self:bits=3"
+    draft: str = "self:bits=4"  # best expected speedup of the self-drafts: docs/self-drafts.md
     mode: str = "speculative"
     rule: str = "mentored"
     tv_budget: float = 0.0

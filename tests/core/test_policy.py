@@ -249,3 +249,22 @@ def test_make_policy_cost_aware() -> None:
     p = make_policy(s, curve)
     assert isinstance(p, CostAwarePolicy)
     assert (p.k_min, p.k_max, p.bonus, p.t_draft) == (0, 6, False, 1e-3)
+
+
+def test_cost_aware_probes_after_a_run_of_target_steps():
+    """k = 0 teaches nothing, so every `probe_every` target steps one round proposes k >= 1;
+    when the probes are accepted the policy leaves k = 0 for good."""
+    from core.policy import CostAwarePolicy
+
+    # A flat verify cost and a cheap draft: speculation pays once acceptance is high.
+    p = CostAwarePolicy(lambda r: 0.01, 0.001, prior=0.01, prior_weight=50.0, probe_every=4)
+    ks = []
+    for _ in range(10):
+        k = p.next_k()
+        ks.append(k)
+        p.observe(k, 0)
+    assert ks == [0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    for _ in range(30):  # an easy passage: every probe is fully accepted
+        k = p.next_k()
+        p.observe(k, k)
+    assert p.next_k() >= 1

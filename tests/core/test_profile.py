@@ -538,7 +538,7 @@ def test_every_shipped_preset_loads_with_the_seed_settings() -> None:
             256,
             True,
         ), name
-        assert (s.target, s.draft, s.mode, s.bonus) == ("default", "self:bits=3", mode, bonus), name
+        assert (s.target, s.draft, s.mode, s.bonus) == ("default", "self:bits=4", mode, bonus), name
         for field, want in (
             ("rule", rule),
             ("tv_budget", tv),
