@@ -996,6 +996,10 @@ def verification_patches(
         )
     if rows <= 1:
         return _NULL
+    if dispatch == "fastest":
+        from core.policy import fastest_dispatch
+
+        dispatch = fastest_dispatch(curve, rows)
     b = backend or current_backend()
     plain = resolve_verify_attention(verify_attention, rows, b, curve) == "plain"
     if dispatch == "auto" and not plain:

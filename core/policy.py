@@ -164,6 +164,25 @@ class CostAwarePolicy:
         self._cache = None
 
 
+def fastest_dispatch(curve: object | None, rows: int) -> str:
+    """"gemm" where a calibration measured padding to the matrix kernel as cheaper, else "auto"."""
+    modes = getattr(curve, "modes", None) or []
+    if "gemm" not in modes or "auto" not in modes:
+        return "auto"
+    t = curve.t_verify  # type: ignore[attr-defined]
+    return "gemm" if t(rows, "gemm") < t(rows, "auto") else "auto"
+
+
+def verify_cost(curve: object, dispatch: str) -> Callable[[int], float]:
+    """t_verify(rows) under a dispatch setting: "fastest" takes the cheaper measured mode."""
+    t = curve.t_verify  # type: ignore[attr-defined]
+    if dispatch == "fastest":
+        return lambda rows: t(rows, fastest_dispatch(curve, rows))
+    if dispatch in (getattr(curve, "modes", None) or []):
+        return lambda rows: t(rows, dispatch)
+    return t
+
+
 def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
     """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s)."""
     s = settings
@@ -184,7 +203,7 @@ def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
         if t_draft is None:  # calibrated without a draft: assume a draft step costs a target step
             t_draft = cost_curve.t_verify(1)  # type: ignore[attr-defined]
         return CostAwarePolicy(
-            cost_curve.t_verify,  # type: ignore[attr-defined]
+            verify_cost(cost_curve, s.dispatch),
             t_draft,
             k_max=s.k_max,
             k_min=0,

@@ -268,3 +268,26 @@ def test_cost_aware_probes_after_a_run_of_target_steps():
         k = p.next_k()
         p.observe(k, k)
     assert p.next_k() >= 1
+
+
+def test_fastest_dispatch_reads_the_cheaper_measured_mode():
+    """dispatch="fastest" pads to the matrix kernel exactly where the calibration measured it
+    cheaper (the H200 curve: from 4 rows to 7), and the cost-aware policy sees that cost."""
+    from core.dispatch import VerifyCostCurve
+    from core.policy import fastest_dispatch, verify_cost
+
+    auto = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6, 8: 21.5, 9: 20.3}
+    gemm = {1: 8.9, 2: 22.9, 3: 23.8, 4: 23.5, 5: 23.9, 6: 24.2, 7: 23.5, 8: 20.8, 9: 20.7}
+    curve = VerifyCostCurve(
+        backend="cuda", device_name="H200", context_len=800,
+        times={"auto": {r: v / 1e3 for r, v in auto.items()},
+               "gemm": {r: v / 1e3 for r, v in gemm.items()}},
+        draft_step_s=0.0033,
+    )
+    assert [fastest_dispatch(curve, r) for r in range(1, 10)] == (
+        ["auto"] * 3 + ["gemm"] * 5 + ["auto"]
+    )
+    t = verify_cost(curve, "fastest")
+    assert t(7) == pytest.approx(0.0235) and t(3) == pytest.approx(0.0188)
+    assert verify_cost(curve, "auto")(7) == pytest.approx(0.0356)
+    assert fastest_dispatch(None, 7) == "auto"
