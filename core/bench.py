@@ -73,12 +73,31 @@ def prompt_kind(name: str) -> str:
 
 def load_prompt(name: str) -> str:
     """The text of a shipped prompt; an unknown name is refused with the known ones."""
+    return _read_prompt(name)[0]
+
+
+def prompt_token_budget(name: str) -> int | None:
+    """The context a shipped prompt is meant to fill (its `# prompt-tokens: N` line), if any.
+
+    Why: `creative-800` is ~800 tokens under a real BPE tokenizer but ~3,600 under the
+    byte-level tokenizer of the `shape:` models; the bench cuts it to N by default so the
+    GPU run's context is what its name says whatever the tokenizer.
+    """
+    return _read_prompt(name)[1]
+
+
+def _read_prompt(name: str) -> tuple[str, int | None]:
     path = PROMPTS_DIR / f"{name}.txt"
-    if "/" in name or not path.is_file():
+    if "/" in name or "\\" in name or not path.is_file():
         raise BenchError(
             f"There is no shipped prompt named {name!r}; known: {', '.join(prompt_names())}."
         )
-    return path.read_text(encoding="utf-8").strip()
+    text = path.read_text(encoding="utf-8")
+    budget = None
+    first, _, rest = text.partition("\n")
+    if first.startswith("# prompt-tokens:"):
+        budget, text = int(first.split(":", 1)[1]), rest
+    return text.strip(), budget
 
 
 def fit_prompt_ids(tokenizer: Any, text: str, n_tokens: int | None) -> tuple[list[int], str]:
@@ -601,7 +620,7 @@ def run_protocol(
     if quality:
         total += len(prepared)
     if peer is not None:
-        total += 2 * (warmup + invocations * seeds)
+        total += (2 if peer.draft is not None else 1) * (warmup + invocations * seeds)
     done = 0
 
     def tick(label: str) -> None:
@@ -1258,7 +1277,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt-name", default=None,
                      help=f"a shipped prompt (default {DEFAULT_PROMPT}); see --list-prompts")  # fmt: skip
     g.add_argument("--prompt-tokens", type=int, default=None,
-                   help="cut the prompt at a word so the templated prompt is at most N tokens")  # fmt: skip
+                   help="cut the prompt at a word so the templated prompt is at most N tokens "
+                   "(shipped prompts may set a default, e.g. creative-800)")  # fmt: skip
     g.add_argument("--list-prompts", action="store_true", help="list shipped prompts and exit")
 
     g = parser.add_argument_group("outputs")
@@ -1347,12 +1367,12 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     return rows
 
 
-def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str]:
-    """(name, text) of the prompt the command line asks for."""
+def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
+    """(name, text, token budget) of the prompt the command line asks for."""
     if args.prompt is not None:
         if not args.prompt.strip():
             raise BenchError("--prompt is empty; give the user message to benchmark.")
-        return "inline", args.prompt
+        return "inline", args.prompt, args.prompt_tokens
     if args.prompt_file is not None:
         path = Path(args.prompt_file).expanduser()
         try:
@@ -1361,9 +1381,10 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str]:
             raise BenchError(f"Could not read the prompt file {path}: {exc}.") from None
         if not text:
             raise BenchError(f"The prompt file {path} is empty.")
-        return path.name, text
+        return path.name, text, args.prompt_tokens
     name = args.prompt_name or DEFAULT_PROMPT
-    return name, load_prompt(name)
+    text, budget = _read_prompt(name)
+    return name, text, args.prompt_tokens if args.prompt_tokens is not None else budget
 
 
 def _check_output_paths(args: argparse.Namespace) -> None:
@@ -1391,6 +1412,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console()
+    if not console.is_terminal:  # a log file: room for every column rather than 80
+        console.width = max(console.width, 160)
     err = Console(stderr=True)
     if getattr(args, "list_prompts", False):
         for name in prompt_names():
@@ -1403,7 +1426,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
     _check_output_paths(args)
     rows = settings_from_args(args)
-    prompt_name, text = _prompt_from_args(args)
+    prompt_name, text, budget = _prompt_from_args(args)
 
     first = rows[0].settings
     target = args.target or first.target
@@ -1422,7 +1445,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         engine = Engine.from_pair(pair)
     if pair.draft is not None and not pair.speculation_ok:
         err.print(f"[yellow]{pair.speculation_reason}[/yellow]")
-    prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, args.prompt_tokens)
+    prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
 
     peer = None
     if args.peer == "mlx-lm":
@@ -1465,7 +1488,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "name": prompt_name,
         "kind": prompt_kind(prompt_name),
         "text": used,
-        "cut_to_tokens": args.prompt_tokens,
+        "cut_to_tokens": budget,
     }
     report.protocol["models"] = {
         "target": f"{pair.target.spec} ({pair.target.name})",

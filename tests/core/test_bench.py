@@ -357,9 +357,13 @@ def test_prompts_ship_both_kinds_and_fit_a_token_budget(tiny_pair):
     kinds = {bench.prompt_kind(n) for n in names}
     assert {"code", "creative"} <= kinds and "creative-800" in names
     tok = tiny_pair.target.tokenizer  # byte-level: one token per byte, so cutting is needed
-    ids, used = bench.fit_prompt_ids(tok, bench.load_prompt("creative-800"), 800)
+    assert bench.prompt_token_budget("creative-800") == 800
+    assert bench.prompt_token_budget("code-bugfix") is None
+    text = bench.load_prompt("creative-800")
+    assert not text.startswith("#")  # the budget line is not part of the prompt
+    ids, used = bench.fit_prompt_ids(tok, text, 800)
     assert 760 <= len(ids) <= 800
-    assert bench.load_prompt("creative-800").startswith(used)
+    assert text.startswith(used) and len(used) < len(text)
     with pytest.raises(UserError):
         bench.load_prompt("../pyproject")
 
