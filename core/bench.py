@@ -151,6 +151,8 @@ def describe(s: Settings) -> str:
             label += f", {s.dispatch}"
         if s.verify_attention != "auto":
             label += f", {s.verify_attention} attention"
+        if s.fused_draft:
+            label += ", fused draft"
     if s.greedy and s.mode != "speculative":
         label += ", greedy"
     return label
