@@ -484,9 +484,8 @@ def _round_trace(ev: RoundEvent) -> dict[str, Any]:
 
 
 def _target_model(engine: Any) -> Any:
-    """The engine's target module (for scoring); public when the engine offers it."""
-    model = getattr(engine, "target_model", None)
-    return model if model is not None else engine._t.model
+    """The engine's target module (for scoring the text with the target's own weights)."""
+    return engine.target_model
 
 
 def _vocab(engine: Any) -> int:

@@ -13,16 +13,19 @@ from collections.abc import Sequence
 from core.errors import UserError
 
 
-def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
+    # Subcommands repeat the flags so they can follow the command; SUPPRESS keeps a value
+    # given before the command (`specdec-tui --target X bench`) from being reset to None.
+    default = None if top else argparse.SUPPRESS
     p.add_argument(
         "--target",
-        default=None,
+        default=default,
         help="target model: 'default', an mlx-lm repo id or folder, a .gguf file, "
         "or 'shape:NAME' (random weights of a real shape)",
     )
     p.add_argument(
         "--draft",
-        default=None,
+        default=default,
         help="draft model: same sources as --target, or 'self:bits=B' / 'self:layers=N' "
         "derived from the target",
     )
@@ -37,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Speculative decoding on MLX, seen round by round. "
         "Without a subcommand, opens the terminal app.",
     )
-    _add_model_arguments(parser)
+    _add_model_arguments(parser, top=True)
     parser.add_argument("--profile", default=None, help="start from this saved profile")
     parser.add_argument("--profiles-dir", default=None, help="where profiles are read and saved")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -179,6 +179,15 @@ class Engine:
             speculation_reason=pair.speculation_reason,
         )
 
+    @property
+    def target_model(self) -> nn.Module:
+        """The target's mlx-lm module (for scoring text with the same weights)."""
+        return self._t.model
+
+    @property
+    def draft_model(self) -> nn.Module | None:
+        return self._d.model if self._d is not None else None
+
     # -- state -----------------------------------------------------------------------------
 
     def reset(self) -> None:
@@ -222,7 +231,12 @@ class Engine:
             raise UserError("Draft-only mode needs a draft model; load one with --draft.")
         seq = list(prompt_ids)
         n_prompt = len(seq)
-        prefilled = self._prefill(seq, s, uses_draft=s.mode != "target-only" and fallback is None)
+        prefilled = self._prefill(
+            seq,
+            s,
+            uses_draft=s.mode != "target-only" and fallback is None,
+            uses_target=s.mode != "draft-only",
+        )
         tally = _Tally()
         key = mx.random.key(s.seed)
         policy, policy_sig = None, None
@@ -276,7 +290,7 @@ class Engine:
     def _hit_eos(self, tokens: list[int], s: Settings) -> bool:
         return not s.ignore_eos and bool(tokens) and tokens[-1] in self.eos_ids
 
-    def _prefill(self, seq: list[int], s: Settings, uses_draft: bool) -> int:
+    def _prefill(self, seq: list[int], s: Settings, uses_draft: bool, uses_target: bool = True) -> int:
         """Bring caches to seq[:-1], keeping what they already share with it.
 
         An unused draft is still rewound (a trim, no forward): its token list must stay a
@@ -289,7 +303,7 @@ class Engine:
             if st is None:
                 continue
             st.rewind(want)
-            if st is self._d and not uses_draft:
+            if (st is self._d and not uses_draft) or (st is self._t and not uses_target):
                 continue
             todo = want[len(st.seq) :]
             st.prefill(todo, s.prefill_chunk)

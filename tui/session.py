@@ -139,7 +139,11 @@ class MLXSession:
                 self.engine,
                 prompt_ids,
                 [settings],  # the protocol adds the target-only baseline itself
-                tokens=settings.max_tokens,
+                # In the app: the seed's protocol at a size that answers in a minute or two;
+                # `specdec-tui bench` runs it in full (3 x 3 requests of 256 tokens).
+                tokens=min(settings.max_tokens, 64),
+                seeds=3,
+                invocations=1,
                 progress=report,
                 cancel=cancel,
                 decode=lambda ids: self.decode(ids),

@@ -55,8 +55,8 @@ class CountingEngine:
         self.resets = 0
 
     @property
-    def _t(self):  # the scorer reads the target model through here
-        return self.inner._t
+    def target_model(self):  # the scorer reads the target model through here
+        return self.inner.target_model
 
     def reset(self) -> None:
         self.resets += 1

@@ -272,7 +272,7 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
 async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) -> None:
     from tui.widgets.chat import ChatView
 
-    script.load_delay_s = 0.5
+    script.load_delay_s = 3.0  # long enough to hold under a loaded CI machine
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.models_loading)
