@@ -73,70 +73,51 @@ def measure(model: nn.Module, vocab: int, *, context: int = 800, steps: int = 64
         for c in cache:
             c.offset = base
 
-    def per_step(n: int) -> None:
-        rewind()
-        y = mx.array([1])
-        for _ in range(n):
-            y = mx.argmax(model(y[None], cache=cache)[0, -1:], axis=-1)
-            mx.eval(y)
+    def schedules(step: Callable[[mx.array], mx.array]) -> dict[str, Callable[[int], None]]:
+        """The three ways to run n greedy steps of `step(token[1]) -> logits[1, V]`."""
 
-    def pipelined(n: int) -> None:
-        rewind()
-        y = mx.argmax(model(mx.array([[1]]), cache=cache)[0, -1:], axis=-1)
-        mx.async_eval(y)
-        for _ in range(n - 1):
-            nxt = mx.argmax(model(y[None], cache=cache)[0, -1:], axis=-1)
-            mx.async_eval(nxt)
-            y.item()
-            y = nxt
-        y.item()
+        def nxt(y: mx.array) -> mx.array:
+            return mx.argmax(step(y), axis=-1)
 
-    def chained(n: int) -> None:
-        rewind()
-        y = mx.array([1])
-        for i in range(n):
-            y = mx.argmax(model(y[None], cache=cache)[0, -1:], axis=-1)
-            if (i + 1) % 8 == 0:
-                mx.eval(y)
-        mx.eval(y)
-
-    res["per_step_s"] = _time_steps(per_step, steps, repeats)
-    res["pipelined_s"] = _time_steps(pipelined, steps, repeats)
-    res["chained8_s"] = _time_steps(chained, steps, repeats)
-
-    if supports(model) is None:
-        fused = FusedDecodeStep(model)
-
-        def fused_per_step(n: int) -> None:
+        def per_step(n: int) -> None:
             rewind()
             y = mx.array([1])
             for _ in range(n):
-                y = mx.argmax(fused.step(y, cache), axis=-1)
+                y = nxt(y)
                 mx.eval(y)
 
-        def fused_pipelined(n: int) -> None:
+        def pipelined(n: int) -> None:  # mlx-lm generate_step's schedule
             rewind()
-            y = mx.argmax(fused.step(mx.array([1]), cache), axis=-1)
+            y = nxt(mx.array([1]))
             mx.async_eval(y)
             for _ in range(n - 1):
-                nxt = mx.argmax(fused.step(y, cache), axis=-1)
-                mx.async_eval(nxt)
+                y2 = nxt(y)
+                mx.async_eval(y2)
                 y.item()
-                y = nxt
+                y = y2
             y.item()
 
-        def fused_chained(n: int) -> None:
+        def chained8(n: int) -> None:  # a k = 8 draft loop with no host sync inside
             rewind()
             y = mx.array([1])
             for i in range(n):
-                y = mx.argmax(fused.step(y, cache), axis=-1)
+                y = nxt(y)
                 if (i + 1) % 8 == 0:
                     mx.eval(y)
             mx.eval(y)
 
-        res["fused_per_step_s"] = _time_steps(fused_per_step, steps, repeats)
-        res["fused_pipelined_s"] = _time_steps(fused_pipelined, steps, repeats)
-        res["fused_chained8_s"] = _time_steps(fused_chained, steps, repeats)
+        return {"per_step": per_step, "pipelined": pipelined, "chained8": chained8}
+
+    def unfused(y: mx.array) -> mx.array:
+        return model(y[None], cache=cache)[0, -1:]
+
+    steppers: dict[str, Callable[[mx.array], mx.array]] = {"": unfused}
+    if supports(model) is None:
+        fused = FusedDecodeStep(model)
+        steppers["fused_"] = lambda y: fused.step(y, cache)
+    for prefix, step in steppers.items():
+        for name, run in schedules(step).items():
+            res[f"{prefix}{name}_s"] = _time_steps(run, steps, repeats)
 
     # The peer: mlx-lm's own generate_step (greedy, pipelined), over the same context length.
     from mlx_lm.generate import generate_step
