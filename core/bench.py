@@ -418,7 +418,7 @@ class _Request:
             while len(self.pos_tries) < ev.proposed:
                 self.pos_tries.append(0)
                 self.pos_hits.append(0)
-            for i in range(ev.proposed):
+            for i in range(min(ev.accepted + 1, ev.proposed)):  # as the engine: conditional
                 self.pos_tries[i] += 1
                 self.pos_hits[i] += i < ev.accepted
 

@@ -129,7 +129,10 @@ class _Tally:
                 decided = min(ev.accepted + 1, ev.proposed)
                 self.tv_sum += ev.tv * decided
                 self.tv_count += decided
-            for i in range(ev.proposed):
+            # Conditional per position: position i is verified only if all before it were
+            # accepted, so P(accept i | reached i); their product is the accepted-length law
+            # the cost-aware policy and the Acceptance panel use.
+            for i in range(min(ev.accepted + 1, ev.proposed)):
                 self.pos_tries[i] += 1
                 self.pos_hits[i] += i < ev.accepted
 

@@ -81,7 +81,7 @@ class RunSummary:
     proposed: int
     accepted: int
     acceptance: float | None
-    per_position_acceptance: tuple[float, ...]
+    per_position_acceptance: tuple[float, ...]  # P(draft i accepted | drafts before it were)
     mean_accepted_length: float | None
     e2e_s: float
     ttft_s: float

@@ -461,9 +461,10 @@ def check_speculative_accounting(events: list[RoundEvent], summary: RunSummary) 
         assert summary.acceptance == pytest.approx(summary.accepted / summary.proposed)
         assert summary.mean_accepted_length == pytest.approx(summary.accepted / len(spec))
         longest = max(e.proposed for e in spec)
+        # P(draft i accepted | it was verified): verified means every draft before it passed.
+        reached = [[e for e in spec if e.proposed > i and e.accepted >= i] for i in range(longest)]
         per_pos = tuple(
-            sum(e.accepted > i for e in spec if e.proposed > i) / sum(e.proposed > i for e in spec)
-            for i in range(longest)
+            sum(e.accepted > i for e in r) / len(r) for i, r in enumerate(reached) if r
         )
         assert summary.per_position_acceptance == pytest.approx(per_pos)
     else:
