@@ -764,9 +764,10 @@ def test_show_accepts_a_path_to_a_toml_file(cli, capsys, tmp_path: Path) -> None
 
 def test_a_real_engine_run_is_recorded_saved_and_loaded_unchanged(store: ProfileStore) -> None:
     """The events the engine really yields (not hand-made ones) must survive JSON."""
-    engine_mod = pytest.importorskip("core.engine")
     import mlx.core as mx
     from mlx_lm.models import llama
+
+    import core.engine as engine_mod
 
     def tiny(seed: int) -> llama.Model:
         mx.random.seed(seed)
