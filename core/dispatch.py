@@ -1047,6 +1047,20 @@ def _offset(cache: list[Any]) -> int:
     return int(getattr(cache[0], "offset", 0)) if cache else 0
 
 
+DRAFT_CHAIN = 8  # draft steps per timed chain in calibration
+
+
+def _draft_stepper(model: nn.Module, cache: list[Any], fused: bool) -> Callable[[mx.array], mx.array]:
+    """step(token[1]) -> logits[1, V] for the draft, compiled when `fused` and supported."""
+    if fused:
+        from core.fused import FusedDecodeStep, supports
+
+        if supports(model) is None:
+            fused_step = FusedDecodeStep(model)
+            return lambda y: fused_step.step(y, cache)
+    return lambda y: model(y[None], cache=cache)[0, -1:]
+
+
 def calibrate(
     target_model: nn.Module,
     draft_model: nn.Module | None = None,
@@ -1059,6 +1073,7 @@ def calibrate(
     backend: BackendInfo | None = None,
     seed: int = 0,
     warmup: int = 1,
+    fused_draft: bool = False,
 ) -> VerifyCostCurve:
     """Measure one target forward over R rows for R in `rows` (1..rows), per mode.
 
@@ -1067,7 +1082,8 @@ def calibrate(
     (MLX CUDA sets its fused multi-row attention up anew for each shape, and repeating one
     length hides that). Passes sweep all R in turn (`warmup` untimed, then `repeats` timed) so
     every R sees the same spread of lengths; each timed call is one forward and one mx.eval.
-    The draft's single-token step is timed the same way. Medians are stored.
+    The draft's single-token step is timed as the engine runs it: a chain of steps with no
+    host sync inside (compiled with `fused_draft`, core/fused.py). Medians are stored.
     """
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
@@ -1130,13 +1146,19 @@ def calibrate(
         dcache = make_prompt_cache(draft_model)
         dvocab = min(vocab, _vocab_size(draft_model))
         _prefill(draft_model, dcache, prompt % dvocab)
+        step = _draft_stepper(draft_model, dcache, fused_draft)
         steps = []
         for p in range(passes):
-            tok = mx.array(rng.integers(0, dvocab, (1, 1)), dtype=mx.int32)
-            mx.eval(tok)
+            # The engine's draft loop: DRAFT_CHAIN greedy steps chained on the device with
+            # async_eval and one wait at the end; the per-step cost is the chain's share.
+            y = mx.array(rng.integers(0, dvocab, (1,)), dtype=mx.int32)
+            mx.eval(y)
             t0 = time.perf_counter()
-            mx.eval(draft_model(tok, cache=dcache))
-            dt = time.perf_counter() - t0
+            for _ in range(DRAFT_CHAIN):
+                y = mx.argmax(step(y)[:, :dvocab], axis=-1)
+                mx.async_eval(y)
+            mx.eval(y)
+            dt = (time.perf_counter() - t0) / DRAFT_CHAIN
             if p >= warmup:
                 steps.append(dt)
             done += 1

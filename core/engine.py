@@ -324,8 +324,15 @@ class Engine:
         from core.dispatch import calibrate
 
         draft = self._d.model if self._d is not None else None
+        modes = ("auto", "gemm") if s.dispatch == "fastest" else ("auto",)
         return calibrate(
-            self._t.model, draft, rows=s.k_max + 1, repeats=3, context=max(context, 16)
+            self._t.model,
+            draft,
+            rows=s.k_max + 1,
+            repeats=3,
+            context=max(context, 16),
+            modes=modes,
+            fused_draft=s.fused_draft,
         )
 
     # -- rounds ------------------------------------------------------------------------------

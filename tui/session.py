@@ -118,7 +118,16 @@ class MLXSession:
 
         draft = self.pair.draft.model if self.pair.draft is not None else None
         rows = min(MAX_K + 1, max(settings.k_max + 1, 9))
-        curve = calibrate(self.pair.target.model, draft, rows=rows, repeats=3, progress=report)
+        modes = ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
+        curve = calibrate(
+            self.pair.target.model,
+            draft,
+            rows=rows,
+            repeats=3,
+            progress=report,
+            modes=modes,
+            fused_draft=settings.fused_draft,
+        )
         self.engine.set_cost_curve(curve)
         return curve_info(curve)
 

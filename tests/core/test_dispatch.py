@@ -525,6 +525,17 @@ def test_calibration_on_cpu_grows_with_rows_and_advances_the_kv_length():
     assert (curve.backend, curve.context_len, curve.repeats) == ("cpu", 16, 5)
 
 
+def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not():
+    """The draft step is a chained (no host sync) step; with fused_draft the compiled one.
+    On the CPU the compiled step of a tiny model is cheaper: host overhead dominates there."""
+    target = tiny_llama(vocab=128)
+    draft = tiny_llama(layers=1, vocab=128, seed=1)
+    plain = calibrate(target, draft, rows=[1, 2], repeats=5, context=8)
+    fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, fused_draft=True)
+    assert plain.draft_step_s is not None and fused.draft_step_s is not None
+    assert 0 < fused.draft_step_s < plain.draft_step_s
+
+
 def test_calibration_refuses_bad_requests():
     model = tiny_llama()
     for kw in ({"rows": 0}, {"repeats": 0}, {"context": 0}, {"modes": ("fast",)}, {"rows": [0, 2]}):
