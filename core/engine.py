@@ -28,7 +28,7 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 
 from core.errors import UserError
 from core.events import PHASES, CommittedToken, RoundEvent, RunSummary
-from core.policy import make_policy
+from core.policy import Policy, make_policy
 from core.sampling import (
     LogitsConfig,
     Verdict,
@@ -163,6 +163,8 @@ class Engine:
         elif not (can_trim_prompt_cache(self._t.cache) and can_trim_prompt_cache(self._d.cache)):
             self.speculation_reason = "a model's cache cannot be rewound (not trimmable)"
         self.speculation_ok = speculation_ok and self.speculation_reason is None
+        self._policy: Policy | None = None
+        self._policy_sig: tuple[Any, ...] | None = None
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -194,7 +196,8 @@ class Engine:
     # -- state -----------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget both caches; the next generate prefills from scratch."""
+        """Forget both caches and the policy's learning; the next generate starts afresh."""
+        self._policy, self._policy_sig = None, None
         self._t = _ModelState(self._t.model, make_prompt_cache(self._t.model))
         if self._d is not None:
             self._d = _ModelState(self._d.model, make_prompt_cache(self._d.model))
@@ -242,7 +245,6 @@ class Engine:
         )
         tally = _Tally()
         key = mx.random.key(s.seed)
-        policy, policy_sig = None, None
         stop = "length"
 
         while True:
@@ -260,12 +262,7 @@ class Engine:
                 mode = "target-only"
             key, round_key = mx.random.split(key)
             if mode == "speculative":
-                sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus)
-                if sig != policy_sig:
-                    if s.policy == "cost-aware" and self.cost_curve is None:
-                        self.cost_curve = self._quick_calibration(s, len(seq))
-                    policy, policy_sig = make_policy(s, self.cost_curve), sig
-                assert policy is not None
+                policy = self._policy_for(s, len(seq))
                 k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
                 ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
                 policy.observe(ev.proposed, ev.accepted)
@@ -284,6 +281,18 @@ class Engine:
         self._settle(seq)
         e2e = time.perf_counter() - t_start
         yield self._summary(tally, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
+
+    def _policy_for(self, s: Settings, context: int) -> Policy:
+        """The policy these settings name, kept across rounds and chat turns until a setting
+        it depends on changes (an adaptive k keeps what it learnt from earlier messages)."""
+        sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
+               s.dispatch, s.fused_draft)
+        if self._policy is None or sig != self._policy_sig:
+            if s.policy == "cost-aware" and self.cost_curve is None:
+                # Measured on first use (a few seconds; the round waits for it).
+                self.cost_curve = self._quick_calibration(s, context)
+            self._policy, self._policy_sig = make_policy(s, self.cost_curve), sig
+        return self._policy
 
     def _fallback_reason(self, s: Settings) -> str | None:
         if s.mode == "speculative" and not self.speculation_ok:

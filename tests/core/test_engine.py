@@ -658,3 +658,21 @@ def test_mode_switch_mid_run(first, then, target, close_draft, greedy_ref) -> No
         assert summary.token_ids == greedy_ref[:24]
     assert summary.tokens == 24
     assert_caches(engine, PROMPT + list(summary.token_ids), settled=True, last_mode=then)
+
+
+def test_an_adaptive_policy_keeps_what_it_learnt_across_chat_turns(target, far_draft):
+    """A second message continues with the k the policy reached; reset() forgets it."""
+    s = Settings(rule="mentored", tv_budget=1.0, policy="acceptance-rate", k=2, k_max=8,
+                 max_tokens=30, ignore_eos=True, traced=False)
+    engine = Engine(target, far_draft, vocab_size=VOCAB)
+    first, summary = run(engine, PROMPT, s)
+    assert [e.proposed for e in first[:3]] == [2, 3, 4]  # full acceptance grows k by one
+    assert max(e.proposed for e in first) == 8  # reached k_max (the last round is clipped)
+    second, _ = run(engine, PROMPT + list(summary.token_ids) + [5, 6], s)
+    assert second[0].proposed == 8
+    engine.reset()
+    third, _ = run(engine, PROMPT, s)
+    assert third[0].proposed == 2
+    # a changed policy setting starts the policy afresh
+    fourth, _ = run(engine, PROMPT, s.replace(k=3))
+    assert fourth[0].proposed == 3
