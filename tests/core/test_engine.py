@@ -663,7 +663,7 @@ def test_mode_switch_mid_run(first, then, target, close_draft, greedy_ref) -> No
 def test_an_adaptive_policy_keeps_what_it_learnt_across_chat_turns(target, far_draft):
     """A second message continues with the k the policy reached; reset() forgets it."""
     s = Settings(rule="mentored", tv_budget=1.0, policy="acceptance-rate", k=2, k_max=8,
-                 max_tokens=30, ignore_eos=True, traced=False)
+                 max_tokens=60, ignore_eos=True, traced=False)
     engine = Engine(target, far_draft, vocab_size=VOCAB)
     first, summary = run(engine, PROMPT, s)
     assert [e.proposed for e in first[:3]] == [2, 3, 4]  # full acceptance grows k by one
