@@ -144,3 +144,19 @@ def test_default_pair_greedy_identical_with_the_fused_draft(default_pair):
                      fused_draft=fused)
         runs.append([it for it in engine.generate(ids, s)][-1].token_ids)
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(("mod", "qwen_shape", "quantize"), CASES)
+def test_projections_are_merged_and_exact(mod, qwen_shape, quantize):
+    """q/k/v and gate/up run as one matmul each, and each projection's output is unchanged."""
+    from core.fused import merge_linears
+
+    m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
+    step = FusedDecodeStep(m)
+    assert all(f is not None for f in step._qkv) and all(f is not None for f in step._gate_up)
+    attn = m.model.layers[0].self_attn
+    x = mx.random.normal((1, 1, m.args.hidden_size), key=mx.random.key(0))
+    q, k, v = step._qkv[0](x)
+    for got, proj in ((q, attn.q_proj), (k, attn.k_proj), (v, attn.v_proj)):
+        assert mx.allclose(got, proj(x), atol=1e-5).item()
+    assert merge_linears([attn.q_proj, nn.Linear(4, 4)]) is None  # inputs differ: no stacking
