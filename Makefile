@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint clean
+.PHONY: run test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
