@@ -26,6 +26,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from core.dispatch import verification_patches
 from core.errors import UserError
 from core.events import PHASES, CommittedToken, RoundEvent, RunSummary
 from core.policy import Policy, make_policy
@@ -416,8 +417,7 @@ class Engine:
         else:
             p = to_probs(logits, cfg)
             q = mx.concatenate(qs) if qs else mx.zeros((0, V), mx.float32)
-            rule = "lossless" if s.rule == "greedy" else s.rule
-            verdict = accept_sampled(p, q, draft_arr, rule, s.tv_budget, keys[k])
+            verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[k])
         packed = mx.concatenate(
             [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
              verdict.next_token.reshape(1).astype(mx.int32)]
@@ -462,12 +462,7 @@ class Engine:
         )
 
     def _verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
-        if rows <= 1:
-            return contextlib.nullcontext()
-        try:
-            from core.dispatch import verification_patches
-        except ImportError:
-            return contextlib.nullcontext()
+        """Dispatch and attention overrides around the multi-row verification only."""
         return verification_patches(
             self._t.model, s.dispatch, s.verify_attention, rows, curve=self.cost_curve
         )
