@@ -795,25 +795,22 @@ def _quality(
     for b in prepared:
         if b.settings.mode == "target-only":
             own.setdefault(_sampling_key(b.settings), results[b.name].outputs)
-    for key, s in plan["nll"].items():
+    def outputs_per_seed(eng: Any, s: Settings, label: str) -> dict[int, list[int]]:
+        """One reference request per seed: the tokens other settings are compared against."""
         outs: dict[int, list[int]] = {}
         for seed in seeds:
             check_cancel()
-            req = _run_request(engine, prompt_ids, s.replace(seed=seed), cancel)
+            req = _run_request(eng, prompt_ids, s.replace(seed=seed), cancel)
             assert req.summary is not None
             outs[seed] = list(req.summary.token_ids)
-            tick("target-only reference")
-        own[key] = outs
+            tick(label)
+        return outs
+
+    for key, s in plan["nll"].items():
+        own[key] = outputs_per_seed(engine, s, "target-only reference")
     refs = own if reference is engine else {}
     for key, s in plan["greedy"].items():
-        outs = {}
-        for seed in seeds:
-            check_cancel()
-            req = _run_request(reference, prompt_ids, s.replace(seed=seed), cancel)
-            assert req.summary is not None
-            outs[seed] = list(req.summary.token_ids)
-            tick("greedy reference")
-        refs[key] = outs
+        refs[key] = outputs_per_seed(reference, s, "greedy reference")
 
     scorer = _Scorer(_target_model(engine), prompt_ids, _vocab(engine))
     nll_cache: dict[tuple[Any, ...], float | None] = {}
