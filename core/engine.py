@@ -263,6 +263,8 @@ class Engine:
                 mode = "target-only"
             key, round_key = mx.random.split(key)
             if mode == "speculative":
+                if s.dispatch == "fastest":
+                    self._ensure_curve(s, len(seq))
                 policy = self._policy_for(s, len(seq))
                 k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
                 ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
@@ -289,11 +291,17 @@ class Engine:
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
                s.dispatch, s.fused_draft)
         if self._policy is None or sig != self._policy_sig:
-            if s.policy == "cost-aware" and self.cost_curve is None:
-                # Measured on first use (a few seconds; the round waits for it).
-                self.cost_curve = self._quick_calibration(s, context)
+            if s.policy == "cost-aware":
+                self._ensure_curve(s, context)
             self._policy, self._policy_sig = make_policy(s, self.cost_curve), sig
         return self._policy
+
+    def _ensure_curve(self, s: Settings, context: int) -> None:
+        """Calibrate on first need (a few seconds; the round waits): the cost-aware policy
+        needs a curve, and dispatch=fastest needs one that measured the padded kernel."""
+        curve = self.cost_curve
+        if curve is None or (s.dispatch == "fastest" and "gemm" not in curve.modes):
+            self.cost_curve = self._quick_calibration(s, context)
 
     def _fallback_reason(self, s: Settings) -> str | None:
         if s.mode == "speculative" and not self.speculation_ok:

@@ -676,3 +676,21 @@ def test_an_adaptive_policy_keeps_what_it_learnt_across_chat_turns(target, far_d
     # a changed policy setting starts the policy afresh
     fourth, _ = run(engine, PROMPT, s.replace(k=3))
     assert fourth[0].proposed == 3
+
+
+def test_dispatch_fastest_calibrates_once_with_the_padded_kernel_and_changes_no_token(
+    target, mid_draft
+):
+    """dispatch=fastest needs a curve that measured "gemm": the engine measures one on first
+    use (and keeps it across requests); the tokens are those of dispatch=auto."""
+    s = Settings(rule="greedy", temperature=0.0, k=3, max_tokens=16, ignore_eos=True,
+                 traced=False)
+    auto = run(Engine(target, mid_draft, vocab_size=VOCAB), PROMPT, s)[1].token_ids
+    engine = Engine(target, mid_draft, vocab_size=VOCAB)
+    fastest = run(engine, PROMPT, s.replace(dispatch="fastest"))[1].token_ids
+    assert fastest == auto
+    curve = engine.cost_curve
+    assert curve is not None and {"auto", "gemm"} <= set(curve.modes)
+    engine.reset()
+    run(engine, PROMPT, s.replace(dispatch="fastest"))
+    assert engine.cost_curve is curve  # measured once per engine, not per request

@@ -1,25 +1,49 @@
 #!/usr/bin/env bash
-# The whole H200 measurement in one command (device time is scarce): step costs (issue 8),
-# then the seed's table with our improvements and the mlx-lm peer (issue 7).
+# The H200 measurements of issues 7 and 8, in parts that each fit one device call (10 min)
+# and each write their own files, so a call cut short still brings back what finished.
 # Run on the GPU machine after ../shared/device's two set-up runs, from the repo root:
-#   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/h200/run-all.sh "$OUT"
+#   export PYTHONPATH=/tmp/site:$PWD; PARTS="seed ours" bash docs/benchmarks/h200/run-all.sh "$OUT"
+# Parts (default: all, in this order):
+#   steps  decode-step cost of both shapes, every schedule, fused included (issue 8)   ~1 min
+#   seed   the seed's table: target-only, draft-only, fixed-4/6/8 at TV 1, fixed-8 at
+#          TV 0.75/0.5, no bonus (the seed's engine)                                    ~3 min
+#   ours   bonus on, the k x dispatch 2 x 2, dispatch=fastest, fused draft, cost-aware  ~4 min
+#   peer   greedy: ours against mlx-lm's generate_step and speculative_generate_step   ~2 min
+# Every bench part measures target-only again, so each file has its own baseline.
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-M=${M:-"--target shape:qwen2.5-7b --draft shape:qwen2.5-0.5b"}; T=${TOKENS:-256}; SM=${STEP_MODELS:-"--model shape:qwen2.5-0.5b --model shape:qwen2.5-7b"}
+M=${M:-"--target shape:qwen2.5-7b --draft shape:qwen2.5-0.5b"}
+T=${TOKENS:-256}
+SM=${STEP_MODELS:-"--model shape:qwen2.5-0.5b --model shape:qwen2.5-7b"}
+PARTS=${PARTS:-"steps seed ours peer"}
 python3 -c "import mlx.core as mx; print(mx.default_device(), mx.device_info().get('device_name'))" || exit 3
-if [ "${SKIP_STEPS:-0}" != 1 ]; then
-python3 -m core.stepcost $SM --context 800 \
-  --steps 48 --repeats 3 --json "$OUT/stepcost.json" 2>&1 | tee "$OUT/stepcost.log"
-fi
-S=(--profile target-only --profile draft-only
-   --profile fixed-4-tv1 --profile fixed-6-tv1 --profile fixed-8-tv1
-   --profile fixed-8-tv0.75 --profile fixed-8-tv0.5
-   --profile fixed-8-tv1:bonus=true --profile fixed-8-tv0.5:bonus=true
-   --profile fixed-4-tv1:bonus=true,dispatch=gemv --profile fixed-4-tv1:bonus=true,dispatch=gemm
-   --profile fixed-8-tv1:bonus=true,dispatch=gemv --profile fixed-8-tv1:bonus=true,dispatch=gemm
-   --profile fixed-8-tv1:bonus=true,fused_draft=true
-   --profile cost-aware:rule=mentored,tv_budget=1.0,fused_draft=true)
-python3 -m core.cli bench $M --prompt-name creative-800 --tokens $T --seeds 3 --invocations 1 \
-  --warmup 1 "${S[@]}" --peer mlx-lm --peer-k 4 \
-  --json "$OUT/bench.json" --markdown "$OUT/bench.md" --csv "$OUT/bench.csv" 2>&1 | tee "$OUT/bench.log"
+
+bench() {  # bench NAME [bench flags...]
+  local name=$1; shift
+  python3 -m core.cli bench $M --prompt-name creative-800 --tokens "$T" --seeds 3 \
+    --invocations 1 --warmup 1 "$@" \
+    --json "$OUT/$name.json" --markdown "$OUT/$name.md" 2>&1 | tee "$OUT/$name.log"
+}
+
+for part in $PARTS; do
+  case $part in
+    steps)
+      python3 -m core.stepcost $SM --context 800 --steps 48 --repeats 3 \
+        --json "$OUT/stepcost.json" 2>&1 | tee "$OUT/stepcost.log" ;;
+    seed)
+      bench seed --profile target-only --profile draft-only \
+        --profile fixed-4-tv1 --profile fixed-6-tv1 --profile fixed-8-tv1 \
+        --profile fixed-8-tv0.75 --profile fixed-8-tv0.5 ;;
+    ours)
+      bench ours --profile fixed-8-tv1:bonus=true --profile fixed-8-tv0.5:bonus=true \
+        --profile fixed-4-tv1:bonus=true,dispatch=gemv --profile fixed-4-tv1:bonus=true,dispatch=gemm \
+        --profile fixed-8-tv1:bonus=true,dispatch=gemv --profile fixed-8-tv1:bonus=true,dispatch=gemm \
+        --profile fixed-8-tv1:k=7,bonus=true,dispatch=fastest \
+        --profile fixed-8-tv1:bonus=true,fused_draft=true \
+        --profile cost-aware:rule=mentored,tv_budget=1.0 ;;
+    peer)
+      bench peer --profile target-only:temperature=0.0 --peer mlx-lm --peer-k 4 ;;
+    *) echo "unknown part $part" >&2; exit 2 ;;
+  esac
+done
