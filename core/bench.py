@@ -257,6 +257,13 @@ class BenchResult:
         return self.settings.get("mode") == "speculative"
 
     @property
+    def nll_delta(self) -> float | None:
+        """What the text gave up: target NLL per token minus target-only's (None if unscored)."""
+        if self.target_nll is None or self.target_nll_baseline is None:
+            return None
+        return self.target_nll - self.target_nll_baseline
+
+    @property
     def timed_requests(self) -> int:
         return len(self.e2e_s)
 
@@ -1120,11 +1127,7 @@ def _report_markdown(report: BenchReport) -> str:
     )
     out.append("|---|---|---|---|---|---|")
     for r in report.results:
-        diff = (
-            r.target_nll - r.target_nll_baseline
-            if r.target_nll is not None and r.target_nll_baseline is not None
-            else None
-        )
+        diff = r.nll_delta
         gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**")
         out.append(
             f"| {r.name} | {_num(r.target_nll)} | {_num(r.target_nll_baseline)} | "
@@ -1197,11 +1200,7 @@ def print_table(report: BenchReport, console: Any) -> None:
         table.add_column(col, no_wrap=col == "configuration")
     for r in report.results:
         d = r.to_dict()
-        diff = (
-            r.target_nll - r.target_nll_baseline
-            if r.target_nll is not None and r.target_nll_baseline is not None
-            else None
-        )
+        diff = r.nll_delta
         gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "[red]no[/red]")
         table.add_row(
             r.name,
