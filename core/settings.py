@@ -19,7 +19,7 @@ POLICIES = ("fixed", "acceptance-rate", "accepted-length", "heuristic", "cost-aw
 # read off a calibration that measured both (on the H200, padding wins from 4 rows).
 DISPATCH = ("auto", "gemv", "gemm", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
-MAX_K = 16
+MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 
 
 class SettingsError(UserError, ValueError):

@@ -6,7 +6,7 @@ import pytest
 from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
-from core.settings import Settings
+from core.settings import MAX_K, Settings
 from tests.tui.conftest import Script, chat, ready, summarize, wait_for
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.transcript import REJECTED
@@ -182,12 +182,12 @@ async def test_printable_keys_type_when_the_input_has_focus(make_app) -> None:
 
 
 async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
-    app = make_app(Settings(k=16, tv_budget=0.0))
+    app = make_app(Settings(k=MAX_K, tv_budget=0.0))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await blur_input(pilot)
         await pilot.press("left_square_bracket", "plus")
-        assert app.settings.tv_budget == 0.0 and app.settings.k == 16
+        assert app.settings.tv_budget == 0.0 and app.settings.k == MAX_K
         assert any("tv_budget" in w for w in warnings(app))
         assert any("k must be" in w for w in warnings(app))
 

@@ -41,7 +41,9 @@ for part in $PARTS; do
         --profile fixed-8-tv1:bonus=true,dispatch=gemv --profile fixed-8-tv1:bonus=true,dispatch=gemm \
         --profile fixed-8-tv1:k=7,bonus=true,dispatch=fastest \
         --profile fixed-8-tv1:bonus=true,fused_draft=true \
-        --profile cost-aware:rule=mentored,tv_budget=1.0 ;;
+        --profile cost-aware:rule=mentored,tv_budget=1.0 \
+        --profile fixed-8-tv1:k=15,bonus=true --profile fixed-8-tv1:k=31,bonus=true \
+        --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 ;;
     peer)
       bench peer --profile target-only:temperature=0.0 --peer mlx-lm --peer-k 4 ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
