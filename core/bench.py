@@ -4,7 +4,8 @@ The seed's question was "which setting is faster here, and what does it cost the
 one run answers both from the same requests: untraced, exactly N tokens with EOS ignored,
 every request from an empty cache (it prefills the prompt, as the seed's did), the median
 end-to-end latency over I invocations x S seeds, a target-only baseline measured in the same
-run for the ratio, one traced run per setting for the phase split, and, per setting, the
+run for the ratio, traced runs paired with untraced ones for the phase split and the tracing
+overhead, and, per setting, the
 target's negative log-likelihood of the text against target-only's, the realised per-step TV,
 a greedy-equivalence check, and the same seed's outputs side by side.
 
@@ -238,6 +239,8 @@ class BenchResult:
     last_outputs: dict[int, list[int]] = field(default_factory=dict)  # the last invocation's
     phase_ms: dict[str, float] | None = None
     traced_e2e_s: float | None = None
+    # traced E2E / untraced E2E of the same seed, run back to back: pairs cancel slow spells
+    traced_ratios: list[float] = field(default_factory=list)
     outside_rounds_ms: float | None = None  # traced E2E minus its rounds: prefill, mostly
     trace: list[dict[str, Any]] = field(default_factory=list)
     target_nll: float | None = None
@@ -289,6 +292,9 @@ class BenchResult:
 
     @property
     def tracing_overhead(self) -> float | None:
+        """Median over seeds of traced / untraced E2E of the same seed, minus 1."""
+        if self.traced_ratios:
+            return statistics.median(self.traced_ratios) - 1.0
         med = self.median_e2e_s
         if self.traced_e2e_s is None or not med:
             return None
@@ -327,6 +333,7 @@ class BenchResult:
             "per_position_acceptance": self.per_position_acceptance,
             "phase_ms": self.phase_ms,
             "traced_e2e_s": self.traced_e2e_s,
+            "traced_ratios": list(self.traced_ratios),
             "outside_rounds_ms": self.outside_rounds_ms,
             "tracing_overhead": self.tracing_overhead,
             "kernel": self.kernel,
@@ -477,6 +484,30 @@ def _record_timed(r: BenchResult, req: _Request, seed: int, keep_output: bool) -
     r.last_outputs[seed] = list(s.token_ids)
 
 
+def _record_traced(
+    r: BenchResult,
+    engine: Any,
+    prompt_ids: list[int],
+    s: Settings,
+    untraced_e2e_s: float,
+    cancel: threading.Event | None,
+) -> None:
+    """Run `s` traced; its E2E against the untraced run of the same seed just before is one
+    overhead sample. The first traced request of a setting gives its phase split and trace."""
+    req = _run_request(engine, prompt_ids, s.replace(traced=True), cancel, True)
+    assert req.summary is not None
+    r.traced_ratios.append(req.summary.e2e_s / untraced_e2e_s)
+    if r.phase_ms is not None:
+        return
+    r.traced_e2e_s = req.summary.e2e_s
+    r.phase_ms = {p: req.summary.phase_s.get(p, 0.0) * 1e3 for p in PHASES}
+    r.trace = [_round_trace(ev) for ev in req.rounds]
+    in_rounds = sum(ev.timings.total for ev in req.rounds)
+    r.outside_rounds_ms = max(req.summary.e2e_s - in_rounds, 0.0) * 1e3
+    if not r.kernels:  # no speculative round: the kernel of its single-row forwards
+        r.kernels.update(ev.kernel for ev in req.rounds if ev.kernel)
+
+
 def _round_trace(ev: RoundEvent) -> dict[str, Any]:
     ms = ev.timings.as_ms()
     return {
@@ -595,8 +626,9 @@ def run_protocol(
     For each setting (a target-only baseline is added when none is given): `warmup` requests,
     then `invocations` x `seeds` timed untraced requests of exactly `tokens` tokens with EOS
     ignored (invocations outermost, so a slow spell on a shared machine hits every setting),
-    then one traced request for the phase split. Seeds are settings.seed + 0..seeds-1, the
-    same for every setting. Quality: target NLL of the first invocation's outputs against a
+    and, in the first invocation, a traced request right after each untraced one with the
+    same seed: the pairs give the tracing overhead, the first the phase split. Seeds are
+    settings.seed + 0..seeds-1, the same for every setting. Quality: target NLL of the first invocation's outputs against a
     target-only run with the same sampling parameters; greedy settings are checked token by
     token against target-only outputs of `reference` (default: the same engine). `peer`
     adds mlx-lm rows (and greedy rows of ours to compare them with, when none match).
@@ -623,7 +655,7 @@ def run_protocol(
     reference = engine if reference is None else reference
     plan = _plan_references(prepared, reference is engine, quality)
 
-    total = len(prepared) * (warmup + invocations * seeds + (1 if traced else 0))
+    total = len(prepared) * (warmup + invocations * seeds + (seeds if traced else 0))
     total += sum(seeds for _ in plan["nll"]) + sum(seeds for _ in plan["greedy"])
     if quality:
         total += len(prepared)
@@ -656,25 +688,12 @@ def run_protocol(
                 req = _run_request(engine, prompt_ids, b.settings.replace(seed=seed), cancel)
                 _record_timed(results[b.name], req, seed, keep_output=inv == 0)
                 tick(f"{b.name} invocation {inv + 1}/{invocations} seed {seed}")
-
-    # Traced: one request per setting for the phase split and the per-round trace.
-    if traced:
-        for b in prepared:
-            check_cancel()
-            seed = seed_lists[b.name][0]
-            req = _run_request(
-                engine, prompt_ids, b.settings.replace(seed=seed, traced=True), cancel, True
-            )
-            r = results[b.name]
-            assert req.summary is not None
-            r.traced_e2e_s = req.summary.e2e_s
-            r.phase_ms = {p: req.summary.phase_s.get(p, 0.0) * 1e3 for p in PHASES}
-            r.trace = [_round_trace(ev) for ev in req.rounds]
-            in_rounds = sum(ev.timings.total for ev in req.rounds)
-            r.outside_rounds_ms = max(req.summary.e2e_s - in_rounds, 0.0) * 1e3
-            if not r.kernels:  # no speculative round: the kernel of its single-row forwards
-                r.kernels.update(ev.kernel for ev in req.rounds if ev.kernel)
-            tick(f"traced {b.name}")
+                if traced and inv == 0:
+                    check_cancel()
+                    assert req.summary is not None
+                    _record_traced(results[b.name], engine, prompt_ids,
+                                   b.settings.replace(seed=seed), req.summary.e2e_s, cancel)  # fmt: skip
+                    tick(f"traced {b.name} seed {seed}")
 
     if peer is not None:
         for row in _run_peer(peer, prompt_ids, tokens, seeds, invocations, warmup, tick,
@@ -1071,7 +1090,9 @@ def _report_markdown(report: BenchReport) -> str:
         f"template); {p['tokens']} new tokens per request, EOS ignored; {p['warmup']} warm-up "
         f"request(s) per setting, then {p['invocations']} invocations x {p['seeds']} seeds "
         f"({p['invocations'] * p['seeds']} timed untraced requests per setting, each from an "
-        "empty cache); one traced request per setting for the phase split.\n"
+        "empty cache); in the first invocation each is followed by a traced request with the "
+        "same seed: the pairs give the tracing overhead (median ratio), the first the phase "
+        "split.\n"
     )
     out.append(
         "| Configuration | Acceptance | Avg. rounds/request | Median E2E latency | vs target-only |"

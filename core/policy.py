@@ -104,10 +104,17 @@ class CostAwarePolicy:
 
     rate(k) = E[tokens](k, a) / (k * t_draft + t_verify(k + 1) + t_overhead); k = 0 is a
     target step costing t_verify(1). Acceptance per position is a Beta-smoothed online count,
-    so early rounds lean on the prior and later rounds on what the pair actually does.
-    Choosing k = 0 teaches nothing, so after `probe_every` target steps in a row one round
-    proposes the best k >= 1 anyway: a pair whose acceptance rises (a new, easier passage)
-    is noticed instead of being written off for the rest of the run.
+    so early rounds lean on the prior and later rounds on what the pair actually does. A
+    position's prior is the pooled acceptance of all positions seen (itself smoothed towards
+    `prior`): a position never yet reached is assumed to behave like the ones that were, so
+    short probes that are all accepted raise the estimate for long proposals too (with a
+    fixed prior, k stayed at 0-1 on the H200 while every draft was accepted).
+    Choosing k = 0 teaches nothing, so the first round and every round after `probe_every`
+    target steps in a row propose k >= 1 anyway: a pair whose acceptance rises (a new,
+    easier passage) is noticed instead of being written off for the rest of the run. A probe
+    that is wholly accepted is followed at once by one twice as long (1, 2, 4, ... k_max, as
+    TCP's slow start): proving that long proposals pay takes long accepted runs, and at
+    k_max = 31 single-token probes every 16 rounds would need the whole request to gather them.
     """
 
     def __init__(
@@ -125,14 +132,20 @@ class CostAwarePolicy:
     ) -> None:
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
-        self.hits = [prior * prior_weight] * MAX_K
-        self.tries = [prior_weight] * MAX_K
+        self.prior, self.prior_weight = prior, prior_weight
+        self.hits = [0] * MAX_K  # observed counts only; the prior enters in acceptance()
+        self.tries = [0] * MAX_K
         self._cache: int | None = None
         self.probe_every = probe_every
-        self._zeros = 0  # consecutive k = 0 rounds
+        self._zeros = probe_every  # consecutive k = 0 rounds; full, so the first round probes
+        self._probe_k = 1  # the next probe's length: doubles while probes are wholly accepted
+        self._probing = False
 
     def acceptance(self) -> list[float]:
-        return [h / t for h, t in zip(self.hits, self.tries, strict=True)]
+        """Per position, P(accept i | reached i): its counts smoothed towards the pooled rate."""
+        w = self.prior_weight
+        pooled = (sum(self.hits) + self.prior * w) / (sum(self.tries) + w)
+        return [(h + pooled * w) / (t + w) for h, t in zip(self.hits, self.tries, strict=True)]
 
     def rate(self, k: int, accept: list[float] | None = None) -> float:
         """Expected committed tokens per second when proposing k."""
@@ -147,13 +160,23 @@ class CostAwarePolicy:
             a = self.acceptance()
             ks = range(self.k_min, self.k_max + 1)
             self._cache = max(ks, key=lambda k: (self.rate(k, a), -k))
+        self._probing = False
         if self._cache == 0 and self.probe_every and self._zeros >= self.probe_every:
             a = self.acceptance()
-            return max(range(max(self.k_min, 1), self.k_max + 1), key=lambda k: self.rate(k, a))
+            best = max(range(max(self.k_min, 1), self.k_max + 1), key=lambda k: self.rate(k, a))
+            self._probing = True
+            return max(best, min(self._probe_k, self.k_max))
         return self._cache
 
     def observe(self, proposed: int, accepted: int) -> None:
         self._zeros = self._zeros + 1 if proposed == 0 else 0
+        if self._probing and proposed:
+            if accepted == proposed:  # wholly accepted: probe again, twice as long
+                self._probe_k = min(2 * proposed, self.k_max)
+                self._zeros = self.probe_every
+            else:
+                self._probe_k = max(accepted, 1)
+            self._probing = False
         # Conditional counts: position i was tried only if all before it were accepted, which
         # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
         # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.

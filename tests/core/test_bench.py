@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import threading
 from collections import Counter
 from pathlib import Path
@@ -92,7 +93,10 @@ def test_timed_requests_are_invocations_times_seeds_and_warmup_is_excluded(engin
         assert r.to_dict()["timed_requests"] == 6
         s = _key(Settings.from_dict(r.settings))
         assert untraced[s] == 2 + 3 * 2  # warm-up + timed; no extra references needed here
-        assert traced[s] == 1
+        assert traced[s] == 2  # one per seed, paired with the untraced one of that seed
+        assert len(r.traced_ratios) == 2 and r.tracing_overhead == pytest.approx(
+            statistics.median(r.traced_ratios) - 1.0
+        )
     # Every request: a fresh cache (the whole prompt but its last token prefilled), exactly N
     # tokens whatever EOS says, and seeds 0, 1 repeated per invocation.
     assert counting.resets == len(counting.requests)

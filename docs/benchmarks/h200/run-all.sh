@@ -8,7 +8,8 @@
 #   seed   the seed's table: target-only, draft-only, fixed-4/6/8 at TV 1, fixed-8 at
 #          TV 0.75/0.5, no bonus (the seed's engine)                                    ~3 min
 #   ours   bonus on, the k x dispatch 2 x 2, dispatch=fastest, fused draft, cost-aware  ~4 min
-#   peer   greedy: ours against mlx-lm's generate_step and speculative_generate_step   ~2 min
+#   peer   greedy: ours against mlx-lm's generate_step and speculative_generate_step   ~4 min
+#   final  TV = 1 at k = 8/15/31, fused draft, cost-aware k <= 31 at TV 1 and 0.5       ~4 min
 # Every bench part measures target-only again, so each file has its own baseline.
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
@@ -16,7 +17,7 @@ export PYTHONUNBUFFERED=1
 M=${M:-"--target shape:qwen2.5-7b --draft shape:qwen2.5-0.5b"}
 T=${TOKENS:-256}
 SM=${STEP_MODELS:-"--model shape:qwen2.5-0.5b --model shape:qwen2.5-7b"}
-PARTS=${PARTS:-"steps seed ours peer"}
+PARTS=${PARTS:-"steps seed ours peer final"}
 python3 -c "import mlx.core as mx; print(mx.default_device(), mx.device_info().get('device_name'))" || exit 3
 
 bench() {  # bench NAME [bench flags...]
@@ -44,6 +45,11 @@ for part in $PARTS; do
         --profile cost-aware:rule=mentored,tv_budget=1.0 \
         --profile fixed-8-tv1:k=15,bonus=true --profile fixed-8-tv1:k=31,bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 ;;
+    final)  # after the cost-aware fix (pooled prior, doubling probes) and pipelined tracing
+      bench final --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,bonus=true \
+        --profile fixed-8-tv1:k=15,bonus=true,fused_draft=true --profile fixed-8-tv1:k=31,bonus=true \
+        --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 --profile fixed-8-tv0.5:bonus=true \
+        --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=31 ;;
     peer)
       bench peer --profile target-only:temperature=0.0 --peer mlx-lm --peer-k 4 ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
