@@ -268,7 +268,7 @@ class Engine:
                 policy = self._policy_for(s, len(seq))
                 k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
                 ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
-                policy.observe(ev.proposed, ev.accepted)
+                policy.observe(ev.proposed, ev.accepted, ev.timings.total)
                 events: Iterator[RoundEvent] = iter((ev,))
             else:
                 events = self._single_model_rounds(

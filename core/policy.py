@@ -1,7 +1,8 @@
 """Proposal policies: how many tokens to draft next round, from what the rounds so far showed.
 
-A policy observes each finished round (proposed, accepted) and answers `next_k()`. k = 0
-means a plain target step. The cost-aware policy also reads a measured verify-cost curve.
+A policy observes each finished round (proposed, accepted, and its wall time) and answers
+`next_k()`. k = 0 means a plain target step. The cost-aware policy also reads a measured
+verify-cost curve, and corrects it with the round times it observes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class Policy(Protocol):
 
     def next_k(self) -> int: ...
 
-    def observe(self, proposed: int, accepted: int) -> None: ...
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None: ...
 
 
 class FixedPolicy:
@@ -29,7 +30,7 @@ class FixedPolicy:
     def next_k(self) -> int:
         return self.k
 
-    def observe(self, proposed: int, accepted: int) -> None:
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         pass
 
 
@@ -43,7 +44,7 @@ class AcceptanceRatePolicy:
     def next_k(self) -> int:
         return self.k
 
-    def observe(self, proposed: int, accepted: int) -> None:
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if proposed == 0:
             return
         rate = accepted / proposed
@@ -63,7 +64,7 @@ class AcceptedLengthPolicy:
     def next_k(self) -> int:
         return min(max(round(self.ema) + 1, self.k_min), self.k_max)
 
-    def observe(self, proposed: int, accepted: int) -> None:
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if proposed:
             self.ema = (1 - self.alpha) * self.ema + self.alpha * accepted
 
@@ -77,7 +78,7 @@ class HeuristicPolicy:
     def next_k(self) -> int:
         return self.k
 
-    def observe(self, proposed: int, accepted: int) -> None:
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if proposed == 0:
             return
         step = 2 if accepted == proposed else -1
@@ -99,6 +100,10 @@ def expected_tokens(k: int, accept: list[float], bonus: bool) -> float:
     return total + (1.0 - reach) + (reach if bonus else 0.0)
 
 
+COST_EMA = 0.2  # weight of each observed round in the cost scale
+SCALE_CLIP = (0.2, 5.0)  # one round far off (a compile, a stall) moves the scale at most this
+
+
 class CostAwarePolicy:
     """Pick k to maximise expected tokens per second from a measured cost curve.
 
@@ -115,6 +120,11 @@ class CostAwarePolicy:
     that is wholly accepted is followed at once by one twice as long (1, 2, 4, ... k_max, as
     TCP's slow start): proving that long proposals pay takes long accepted runs, and at
     k_max = 31 single-token probes every 16 rounds would need the whole request to gather them.
+    The curve is a calibration; the rounds are the truth. Each observed round time is compared
+    with the curve's price for it, and an EMA of that ratio, one for target steps and one for
+    drafted rounds, scales the prices: a sampled draft step dearer than the calibrated greedy
+    one, or a host that got slower, moves the choice (on the H200 the calibrated price was
+    optimistic and k stayed too long at TV = 0.5).
     """
 
     def __init__(
@@ -140,6 +150,7 @@ class CostAwarePolicy:
         self._zeros = probe_every  # consecutive k = 0 rounds; full, so the first round probes
         self._probe_k = 1  # the next probe's length: doubles while probes are wholly accepted
         self._probing = False
+        self.scale = [1.0, 1.0]  # observed / calibrated round cost: [k = 0, k >= 1], an EMA
 
     def acceptance(self) -> list[float]:
         """Per position, P(accept i | reached i): its counts smoothed towards the pooled rate."""
@@ -147,12 +158,16 @@ class CostAwarePolicy:
         pooled = (sum(self.hits) + self.prior * w) / (sum(self.tries) + w)
         return [(h + pooled * w) / (t + w) for h, t in zip(self.hits, self.tries, strict=True)]
 
+    def priced(self, k: int) -> float:
+        """The calibrated seconds of a round proposing k (before the observed scale)."""
+        if k == 0:
+            return self.t_verify(1) + self.t_overhead
+        return k * self.t_draft + self.t_verify(k + 1) + self.t_overhead
+
     def rate(self, k: int, accept: list[float] | None = None) -> float:
         """Expected committed tokens per second when proposing k."""
         a = self.acceptance() if accept is None else accept
-        if k == 0:
-            return 1.0 / (self.t_verify(1) + self.t_overhead)
-        cost = k * self.t_draft + self.t_verify(k + 1) + self.t_overhead
+        cost = self.priced(k) * self.scale[k > 0]
         return expected_tokens(k, a, self.bonus) / cost
 
     def next_k(self) -> int:
@@ -168,7 +183,13 @@ class CostAwarePolicy:
             return max(best, min(self._probe_k, self.k_max))
         return self._cache
 
-    def observe(self, proposed: int, accepted: int) -> None:
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
+        if seconds is not None and seconds > 0.0:
+            priced = self.priced(proposed)
+            if priced > 0.0:
+                ratio = min(max(seconds / priced, SCALE_CLIP[0]), SCALE_CLIP[1])
+                i = int(proposed > 0)
+                self.scale[i] += COST_EMA * (ratio - self.scale[i])
         self._zeros = self._zeros + 1 if proposed == 0 else 0
         if self._probing and proposed:
             if accepted == proposed:  # wholly accepted: probe again, twice as long

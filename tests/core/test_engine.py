@@ -694,3 +694,24 @@ def test_dispatch_fastest_calibrates_once_with_the_padded_kernel_and_changes_no_
     engine.reset()
     run(engine, PROMPT, s.replace(dispatch="fastest"))
     assert engine.cost_curve is curve  # measured once per engine, not per request
+
+
+def test_cost_aware_rounds_feed_their_times_to_the_policy(target, close_draft, greedy_ref) -> None:
+    """The engine hands each round's wall time to the policy, whose cost scale then leaves
+    1.0; k stays within 0..k_max and the first round probes."""
+    from core.dispatch import VerifyCostCurve
+    from core.policy import CostAwarePolicy
+
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    engine.cost_curve = VerifyCostCurve(
+        "cpu", "", 16, {"auto": {1: 1e-3, 2: 1.1e-3, 5: 1.2e-3}}, draft_step_s=1e-4
+    )
+    s = Settings(mode="speculative", policy="cost-aware", k_max=4, temperature=0.0,
+                 max_tokens=24, ignore_eos=True, traced=False)  # fmt: skip
+    events, summary = run(engine, PROMPT, s)
+    policy = engine._policy
+    assert isinstance(policy, CostAwarePolicy)
+    assert events[0].proposed >= 1
+    assert all(0 <= e.proposed <= 4 for e in events)
+    assert policy.scale != [1.0, 1.0]
+    assert tuple(summary.token_ids) == tuple(greedy_ref[:24])  # greedy: the target's own text

@@ -341,3 +341,32 @@ def test_fastest_dispatch_reads_the_cheaper_measured_mode():
     assert t(7) == pytest.approx(0.0235) and t(3) == pytest.approx(0.0188)
     assert verify_cost(curve, "auto")(7) == pytest.approx(0.0356)
     assert fastest_dispatch(None, 7) == "auto"
+
+
+def test_cost_aware_observed_round_times_correct_the_curve():
+    """The calibration said a draft step costs 1.8 ms; the rounds say drafted rounds take 3x
+    their price. At 0.9 per-position acceptance that turns k = 8 into k = 0."""
+    curve = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6}
+
+    def t_verify(rows: int) -> float:
+        return curve.get(rows, 21.0) * 1e-3
+
+    p = CostAwarePolicy(t_verify, 1.8e-3, prior=0.9, prior_weight=1e9, probe_every=0)
+    assert p.next_k() == 8
+    for _ in range(30):
+        k = p.next_k()
+        p.observe(k, k, seconds=3.0 * p.priced(k) if k else p.priced(0))
+    # Drafted rounds stop once their observed price loses to a target step's.
+    assert p.next_k() == 0 and 1.4 < p.scale[1] <= 3.0 and p.scale[0] == pytest.approx(1.0)
+    # Target steps observed dearer than priced make drafting attractive again.
+    for _ in range(30):
+        p.observe(0, 0, seconds=4.0 * p.priced(0))
+    assert p.next_k() == 8
+
+
+def test_cost_aware_scale_ignores_missing_times_and_clips_outliers():
+    p = CostAwarePolicy(flat_curve, 1e-3)
+    p.observe(2, 2)  # no time: the scale is untouched
+    assert p.scale == [1.0, 1.0]
+    p.observe(2, 2, seconds=1e3)  # a stall: at most SCALE_CLIP[1] enters the EMA
+    assert p.scale[1] == pytest.approx(1.0 + 0.2 * (5.0 - 1.0))
