@@ -115,7 +115,8 @@ class CostAwarePolicy:
     short probes that are all accepted raise the estimate for long proposals too (with a
     fixed prior, k stayed at 0-1 on the H200 while every draft was accepted).
     Choosing k = 0 teaches nothing, so the first round and every round after `probe_every`
-    target steps in a row propose k >= 1 anyway: a pair whose acceptance rises (a new,
+    target steps in a row propose k >= 1 anyway (unless no k could pay even at full
+    acceptance, as on MLX's CPU backend): a pair whose acceptance rises (a new,
     easier passage) is noticed instead of being written off for the rest of the run. A probe
     that is wholly accepted is followed at once by one twice as long (1, 2, 4, ... k_max, as
     TCP's slow start): proving that long proposals pay takes long accepted runs, and at
@@ -176,12 +177,26 @@ class CostAwarePolicy:
             ks = range(self.k_min, self.k_max + 1)
             self._cache = max(ks, key=lambda k: (self.rate(k, a), -k))
         self._probing = False
-        if self._cache == 0 and self.probe_every and self._zeros >= self.probe_every:
+        if (
+            self._cache == 0
+            and self.probe_every
+            and self._zeros >= self.probe_every
+            and self._could_pay()
+        ):
             a = self.acceptance()
             best = max(range(max(self.k_min, 1), self.k_max + 1), key=lambda k: self.rate(k, a))
             self._probing = True
             return max(best, min(self._probe_k, self.k_max))
         return self._cache
+
+    def _could_pay(self) -> bool:
+        """Whether some k >= 1 beats a target step even if every draft were accepted: where
+        none does (MLX's CPU backend verifies R rows at ~R steps' cost), probing is waste."""
+        ones = [1.0] * MAX_K
+        best = max(
+            (self.rate(k, ones) for k in range(max(self.k_min, 1), self.k_max + 1)), default=0.0
+        )
+        return best > self.rate(0, ones)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:

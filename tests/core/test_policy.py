@@ -370,3 +370,17 @@ def test_cost_aware_scale_ignores_missing_times_and_clips_outliers():
     assert p.scale == [1.0, 1.0]
     p.observe(2, 2, seconds=1e3)  # a stall: at most SCALE_CLIP[1] enters the EMA
     assert p.scale[1] == pytest.approx(1.0 + 0.2 * (5.0 - 1.0))
+
+
+def test_cost_aware_never_probes_where_no_k_could_pay():
+    """MLX's CPU backend: verifying R rows costs ~R steps and a draft step ~ a target step
+    (SmolLM2 and its 4-bit self-draft, ~93 ms each). Even at full acceptance a round of k
+    drafts commits k + 1 tokens for 2k + 1 steps' time, so the policy must not probe at all;
+    measured on the CPU before this rule, doubling probes ran k = 1, 2, 4, 8, 8, 8 at 0.51x."""
+    p = CostAwarePolicy(lambda rows: 93e-3 * rows, 93e-3, k_max=8)
+    ks = []
+    for _ in range(40):
+        k = p.next_k()
+        ks.append(k)
+        p.observe(k, k)
+    assert ks == [0] * 40
