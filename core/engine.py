@@ -111,6 +111,7 @@ class _Tally:
     pos_hits: list[int] = field(default_factory=lambda: [0] * MAX_K)
     tv_sum: float = 0.0
     tv_count: int = 0
+    draft_catch_up: int = 0  # tokens the draft prefilled in its first drafting round
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
     spec_rounds: int = 0
@@ -241,7 +242,10 @@ class Engine:
         prefilled = self._prefill(
             seq,
             s,
-            uses_draft=s.mode != "target-only" and fallback is None,
+            # A speculative draft catches up in its first round that drafts (below): the
+            # cost-aware policy may never draft here (on the CPU it does not), and then the
+            # draft's prefill would only double the time to the first token.
+            uses_draft=s.mode == "draft-only" and fallback is None,
             uses_target=s.mode != "draft-only",
         )
         tally = _Tally()
@@ -267,7 +271,7 @@ class Engine:
                     self._ensure_curve(s, len(seq))
                 policy = self._policy_for(s, len(seq))
                 k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
-                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
+                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally)
                 policy.observe(ev.proposed, ev.accepted, ev.timings.total)
                 events: Iterator[RoundEvent] = iter((ev,))
             else:
@@ -283,6 +287,7 @@ class Engine:
 
         self._settle(seq)
         e2e = time.perf_counter() - t_start
+        prefilled = max(prefilled, tally.draft_catch_up)  # the larger of the two catch-ups
         yield self._summary(tally, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
 
     def _policy_for(self, s: Settings, context: int) -> Policy:
@@ -373,17 +378,22 @@ class Engine:
             return ""
 
     def _speculative_round(
-        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int
+        self, seq: list[int], s: Settings, k: int, key: mx.array, tally: _Tally
     ) -> RoundEvent:
         """Draft k tokens, verify k + 1 rows in one target pass, accept on the device, rewind."""
         assert self._d is not None
+        t, d = self._t, self._d
+        index = tally.rounds
+        if k and len(seq) - 1 > len(d.seq):  # first drafting round: catch up, outside the round
+            todo = seq[len(d.seq) : -1]
+            d.prefill(todo, s.prefill_chunk)
+            tally.draft_catch_up = max(tally.draft_catch_up, len(todo))
         cfg = self._logits_config(s)
         timer = RoundTimer(s.traced)
         greedy = cfg.greedy
         keys = mx.random.split(key, k + 1)
         hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
         V = self.vocab_size
-        t, d = self._t, self._d
         start = max(len(seq) - 2, 0)
 
         # Draft: k steps chained lazily; async_eval keeps the device fed without a host sync.

@@ -715,3 +715,20 @@ def test_cost_aware_rounds_feed_their_times_to_the_policy(target, close_draft, g
     assert all(0 <= e.proposed <= 4 for e in events)
     assert policy.scale != [1.0, 1.0]
     assert tuple(summary.token_ids) == tuple(greedy_ref[:24])  # greedy: the target's own text
+
+
+def test_draft_prefills_only_when_a_round_first_drafts(target, close_draft, greedy_ref) -> None:
+    """Speculative with k = 0 never feeds the draft (its prefill would only delay the first
+    token); the first round that drafts catches it up, and the text stays the target's."""
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    s = Settings(mode="speculative", k=0, temperature=0.0, max_tokens=6, ignore_eos=True)
+    _, first = run(engine, PROMPT, s)
+    st = engine.cache_state()
+    assert st["draft_seq"] == [] and st["draft_offset"] == 0
+    assert first.prefill_tokens == len(PROMPT) - 1
+    text = list(PROMPT) + list(first.token_ids)
+    _, second = run(engine, text, s.replace(k=3, max_tokens=10))
+    assert_caches(engine, text + list(second.token_ids), settled=True)
+    assert engine.cache_state()["draft_seq"]  # caught up in its first drafting round
+    assert second.prefill_tokens == len(text) - 1  # the draft's catch-up, the larger one
+    assert tuple(first.token_ids) + tuple(second.token_ids) == tuple(greedy_ref[:16])
