@@ -301,9 +301,19 @@ class Engine:
             self._policy, self._policy_sig = make_policy(s, self.cost_curve), sig
         return self._policy
 
+    def needs_curve(self, s: Settings) -> bool:
+        """Whether a speculative run with `s` will stop to calibrate first: the cost-aware
+        policy needs a curve, dispatch=fastest one that measured the padded kernel. A caller
+        with a progress display (the TUI) calibrates itself first; otherwise the round waits."""
+        if s.mode != "speculative" or not self.speculation_ok:
+            return False
+        curve = self.cost_curve
+        if s.dispatch == "fastest" and (curve is None or "gemm" not in curve.modes):
+            return True
+        return s.policy == "cost-aware" and curve is None
+
     def _ensure_curve(self, s: Settings, context: int) -> None:
-        """Calibrate on first need (a few seconds; the round waits): the cost-aware policy
-        needs a curve, and dispatch=fastest needs one that measured the padded kernel."""
+        """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""
         curve = self.cost_curve
         if curve is None or (s.dispatch == "fastest" and "gemm" not in curve.modes):
             self.cost_curve = self._quick_calibration(s, context)

@@ -260,6 +260,8 @@ class SpecDecApp(App[int]):
         if self.info is None:
             return "no models loaded"
         if self.run_id is not None:
+            if self.calibration_label:  # a cost-aware run calibrating before its first round
+                return f"calibrating before the first round: {self.calibration_label}"
             return f"generating: round {len(self.stats.rounds)}"
         if self.calibrating:
             return "calibrating…"
@@ -630,6 +632,8 @@ class SpecDecApp(App[int]):
         self.calibration_label = f"{message.fraction:.0%} {message.label}"
         self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
                                           self.calibration_label)
+        if self.run_id is not None:
+            self._show_settings()  # the status line carries the progress of a run's calibration
 
     def on_calibrated(self, message: Calibrated) -> None:
         self.calibrating = False

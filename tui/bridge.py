@@ -89,6 +89,8 @@ class EngineSession(Protocol):
         self, settings: Settings, progress: Callable[[float, str], None]
     ) -> CurveInfo: ...
 
+    def needs_curve(self, settings: Settings) -> bool: ...
+
     def bench(
         self,
         prompt_ids: list[int],
@@ -318,6 +320,14 @@ class EngineBridge:
             return
         summary: RunSummary | None = None
         try:
+            settings = cmd.args["settings"]
+            if session.needs_curve(settings):
+                # The run would calibrate silently before its first token (~30 s on a CPU):
+                # do it here, where the Kernels panel shows the progress and then the curve.
+                def progress(fraction: float, label: str) -> None:
+                    self._post(CalibrationProgress(fraction, f"first use, {label}"))
+
+                self._post(Calibrated(session.calibrate(settings, progress)))
             for item in session.generate(
                 prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
             ):

@@ -109,6 +109,9 @@ class MLXSession:
         return self.engine.generate(prompt_ids, settings, cancel=cancel,
                                     settings_source=settings_source)
 
+    def needs_curve(self, settings: Settings) -> bool:
+        return self.engine.needs_curve(settings)
+
     def calibrate(self, settings: Settings, progress: Callable[[float, str], None]) -> CurveInfo:
         """Measure verify cost for 1..k_max+1 rows (at least 9, past CUDA's GEMM switch)."""
         from core.dispatch import calibrate

@@ -732,3 +732,17 @@ def test_draft_prefills_only_when_a_round_first_drafts(target, close_draft, gree
     assert engine.cache_state()["draft_seq"]  # caught up in its first drafting round
     assert second.prefill_tokens == len(text) - 1  # the draft's catch-up, the larger one
     assert tuple(first.token_ids) + tuple(second.token_ids) == tuple(greedy_ref[:16])
+
+
+def test_needs_curve_says_when_a_run_would_calibrate_first(target, close_draft) -> None:
+    from core.dispatch import VerifyCostCurve
+
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    aware = Settings(mode="speculative", policy="cost-aware")
+    assert engine.needs_curve(aware)
+    assert not engine.needs_curve(aware.replace(mode="target-only"))
+    assert not engine.needs_curve(aware.replace(policy="fixed"))
+    assert engine.needs_curve(Settings(mode="speculative", dispatch="fastest"))
+    engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: 1e-3, 2: 2e-3}}))
+    assert not engine.needs_curve(aware)
+    assert engine.needs_curve(aware.replace(dispatch="fastest"))  # it did not measure gemm

@@ -44,6 +44,8 @@ class Script:
     fallback_reason: str | None = None  # the summary says speculation fell back
     random_weights: bool = False
     speculation_ok: bool = True
+    needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
+    calibrate_delay_s: float = 0.0  # per calibration step
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
@@ -139,10 +141,14 @@ class FakeSession:
         summary = summarize(events, settings_source(), stop, len(prompt_ids))
         yield dataclasses.replace(summary, fallback_reason=self.script.fallback_reason)
 
+    def needs_curve(self, settings: Settings) -> bool:
+        return self.script.needs_curve and settings.policy == "cost-aware"
+
     def calibrate(self, settings: Settings, progress) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")
         for r in range(1, 10):
             progress(r / 9, f"auto: {r} rows")
+            time.sleep(self.script.calibrate_delay_s)
         t = {r: 0.09 * r if r < 8 else 0.09 * 8 for r in range(1, 10)}
         return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8, predicted_boundary=8,
                          kernels={r: "qmv" if r < 8 else "qmm_sm80" for r in range(1, 10)})

@@ -329,6 +329,27 @@ async def test_header_names_pair_and_backend(make_app) -> None:
         assert not app.query_one("#banner", Static).display
 
 
+async def test_first_cost_aware_run_calibrates_with_progress_first(make_app, script: Script) -> None:
+    """A cost-aware run with no curve calibrates on the engine thread before generating, with
+    its progress and curve posted to the UI, instead of waiting silently inside the engine."""
+    script.needs_curve, script.calibrate_delay_s = True, 0.05
+    app = make_app(Settings(policy="cost-aware"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "hello"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "calibrating before the first round" in app._state_text())
+        await wait_for(pilot, lambda: app.curve is not None)
+        assert script.calls[:2] == ["calibrate", "generate"]
+        assert app.calibration_label is None  # cleared once the curve arrived
+    script.calls.clear()
+    script.needs_curve = False
+    app = make_app(Settings(policy="fixed"))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        assert script.calls == ["generate"] and app.curve is None
+
+
 async def test_calibrate_fills_the_kernels_panel(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
