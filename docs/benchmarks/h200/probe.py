@@ -25,13 +25,18 @@ import mlx.nn as nn
 
 
 def _t(fn, n: int = 20, rep: int = 5) -> float:
-    fn(); mx.synchronize()
+    """Median ms per call of `fn`, n calls evaluated together per repeat.
+
+    (The probe run of 2026-11-29 evaluated only the last of the n calls, so its part A numbers
+    are per-call overheads divided by n; docs/benchmarks/h200.md uses parts B and C only.)
+    """
+    mx.eval(fn())
+    mx.synchronize()
     out = []
     for _ in range(rep):
         t = time.perf_counter()
-        for _ in range(n):
-            y = fn()
-        mx.eval(y); mx.synchronize()
+        mx.eval([fn() for _ in range(n)])
+        mx.synchronize()
         out.append((time.perf_counter() - t) / n)
     return statistics.median(out) * 1e3
 
@@ -48,9 +53,11 @@ def part_a() -> dict:
         for m in (1, 2, 5, 8, 9, 16, 32):
             x = mx.random.normal((m, k)).astype(mx.bfloat16)
             mx.eval(x)
-            q = _t(lambda: mx.quantized_matmul(x, wq, s, b, transpose=True, group_size=64, bits=4))
-            dq = _t(lambda: x @ mx.dequantize(wq, s, b, group_size=64, bits=4).T)
-            d = _t(lambda: x @ wd.T)
+            q = _t(lambda x=x, wq=wq, s=s, b=b: mx.quantized_matmul(
+                x, wq, s, b, transpose=True, group_size=64, bits=4))
+            dq = _t(lambda x=x, wq=wq, s=s, b=b: x @ mx.dequantize(
+                wq, s, b, group_size=64, bits=4).T)
+            d = _t(lambda x=x, wd=wd: x @ wd.T)
             res[f"{name}/{m}"] = {"qmm": q, "dequant_mm": dq, "dense": d}
             print("A", name, m, f"qmm {q:.3f} dequant+mm {dq:.3f} dense {d:.3f} ms", flush=True)
     return res
@@ -83,7 +90,7 @@ def part_b() -> dict:
         try:
             for r in (1, 2, 5, 8, 9, 12, 16):
                 ts = []
-                for i in range(8):
+                for _ in range(8):
                     x = mx.random.randint(0, vocab, (1, r))
                     mx.eval(x)
                     t = time.perf_counter()
@@ -149,7 +156,8 @@ def part_c() -> dict:
 
 
 def main() -> int:
-    out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
     parts = sys.argv[2:] or ["A", "B", "C"]
     for part in parts:
         t = time.perf_counter()
