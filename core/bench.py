@@ -293,12 +293,7 @@ class BenchResult:
     @property
     def tracing_overhead(self) -> float | None:
         """Median over seeds of traced / untraced E2E of the same seed, minus 1."""
-        if self.traced_ratios:
-            return statistics.median(self.traced_ratios) - 1.0
-        med = self.median_e2e_s
-        if self.traced_e2e_s is None or not med:
-            return None
-        return self.traced_e2e_s / med - 1.0
+        return statistics.median(self.traced_ratios) - 1.0 if self.traced_ratios else None
 
     @property
     def kernel(self) -> str | None:

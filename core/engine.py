@@ -271,7 +271,9 @@ class Engine:
                     self._ensure_curve(s, len(seq))
                 policy = self._policy_for(s, len(seq))
                 k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
-                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally)
+                if k > 0:
+                    tally.draft_catch_up = max(tally.draft_catch_up, self._catch_up_draft(seq, s))
+                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
                 policy.observe(ev.proposed, ev.accepted, ev.timings.total)
                 events: Iterator[RoundEvent] = iter((ev,))
             else:
@@ -307,15 +309,15 @@ class Engine:
         with a progress display (the TUI) calibrates itself first; otherwise the round waits."""
         if s.mode != "speculative" or not self.speculation_ok:
             return False
+        return (s.policy == "cost-aware" or s.dispatch == "fastest") and self._curve_missing(s)
+
+    def _curve_missing(self, s: Settings) -> bool:
         curve = self.cost_curve
-        if s.dispatch == "fastest" and (curve is None or "gemm" not in curve.modes):
-            return True
-        return s.policy == "cost-aware" and curve is None
+        return curve is None or (s.dispatch == "fastest" and "gemm" not in curve.modes)
 
     def _ensure_curve(self, s: Settings, context: int) -> None:
         """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""
-        curve = self.cost_curve
-        if curve is None or (s.dispatch == "fastest" and "gemm" not in curve.modes):
+        if self._curve_missing(s):
             self.cost_curve = self._quick_calibration(s, context)
 
     def _fallback_reason(self, s: Settings) -> str | None:
@@ -370,6 +372,16 @@ class Engine:
 
     # -- rounds ------------------------------------------------------------------------------
 
+    def _catch_up_draft(self, seq: list[int], s: Settings) -> int:
+        """Before a round that drafts: feed the draft what it lags behind seq[:-1] (all of the
+        prompt in the first such round, since a speculative run does not prefill it up front).
+        Outside the round, so its timings and the policy's observed costs stay the round's."""
+        assert self._d is not None
+        todo = seq[len(self._d.seq) : -1]
+        if todo:
+            self._d.prefill(todo, s.prefill_chunk)
+        return len(todo)
+
     @staticmethod
     def _logits_config(s: Settings) -> LogitsConfig:
         return LogitsConfig(
@@ -388,16 +400,11 @@ class Engine:
             return ""
 
     def _speculative_round(
-        self, seq: list[int], s: Settings, k: int, key: mx.array, tally: _Tally
+        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int
     ) -> RoundEvent:
         """Draft k tokens, verify k + 1 rows in one target pass, accept on the device, rewind."""
         assert self._d is not None
         t, d = self._t, self._d
-        index = tally.rounds
-        if k and len(seq) - 1 > len(d.seq):  # first drafting round: catch up, outside the round
-            todo = seq[len(d.seq) : -1]
-            d.prefill(todo, s.prefill_chunk)
-            tally.draft_catch_up = max(tally.draft_catch_up, len(todo))
         cfg = self._logits_config(s)
         timer = RoundTimer(s.traced)
         greedy = cfg.greedy
@@ -533,13 +540,13 @@ class Engine:
         ctx_n = cfg.repetition_context
         kernel = self._kernel(1) if mode == "target-only" else ""
 
-        def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> tuple[mx.array, mx.array]:
+        def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> mx.array:
             logits = st.decode(tokens, V, s.fused_draft)
             if hist is not None:
                 logits = penalize(logits, hist, cfg)
             if cfg.greedy:
-                return logits, mx.argmax(logits, axis=-1)
-            return logits, sample(to_probs(logits, cfg), k)
+                return mx.argmax(logits, axis=-1)
+            return sample(to_probs(logits, cfg), k)
 
         def window(hist: mx.array | None, y: mx.array) -> mx.array | None:
             return None if hist is None else mx.concatenate([hist, y])[-ctx_n:]
@@ -553,7 +560,7 @@ class Engine:
         hist = mx.array(seq[-ctx_n:]) if cfg.repetition_penalty != 1.0 else None
         key, k0 = mx.random.split(key)
         timer = RoundTimer(s.traced)
-        _, y = step(mx.array(pending), hist, k0)
+        y = step(mx.array(pending), hist, k0)
         st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
@@ -562,7 +569,7 @@ class Engine:
             nxt = None
             if more:
                 key, kn = mx.random.split(key)
-                _, nxt = step(y, window(hist, y), kn)
+                nxt = step(y, window(hist, y), kn)
                 mx.async_eval(nxt)
             tok = int(y.item())
             timer.mark(phase)  # no barrier: the clock at the read that ends this round

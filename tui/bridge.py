@@ -324,10 +324,7 @@ class EngineBridge:
             if session.needs_curve(settings):
                 # The run would calibrate silently before its first token (~30 s on a CPU):
                 # do it here, where the Kernels panel shows the progress and then the curve.
-                def progress(fraction: float, label: str) -> None:
-                    self._post(CalibrationProgress(fraction, f"first use, {label}"))
-
-                self._post(Calibrated(session.calibrate(settings, progress)))
+                self._calibrate(session, settings, "first use, ")
             for item in session.generate(
                 prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
             ):
@@ -342,11 +339,13 @@ class EngineBridge:
         self._post(RunFinished(cmd.run_id, summary, prompt_ids))
 
     def _do_calibrate(self, cmd: _Command) -> None:
-        def progress(fraction: float, label: str) -> None:
-            self._post(CalibrationProgress(fraction, label))
+        self._calibrate(self._need_session(), cmd.args["settings"])
 
-        curve = self._need_session().calibrate(cmd.args["settings"], progress)
-        self._post(Calibrated(curve))
+    def _calibrate(self, session: EngineSession, settings: Settings, prefix: str = "") -> None:
+        def progress(fraction: float, label: str) -> None:
+            self._post(CalibrationProgress(fraction, prefix + label))
+
+        self._post(Calibrated(session.calibrate(settings, progress)))
 
     def _do_bench(self, cmd: _Command) -> None:
         session = self._need_session()
