@@ -61,7 +61,7 @@ class _ModelState:
     model: nn.Module
     cache: list[Any]
     seq: list[int] = field(default_factory=list)
-    fused: Any = None  # FusedDecodeStep once built; False when the model cannot use one
+    fused: Any = None  # CompiledDecodeStep once built; False when the model cannot use one
 
     def rewind(self, want: Sequence[int], start: int = 0) -> None:
         keep = _common_prefix(self.seq, want, start)
@@ -76,9 +76,9 @@ class _ModelState:
     def decode(self, tokens: mx.array, vocab: int, fused: bool) -> mx.array:
         """Logits of the last row; with `fused`, the last token goes through the compiled step."""
         if fused and self.fused is None:
-            from core.fused import FusedDecodeStep, supports
+            from core.drafting.compiled import CompiledDecodeStep, supports
 
-            self.fused = FusedDecodeStep(self.model) if supports(self.model) is None else False
+            self.fused = CompiledDecodeStep(self.model) if supports(self.model) is None else False
         if not (fused and self.fused):
             return self.forward(tokens, vocab)[-1:]
         if tokens.shape[0] > 1:

@@ -4,7 +4,7 @@ Speculation pays only when k draft steps cost well under the target steps they r
 this measures one greedy decode step at a real context length: evaluated per step,
 pipelined with async_eval (mlx-lm's generate_step schedule; also on a stream of its own, as
 mlx-lm runs it), chained lazily over k steps,
-and through the compiled fused step (core.fused), plus mlx-lm's own generate_step as the
+and through the compiled fused step (core.drafting.compiled), plus mlx-lm's own generate_step as the
 peer. It also counts the primitives in one step's graph (what the device must launch).
 
 Run: python -m core.stepcost --model shape:qwen2.5-0.5b --context 800 --json out.json
@@ -27,7 +27,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
-from core.fused import FusedDecodeStep, supports
+from core.drafting.compiled import CompiledDecodeStep, supports
 
 
 def _prefilled(model: nn.Module, context: int, vocab: int) -> list[Any]:
@@ -123,7 +123,7 @@ def measure(model: nn.Module, vocab: int, *, context: int = 800, steps: int = 64
 
     steppers: dict[str, Callable[[mx.array], mx.array]] = {"": unfused}
     if supports(model) is None:
-        fused = FusedDecodeStep(model)
+        fused = CompiledDecodeStep(model)
         steppers["fused_"] = lambda y: fused.step(y, cache)
     for prefix, step in steppers.items():
         for name, run in schedules(step).items():

@@ -1,5 +1,5 @@
 """Host time to build one draft step's lazy graph (no evaluation): the Python and MLX op
-construction every backend pays before any kernel runs. Unfused, compiled (core.fused), each
+construction every backend pays before any kernel runs. Unfused, compiled (core.drafting.compiled), each
 greedy and with the engine's sampling (repetition penalty, softmax, categorical draw).
 
 Run: python docs/benchmarks/h200/hostbuild.py [MODEL_SPEC]   (default shape:qwen2.5-0.5b)
@@ -11,7 +11,7 @@ import time
 
 import mlx.core as mx
 
-from core.fused import FusedDecodeStep
+from core.drafting.compiled import CompiledDecodeStep
 from core.models import load_model
 from core.sampling import LogitsConfig, penalize, sample, to_probs
 from core.stepcost import _prefilled
@@ -22,7 +22,7 @@ V = int(m.model.embed_tokens.weight.shape[0])
 cache = _prefilled(m, 64, V)
 base = cache[0].offset
 cfg = LogitsConfig(temperature=0.7, repetition_penalty=1.1, repetition_context=20)
-fused = FusedDecodeStep(m)
+fused = CompiledDecodeStep(m)
 
 
 def build(n: int, kind: str) -> float:

@@ -1,4 +1,4 @@
-"""The compiled decode step (core/fused.py) must change speed only, never a logit or a token."""
+"""The compiled decode step (core/drafting/compiled.py) must change speed only, never a logit or a token."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from mlx_lm.models import llama, qwen2
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
+from core.drafting.compiled import CompiledDecodeStep, supports
 from core.engine import Engine
 from core.events import RunSummary
-from core.fused import FusedDecodeStep, supports
 from core.settings import Settings
 
 VOCAB = 128
@@ -48,7 +48,7 @@ def test_fused_step_logits_and_cache_equal_the_model_forward(mod, qwen_shape, qu
     """Step by step over 300 tokens (past a buffer growth), with a trim in the middle as after
     a rejection: logits agree to float tolerance and the caches hold the same keys/values."""
     m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
-    fused = FusedDecodeStep(m)
+    fused = CompiledDecodeStep(m)
     ref, fast = make_prompt_cache(m), make_prompt_cache(m)
     prompt = mx.array([[3, 5, 7, 11, 13, 17]])
     m(prompt, cache=ref)
@@ -127,7 +127,7 @@ def test_unsupported_layouts_are_refused_with_a_reason():
 
     assert supports(Bare()) is not None
     with pytest.raises(ValueError, match="fused decode step unavailable"):
-        FusedDecodeStep(Bare())
+        CompiledDecodeStep(Bare())
 
 
 @pytest.mark.real_model
@@ -149,10 +149,10 @@ def test_default_pair_greedy_identical_with_the_fused_draft(default_pair):
 @pytest.mark.parametrize(("mod", "qwen_shape", "quantize"), CASES)
 def test_projections_are_merged_and_exact(mod, qwen_shape, quantize):
     """q/k/v and gate/up run as one matmul each, and each projection's output is unchanged."""
-    from core.fused import merge_linears
+    from core.drafting.compiled import merge_linears
 
     m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
-    step = FusedDecodeStep(m)
+    step = CompiledDecodeStep(m)
     assert all(f is not None for f in step._qkv) and all(f is not None for f in step._gate_up)
     attn = m.model.layers[0].self_attn
     x = mx.random.normal((1, 1, m.args.hidden_size), key=mx.random.key(0))

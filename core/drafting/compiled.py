@@ -28,12 +28,9 @@ from mlx_lm.models import llama, qwen2
 from mlx_lm.models.activations import swiglu
 from mlx_lm.models.cache import KVCache
 
+from core.introspect import layers, tied_embeddings
+
 GROW = 1024  # buffer growth in slots: every growth costs one re-trace
-
-
-def _layers(model: nn.Module) -> list[Any]:
-    inner = getattr(model, "model", None)
-    return list(getattr(inner, "layers", [])) if inner is not None else []
 
 
 def supports(model: nn.Module) -> str | None:
@@ -41,7 +38,7 @@ def supports(model: nn.Module) -> str | None:
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "embed_tokens") or not hasattr(inner, "norm"):
         return "the model has no model.embed_tokens/model.norm"
-    for layer in _layers(model):
+    for layer in layers(model):
         attn = getattr(layer, "self_attn", None)
         if attn is None or not all(
             hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj", "rope", "scale")
@@ -51,12 +48,12 @@ def supports(model: nn.Module) -> str | None:
             return "per-head q/k norms (qwen3-style) are not reproduced by the fused step"
         if not all(hasattr(layer, n) for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
             return "a layer is not a pre-norm attention + MLP block"
-    if not _layers(model):
+    if not layers(model):
         return "the model has no layers"
     return None
 
 
-class FusedDecodeStep:
+class CompiledDecodeStep:
     """`step(token[1], cache) -> logits[1, V]`: one compiled decode step writing into `cache`."""
 
     def __init__(self, model: nn.Module, merge: bool = True) -> None:
@@ -65,15 +62,15 @@ class FusedDecodeStep:
             raise ValueError(f"fused decode step unavailable: {why}")
         self.model = model
         self.merge = merge
-        layers = _layers(model)
+        blocks = layers(model)
         self._qkv = [
             merge_linears([a.q_proj, a.k_proj, a.v_proj]) if merge else None
-            for a in (layer.self_attn for layer in layers)
+            for a in (layer.self_attn for layer in blocks)
         ]
         self._gate_up = [
             merge_linears([layer.mlp.gate_proj, layer.mlp.up_proj])
             if merge and isinstance(layer.mlp, SWIGLU_MLPS) else None
-            for layer in layers
+            for layer in blocks
         ]
         self._fn: Callable[..., Any] = mx.compile(self._forward)
 
@@ -108,7 +105,7 @@ class FusedDecodeStep:
             else:
                 h = h + layer.mlp(x)
         h = inner.norm(h)
-        if getattr(model, "lm_head", None) is not None and not _tied(model):
+        if getattr(model, "lm_head", None) is not None and not tied_embeddings(model):
             logits = model.lm_head(h)
         else:
             logits = inner.embed_tokens.as_linear(h)
@@ -175,11 +172,6 @@ def merge_linears(mods: Sequence[nn.Module]) -> Callable[[mx.array], list[mx.arr
 
         return mm
     return None
-
-
-def _tied(model: nn.Module) -> bool:
-    args = getattr(model, "args", None)
-    return bool(getattr(args, "tie_word_embeddings", False))
 
 
 def _ensure_capacity(c: KVCache, need: int) -> None:

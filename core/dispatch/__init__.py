@@ -19,7 +19,6 @@ import functools
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -34,10 +33,19 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from core.dispatch.backend import (  # noqa: F401  (re-exported: the dispatch API)
+    BACKENDS,
+    METAL_ARCH_ENV,
+    METAL_GENERATIONS,
+    METAL_SIZE_CLASSES,
+    BackendInfo,
+    backend_info,
+    current_backend,
+    mlx_device_query,
+)
 from core.errors import UserError
 from core.settings import DISPATCH, VERIFY_ATTENTION, SettingsError
 
-BACKENDS = ("metal", "cuda", "cpu")
 ROLES = ("attention", "mlp", "lm_head", "other")
 # Calibration modes: "auto" is what the engine does with default settings; "gemv"/"gemm"
 # force the linear layers' kernel family; "fused"/"plain" force the verification attention.
@@ -55,7 +63,6 @@ MODE_SETTINGS = {
 BOUNDARY_DROP = 0.10
 # Row counts searched for a shape's first matrix-path R (Metal's largest limit is 33).
 MAX_SEARCH_ROWS = 128
-METAL_ARCH_ENV = "MLX_METAL_GPU_ARCH"
 
 # Kernel families that are a matrix (GEMM) path; everything else is a vector path or the CPU.
 MATRIX_KERNELS = frozenset(
@@ -71,129 +78,6 @@ class CalibrationError(UserError, ValueError):
 
 
 # --- the backend ---------------------------------------------------------------------------------
-
-METAL_GENERATIONS = {13: "M1", 14: "M2", 15: "M3", 16: "M4", 17: "M5"}
-# MLX's own comment on the size letter (mlx/backend/metal/device.cpp): p phone, g base/pro,
-# s max, d ultra. Only 'd' (limits table), 'p' (NAX) and 's'/'d' (dense split-K) matter here.
-METAL_SIZE_CLASSES = {"p": "phone/tablet", "g": "base", "s": "Pro/Max", "d": "Ultra"}
-
-
-@dataclass(frozen=True)
-class BackendInfo:
-    """The hardware facts MLX's dispatch reads: backend, Metal generation/size, CUDA capability."""
-
-    backend: str  # "metal" | "cuda" | "cpu"
-    device_name: str = ""
-    architecture: str = ""  # "applegpu_g15s", "sm_90", "x86_64"
-    metal_generation: int | None = None  # 13 = M1 ... 17 = M5
-    metal_size: str | None = None  # "p" | "g" | "s" | "d"
-    cuda_capability: tuple[int, int] | None = None
-    os_version: str = ""  # macOS version on Metal: NAX kernels need 26.2 or later
-
-    @classmethod
-    def metal(cls, architecture: str, device_name: str = "", os_version: str = "") -> BackendInfo:
-        """Parse an architecture like "applegpu_g15s" exactly as MLX's Device() does."""
-        gen, size = _parse_metal_arch(architecture)
-        return cls("metal", device_name, architecture, gen, size, None, os_version)
-
-    @classmethod
-    def cuda(cls, capability: tuple[int, int] | str, device_name: str = "") -> BackendInfo:
-        """From (major, minor) or an architecture string like "sm_90"."""
-        if isinstance(capability, str):
-            arch = capability
-            digits = "".join(ch for ch in capability if ch.isdigit())
-            cap = (int(digits[:-1] or 0), int(digits[-1])) if digits else (0, 0)
-        else:
-            cap = (int(capability[0]), int(capability[1]))
-            arch = f"sm_{cap[0]}{cap[1]}"
-        return cls("cuda", device_name, arch, None, None, cap)
-
-    @classmethod
-    def cpu(cls, device_name: str = "", architecture: str = "") -> BackendInfo:
-        return cls("cpu", device_name, architecture)
-
-    @property
-    def nax_available(self) -> bool:
-        """MLX's is_nax_available(): macOS >= 26.2 and gen >= 17 (>= 18 for phones)."""
-        if self.backend != "metal" or self.metal_generation is None:
-            return False
-        need = 18 if self.metal_size == "p" else 17
-        return self.metal_generation >= need and _version_tuple(self.os_version) >= (26, 2)
-
-    @property
-    def chip(self) -> str:
-        """A short human name: "M3 Pro/Max (applegpu_g15s)", "sm_90", "cpu"."""
-        if self.backend == "metal":
-            name = METAL_GENERATIONS.get(self.metal_generation or 0, f"gen {self.metal_generation}")
-            size = METAL_SIZE_CLASSES.get(self.metal_size or "", "")
-            return f"{name} {size} ({self.architecture})".replace("  ", " ")
-        if self.backend == "cuda":
-            return self.architecture
-        return "cpu"
-
-
-def _parse_metal_arch(arch: str) -> tuple[int, str | None]:
-    """Generation from the two characters before the last, size from the last (as MLX does)."""
-    if len(arch) < 3:
-        return 0, arch[-1:] or None
-    tens, ones = arch[-3], arch[-2]
-    gen = (int(tens) if tens.isdigit() else 0) * 10 + (int(ones) if ones.isdigit() else 0)
-    return gen, arch[-1]
-
-
-def _version_tuple(v: str) -> tuple[int, ...]:
-    parts = []
-    for p in v.split("."):
-        if not p.isdigit():
-            break
-        parts.append(int(p))
-    return tuple(parts)
-
-
-def mlx_device_query() -> tuple[str, dict[str, Any]]:
-    """The running backend and mx.device_info() (the real query that tests replace)."""
-    dev = mx.default_device()
-    info: dict[str, Any] = dict(mx.device_info())
-    if dev.type == mx.DeviceType.cpu:
-        return "cpu", info
-    if mx.cuda.is_available():
-        return "cuda", info
-    info.setdefault("os_version", platform.mac_ver()[0])
-    return "metal", info
-
-
-def backend_info(
-    query: Callable[[], tuple[str, Mapping[str, Any]]] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> BackendInfo:
-    """What this process runs on; `query` fakes the hardware in tests (the rules stay real).
-
-    On Metal, MLX_METAL_GPU_ARCH overrides the architecture, as it does inside MLX.
-    """
-    kind, info = (query or mlx_device_query)()
-    env = os.environ if environ is None else environ
-    name = str(info.get("device_name", ""))
-    arch = str(info.get("architecture", ""))
-    if kind == "metal":
-        arch = env.get(METAL_ARCH_ENV) or arch
-        return BackendInfo.metal(arch, name, str(info.get("os_version", "")))
-    if kind == "cuda":
-        major = info.get("compute_capability_major")
-        minor = info.get("compute_capability_minor")
-        if major is not None:
-            b = BackendInfo.cuda((int(major), int(minor or 0)), name)
-            return BackendInfo("cuda", name, arch or b.architecture, None, None, b.cuda_capability)
-        return BackendInfo.cuda(arch or "sm_00", name)
-    if kind == "cpu":
-        return BackendInfo.cpu(name, arch)
-    raise ValueError(f"unknown backend {kind!r}")
-
-
-@functools.lru_cache(maxsize=1)
-def current_backend() -> BackendInfo:
-    """backend_info() of this process, asked once (the device does not change under us)."""
-    return backend_info()
-
 
 # --- the linear layers of a model ------------------------------------------------------------------
 
@@ -1053,10 +937,10 @@ DRAFT_CHAIN = 8  # draft steps per timed chain in calibration
 def _draft_stepper(model: nn.Module, cache: list[Any], fused: bool) -> Callable[[mx.array], mx.array]:
     """step(token[1]) -> logits[1, V] for the draft, compiled when `fused` and supported."""
     if fused:
-        from core.fused import FusedDecodeStep, supports
+        from core.drafting.compiled import CompiledDecodeStep, supports
 
         if supports(model) is None:
-            fused_step = FusedDecodeStep(model)
+            fused_step = CompiledDecodeStep(model)
             return lambda y: fused_step.step(y, cache)
     return lambda y: model(y[None], cache=cache)[0, -1:]
 
@@ -1083,7 +967,7 @@ def calibrate(
     length hides that). Passes sweep all R in turn (`warmup` untimed, then `repeats` timed) so
     every R sees the same spread of lengths; each timed call is one forward and one mx.eval.
     The draft's single-token step is timed as the engine runs it: a chain of steps with no
-    host sync inside (compiled with `fused_draft`, core/fused.py). Medians are stored.
+    host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
     """
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 

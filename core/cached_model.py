@@ -1,0 +1,100 @@
+"""A model with its prompt cache and the token list that cache holds.
+
+The one cache rule of the engine lives here: a cache is only ever rewound to the longest
+prefix it shares with the sequence wanted (a trim, no forward), and only extended by feeding
+tokens. Rejected drafts, the bonus switch, EOS, cancellation and multi-turn reuse are all
+that one rule. Calibration, the bench's scorer and the step-cost probe prefill through
+`prefill` too, so every prefill is chunked and evaluated the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+PREFILL_CHUNK = 512
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    """Length of the common prefix of a and b, trusting that the first `start` agree."""
+    n = min(len(a), len(b))
+    i = min(start, n)
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefill(model: nn.Module, cache: list[Any], tokens: Sequence[int] | mx.array,
+            chunk: int = PREFILL_CHUNK) -> None:
+    """Feed tokens in chunks, evaluating the cache after each so memory stays bounded."""
+    ids = tokens if isinstance(tokens, mx.array) else mx.array(list(tokens), dtype=mx.uint32)
+    for i in range(0, ids.shape[0], chunk):
+        model(ids[None, i : i + chunk], cache=cache)
+        mx.eval([c.state for c in cache])
+
+
+def cache_offset(cache: list[Any]) -> int:
+    """Positions a prompt cache holds (0 for an empty or cache-less model)."""
+    return int(getattr(cache[0], "offset", 0)) if cache else 0
+
+
+@dataclass
+class CachedModel:
+    """A model, its prompt cache, and the token list that cache holds (same length)."""
+
+    model: nn.Module
+    cache: list[Any]
+    seq: list[int] = field(default_factory=list)
+    compiled: Any = None  # CompiledDecodeStep once built; False when the model cannot use one
+
+    @classmethod
+    def fresh(cls, model: nn.Module) -> CachedModel:
+        """The model with an empty cache."""
+        return cls(model, make_prompt_cache(model))
+
+    def rewind(self, want: Sequence[int], start: int = 0) -> None:
+        """Keep only what the cache shares with `want` (the first `start` are trusted)."""
+        keep = common_prefix(self.seq, want, start)
+        if keep < len(self.seq):
+            trim_prompt_cache(self.cache, len(self.seq) - keep)
+            del self.seq[keep:]
+
+    def forward(self, tokens: mx.array, vocab: int) -> mx.array:
+        """Logits [rows, vocab] for a 1-D token array; the cache advances by its length."""
+        return self.model(tokens[None], cache=self.cache)[0, :, :vocab]
+
+    def decode(self, tokens: mx.array, vocab: int, compiled: bool) -> mx.array:
+        """Logits of the last row; with `compiled`, the last token goes through the compiled
+        step (core.drafting.compiled) when the model's layout allows one."""
+        if compiled and self.compiled is None:
+            from core.drafting.compiled import CompiledDecodeStep, supports
+
+            self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
+        if not (compiled and self.compiled):
+            return self.forward(tokens, vocab)[-1:]
+        if tokens.shape[0] > 1:
+            self.model(tokens[:-1][None], cache=self.cache)
+        if self.cache[0].keys is None:
+            return self.forward(tokens[-1:], vocab)
+        return self.compiled.step(tokens[-1:], self.cache)[:, :vocab]
+
+    def prefill(self, tokens: Sequence[int], chunk: int = PREFILL_CHUNK) -> None:
+        """Feed tokens (chunked, evaluated) and record them as held."""
+        if not tokens:
+            return
+        prefill(self.model, self.cache, tokens, chunk)
+        self.seq.extend(tokens)
+
+    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
+        """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed."""
+        todo = list(seq[len(self.seq) : -1])
+        self.prefill(todo, chunk)
+        return len(todo)
+
+    def offset(self) -> int:
+        return cache_offset(self.cache)

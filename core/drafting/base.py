@@ -1,0 +1,91 @@
+"""The drafter seam: where a round's draft tokens come from.
+
+A drafter brings its state up to the committed tokens, proposes up to k tokens with their
+draft distribution (or none: a deterministic proposal, one-hot), and is rewound to what the
+target kept. Verification, the acceptance rules, the bonus token and the target's cache do
+not know who drafted; the policy keeps choosing k, and reads the drafter's price of k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mlx.core as mx
+
+from core.sampling import LogitsConfig
+
+
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a drafter may use to propose: the committed tokens and how to sample.
+
+    `seq` is the committed sequence (its last token is not yet in any cache: the round feeds
+    it); `history` is the repetition-penalty window on the device (None without a penalty).
+    `keys` holds one PRNG key per draft position, so a sampled draft is reproducible.
+    """
+
+    seq: Sequence[int]
+    k: int
+    vocab: int
+    logits: LogitsConfig
+    keys: mx.array
+    history: mx.array | None = None
+    compiled: bool = False
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Up to k draft tokens on the device, with their draft distribution or none.
+
+    `q` is [k, V] for a sampled draft; None means deterministic (each token has q = 1), which
+    every acceptance rule handles exactly (core.sampling.one_hot). `tokens` stays lazy until
+    the round's one host sync; `host` holds the same ids when the drafter knew them on the
+    host already (a lookup), so the round can size its verification without a sync.
+    """
+
+    tokens: mx.array
+    q: mx.array | None
+    source: str
+    host: tuple[int, ...] | None = None
+
+    @property
+    def k(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+def empty_proposal(source: str) -> Proposal:
+    """Nothing to propose: the round becomes a plain target step."""
+    return Proposal(mx.array([], dtype=mx.uint32), None, source, ())
+
+
+class Drafter(Protocol):
+    """What the engine needs from a draft source (see docs/ARCHITECTURE.md)."""
+
+    name: str
+
+    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+        """Before a drafting round, outside its timer: absorb what is committed up to seq[:-1]
+        (a model prefills its lag, a lookup indexes new tokens). Returns the tokens absorbed."""
+        ...
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        """Up to request.k tokens continuing request.seq; may return fewer, or none."""
+        ...
+
+    def rewind(self, want: Sequence[int], start: int = 0) -> None:
+        """After a round (or a run): keep only what is shared with `want` = committed[:-1]."""
+        ...
+
+    def reset(self) -> None:
+        """Forget everything (a new conversation)."""
+        ...
+
+    def price(self, curve: Any) -> Callable[[int], float]:
+        """Seconds to propose k tokens, priced from a calibration (core.dispatch)."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """What the drafter holds, for tests of the cache invariants and for the app."""
+        ...
