@@ -123,7 +123,7 @@ def validate_name(name: str) -> str:
 
 def shipped_presets_dir() -> Path | None:
     """The repository's profiles/ folder (the presets), when this checkout has one."""
-    path = Path(__file__).resolve().parent.parent / "profiles"
+    path = Path(__file__).resolve().parents[2] / "profiles"
     return path if path.is_dir() else None
 
 
