@@ -140,8 +140,6 @@ def current_backend() -> BackendInfo:
     return backend_info()
 
 
-
-
 def backend_name() -> str:
-    """"metal", "cuda" or "cpu": the one name profiles, bench reports and the app show."""
+    """The backend's name ("metal", "cuda", "cpu"), as profiles, bench reports and the app show it."""
     return current_backend().backend

@@ -26,10 +26,14 @@ from core.dispatch import (
     VerifyCostCurve,
     backend_info,
     calibrate,
+    fastest_dispatch,
+    kernels,
     linear_shapes,
+    patches,
     plain_attention,
     predict_kernel,
     verification_patches,
+    verify_cost,
 )
 from core.settings import SettingsError
 
@@ -122,8 +126,8 @@ def test_m2_qwen7b_attention_switches_at_10_rows_mlp_at_6():
         assert predict_kernel(kv, r, M2) == "qmv_fast"
     # split-K: 512 // (ceil(N/32) * ceil(M/32)) = 4 for N = 3584; 28 (K/64 = 56's divisor) for N = 512
     assert predict_kernel(attn, 10, M2) == "qmm_t_splitk"
-    assert dp.metal_split_k(10, 3584, 3584, 64) == 4
-    assert dp.metal_split_k(10, 512, 3584, 64) == 28
+    assert kernels.metal_split_k(10, 3584, 3584, 64) == 4
+    assert kernels.metal_split_k(10, 512, 3584, 64) == 28
     gate_up, down = QWEN7B[2], QWEN7B[3]
     assert predict_kernel(gate_up, 5, M2) == "qmv_fast"
     assert predict_kernel(gate_up, 6, M2) == "qmm_t"  # 592 column tiles: no split
@@ -138,7 +142,7 @@ def test_m2_qwen7b_attention_switches_at_10_rows_mlp_at_6():
 def test_m3_max_runs_qmv_wide_from_two_rows_up_to_its_limit():
     for shape in QWEN7B:
         assert predict_kernel(shape, 1, M3_MAX) == "qmv_fast"
-        limit = dp.qmv_batch_limit(shape.k, shape.n, M3_MAX)
+        limit = kernels.qmv_batch_limit(shape.k, shape.n, M3_MAX)
         assert limit in (13, 15)
         for r in range(2, limit):
             assert predict_kernel(shape, r, M3_MAX) == "qmv_wide"
@@ -172,7 +176,9 @@ def test_cpu_has_one_per_row_kernel_and_no_boundary():
 )
 def test_metal_qmv_batch_limit_table(arch: str, limits: tuple[int, int, int]):
     b = BackendInfo.metal(arch)
-    got = tuple(dp.qmv_batch_limit(k, n, b) for k, n in ((2048, 2048), (4096, 1024), (4096, 4097)))
+    got = tuple(
+        kernels.qmv_batch_limit(k, n, b) for k, n in ((2048, 2048), (4096, 1024), (4096, 4097))
+    )
     assert got == limits
 
 
@@ -180,8 +186,8 @@ def test_metal_vector_and_matrix_variants():
     # K = 64 or 128: qmv_quad whatever the chip; K not a multiple of 512 (4-bit): plain qmv
     assert predict_kernel(q4("attention", 128, 512), 3, M3_MAX) == "qmv_quad"
     assert predict_kernel(q4("attention", 2880, 2880), 1, M2) == "qmv"
-    assert dp.qmv_fast_k_alignment(4) == 512 and dp.qmv_fast_k_alignment(8) == 256
-    assert dp.qmv_fast_k_alignment(2) == 512 and dp.qmv_fast_k_alignment(1) == 1024
+    assert kernels.qmv_fast_k_alignment(4) == 512 and kernels.qmv_fast_k_alignment(8) == 256
+    assert kernels.qmv_fast_k_alignment(2) == 512 and kernels.qmv_fast_k_alignment(1) == 1024
     # NAX needs gen >= 17, macOS >= 26.2 and half-precision activations
     gate_up = QWEN7B[2]
     assert M5_MAX.nax_available
@@ -256,7 +262,7 @@ def test_family_is_cached_per_rows(monkeypatch: pytest.MonkeyPatch):
     def boom(*a, **k):
         raise AssertionError("predict_kernel called again")
 
-    monkeypatch.setattr(dp, "predict_kernel", boom)
+    monkeypatch.setattr(kernels, "predict_kernel", boom)
     assert {r: p.family(r) for r in range(1, 18)} == first
     assert p.per_shape(3)[0].kernel == "qmv_quad"
 
@@ -313,6 +319,20 @@ def test_curve_round_trips_through_json():
         )
 
 
+def test_fastest_dispatch_and_verify_cost_read_the_cheaper_measured_mode():
+    auto = {r: t / 1e3 for r, t in {1: 8.6, 4: 25.2, 7: 35.6, 8: 21.5}.items()}
+    gemm = {r: t / 1e3 for r, t in {1: 8.9, 4: 23.5, 7: 23.5, 8: 20.8}.items()}
+    both = VerifyCostCurve("cuda", "H200", 800, {"auto": auto, "gemm": gemm})
+    assert [fastest_dispatch(both, r) for r in (1, 4, 7, 8)] == ["auto", "gemm", "gemm", "gemm"]
+    assert fastest_dispatch(None, 7) == "auto"
+    assert fastest_dispatch(h200_curve(), 7) == "auto"  # no gemm measured: MLX's own choice
+    assert verify_cost(both, "fastest")(7) == pytest.approx(0.0235)
+    assert verify_cost(both, "fastest")(1) == pytest.approx(0.0086)
+    assert verify_cost(both, "gemm")(4) == pytest.approx(0.0235)
+    assert verify_cost(both, "auto")(4) == pytest.approx(0.0252)
+    assert verify_cost(both, "gemv")(4) == pytest.approx(0.0252)  # not measured: the default
+
+
 # --- verification patches ----------------------------------------------------------------------
 
 
@@ -343,7 +363,7 @@ class _QmmSpy:
 def test_forced_dispatch_keeps_the_quantized_logits(dispatch: str, monkeypatch: pytest.MonkeyPatch):
     model = tiny_llama()
     cache = _prefilled(model)
-    boundary = dp.qmv_batch_limit(64, 128, M2)  # 14 for every shape of this model on an M2
+    boundary = kernels.qmv_batch_limit(64, 128, M2)  # 14 for every shape of this model on an M2
     spy = _QmmSpy()
     monkeypatch.setattr(mx, "quantized_matmul", spy)
     for rows in range(1, 10):
@@ -367,7 +387,7 @@ def test_forced_dispatch_keeps_the_quantized_logits(dispatch: str, monkeypatch: 
 def test_forced_dispatch_keeps_the_dense_logits(dispatch: str):
     model = tiny_llama(quantize=False, dtype=mx.float16)
     cache = _prefilled(model)
-    plan = dp._plan_for(model)
+    plan = patches._plan_for(model)
     # on an M3 Max, fp16 dense layers run gemv_wide up to 15 rows: gemm pads them to 16
     assert set(plan.gemm(M3_MAX).values()) == {16}
     for rows in range(1, 10):
@@ -401,13 +421,13 @@ def test_plain_attention_matches_the_fused_kernel():
 def test_plain_verify_attention_keeps_the_logits(offset: int, monkeypatch: pytest.MonkeyPatch):
     model = tiny_llama()
     calls: list[int] = []
-    real_plain = dp.plain_attention
+    real_plain = patches.plain_attention
 
     def counting(q, *a, **k):
         calls.append(q.shape[-2])
         return real_plain(q, *a, **k)
 
-    monkeypatch.setattr(dp, "plain_attention", counting)
+    monkeypatch.setattr(patches, "plain_attention", counting)
     cache = _prefilled(model, offset) if offset else None
     for rows in range(1, 8):
         toks = _rows_tokens(rows, rows)
@@ -432,9 +452,9 @@ def _state() -> tuple:
         nn.Linear.__dict__["__call__"],
         nn.QuantizedEmbedding.__dict__["as_linear"],
         llama.scaled_dot_product_attention,
-        getattr(dp._tls, "linear", None),
-        getattr(dp._tls, "plain", False),
-        len(dp._installed),
+        getattr(patches._tls, "linear", None),
+        getattr(patches._tls, "plain", False),
+        len(patches._installed),
     )
 
 
@@ -467,7 +487,7 @@ def test_nested_patches_restore_in_order_and_single_rows_patch_nothing():
     with verification_patches(model, "gemv", "plain", 4, backend=M2):
         inner_state = _state()
         with verification_patches(model, "gemm", "fused", 4, backend=M2):
-            assert dp._tls.plain is False and set(dp._tls.linear.values()) == {14}
+            assert patches._tls.plain is False and set(patches._tls.linear.values()) == {14}
         assert _state() == inner_state
     assert _state() == before
     with verification_patches(model, "gemv", "plain", 1, backend=M2):
@@ -542,6 +562,14 @@ def test_calibration_refuses_bad_requests():
         with pytest.raises(CalibrationError):
             calibrate(model, **kw)
 
+    class NoVocab(nn.Module):  # no args.vocab_size, no embedding: no tokens can be drawn
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+
+    with pytest.raises(CalibrationError, match="vocabulary size"):
+        calibrate(NoVocab(), rows=2, repeats=1, context=4)
+
 
 def _fake_pair(monkeypatch: pytest.MonkeyPatch) -> list:
     asked: list = []
@@ -575,7 +603,7 @@ def test_calibrate_cli_prints_the_table_and_writes_json(monkeypatch, tmp_path, c
     measured = curve.boundary()
     assert f"measured {'none' if measured is None else f'R = {measured}'}" in text
     assert ("agrees" if curve.prediction_agrees else "DISAGREES") in text
-    assert not list(out.parent.glob(".calibrate-*"))  # no temp file left behind
+    assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temp file left behind
 
 
 def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, capsys):

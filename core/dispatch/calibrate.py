@@ -1,0 +1,195 @@
+"""Measuring what a verification of R rows costs on this machine: `calibrate`.
+
+One target forward per row count R, per mode (default settings, a forced kernel family or a
+forced verification attention), with the KV length advancing as in a real loop, plus the
+draft's single-token step as the engine chains it. The result is a VerifyCostCurve that also
+carries the kernels predicted for each R, so a measured boundary can be checked against them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from core.dispatch.backend import BackendInfo, current_backend
+from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.dispatch.kernels import KernelPredictor
+from core.dispatch.patches import verification_patches
+from core.introspect import vocab_size
+
+# Calibration modes: "auto" is what the engine does with default settings; "gemv"/"gemm"
+# force the linear layers' kernel family; "fused"/"plain" force the verification attention.
+CALIBRATION_MODES = ("auto", "gemv", "gemm", "fused", "plain")
+MODE_SETTINGS = {  # mode -> (dispatch, verify_attention)
+    "auto": ("auto", "auto"),
+    "gemv": ("gemv", "auto"),
+    "gemm": ("gemm", "auto"),
+    "fused": ("auto", "fused"),
+    "plain": ("auto", "plain"),
+}
+DRAFT_CHAIN = 8  # draft steps per timed chain
+
+Progress = Callable[[int, int, str], None]  # (done, total, label)
+
+
+def _row_list(rows: int | Sequence[int]) -> list[int]:
+    if isinstance(rows, int):
+        if rows < 1:
+            raise CalibrationError(f"Calibration needs at least 1 row, got {rows}.")
+        return list(range(1, rows + 1))
+    out = sorted({int(r) for r in rows})
+    if not out or out[0] < 1:
+        raise CalibrationError("Calibration rows must be positive integers.")
+    return out
+
+
+def _known_vocab(model: nn.Module) -> int:
+    v = vocab_size(model)
+    if v is None:
+        raise CalibrationError(
+            "Cannot tell the model's vocabulary size, so no tokens can be drawn."
+        )
+    return v
+
+
+def _draft_stepper(
+    model: nn.Module, cache: list[Any], fused: bool
+) -> Callable[[mx.array], mx.array]:
+    """step(token[1]) -> logits[1, V] for the draft, compiled when `fused` and supported."""
+    if fused:
+        from core.drafting.compiled import CompiledDecodeStep, supports
+
+        if supports(model) is None:
+            fused_step = CompiledDecodeStep(model)
+            return lambda y: fused_step.step(y, cache)
+    return lambda y: model(y[None], cache=cache)[0, -1:]
+
+
+def calibrate(
+    target_model: nn.Module,
+    draft_model: nn.Module | None = None,
+    *,
+    rows: int | Sequence[int] = 16,
+    repeats: int = 5,
+    context: int = 128,
+    modes: Sequence[str] = ("auto",),
+    progress: Progress | None = None,
+    backend: BackendInfo | None = None,
+    seed: int = 0,
+    warmup: int = 1,
+    fused_draft: bool = False,
+) -> VerifyCostCurve:
+    """Measure one target forward over R rows for R in `rows` (1..rows), per mode.
+
+    A fresh prompt cache is prefilled with `context` random tokens; each call then trims the
+    cache back by R - 1 only, so the KV length advances by one per call as in a real loop
+    (MLX CUDA sets its fused multi-row attention up anew for each shape, and repeating one
+    length hides that). Passes sweep all R in turn (`warmup` untimed, then `repeats` timed) so
+    every R sees the same spread of lengths; each timed call is one forward and one mx.eval.
+    The draft's single-token step is timed as the engine runs it: a chain of steps with no
+    host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
+    """
+    # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
+    # (which core.cached_model imports) takes over a second to import.
+    import numpy as np
+    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+    from core.cached_model import cache_offset, prefill
+
+    row_list = _row_list(rows)
+    if repeats < 1:
+        raise CalibrationError(f"Calibration needs at least 1 repeat, got {repeats}.")
+    if context < 1:
+        raise CalibrationError(f"Calibration needs a context of at least 1 token, got {context}.")
+    bad = [m for m in modes if m not in CALIBRATION_MODES]
+    if bad or not modes:
+        raise CalibrationError(
+            f"Calibration modes must be among {', '.join(CALIBRATION_MODES)}; got {', '.join(bad) or 'none'}."
+        )
+    modes = list(dict.fromkeys(modes))
+    b = backend or current_backend()
+    predictor = KernelPredictor(target_model, b)
+    vocab = _known_vocab(target_model)
+    rng = np.random.default_rng(seed)
+    cache = make_prompt_cache(target_model)
+    if not can_trim_prompt_cache(cache):
+        raise CalibrationError(
+            "The target's cache cannot be rewound, so verification cannot be calibrated."
+        )
+    prompt = mx.array(rng.integers(0, vocab, context), dtype=mx.int32)
+    prefill(target_model, cache, prompt)
+
+    passes = warmup + repeats
+    total = len(modes) * passes * len(row_list) + (passes if draft_model is not None else 0)
+    done = 0
+    times: dict[str, dict[int, float]] = {}
+    calls = 0
+    for mode in modes:
+        dispatch, attention = MODE_SETTINGS[mode]
+        samples: dict[int, list[float]] = {r: [] for r in row_list}
+        for p in range(passes):
+            for r in row_list:
+                toks = mx.array(rng.integers(0, vocab, (1, r)), dtype=mx.int32)
+                mx.eval(toks)
+                t0 = time.perf_counter()
+                with verification_patches(target_model, dispatch, attention, r, backend=b):
+                    logits = target_model(toks, cache=cache)
+                mx.eval(logits)
+                dt = time.perf_counter() - t0
+                if r > 1:
+                    trim_prompt_cache(cache, r - 1)
+                calls += 1
+                if p >= warmup:
+                    samples[r].append(dt)
+                done += 1
+                if progress is not None:
+                    progress(done, total, f"{mode}: {r} rows")
+        times[mode] = {r: statistics.median(v) for r, v in samples.items()}
+    context_end = cache_offset(cache)
+    del cache
+
+    draft_s = None
+    if draft_model is not None:
+        dcache = make_prompt_cache(draft_model)
+        dvocab = min(vocab, _known_vocab(draft_model))
+        prefill(draft_model, dcache, prompt % dvocab)
+        step = _draft_stepper(draft_model, dcache, fused_draft)
+        steps = []
+        for p in range(passes):
+            # The engine's draft loop: DRAFT_CHAIN greedy steps chained on the device with
+            # async_eval and one wait at the end; the per-step cost is the chain's share.
+            y = mx.array(rng.integers(0, dvocab, (1,)), dtype=mx.int32)
+            mx.eval(y)
+            t0 = time.perf_counter()
+            for _ in range(DRAFT_CHAIN):
+                y = mx.argmax(step(y)[:, :dvocab], axis=-1)
+                mx.async_eval(y)
+            mx.eval(y)
+            dt = (time.perf_counter() - t0) / DRAFT_CHAIN
+            if p >= warmup:
+                steps.append(dt)
+            done += 1
+            if progress is not None:
+                progress(done, total, "draft step")
+        draft_s = statistics.median(steps)
+        del dcache
+
+    return VerifyCostCurve(
+        backend=b.backend,
+        device_name=b.device_name,
+        architecture=b.architecture,
+        context_len=context,
+        times=times,
+        draft_step_s=draft_s,
+        kernels={r: predictor.family(r) for r in row_list},
+        role_kernels={r: predictor.role_kernels(r) for r in row_list},
+        predicted_boundary=predictor.forward_boundary(),
+        repeats=repeats,
+        context_end=context_end,
+        calls=calls,
+    )

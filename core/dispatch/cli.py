@@ -1,0 +1,141 @@
+"""`specdec-tui calibrate`: its flags, and the measured curve as a table, a summary and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.atomic import write_atomic
+from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
+from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.dispatch.kernels import ROLES
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of `specdec-tui calibrate` (core.cli adds --target/--draft)."""
+    p.add_argument("--rows", type=int, default=16, help="measure verification of R = 1..ROWS rows")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls per row count (median kept)")
+    p.add_argument("--context", type=int, default=128, help="tokens in the cache before timing")
+    p.add_argument(
+        "--modes",
+        default="auto",
+        help="comma-separated: auto (default settings), gemv, gemm (forced linear kernels), "
+        "fused, plain (forced verification attention)",
+    )
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the curve as JSON here")
+
+
+def parse_modes(text: str) -> list[str]:
+    """--modes: the comma-separated calibration modes, each once, in the order given."""
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in CALIBRATION_MODES]
+    if bad or not modes:
+        raise CalibrationError(
+            f"--modes takes a comma-separated list of {', '.join(CALIBRATION_MODES)}; got {text!r}."
+        )
+    return list(dict.fromkeys(modes))
+
+
+def curve_table(curve: VerifyCostCurve) -> Table:
+    """The curve as a rich Table: R, ms and ms/row per mode, predicted kernel per role, marks."""
+    from rich.table import Table
+
+    measured = curve.boundary()
+    predicted = curve.predicted_boundary
+    title = f"verify cost: {curve.backend} {curve.device_name} {curve.architecture}".strip()
+    table = Table(title=f"{title}, context {curve.context_len}", title_justify="left")
+    table.add_column("R", justify="right")
+    for m in curve.modes:
+        table.add_column(f"{m} ms", justify="right")
+        table.add_column(f"{m} ms/row", justify="right")
+    roles = [r for r in ROLES if any(r in v for v in curve.role_kernels.values())]
+    for role in roles:
+        table.add_column(f"{role} kernel")
+    table.add_column("boundary")
+    all_rows = sorted({r for tab in curve.times.values() for r in tab})
+    for r in all_rows:
+        cells = [str(r)]
+        for m in curve.modes:
+            t = curve.times[m].get(r)
+            cells += ["-", "-"] if t is None else [f"{t * 1e3:.2f}", f"{t * 1e3 / r:.2f}"]
+        for role in roles:
+            cells.append(curve.role_kernels.get(r, {}).get(role, ""))
+        marks = []
+        if measured == r:
+            marks.append("[bold]< measured boundary[/bold]")
+        if predicted == r:
+            marks.append("< predicted")
+        cells.append(" ".join(marks))
+        table.add_row(*cells, style="bold" if measured == r else None)
+    return table
+
+
+def curve_summary(curve: VerifyCostCurve) -> str:
+    """The lines under the table: draft step, boundary measured vs predicted."""
+    lines = []
+    if curve.draft_step_s is not None:
+        lines.append(f"draft step: {curve.draft_step_s * 1e3:.2f} ms")
+    measured, predicted = curve.boundary(), curve.predicted_boundary
+    m = "none" if measured is None else f"R = {measured}"
+    pr = "none" if predicted is None else f"R = {predicted}"
+    verdict = "agrees" if curve.prediction_agrees else "[bold red]DISAGREES[/bold red]"
+    lines.append(f"boundary: measured {m}, predicted {pr}: {verdict}")
+    lines.append(
+        f"KV length advanced {curve.context_len} -> {curve.context_end} over {curve.calls} calls"
+    )
+    return "\n".join(lines)
+
+
+def write_curve_json(curve: VerifyCostCurve, path: str | Path) -> Path:
+    """Write the curve as JSON, atomically: an interrupted write leaves the old file or none."""
+    target = Path(path).expanduser()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, json.dumps(curve.to_dict(), indent=2) + "\n")
+    except OSError as exc:
+        raise CalibrationError(
+            f"Could not write the calibration to {target}: {exc.strerror or exc}."
+        ) from exc
+    return target
+
+
+def run_calibrate_cli(args: argparse.Namespace) -> int:
+    """`specdec-tui calibrate`: load the pair, measure, print the table, optionally write JSON."""
+    from rich.console import Console
+    from rich.progress import Progress as RichProgress
+
+    from core.models import load_pair
+
+    modes = parse_modes(args.modes)
+    for name in ("rows", "repeats", "context"):
+        if getattr(args, name) < 1:
+            raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    pair = load_pair(args.target or "default", args.draft)
+    console = Console()
+    err = Console(stderr=True)
+    with RichProgress(console=err, transient=True) as bar:
+        task = bar.add_task("calibrating", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label)
+
+        curve = calibrate(
+            pair.target.model,
+            pair.draft.model if pair.draft is not None else None,
+            rows=args.rows,
+            repeats=args.repeats,
+            context=args.context,
+            modes=modes,
+            progress=progress,
+        )
+    console.print(curve_table(curve))
+    console.print(curve_summary(curve))
+    if args.json:
+        path = write_curve_json(curve, args.json)
+        console.print(f"wrote {path}")
+    return 0

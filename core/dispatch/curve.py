@@ -1,0 +1,188 @@
+"""What a verification of R rows costs here, as measured: the curve and how to read it.
+
+`calibrate` (core/dispatch/calibrate.py) fills a VerifyCostCurve; the cost-aware policy prices
+rounds with `t_verify(rows)` and `draft_step_s`; `fastest_dispatch` and `verify_cost` read the
+cheaper of the measured kernel families per row count for `dispatch = fastest`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import UserError
+
+# A measured boundary is the first R whose verification costs this fraction less than the
+# previous measured R: a 10% drop is far above run-to-run noise of a median, and far below
+# the ~2x drop at a real dispatch boundary (H200: 33.0 ms at 7 rows, 16.3 ms at 8).
+BOUNDARY_DROP = 0.10
+
+
+class CalibrationError(UserError, ValueError):
+    """A calibration request or a stored curve a user gave that cannot be used (one sentence)."""
+
+
+@dataclass
+class VerifyCostCurve:
+    """Seconds of one target forward over R rows (median, KV length advancing), per mode.
+
+    The cost-aware policy reads `t_verify(rows)` and `draft_step_s`; the Kernels panel and
+    `specdec-tui calibrate` show the curve, its boundary and the predicted kernels.
+    """
+
+    backend: str
+    device_name: str
+    context_len: int
+    times: dict[str, dict[int, float]]  # mode -> {rows: median seconds}
+    draft_step_s: float | None = None  # one draft single-token step (None: no draft measured)
+    kernels: dict[int, str] = field(default_factory=dict)  # rows -> predicted family
+    role_kernels: dict[int, dict[str, str]] = field(default_factory=dict)
+    predicted_boundary: int | None = None  # KernelPredictor.forward_boundary()
+    created: float = field(default_factory=time.time)
+    architecture: str = ""
+    repeats: int = 0
+    context_end: int = 0  # KV length after the last timed call
+    calls: int = 0  # target forwards run (each advanced the KV length by one)
+
+    @property
+    def modes(self) -> list[str]:
+        return list(self.times)
+
+    @property
+    def rows(self) -> list[int]:
+        """Row counts measured for the default mode."""
+        return sorted(self.times[self._mode(None)])
+
+    def _mode(self, mode: str | None) -> str:
+        if mode is None or (mode == "auto" and "auto" not in self.times):
+            if not self.times:
+                raise CalibrationError("The calibration holds no measurements.")
+            return "auto" if "auto" in self.times else next(iter(self.times))
+        if mode not in self.times:
+            raise KeyError(f"mode {mode!r} was not calibrated (have: {', '.join(self.times)})")
+        return mode
+
+    def t_verify(self, rows: int, mode: str = "auto") -> float:
+        """Seconds for a verification of `rows` rows: the measured median where measured,
+        else linear interpolation between (or extrapolation from) the two nearest measured
+        row counts, floored at 0. "auto" falls back to the first mode when it was not measured."""
+        table = self.times[self._mode(mode)]
+        if rows in table:
+            return table[rows]
+        rs = sorted(table)
+        if not rs:
+            raise CalibrationError("The calibration holds no measurements.")
+        if len(rs) == 1:
+            return table[rs[0]]
+        if rows < rs[0]:
+            r0, r1 = rs[0], rs[1]
+        elif rows > rs[-1]:
+            r0, r1 = rs[-2], rs[-1]
+        else:
+            i = bisect.bisect_left(rs, rows)
+            r0, r1 = rs[i - 1], rs[i]
+        t0, t1 = table[r0], table[r1]
+        return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)
+
+    def cost_per_row(self, mode: str = "auto") -> dict[int, float]:
+        table = self.times[self._mode(mode)]
+        return {r: table[r] / r for r in sorted(table)}
+
+    def boundary(self, mode: str = "auto") -> int | None:
+        """The first measured R whose cost is BOUNDARY_DROP (10%) below the previous measured R's:
+        where verifying more rows got cheaper, i.e. a matrix kernel took over. None if never."""
+        try:
+            table = self.times[self._mode(mode)]
+        except (KeyError, CalibrationError):
+            return None
+        rs = sorted(table)
+        for prev, r in zip(rs, rs[1:], strict=False):
+            if table[r] < (1.0 - BOUNDARY_DROP) * table[prev]:
+                return r
+        return None
+
+    @property
+    def prediction_agrees(self) -> bool:
+        """Whether the measured boundary of the default mode is the predicted one.
+
+        A predicted boundary beyond the measured rows cannot be seen, so it agrees with none.
+        """
+        measured = self.boundary()
+        predicted = self.predicted_boundary
+        if predicted is not None and self.rows and predicted > max(self.rows):
+            predicted = None
+        return measured == predicted
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: row counts become strings; the derived boundary is included for readers."""
+        return {
+            "version": 1,
+            "backend": self.backend,
+            "device_name": self.device_name,
+            "architecture": self.architecture,
+            "context_len": self.context_len,
+            "context_end": self.context_end,
+            "calls": self.calls,
+            "repeats": self.repeats,
+            "created": self.created,
+            "draft_step_s": self.draft_step_s,
+            "times": {
+                m: {str(r): t for r, t in sorted(tab.items())} for m, tab in self.times.items()
+            },
+            "kernels": {str(r): k for r, k in sorted(self.kernels.items())},
+            "role_kernels": {str(r): dict(v) for r, v in sorted(self.role_kernels.items())},
+            "predicted_boundary": self.predicted_boundary,
+            "boundary": self.boundary(),
+            "prediction_agrees": self.prediction_agrees,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VerifyCostCurve:
+        """Inverse of to_dict; a malformed document raises CalibrationError (one sentence)."""
+        try:
+            times = {
+                str(m): {int(r): float(t) for r, t in tab.items()} for m, tab in d["times"].items()
+            }
+            draft = d.get("draft_step_s")
+            pb = d.get("predicted_boundary")
+            return cls(
+                backend=str(d["backend"]),
+                device_name=str(d.get("device_name", "")),
+                context_len=int(d["context_len"]),
+                times=times,
+                draft_step_s=None if draft is None else float(draft),
+                kernels={int(r): str(k) for r, k in d.get("kernels", {}).items()},
+                role_kernels={
+                    int(r): {str(a): str(b) for a, b in v.items()}
+                    for r, v in d.get("role_kernels", {}).items()
+                },
+                predicted_boundary=None if pb is None else int(pb),
+                created=float(d.get("created", 0.0)),
+                architecture=str(d.get("architecture", "")),
+                repeats=int(d.get("repeats", 0)),
+                context_end=int(d.get("context_end", 0)),
+                calls=int(d.get("calls", 0)),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CalibrationError(f"The stored calibration is malformed ({exc!r}).") from exc
+
+
+def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
+    """The dispatch for `rows` rows: "gemm" where the curve measured padding to the matrix
+    kernel as cheaper than MLX's own choice, else "auto" (also without a curve)."""
+    if curve is None or "gemm" not in curve.times or "auto" not in curve.times:
+        return "auto"
+    return "gemm" if curve.t_verify(rows, "gemm") < curve.t_verify(rows, "auto") else "auto"
+
+
+def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
+    """t_verify(rows) under a dispatch setting: "fastest" takes the cheaper measured mode, a
+    forced family its own measurements where it has them, anything else the default mode."""
+    if dispatch == "fastest":
+        return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
+    if dispatch != "auto" and dispatch in curve.times:
+        return lambda rows: curve.t_verify(rows, dispatch)
+    return curve.t_verify
