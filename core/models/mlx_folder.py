@@ -1,0 +1,115 @@
+"""mlx-lm model folders and Hugging Face repos: loaded with mlx_lm.load, saved in its format.
+
+A folder (or a Hub repo id, downloaded once by huggingface_hub) loads through mlx-lm itself,
+then gets the compute dtype. `save_mlx_folder` writes any loaded model (a converted GGUF, a
+shape) back as a folder that mlx_lm.load reads, replacing nothing that is already there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+from core.models.loaded import (
+    LoadedModel,
+    ModelLoadError,
+    compute_dtype,
+    first_line,
+    quantization_config,
+)
+
+
+def load_mlx(path_or_repo: str, *, spec: str | None = None) -> LoadedModel:
+    """Load an mlx-lm folder (or download a Hub repo first) with ``mlx_lm.load``."""
+    import mlx_lm
+
+    spec = spec or path_or_repo
+    folder = Path(path_or_repo).expanduser()
+    if not folder.exists():
+        folder = _download_repo(path_or_repo)
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(
+            f"{spec} is a folder but not an mlx-lm model folder (it has no config.json)."
+        )
+    try:
+        model, tokenizer, config = mlx_lm.load(str(folder), return_config=True)
+    except Exception as exc:  # mlx-lm raises many kinds; each becomes one sentence
+        raise ModelLoadError(f"mlx-lm could not load {spec} ({first_line(exc)}).") from exc
+    own = _dtype_from_name(config.get("torch_dtype") or config.get("dtype")) or _param_dtype(model)
+    model.set_dtype(compute_dtype(own))
+    mx.eval(model.parameters())
+    name = folder.name if Path(path_or_repo).expanduser().exists() else path_or_repo
+    return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config))
+
+
+def _download_repo(repo: str) -> Path:
+    from huggingface_hub import snapshot_download
+    from mlx_lm.utils import DEFAULT_ALLOW_PATTERNS
+
+    try:
+        return Path(snapshot_download(repo, allow_patterns=DEFAULT_ALLOW_PATTERNS))
+    except Exception as exc:  # offline, no such repo, gated, ...
+        raise ModelLoadError(
+            f"Could not get {repo} from the Hugging Face Hub (offline, missing or gated: "
+            f"{type(exc).__name__}); pass a local mlx-lm folder or a .gguf file instead."
+        ) from exc
+
+
+def _dtype_from_name(name: Any) -> mx.Dtype | None:
+    return {"bfloat16": mx.bfloat16, "float16": mx.float16, "float32": mx.float32}.get(str(name))
+
+
+def _param_dtype(model: nn.Module) -> mx.Dtype:
+    for _, v in tree_flatten(model.parameters()):
+        if mx.issubdtype(v.dtype, mx.floating):
+            return v.dtype
+    return mx.bfloat16
+
+
+def save_mlx_folder(loaded: LoadedModel, path: str | Path) -> Path:
+    """Save a model (e.g. a converted GGUF) as an mlx-lm folder that ``mlx_lm.load`` reads.
+
+    Writes config.json (with the per-module quantization), model.safetensors and the
+    tokenizer files into a temporary sibling folder, then renames it, so a failed save
+    never leaves a half folder; an existing non-empty folder is refused, not overwritten.
+    """
+    dest = Path(path).expanduser()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ModelLoadError(f"{dest} already exists and is not empty; choose a new folder.")
+    if loaded.kind == "self":
+        raise ModelLoadError(
+            f"{loaded.spec} shares weights with its target and is not saved on its own."
+        )
+    config = dict(loaded.config)
+    config["quantization"] = quantization_config(loaded.model)
+    if not config["quantization"]:
+        config.pop("quantization")
+    else:
+        config["quantization_config"] = config["quantization"]
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
+        try:
+            weights = dict(tree_flatten(loaded.model.parameters()))
+            mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
+            (tmp / "config.json").write_text(json.dumps(dict(sorted(config.items())), indent=2))
+            loaded.tokenizer._tokenizer.save_pretrained(str(tmp))
+            if dest.exists():
+                dest.rmdir()
+            os.replace(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    except OSError as exc:
+        raise ModelLoadError(
+            f"Could not save the model to {dest} ({exc.strerror or exc})."
+        ) from exc
+    return dest
