@@ -20,6 +20,7 @@ import mlx.core as mx
 import pytest
 
 from core import bench
+from core.bench.quality import _Scorer
 from core.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
@@ -190,17 +191,10 @@ def test_json_contract_keys_and_types(engine, prompt_ids, tiny_pair):
 
 
 def _bench_parser() -> tuple[argparse.ArgumentParser, list[str]]:
-    """The real `specdec-tui` parser when every subcommand module exists, else bench's alone."""
-    try:
-        from core.cli import build_parser
+    """The real `specdec-tui` parser and the words that select its bench subcommand."""
+    from core.cli import build_parser
 
-        return build_parser(), ["bench"]
-    except ImportError:  # core.dispatch not landed yet: the bench subparser on its own
-        p = argparse.ArgumentParser()
-        p.add_argument("--target")
-        p.add_argument("--draft")
-        bench.add_bench_arguments(p)
-        return p, []
+    return build_parser(), ["bench"]
 
 
 def _run_cli(argv: list[str]) -> int:
@@ -313,7 +307,7 @@ def test_nll_equals_a_plain_forward_over_prompt_and_text(tiny_pair, prompt_ids):
     got = bench.score_nll(model, prompt_ids, text, vocab)
     assert got == pytest.approx(want, rel=1e-4, abs=1e-4)
     # Scoring must not depend on what was scored before (the scorer trims its cache back).
-    scorer = bench._Scorer(model, prompt_ids, vocab)
+    scorer = _Scorer(model, prompt_ids, vocab)
     scorer.nll([1, 2, 3, 4, 5, 6, 7, 8])
     total, n = scorer.nll(text)
     assert total / n == pytest.approx(want, rel=1e-4, abs=1e-4)

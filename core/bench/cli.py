@@ -1,0 +1,303 @@
+"""`specdec-tui bench`: its flags, the rows and prompt they ask for, and the run with its files.
+
+Why a module of its own: the protocol is a pure function the TUI calls too; everything that
+reads a command line, draws a progress bar or writes a report lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.atomic import write_atomic
+from core.bench.errors import BenchError
+from core.bench.peer import PEERS, Peer
+from core.bench.prompts import (
+    DEFAULT_PROMPT,
+    fit_prompt_ids,
+    prompt_kind,
+    prompt_names,
+    read_prompt,
+)
+from core.bench.protocol import run_protocol
+from core.bench.report import print_table
+from core.bench.results import BenchSetting, describe
+from core.settings import DISPATCH, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    """`specdec-tui bench` flags: protocol, settings (profiles or flags), prompt, outputs, peer."""
+    g = parser.add_argument_group("protocol")
+    g.add_argument("--tokens", type=int, default=256, help="new tokens per request (EOS ignored)")
+    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
+    g.add_argument("--invocations", type=int, default=3, help="timed invocations per setting")
+    g.add_argument("--warmup", type=int, default=1, help="warm-up requests per setting")
+    g.add_argument("--no-traced", action="store_true", help="skip the traced run (no phase split)")
+    g.add_argument("--no-quality", action="store_true", help="skip NLL scoring and greedy check")
+
+    g = parser.add_argument_group(
+        "settings",
+        "--profile NAME[:key=value,...] (repeatable) benchmarks saved profiles, with per-profile "
+        "overrides; the flags below then override every profile. Without --profile the flags "
+        "define one speculative setting. A target-only baseline is always measured.",
+    )
+    g.add_argument("--profile", dest="bench_profiles", action="append", default=[],
+                   metavar="NAME", help="a saved profile or preset (repeatable)")  # fmt: skip
+    # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
+    g.add_argument("--profiles-dir", default=argparse.SUPPRESS, help="where profiles are read")
+    g.add_argument("--mode", choices=MODES, default=None)
+    g.add_argument("--rule", choices=RULES, default=None)
+    g.add_argument("--tv", type=float, default=None, help="TV budget in [0, 1] (mentored rule)")
+    g.add_argument("--k", type=int, default=None, help="draft length (fixed k, or starting k)")
+    g.add_argument("--policy", choices=POLICIES, default=None)
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--repetition-penalty", type=float, default=None)
+    g.add_argument("--no-bonus", action="store_true", help="no bonus token (the seed's engine)")
+    g.add_argument("--dispatch", choices=DISPATCH, default=None)
+    g.add_argument("--verify-attention", choices=VERIFY_ATTENTION, default=None)
+    g.add_argument("--fused-draft", action="store_true", default=None,
+                   help="compiled single-token draft steps")  # fmt: skip
+    g.add_argument("--seed", type=int, default=None, help="first seed (then seed+1, ...)")
+
+    g = parser.add_argument_group("prompt")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument("--prompt", default=None, help="the user message")
+    src.add_argument("--prompt-file", default=None, help="a file holding the user message")
+    src.add_argument("--prompt-name", default=None,
+                     help=f"a shipped prompt (default {DEFAULT_PROMPT}); see --list-prompts")  # fmt: skip
+    g.add_argument("--prompt-tokens", type=int, default=None,
+                   help="cut the prompt at a word so the templated prompt is at most N tokens "
+                   "(shipped prompts may set a default, e.g. creative-800)")  # fmt: skip
+    g.add_argument("--list-prompts", action="store_true", help="list shipped prompts and exit")
+
+    g = parser.add_argument_group("outputs")
+    g.add_argument("--markdown", default=None, metavar="PATH")
+    g.add_argument("--json", default=None, metavar="PATH")
+    g.add_argument("--csv", default=None, metavar="PATH")
+    g.add_argument("--peer", choices=PEERS, default=None,
+                   help="also time mlx-lm's own loops (greedy) on the same models")  # fmt: skip
+    g.add_argument("--peer-k", type=int, default=None,
+                   help="draft length for the peer (default: the first fixed-k setting's k)")  # fmt: skip
+
+
+_FLAG_FIELDS = {
+    "mode": "mode",
+    "rule": "rule",
+    "tv": "tv_budget",
+    "k": "k",
+    "policy": "policy",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "repetition_penalty": "repetition_penalty",
+    "dispatch": "dispatch",
+    "verify_attention": "verify_attention",
+    "fused_draft": "fused_draft",
+    "seed": "seed",
+}
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The Settings fields the flags set; they override every profile's."""
+    out = {
+        f: getattr(args, a) for a, f in _FLAG_FIELDS.items() if getattr(args, a, None) is not None
+    }
+    if getattr(args, "no_bonus", False):
+        out["bonus"] = False
+    return out
+
+
+def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
+    """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings."""
+    name, _, rest = spec.partition(":")
+    if not rest:
+        return name, {}
+    defaults = Settings()
+    out: dict[str, Any] = {}
+    for part in rest.split(","):
+        key, eq, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not hasattr(defaults, key):
+            raise BenchError(f"--profile {spec}: {part!r} is not a known key=value setting.")
+        want = type(getattr(defaults, key))
+        raw = raw.strip()
+        try:
+            if want is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1", "yes")
+            else:
+                out[key] = want(raw)
+        except ValueError:
+            raise BenchError(
+                f"--profile {spec}: {key} must be a {want.__name__}, got {raw!r}."
+            ) from None
+    return name, out
+
+
+def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
+    """The rows a command line asks for: profiles (with overrides) or one flag-built setting."""
+    from core.profile import load_profile
+
+    specs = list(getattr(args, "bench_profiles", None) or [])
+    top = getattr(args, "profile", None)  # the top-level --profile, when given before `bench`
+    if isinstance(top, str) and top and top not in specs:
+        specs.insert(0, top)
+    flags = _flag_overrides(args)
+    override_dir = getattr(args, "profiles_dir", None)
+    rows: list[BenchSetting] = []
+    for spec in specs:
+        name, extra = _parse_overrides(spec)
+        profile = load_profile(name, override_dir)
+        s = profile.settings.replace(**extra, **flags)
+        rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
+    if not rows:
+        flags.setdefault("mode", "speculative")
+        s = Settings().replace(**flags)
+        rows.append(BenchSetting(describe(s), s))
+    return rows
+
+
+def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
+    """(name, text, token budget) of the prompt the command line asks for."""
+    if args.prompt is not None:
+        if not args.prompt.strip():
+            raise BenchError("--prompt is empty; give the user message to benchmark.")
+        return "inline", args.prompt, args.prompt_tokens
+    if args.prompt_file is not None:
+        path = Path(args.prompt_file).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BenchError(f"Could not read the prompt file {path}: {exc}.") from None
+        if not text:
+            raise BenchError(f"The prompt file {path} is empty.")
+        return path.name, text, args.prompt_tokens
+    name = args.prompt_name or DEFAULT_PROMPT
+    text, budget = read_prompt(name)
+    return name, text, args.prompt_tokens if args.prompt_tokens is not None else budget
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    """Fail before a long run, not after it, when an output cannot be written there."""
+    for flag in ("markdown", "json", "csv"):
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        parent = Path(value).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise BenchError(f"--{flag} {value}: the folder {parent} does not exist.")
+        if Path(value).is_dir():
+            raise BenchError(f"--{flag} {value} is a folder, not a file.")
+
+
+def _write(path: str, text: str) -> None:
+    """A report file, replaced whole or not at all (a reader never sees half a report)."""
+    dest = Path(path).expanduser()
+    try:
+        write_atomic(dest, text)
+    except OSError as exc:
+        raise BenchError(f"Could not write the report {dest}: {exc.strerror or exc}.") from None
+
+
+def run_bench_cli(args: argparse.Namespace) -> int:
+    """`specdec-tui bench`: load the pair, run the protocol with a progress bar, write reports."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console()
+    if not console.is_terminal:  # a log file: room for every column rather than 80
+        console.width = max(console.width, 160)
+    err = Console(stderr=True)
+    if getattr(args, "list_prompts", False):
+        for name in prompt_names():
+            console.print(f"{name}  ({prompt_kind(name)})")
+        return 0
+    for flag in ("tokens", "seeds", "invocations"):
+        if getattr(args, flag) < 1:
+            raise BenchError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
+    if args.warmup < 0:
+        raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
+    _check_output_paths(args)
+    rows = settings_from_args(args)
+    prompt_name, text, budget = _prompt_from_args(args)
+
+    first = rows[0].settings
+    target = args.target or first.target
+    draft = args.draft or first.draft
+    others = {(b.settings.target, b.settings.draft) for b in rows} - {(first.target, first.draft)}
+    if others and not (args.target and args.draft):
+        err.print(
+            f"[yellow]settings name different models; all rows run on {target} / {draft}[/yellow]"
+        )
+    from core.engine import Engine
+    from core.models import load_pair
+
+    needs_draft = args.peer is not None or any(b.settings.mode != "target-only" for b in rows)
+    with err.status(f"loading {target} / {draft}"):
+        pair = load_pair(target, draft if needs_draft else None)
+        engine = Engine.from_pair(pair)
+    if pair.draft is not None and not pair.speculation_ok:
+        err.print(f"[yellow]{pair.speculation_reason}[/yellow]")
+    prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
+
+    peer = None
+    if args.peer == "mlx-lm":
+        k = args.peer_k
+        if k is None:
+            k = next(
+                (b.settings.k for b in rows
+                 if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
+            )  # fmt: skip
+        if not 1 <= k <= 16:
+            raise BenchError(f"--peer-k must be between 1 and 16, got {k}.")
+        peer = Peer(
+            target=pair.target.model,
+            draft=pair.draft.model if pair.draft is not None else None,
+            k=k,
+            vocab_size=pair.vocab_size,
+        )
+
+    def decode(ids: list[int]) -> str:
+        return str(pair.target.tokenizer.decode(ids))
+
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=err, transient=True,
+    )  # fmt: skip
+    with bar:
+        task = bar.add_task("benchmark", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:48])
+
+        report = run_protocol(
+            engine, prompt_ids, rows,
+            tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
+            warmup=args.warmup, traced=not args.no_traced, progress=progress, decode=decode,
+            peer=peer, quality=not args.no_quality,
+        )  # fmt: skip
+    report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    report.protocol["prompt"] = {
+        "name": prompt_name,
+        "kind": prompt_kind(prompt_name),
+        "text": used,
+        "cut_to_tokens": budget,
+    }
+    report.protocol["models"] = {
+        "target": f"{pair.target.spec} ({pair.target.name})",
+        "draft": f"{pair.draft.spec} ({pair.draft.name})" if pair.draft is not None else None,
+        "random_weights": bool(pair.target.random_weights),
+        "vocab_size": pair.vocab_size,
+    }
+    print_table(report, console)
+    for flag, render in (("markdown", report.to_markdown), ("json", report.to_json),
+                         ("csv", report.to_csv)):  # fmt: skip
+        path = getattr(args, flag, None)
+        if path:
+            _write(path, render())
+            console.print(f"wrote {path}")
+    return 0

@@ -1,0 +1,90 @@
+"""The shipped prompts: their names and kinds, their token budgets, and cutting one to fit.
+
+Why a budget: a prompt's length in tokens depends on the tokenizer, and the bench asks for a
+fixed context, so a shipped prompt may name the context it is meant to fill.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from core.bench.errors import BenchError
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPT_KINDS = ("code", "creative")
+DEFAULT_PROMPT = "creative-seed-vault"
+
+
+def prompt_names() -> list[str]:
+    """The shipped prompts (core/prompts/*.txt), by name; the kind is the name's prefix."""
+    if not PROMPTS_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
+
+
+def prompt_kind(name: str) -> str:
+    """'code' or 'creative' (a shipped prompt's kind is the first word of its name)."""
+    head = name.split("-", 1)[0]
+    return head if head in PROMPT_KINDS else "other"
+
+
+def load_prompt(name: str) -> str:
+    """The text of a shipped prompt; an unknown name is refused with the known ones."""
+    return read_prompt(name)[0]
+
+
+def prompt_token_budget(name: str) -> int | None:
+    """The context a shipped prompt is meant to fill (its `# prompt-tokens: N` line), if any.
+
+    Why: `creative-800` is ~800 tokens under a real BPE tokenizer but ~3,600 under the
+    byte-level tokenizer of the `shape:` models; the bench cuts it to N by default so the
+    GPU run's context is what its name says whatever the tokenizer.
+    """
+    return read_prompt(name)[1]
+
+
+def read_prompt(name: str) -> tuple[str, int | None]:
+    """A shipped prompt's text and token budget, read once (the CLI needs both)."""
+    path = PROMPTS_DIR / f"{name}.txt"
+    if "/" in name or "\\" in name or not path.is_file():
+        raise BenchError(
+            f"There is no shipped prompt named {name!r}; known: {', '.join(prompt_names())}."
+        )
+    text = path.read_text(encoding="utf-8")
+    budget = None
+    first, _, rest = text.partition("\n")
+    if first.startswith("# prompt-tokens:"):
+        budget, text = int(first.split(":", 1)[1]), rest
+    return text.strip(), budget
+
+
+def fit_prompt_ids(tokenizer: Any, text: str, n_tokens: int | None) -> tuple[list[int], str]:
+    """Chat-template ids of `text`, cut at a word boundary so they are at most `n_tokens` long.
+
+    Why: a prompt's length in tokens depends on the tokenizer (the byte-level tokenizer of the
+    random `shape:` models spends one token per byte), and issue 7 asks for a fixed context.
+    Returns the ids and the text actually used; a text already short enough is kept whole.
+    """
+    from core.models import chat_prompt_ids
+
+    def ids_of(t: str) -> list[int]:
+        return chat_prompt_ids(tokenizer, [{"role": "user", "content": t}])
+
+    ids = ids_of(text)
+    if n_tokens is None or len(ids) <= n_tokens:
+        return ids, text
+    cuts = [i for i, ch in enumerate(text) if ch.isspace()] + [len(text)]
+    lo, hi = 0, len(cuts) - 1  # the largest cut whose ids fit
+    if len(ids_of(text[: cuts[0]])) > n_tokens:
+        raise BenchError(
+            f"--prompt-tokens {n_tokens} is shorter than the chat template and the first word."
+        )
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(ids_of(text[: cuts[mid]])) <= n_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    used = text[: cuts[lo]].rstrip()
+    return ids_of(used), used

@@ -1,0 +1,187 @@
+"""The seed's benchmark protocol over an Engine: warm-up, timed and traced requests, quality.
+
+`run_protocol` is a pure function of an Engine (the TUI calls it from its engine thread, the
+CLI from `specdec-tui bench`): no printing, no files, a `BenchReport` back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.bench.errors import BenchCancelled, BenchError
+from core.bench.peer import Peer, link_peers, peer_quality, run_peer, with_peer_counterparts
+from core.bench.quality import NLL_BASIS, assess_quality, plan_references
+from core.bench.requests import record_timed, record_traced, run_request
+from core.bench.results import (
+    BenchReport,
+    BenchResult,
+    BenchSetting,
+    Divergence,
+    SettingLike,
+    as_bench_settings,
+    describe,
+)
+
+# Progress callback: (done, total, label). The TUI posts it as a message; the CLI draws a bar.
+Progress = Callable[[int, int, str], None]
+
+
+def run_protocol(
+    engine: Any,
+    prompt_ids: Sequence[int],
+    settings_list: Sequence[SettingLike],
+    *,
+    tokens: int = 256,
+    seeds: int = 3,
+    invocations: int = 3,
+    warmup: int = 1,
+    traced: bool = True,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    decode: Callable[[list[int]], str] | None = None,
+    peer: Peer | None = None,
+    reference: Any | None = None,
+    environment: dict[str, Any] | None = None,
+    quality: bool = True,
+) -> BenchReport:
+    """Run the seed's protocol on `engine` and return the report (no printing, no files).
+
+    For each setting (a target-only baseline is added when none is given): `warmup` requests,
+    then `invocations` x `seeds` timed untraced requests of exactly `tokens` tokens with EOS
+    ignored (invocations outermost, so a slow spell on a shared machine hits every setting),
+    and, in the first invocation, a traced request right after each untraced one with the
+    same seed: the pairs give the tracing overhead, the first the phase split. Seeds are
+    settings.seed + 0..seeds-1, the same for every setting. Quality: target NLL of the first
+    invocation's outputs against a target-only run with the same sampling parameters; greedy
+    settings are checked token by token against target-only outputs of `reference` (default:
+    the same engine). `peer` adds mlx-lm rows (and greedy rows of ours to compare them with,
+    when none match). Call on the engine's thread; `progress(done, total, label)` after every
+    request.
+    """
+    if tokens < 1 or seeds < 1 or invocations < 1 or warmup < 0:
+        raise BenchError("tokens, seeds and invocations must be at least 1 and warmup at least 0.")
+    if not prompt_ids:
+        raise BenchError("The prompt is empty: there is nothing to benchmark.")
+    rows = as_bench_settings(settings_list)
+    if not rows:
+        raise BenchError("There is no setting to benchmark.")
+    rows = _with_baseline(rows)
+    if peer is not None:
+        rows = with_peer_counterparts(rows, peer.k)
+    prepared = [
+        BenchSetting(b.name, b.settings.replace(max_tokens=tokens, ignore_eos=True, traced=False))
+        for b in rows
+    ]
+    seed_lists = {b.name: [b.settings.seed + j for j in range(seeds)] for b in prepared}
+    results = {
+        b.name: BenchResult(b.name, describe(b.settings), b.settings.to_dict()) for b in prepared
+    }
+    reference = engine if reference is None else reference
+    plan = plan_references(prepared, reference is engine, quality)
+
+    total = len(prepared) * (warmup + invocations * seeds + (seeds if traced else 0))
+    total += sum(seeds for _ in plan["nll"]) + sum(seeds for _ in plan["greedy"])
+    if quality:
+        total += len(prepared)
+    if peer is not None:
+        total += (2 if peer.draft is not None else 1) * (warmup + invocations * seeds)
+    done = 0
+
+    def tick(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, label)
+
+    def check_cancel() -> None:
+        if cancel is not None and cancel.is_set():
+            raise BenchCancelled("The benchmark was cancelled before it finished.")
+
+    # Warm-up: every setting's shapes compiled and caches allocated before any timing.
+    for b in prepared:
+        for _ in range(warmup):
+            check_cancel()
+            run_request(engine, prompt_ids, b.settings.replace(seed=seed_lists[b.name][0]), cancel)
+            tick(f"warm-up {b.name}")
+
+    # Timed: untraced, exactly N tokens, a fresh cache per request.
+    for inv in range(invocations):
+        for b in prepared:
+            for seed in seed_lists[b.name]:
+                check_cancel()
+                req = run_request(engine, prompt_ids, b.settings.replace(seed=seed), cancel)
+                record_timed(results[b.name], req, seed, keep_output=inv == 0)
+                tick(f"{b.name} invocation {inv + 1}/{invocations} seed {seed}")
+                if traced and inv == 0:
+                    check_cancel()
+                    assert req.summary is not None
+                    s = b.settings.replace(seed=seed)
+                    record_traced(results[b.name], engine, prompt_ids, s, req.summary.e2e_s, cancel)
+                    tick(f"traced {b.name} seed {seed}")
+
+    if peer is not None:
+        for row in run_peer(peer, prompt_ids, tokens, seeds, invocations, warmup, tick,
+                            check_cancel):  # fmt: skip
+            results[row.name] = row
+
+    out = list(results.values())
+    baseline = next(r for r in out if r.settings.get("mode") == "target-only")
+    if quality:
+        assess_quality(engine, reference, prompt_ids, prepared, results, seed_lists, plan, tick,
+                       check_cancel, cancel)  # fmt: skip
+        if peer is not None:
+            peer_quality(engine, prompt_ids, results, prepared)
+    base_med = baseline.median_e2e_s
+    for r in out:
+        med = r.median_e2e_s
+        r.speedup_vs_target = base_med / med if base_med and med else None
+        if decode is not None and r.outputs:
+            _decode_texts(r, decode)
+    link_peers(out)
+
+    if environment is None:
+        from core.profile import record_environment
+
+        environment = record_environment()  # the same record profiles keep
+    protocol = {
+        "tokens": tokens,
+        "seeds": seeds,
+        "invocations": invocations,
+        "warmup": warmup,
+        "traced": traced,
+        "ignore_eos": True,
+        "order": "invocations outermost, then settings, then seeds; warm-up before all",
+        "seed_values": seed_lists[baseline.name],
+        "prompt_tokens": len(prompt_ids),
+        "baseline": baseline.name,
+        "nll_basis": NLL_BASIS,
+        "greedy_reference": "same engine" if reference is engine else "another engine",
+        "peer": peer.name if peer is not None else None,
+    }
+    return BenchReport(environment=environment, protocol=protocol, results=out)
+
+
+def _decode_texts(r: BenchResult, decode: Callable[[list[int]], str]) -> None:
+    """The row's first output and its divergence tokens as text, for the side-by-side page."""
+    r.sample_text = decode(next(iter(r.outputs.values())))
+    d = r.divergence
+    if d is not None:
+        r.divergence = Divergence(
+            d.seed, d.position, d.target_only_token, d.speculative_token, d.logit_margin,
+            decode([d.target_only_token]) if d.target_only_token >= 0 else "",
+            decode([d.speculative_token]) if d.speculative_token >= 0 else "",
+        )  # fmt: skip
+
+
+def _with_baseline(rows: list[BenchSetting]) -> list[BenchSetting]:
+    """The target-only baseline, first, derived from the first setting when none was given."""
+    if any(b.settings.mode == "target-only" for b in rows):
+        return rows
+    base = rows[0].settings.replace(mode="target-only")
+    name = "target-only"
+    names = {b.name for b in rows}
+    while name in names:
+        name += "-baseline"
+    return [BenchSetting(name, base), *rows]

@@ -1,0 +1,223 @@
+"""The renderings of a benchmark report: the markdown page, the CSV, the terminal table.
+
+Why here and not on the report: people read these, scripts read the JSON; a rendering may
+change its layout, the JSON contract may not.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TYPE_CHECKING, Any
+
+from core.events import PHASES
+
+if TYPE_CHECKING:
+    from core.bench.results import BenchReport, BenchResult
+
+
+def pct(x: float | None) -> str:
+    """A rate as a percentage; "-" where there is none (a row that does not speculate)."""
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def secs(x: float | None) -> str:
+    """Seconds to the millisecond; "-" where unmeasured."""
+    return "-" if x is None else f"{x:.3f} s"
+
+
+def ratio(x: float | None) -> str:
+    """A speed ratio such as 1.85x; "-" where either side is missing."""
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def num(x: float | None, fmt: str = ".3f") -> str:
+    """Any number in `fmt`; "-" for None, so a table cell is never empty."""
+    return "-" if x is None else format(x, fmt)
+
+
+def _config(r: BenchResult) -> str:
+    return r.label if r.label == r.name else f"{r.label} (`{r.name}`)"
+
+
+def report_markdown(report: BenchReport) -> str:
+    """The page docs/benchmarks keeps: the seed's table, then timing, phases, quality, texts."""
+    env, p = report.environment, report.protocol
+    out: list[str] = []
+    cmd = p.get("command")
+    out.append("## Benchmark\n")
+    if cmd:
+        out.append(f"Command: `{cmd}`\n")
+    out.append(
+        f"Backend {env.get('backend', '?')} ({env.get('device_name') or '-'}), mlx "
+        f"{env.get('mlx', '?')}, mlx-lm {env.get('mlx_lm', '?')}, {env.get('os', '?')}, "
+        f"{env.get('timestamp', '')}.  "
+    )
+    models = p.get("models") or {}
+    if models:
+        out.append(f"Target {models.get('target')}, draft {models.get('draft')}.  ")
+    prompt = p.get("prompt") or {}
+    out.append(
+        f"Prompt {prompt.get('name', '-')} ({p['prompt_tokens']} tokens after the chat "
+        f"template); {p['tokens']} new tokens per request, EOS ignored; {p['warmup']} warm-up "
+        f"request(s) per setting, then {p['invocations']} invocations x {p['seeds']} seeds "
+        f"({p['invocations'] * p['seeds']} timed untraced requests per setting, each from an "
+        "empty cache); in the first invocation each is followed by a traced request with the "
+        "same seed: the pairs give the tracing overhead (median ratio), the first the phase "
+        "split.\n"
+    )
+    out.append(
+        "| Configuration | Acceptance | Avg. rounds/request | Median E2E latency | vs target-only |"
+    )
+    out.append("|---|---|---|---|---|")
+    for r in report.results:
+        spec = r.speculative
+        out.append(
+            f"| {_config(r)} | {pct(r.acceptance) if spec else '-'} | "
+            f"{num(r.rounds_per_request, '.1f') if spec else '-'} | {secs(r.median_e2e_s)} | "
+            f"{ratio(r.speedup_vs_target)} |"
+        )
+    out.append("")
+    out.append("### Timing detail\n")
+    out.append(
+        "| Configuration | Timed requests | Min E2E | Max E2E | TTFT | Decode tok/s | "
+        "Mean accepted length | Per-position acceptance |"
+    )
+    out.append("|---|---|---|---|---|---|---|---|")
+    for r in report.results:
+        d = r.to_dict()
+        ppa = " ".join(f"{x:.2f}" for x in r.per_position_acceptance) or "-"
+        out.append(
+            f"| {r.name} | {r.timed_requests} | {secs(d['min_e2e_s'])} | {secs(d['max_e2e_s'])}"
+            f" | {secs(d['ttft_s'])} | {num(d['decode_tok_s'], '.1f')} | "
+            f"{num(r.mean_accepted_length, '.2f')} | {ppa} |"
+        )
+    out.append("")
+    if any(r.phase_ms for r in report.results):
+        out.append("### Phase split (ms per request, one traced request)\n")
+        out.append(
+            "| Configuration | draft | verify | sample | cache | other | prefill + outside rounds "
+            "| traced E2E | tracing overhead | predicted kernel |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for r in report.results:
+            if not r.phase_ms:
+                continue
+            ph = r.phase_ms
+            out.append(
+                f"| {r.name} | "
+                + " | ".join(f"{ph[x]:.1f}" for x in PHASES)
+                + f" | {num(r.outside_rounds_ms, '.1f')}"
+                + f" | {secs(r.traced_e2e_s)} | {pct(r.tracing_overhead)} | {r.kernel or '-'} |"
+            )
+        out.append("")
+    out.append("### What was given up\n")
+    out.append(f"NLL basis: {p['nll_basis']}. The baseline is target-only with the same "
+               "temperature, top-p and repetition penalty, same seeds.\n")  # fmt: skip
+    out.append(
+        "| Configuration | Target NLL/token | Target-only NLL/token | Difference | "
+        "Mean per-step TV | Greedy match |"
+    )
+    out.append("|---|---|---|---|---|---|")
+    for r in report.results:
+        diff = r.nll_delta
+        gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**")
+        out.append(
+            f"| {r.name} | {num(r.target_nll)} | {num(r.target_nll_baseline)} | "
+            f"{num(diff, '+.3f')} | {num(r.mean_tv)} | {gm} |"
+        )
+    out.append("")
+    for r in report.results:
+        d = r.divergence
+        if d is not None:
+            out.append(
+                f"- {r.name}: first divergence from target-only at generated token {d.position} "
+                f"(seed {d.seed}): target-only {d.target_only_token} {d.target_only_text!r}, "
+                f"this setting {d.speculative_token} {d.speculative_text!r}; target logit "
+                f"margin {num(d.logit_margin, '.4f')}."
+            )
+    peers = [r for r in report.results if r.engine != "specdec-tui"]
+    if peers:
+        out.append("\n### Against mlx-lm (greedy, same models, same protocol)\n")
+        out.append("| mlx-lm row | its median E2E | ours | our median E2E | ours vs mlx-lm |")
+        out.append("|---|---|---|---|---|")
+        for r in peers:
+            ours = next((o for o in report.results if o.name == r.peer_of), None)
+            out.append(
+                f"| {r.name} | {secs(r.median_e2e_s)} | {r.peer_of or '-'} | "
+                f"{secs(ours.median_e2e_s if ours else None)} | {ratio(r.ours_vs_peer)} |"
+            )
+    with_text = [r for r in report.results if r.outputs]
+    if with_text:
+        seed = next(iter(with_text[0].outputs))
+        out.append(f"\n### Outputs side by side (seed {seed}, first timed invocation)\n")
+        for r in with_text:
+            text = r.sample_text or " ".join(map(str, next(iter(r.outputs.values()))))
+            out.append(f"**{r.label}** (`{r.name}`)\n")
+            out.append("\n".join("> " + line for line in text.splitlines() or [""]))
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+CSV_COLUMNS = (
+    "name", "label", "engine", "mode", "rule", "tv_budget", "k", "policy", "temperature",
+    "top_p", "repetition_penalty", "bonus", "dispatch", "verify_attention", "timed_requests",
+    "acceptance", "rounds_per_request", "mean_accepted_length", "median_e2e_s", "min_e2e_s",
+    "max_e2e_s", "ttft_s", "decode_tok_s", "speedup_vs_target",
+    *(f"{p}_ms" for p in PHASES), "outside_rounds_ms", "traced_e2e_s", "tracing_overhead", "kernel",
+    "target_nll", "target_nll_baseline", "mean_tv", "greedy_match", "ours_vs_peer",
+)  # fmt: skip
+
+
+def report_csv(report: BenchReport) -> str:
+    """One flat line per row (CSV_COLUMNS), for spreadsheets; blank where unmeasured."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in report.results:
+        d = r.to_dict()
+        s = r.settings
+        flat = {**d, **d["quality"], **{k: s.get(k) for k in CSV_COLUMNS if k in s}}
+        for p in PHASES:
+            flat[f"{p}_ms"] = (r.phase_ms or {}).get(p)
+        w.writerow(["" if flat.get(c) is None else flat.get(c) for c in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+def print_table(report: BenchReport, console: Any) -> None:
+    """The terminal table: the seed's columns plus what was given up."""
+    from rich.table import Table
+
+    table = Table(title="benchmark", title_justify="left")
+    for col in ("configuration", "acceptance", "rounds/req", "median E2E", "min-max",
+                "TTFT", "tok/s", "vs target", "NLL Δ", "mean TV", "greedy", "kernel"):  # fmt: skip
+        table.add_column(col, no_wrap=col == "configuration")
+    for r in report.results:
+        d = r.to_dict()
+        diff = r.nll_delta
+        gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "[red]no[/red]")
+        table.add_row(
+            r.name,
+            pct(r.acceptance),
+            num(r.rounds_per_request, ".1f") if r.speculative else "-",
+            secs(r.median_e2e_s),
+            f"{num(d['min_e2e_s'])}-{num(d['max_e2e_s'])}",
+            secs(d["ttft_s"]),
+            num(d["decode_tok_s"], ".1f"),
+            ratio(r.speedup_vs_target),
+            num(diff, "+.3f"),
+            num(r.mean_tv),
+            gm,
+            r.kernel or "-",
+        )
+    console.print(table)
+    for r in report.results:
+        if r.fallback_reason:
+            console.print(f"[yellow]{r.name}: {r.fallback_reason}[/yellow]")
+        if r.divergence is not None:
+            dv = r.divergence
+            console.print(
+                f"[yellow]{r.name}: greedy output left target-only's at token {dv.position} "
+                f"({dv.target_only_token} vs {dv.speculative_token}, margin "
+                f"{num(dv.logit_margin, '.4f')})[/yellow]"
+            )

@@ -1,0 +1,115 @@
+"""One benchmark request from an empty cache, and what a row records from it.
+
+Every request resets the engine first so it prefills the prompt like every other (the seed's
+protocol); timed and traced requests of a setting add to the same `BenchResult`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.acceptance import PositionTally
+from core.bench.errors import BenchCancelled
+from core.bench.results import BenchResult
+from core.events import PHASES, RoundEvent, RunSummary
+from core.settings import Settings
+
+
+@dataclass
+class Request:
+    """One request's summary and the per-round tallies the summary does not keep."""
+
+    summary: RunSummary | None = None
+    kernels: Counter[str] = field(default_factory=Counter)
+    positions: PositionTally = field(default_factory=PositionTally)
+    rounds: list[RoundEvent] = field(default_factory=list)
+
+    def add(self, ev: RoundEvent, keep: bool) -> None:
+        """Count one round (kernels of speculative rounds only); `keep` holds it for a trace."""
+        if keep:
+            self.rounds.append(ev)
+        if ev.proposed and ev.kernel:
+            self.kernels[ev.kernel] += 1
+        self.positions.observe(ev.proposed, ev.accepted)
+
+
+def run_request(
+    engine: Any,
+    prompt_ids: Sequence[int],
+    s: Settings,
+    cancel: threading.Event | None,
+    keep_rounds: bool = False,
+) -> Request:
+    """One request from an empty cache, so it prefills the prompt like every other."""
+    engine.reset()
+    req = Request()
+    for item in engine.generate(list(prompt_ids), s, cancel=cancel):
+        if isinstance(item, RunSummary):
+            req.summary = item
+        else:
+            req.add(item, keep_rounds)
+    if req.summary is None or req.summary.stop_reason == "cancelled":
+        raise BenchCancelled("The benchmark was cancelled before it finished.")
+    return req
+
+
+def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> None:
+    """Add a timed request to its row; `keep_output` keeps its tokens for quality checks."""
+    s = req.summary
+    assert s is not None
+    r.e2e_s.append(s.e2e_s)
+    r.ttft_all_s.append(s.ttft_s)
+    r.decode_all_tok_s.append(s.decode_tok_s)
+    r.rounds.append(s.rounds)
+    r.tokens.append(s.tokens)
+    r.positions.merge(req.positions)
+    r.kernels.update(req.kernels)
+    if s.mean_tv is not None:
+        r.mean_tvs.append(s.mean_tv)
+    if s.fallback_reason:
+        r.fallback_reason = s.fallback_reason
+    if keep_output:
+        r.outputs[seed] = list(s.token_ids)
+    r.last_outputs[seed] = list(s.token_ids)
+
+
+def record_traced(
+    r: BenchResult,
+    engine: Any,
+    prompt_ids: Sequence[int],
+    s: Settings,
+    untraced_e2e_s: float,
+    cancel: threading.Event | None,
+) -> None:
+    """Run `s` traced; its E2E against the untraced run of the same seed just before is one
+    overhead sample. The first traced request of a setting gives its phase split and trace."""
+    req = run_request(engine, prompt_ids, s.replace(traced=True), cancel, True)
+    assert req.summary is not None
+    r.traced_ratios.append(req.summary.e2e_s / untraced_e2e_s)
+    if r.phase_ms is not None:
+        return
+    r.traced_e2e_s = req.summary.e2e_s
+    r.phase_ms = {p: req.summary.phase_s.get(p, 0.0) * 1e3 for p in PHASES}
+    r.trace = [round_trace(ev) for ev in req.rounds]
+    in_rounds = sum(ev.timings.total for ev in req.rounds)
+    r.outside_rounds_ms = max(req.summary.e2e_s - in_rounds, 0.0) * 1e3
+    if not r.kernels:  # no speculative round: the kernel of its single-row forwards
+        r.kernels.update(ev.kernel for ev in req.rounds if ev.kernel)
+
+
+def round_trace(ev: RoundEvent) -> dict[str, Any]:
+    """One round of the JSON trace: its shape and its phase times in ms."""
+    ms = ev.timings.as_ms()
+    return {
+        "rows": ev.rows,
+        "proposed": ev.proposed,
+        "accepted": ev.accepted,
+        "tokens": len(ev.tokens),
+        "context": ev.context,
+        "kernel": ev.kernel,
+        **{f"{p}_ms": round(ms[p], 4) for p in (*PHASES, "total")},
+    }

@@ -1,0 +1,269 @@
+"""What a benchmark run measured: the rows it ran, their raw timings, and the derived numbers.
+
+`BenchResult.to_dict` is the JSON contract row (issue 5): extend it, never rename a key.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.acceptance import PositionTally
+from core.bench.report import pct, ratio, report_csv, report_markdown, secs
+from core.settings import Settings
+
+
+def describe(s: Settings) -> str:
+    """A seed-table label: 'Target-only', 'Fixed-8, TV=0.75', 'Fixed-4, lossless, no bonus'."""
+    if s.mode == "target-only":
+        label = "Target-only"
+    elif s.mode == "draft-only":
+        label = "Draft-only"
+    else:
+        policy = f"Fixed-{s.k}" if s.policy == "fixed" else f"{s.policy} {s.k_min}..{s.k_max}"
+        rule = s.effective_rule
+        rule_text = f"TV={s.tv_budget:g}" if rule == "mentored" else rule
+        label = f"{policy}, {rule_text}"
+        if not s.bonus:
+            label += ", no bonus"
+        if s.dispatch != "auto":
+            label += f", {s.dispatch}"
+        if s.verify_attention != "auto":
+            label += f", {s.verify_attention} attention"
+        if s.fused_draft:
+            label += ", fused draft"
+    if s.greedy and s.mode != "speculative":
+        label += ", greedy"
+    return label
+
+
+@dataclass(frozen=True)
+class BenchSetting:
+    """One row of the table: a name scripts can key on, and the settings it runs."""
+
+    name: str
+    settings: Settings
+
+
+SettingLike = Settings | BenchSetting | tuple[str, Settings]
+
+
+def as_bench_settings(items: Iterable[SettingLike]) -> list[BenchSetting]:
+    """Named rows from whatever the caller gave; a repeated name gets -2, -3, ... (unique keys)."""
+    out: list[BenchSetting] = []
+    taken: set[str] = set()
+    for item in items:
+        if isinstance(item, BenchSetting):
+            bs = item
+        elif isinstance(item, Settings):
+            bs = BenchSetting(describe(item), item)
+        else:
+            name, s = item
+            bs = BenchSetting(str(name), s)
+        name, n = bs.name, 2
+        while name in taken:
+            name, n = f"{bs.name}-{n}", n + 1
+        taken.add(name)
+        out.append(BenchSetting(name, bs.settings))
+    return out
+
+
+def sampling_key(s: Settings) -> tuple[float, float, float, int]:
+    """What decides target-only's output distribution: the matched baseline shares it."""
+    if s.greedy:
+        return (0.0, 1.0, s.repetition_penalty, s.repetition_context)
+    return (s.temperature, s.top_p, s.repetition_penalty, s.repetition_context)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a greedy speculative output first left target-only's, and by how much."""
+
+    seed: int
+    position: int  # index into the generated tokens
+    target_only_token: int
+    speculative_token: int
+    logit_margin: float | None  # target logit(target-only token) - logit(speculative token)
+    target_only_text: str = ""
+    speculative_text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BenchResult:
+    """One row: the raw timings of its timed requests and everything derived from them."""
+
+    name: str
+    label: str
+    settings: dict[str, Any]
+    engine: str = "specdec-tui"  # or "mlx-lm" for peer rows
+    e2e_s: list[float] = field(default_factory=list)
+    ttft_all_s: list[float] = field(default_factory=list)
+    decode_all_tok_s: list[float] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    positions: PositionTally = field(default_factory=PositionTally)  # every timed request's rounds
+    kernels: Counter[str] = field(default_factory=Counter)
+    mean_tvs: list[float] = field(default_factory=list)
+    outputs: dict[int, list[int]] = field(default_factory=dict)  # seed -> ids, 1st invocation
+    last_outputs: dict[int, list[int]] = field(default_factory=dict)  # the last invocation's
+    phase_ms: dict[str, float] | None = None
+    traced_e2e_s: float | None = None
+    # traced E2E / untraced E2E of the same seed, run back to back: pairs cancel slow spells
+    traced_ratios: list[float] = field(default_factory=list)
+    outside_rounds_ms: float | None = None  # traced E2E minus its rounds: prefill, mostly
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    target_nll: float | None = None
+    target_nll_baseline: float | None = None
+    greedy_match: bool | None = None
+    divergence: Divergence | None = None
+    fallback_reason: str | None = None
+    speedup_vs_target: float | None = None
+    peer_of: str | None = None  # for mlx-lm rows: the row of ours it is compared with
+    ours_vs_peer: float | None = None  # peer median E2E / ours median E2E
+    sample_text: str = ""
+
+    # -- derived numbers ---------------------------------------------------------------
+
+    @property
+    def speculative(self) -> bool:
+        return self.settings.get("mode") == "speculative"
+
+    @property
+    def nll_delta(self) -> float | None:
+        """What the text gave up: target NLL per token minus target-only's (None if unscored)."""
+        if self.target_nll is None or self.target_nll_baseline is None:
+            return None
+        return self.target_nll - self.target_nll_baseline
+
+    @property
+    def timed_requests(self) -> int:
+        return len(self.e2e_s)
+
+    @property
+    def median_e2e_s(self) -> float | None:
+        return statistics.median(self.e2e_s) if self.e2e_s else None
+
+    @property
+    def acceptance(self) -> float | None:
+        """Accepted over proposed drafts; None for rows that do not speculate."""
+        return self.positions.acceptance if self.speculative else None
+
+    @property
+    def mean_accepted_length(self) -> float | None:
+        return self.positions.mean_accepted_length
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return list(self.positions.reached_rates())
+
+    @property
+    def rounds_per_request(self) -> float | None:
+        return statistics.fmean(self.rounds) if self.rounds else None
+
+    @property
+    def tracing_overhead(self) -> float | None:
+        """Median over seeds of traced / untraced E2E of the same seed, minus 1."""
+        return statistics.median(self.traced_ratios) - 1.0 if self.traced_ratios else None
+
+    @property
+    def kernel(self) -> str | None:
+        return self.kernels.most_common(1)[0][0] if self.kernels else None
+
+    @property
+    def mean_tv(self) -> float | None:
+        return statistics.fmean(self.mean_tvs) if self.mean_tvs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract row (issue 5): extend, never rename."""
+        med = self.median_e2e_s
+        return {
+            "name": self.name,
+            "label": self.label,
+            "engine": self.engine,
+            "settings": self.settings,
+            "acceptance": self.acceptance,
+            "rounds_per_request": self.rounds_per_request,
+            "median_e2e_s": med,
+            "min_e2e_s": min(self.e2e_s) if self.e2e_s else None,
+            "max_e2e_s": max(self.e2e_s) if self.e2e_s else None,
+            "e2e_s": list(self.e2e_s),
+            "timed_requests": self.timed_requests,
+            "ttft_s": statistics.median(self.ttft_all_s) if self.ttft_all_s else None,
+            "decode_tok_s": (
+                statistics.median(self.decode_all_tok_s) if self.decode_all_tok_s else None
+            ),
+            "tokens_per_request": statistics.median(self.tokens) if self.tokens else None,
+            "speedup_vs_target": self.speedup_vs_target,
+            "mean_accepted_length": self.mean_accepted_length,
+            "per_position_acceptance": self.per_position_acceptance,
+            "phase_ms": self.phase_ms,
+            "traced_e2e_s": self.traced_e2e_s,
+            "traced_ratios": list(self.traced_ratios),
+            "outside_rounds_ms": self.outside_rounds_ms,
+            "tracing_overhead": self.tracing_overhead,
+            "kernel": self.kernel,
+            "quality": {
+                "target_nll": self.target_nll,
+                "target_nll_baseline": self.target_nll_baseline,
+                "mean_tv": self.mean_tv,
+            },
+            "greedy_match": self.greedy_match,
+            "divergence": self.divergence.to_dict() if self.divergence else None,
+            "fallback_reason": self.fallback_reason,
+            "peer_of": self.peer_of,
+            "ours_vs_peer": self.ours_vs_peer,
+            "sample_output": {
+                "seed": next(iter(self.outputs), None),
+                "token_ids": next(iter(self.outputs.values()), []),
+                "text": self.sample_text,
+            },
+            "trace": self.trace,
+        }
+
+
+@dataclass
+class BenchReport:
+    """Everything one benchmark run measured, with the renderings people and scripts read."""
+
+    environment: dict[str, Any]
+    protocol: dict[str, Any]
+    results: list[BenchResult]
+
+    def result(self, name: str) -> BenchResult:
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "protocol": self.protocol,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+
+    def to_csv(self) -> str:
+        return report_csv(self)
+
+    def to_markdown(self) -> str:
+        return report_markdown(self)
+
+    def summary_text(self) -> str:
+        """A few lines for a small panel (the TUI): name, acceptance, median E2E, ratio."""
+        lines = []
+        for r in self.results:
+            lines.append(
+                f"{r.name}: acc {pct(r.acceptance)}, median {secs(r.median_e2e_s)}, "
+                f"{ratio(r.speedup_vs_target)} vs target-only"
+            )
+        return "\n".join(lines)
