@@ -9,8 +9,9 @@ One loop feeds the TUI, the benchmark and the profile writer. Its discipline:
   longest prefix they share with the committed sequence minus its last token, the token the
   next round feeds. That one rule covers rejection, the bonus switch, EOS, cancellation and
   multi-turn reuse (a new turn keeps the common prefix and prefills only the rest).
-Like vLLM and llama.cpp, the draft samples from its processed distribution q and the target
-verifies all k drafts plus one bonus row in one forward pass.
+Drafts come through one seam (core.drafting): a drafter proposes up to k tokens with their
+draft distribution q (or none: deterministic), and the target verifies all of them plus one
+bonus row in one forward pass. The round never asks who drafted.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
+from core.acceptance import PositionTally
+from core.cached_model import CachedModel
 from core.dispatch import verification_patches
+from core.drafting import registry
+from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
 from core.errors import UserError
 from core.events import PHASES, CommittedToken, RoundEvent, RunSummary
 from core.policy import Policy, make_policy
@@ -35,6 +39,7 @@ from core.sampling import (
     Verdict,
     accept_greedy,
     accept_sampled,
+    one_hot,
     penalize,
     sample,
     to_probs,
@@ -45,76 +50,26 @@ from core.trace import RoundTimer
 Item = RoundEvent | RunSummary
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
-    """Length of the common prefix of a and b, trusting that the first `start` agree."""
-    n = min(len(a), len(b))
-    i = min(start, n)
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+def _untrimmable(model: nn.Module, role: str) -> str | None:
+    """Why `model`'s cache cannot be rewound after rejected drafts, as a clause, or None."""
+    from core.models import untrimmable_reason
+
+    why = untrimmable_reason(model)
+    return f"the {role} {why}" if why else None
 
 
 @dataclass
-class _ModelState:
-    """A model, its prompt cache, and the token list that cache holds (same length)."""
-
-    model: nn.Module
-    cache: list[Any]
-    seq: list[int] = field(default_factory=list)
-    fused: Any = None  # CompiledDecodeStep once built; False when the model cannot use one
-
-    def rewind(self, want: Sequence[int], start: int = 0) -> None:
-        keep = _common_prefix(self.seq, want, start)
-        if keep < len(self.seq):
-            trim_prompt_cache(self.cache, len(self.seq) - keep)
-            del self.seq[keep:]
-
-    def forward(self, tokens: mx.array, vocab: int) -> mx.array:
-        """Logits [rows, vocab] for a 1-D token array; the cache advances by its length."""
-        return self.model(tokens[None], cache=self.cache)[0, :, :vocab]
-
-    def decode(self, tokens: mx.array, vocab: int, fused: bool) -> mx.array:
-        """Logits of the last row; with `fused`, the last token goes through the compiled step."""
-        if fused and self.fused is None:
-            from core.drafting.compiled import CompiledDecodeStep, supports
-
-            self.fused = CompiledDecodeStep(self.model) if supports(self.model) is None else False
-        if not (fused and self.fused):
-            return self.forward(tokens, vocab)[-1:]
-        if tokens.shape[0] > 1:
-            self.model(tokens[:-1][None], cache=self.cache)
-        if self.cache[0].keys is None:
-            return self.forward(tokens[-1:], vocab)
-        return self.fused.step(tokens[-1:], self.cache)[:, :vocab]
-
-    def prefill(self, tokens: Sequence[int], chunk: int) -> None:
-        """Feed tokens in chunks, evaluating each so memory stays bounded."""
-        for i in range(0, len(tokens), chunk):
-            part = list(tokens[i : i + chunk])
-            self.model(mx.array(part)[None], cache=self.cache)
-            mx.eval([c.state for c in self.cache])
-            self.seq.extend(part)
-
-    def offset(self) -> int:
-        return int(self.cache[0].offset)
-
-
-@dataclass
-class _Tally:
-    """Running totals that become the RunSummary."""
+class _RunTotals:
+    """Running totals of one generate() call, which become its RunSummary."""
 
     rounds: int = 0
     tokens: list[int] = field(default_factory=list)
-    proposed: int = 0
-    accepted: int = 0
-    pos_tries: list[int] = field(default_factory=lambda: [0] * MAX_K)
-    pos_hits: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    positions: PositionTally = field(default_factory=PositionTally)
     tv_sum: float = 0.0
     tv_count: int = 0
-    draft_catch_up: int = 0  # tokens the draft prefilled in its first drafting round
+    draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
-    spec_rounds: int = 0
 
     def add(self, ev: RoundEvent, now: float) -> None:
         self.rounds += 1
@@ -124,23 +79,15 @@ class _Tally:
         for p in PHASES:
             self.phase[p] += getattr(ev.timings, p)
         if ev.proposed:
-            self.spec_rounds += 1
-            self.proposed += ev.proposed
-            self.accepted += ev.accepted
+            self.positions.observe(ev.proposed, ev.accepted)
             if ev.tv is not None:
                 decided = min(ev.accepted + 1, ev.proposed)
                 self.tv_sum += ev.tv * decided
                 self.tv_count += decided
-            # Conditional per position: position i is verified only if all before it were
-            # accepted, so P(accept i | reached i); their product is the accepted-length law
-            # the cost-aware policy and the Acceptance panel use.
-            for i in range(min(ev.accepted + 1, ev.proposed)):
-                self.pos_tries[i] += 1
-                self.pos_hits[i] += i < ev.accepted
 
 
 class Engine:
-    """Owns both models' caches across turns and runs the decode loop over them."""
+    """Owns the target's cache, the draft sources, and runs the decode loop over them."""
 
     def __init__(
         self,
@@ -157,24 +104,33 @@ class Engine:
         self.eos_ids = frozenset(eos_ids)
         self.predictor = predictor
         self.cost_curve: Any | None = None
-        self._t = _ModelState(target, make_prompt_cache(target))
-        self._d = _ModelState(draft, make_prompt_cache(draft)) if draft is not None else None
-        self.speculation_reason = speculation_reason
+        self._target = CachedModel.fresh(target)
+        # The draft model with its cache: shared by the model drafters and draft-only mode.
+        self._draft = CachedModel.fresh(draft) if draft is not None else None
+        self._drafters: dict[str, Drafter] = {}
+        self._unavailable: dict[str, str] = {}  # source -> why it cannot draft here
+        # Why nothing can speculate (the target's cache cannot be rewound), and why the draft
+        # model cannot (sources that need no model still can).
+        self._target_reason = _untrimmable(target, "target")
         if draft is None:
-            self.speculation_reason = speculation_reason or "no draft model is loaded"
-        elif not (can_trim_prompt_cache(self._t.cache) and can_trim_prompt_cache(self._d.cache)):
-            self.speculation_reason = "a model's cache cannot be rewound (not trimmable)"
-        self.speculation_ok = speculation_ok and self.speculation_reason is None
+            self._draft_reason = speculation_reason or "no draft model is loaded"
+        else:
+            self._draft_reason = _untrimmable(draft, "draft") or (
+                None if speculation_ok else speculation_reason or "the pair cannot speculate"
+            )
+        # The model source's verdict, which the app shows for the pair as loaded.
+        self.speculation_reason = self._target_reason or self._draft_reason
+        self.speculation_ok = self.speculation_reason is None
         self._policy: Policy | None = None
         self._policy_sig: tuple[Any, ...] | None = None
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
         """Build from a core.models.ModelPair, with the kernel predictor for the target."""
+        from core.dispatch import KernelPredictor
+
         predictor = None
         with contextlib.suppress(Exception):  # prediction is informative, never required
-            from core.dispatch import KernelPredictor
-
             predictor = KernelPredictor(pair.target.model)
         return cls(
             pair.target.model,
@@ -189,31 +145,57 @@ class Engine:
     @property
     def target_model(self) -> nn.Module:
         """The target's mlx-lm module (for scoring text with the same weights)."""
-        return self._t.model
-
-    @property
-    def draft_model(self) -> nn.Module | None:
-        return self._d.model if self._d is not None else None
+        return self._target.model
 
     # -- state -----------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget both caches and the policy's learning; the next generate starts afresh."""
+        """Forget every cache, every drafter's state and the policy's learning."""
         self._policy, self._policy_sig = None, None
-        self._t = _ModelState(self._t.model, make_prompt_cache(self._t.model))
-        if self._d is not None:
-            self._d = _ModelState(self._d.model, make_prompt_cache(self._d.model))
+        self._target = CachedModel.fresh(self._target.model)
+        if self._draft is not None:
+            self._draft = CachedModel.fresh(self._draft.model)
+        self._drafters = {}
 
     def cache_state(self) -> dict[str, Any]:
-        """Token lists and offsets of both caches (tests check they never disagree)."""
-        out: dict[str, Any] = {"target_seq": list(self._t.seq), "target_offset": self._t.offset()}
-        if self._d is not None:
-            out |= {"draft_seq": list(self._d.seq), "draft_offset": self._d.offset()}
+        """Token lists and offsets of every cache (tests check they never disagree)."""
+        out: dict[str, Any] = {
+            "target_seq": list(self._target.seq), "target_offset": self._target.offset()
+        }
+        if self._draft is not None:
+            out |= {"draft_seq": list(self._draft.seq), "draft_offset": self._draft.offset()}
+        for name, d in self._drafters.items():
+            out[f"drafter:{name}"] = d.state()
         return out
 
     def set_cost_curve(self, curve: Any) -> None:
         """A VerifyCostCurve for the cost-aware policy (from core.dispatch.calibrate)."""
         self.cost_curve = curve
+
+    def drafter(self, name: str) -> Drafter:
+        """The draft source registered as `name`, built once per engine (it keeps its state).
+
+        Raises DraftUnavailable when the source cannot run here; see `unavailable_reason`."""
+        if name not in self._drafters:
+            try:
+                make = registry.factory(name)
+            except KeyError:
+                known = ", ".join(registry.names())
+                raise UserError(f"Unknown draft source {name!r}; known: {known}.") from None
+            res = registry.DraftResources(self._draft, self.vocab_size, self._draft_reason)
+            self._drafters[name] = make(res)
+        return self._drafters[name]
+
+    def unavailable_reason(self, source: str) -> str | None:
+        """Why speculation with `source` falls back to target-only here, or None if it can run."""
+        if self._target_reason is not None:
+            return self._target_reason
+        if source not in self._unavailable:
+            try:
+                self.drafter(source)
+            except DraftUnavailable as exc:
+                self._unavailable[source] = str(exc)
+        return self._unavailable.get(source)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -235,20 +217,15 @@ class Engine:
         s = settings
         source = settings_source or (lambda: settings)
         fallback = self._fallback_reason(s)
-        if s.mode == "draft-only" and self._d is None:
+        if s.mode == "draft-only" and self._draft is None:
             raise UserError("Draft-only mode needs a draft model; load one with --draft.")
         seq = list(prompt_ids)
         n_prompt = len(seq)
-        prefilled = self._prefill(
-            seq,
-            s,
-            # A speculative draft catches up in its first round that drafts (below): the
-            # cost-aware policy may never draft here (on the CPU it does not), and then the
-            # draft's prefill would only double the time to the first token.
-            uses_draft=s.mode == "draft-only" and fallback is None,
-            uses_target=s.mode != "draft-only",
-        )
-        tally = _Tally()
+        # A speculative drafter catches up in its first round that drafts (below): the
+        # cost-aware policy may never draft here (on the CPU it does not), and then the
+        # draft's prefill would only double the time to the first token.
+        prefilled = self._prefill(seq, s, draft_only=s.mode == "draft-only")
+        totals = _RunTotals()
         key = mx.random.key(s.seed)
         stop = "length"
 
@@ -257,57 +234,63 @@ class Engine:
             if cancel is not None and cancel.is_set():
                 stop = "cancelled"
                 break
-            remaining = s.max_tokens - len(tally.tokens)
+            remaining = s.max_tokens - len(totals.tokens)
             if remaining <= 0:
                 break
             mode = s.mode
-            if mode == "speculative" and not self.speculation_ok:
-                mode, fallback = "target-only", self.speculation_reason
-            if mode == "draft-only" and self._d is None:
+            if mode == "speculative" and (why := self.unavailable_reason(s.draft_source)):
+                mode, fallback = "target-only", why
+            if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
             key, round_key = mx.random.split(key)
             if mode == "speculative":
+                drafter = self.drafter(s.draft_source)
                 if s.dispatch == "fastest":
                     self._ensure_curve(s, len(seq))
-                policy = self._policy_for(s, len(seq))
-                k = min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining)
+                policy = self._policy_for(s, len(seq), drafter)
+                k = max(min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining), 0)
                 if k > 0:
-                    tally.draft_catch_up = max(tally.draft_catch_up, self._catch_up_draft(seq, s))
-                ev = self._speculative_round(seq, s, max(k, 0), round_key, tally.rounds)
+                    # Outside the round, so its timings and the policy's observed costs stay
+                    # the round's own.
+                    caught = drafter.catch_up(seq, s.prefill_chunk)
+                    totals.draft_catch_up = max(totals.draft_catch_up, caught)
+                ev = self._speculative_round(seq, s, k, round_key, totals.rounds, drafter)
                 policy.observe(ev.proposed, ev.accepted, ev.timings.total)
                 events: Iterator[RoundEvent] = iter((ev,))
             else:
                 events = self._single_model_rounds(
-                    seq, s, mode, round_key, tally.rounds, remaining, source, cancel
+                    seq, s, mode, round_key, totals.rounds, remaining, source, cancel
                 )
             for ev in events:
-                tally.add(ev, time.perf_counter())
+                totals.add(ev, time.perf_counter())
                 yield ev
-            if self._hit_eos(tally.tokens, s):
+            if self._hit_eos(totals.tokens, s):
                 stop = "eos"
                 break
 
         self._settle(seq)
         e2e = time.perf_counter() - t_start
-        prefilled = max(prefilled, tally.draft_catch_up)  # the larger of the two catch-ups
-        yield self._summary(tally, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
+        prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
+        yield self._summary(totals, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
 
-    def _policy_for(self, s: Settings, context: int) -> Policy:
+    def _policy_for(self, s: Settings, context: int, drafter: Drafter) -> Policy:
         """The policy these settings name, kept across rounds and chat turns until a setting
         it depends on changes (an adaptive k keeps what it learnt from earlier messages)."""
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft)
+               s.dispatch, s.fused_draft, s.draft_source)
         if self._policy is None or sig != self._policy_sig:
+            price = None
             if s.policy == "cost-aware":
                 self._ensure_curve(s, context)
-            self._policy, self._policy_sig = make_policy(s, self.cost_curve), sig
+                price = drafter.price(self.cost_curve)
+            self._policy, self._policy_sig = make_policy(s, self.cost_curve, price), sig
         return self._policy
 
     def needs_curve(self, s: Settings) -> bool:
         """Whether a speculative run with `s` will stop to calibrate first: the cost-aware
         policy needs a curve, dispatch=fastest one that measured the padded kernel. A caller
         with a progress display (the TUI) calibrates itself first; otherwise the round waits."""
-        if s.mode != "speculative" or not self.speculation_ok:
+        if s.mode != "speculative" or self.unavailable_reason(s.draft_source):
             return False
         return (s.policy == "cost-aware" or s.dispatch == "fastest") and self._curve_missing(s)
 
@@ -321,47 +304,46 @@ class Engine:
             self.cost_curve = self._quick_calibration(s, context)
 
     def _fallback_reason(self, s: Settings) -> str | None:
-        if s.mode == "speculative" and not self.speculation_ok:
-            return self.speculation_reason
-        return None
+        """Checked before any work, so an unknown source is a sentence, not a half run."""
+        return self.unavailable_reason(s.draft_source) if s.mode == "speculative" else None
 
     def _hit_eos(self, tokens: list[int], s: Settings) -> bool:
         return not s.ignore_eos and bool(tokens) and tokens[-1] in self.eos_ids
 
-    def _prefill(self, seq: list[int], s: Settings, uses_draft: bool, uses_target: bool = True) -> int:
-        """Bring caches to seq[:-1], keeping what they already share with it.
+    def _prefill(self, seq: list[int], s: Settings, draft_only: bool) -> int:
+        """Bring the run's model to seq[:-1], keeping what its cache already shares with it.
 
-        An unused draft is still rewound (a trim, no forward): its token list must stay a
-        prefix of this conversation, because a mid-run switch to speculative feeds it only
-        the tokens past its list.
+        Every other cache and drafter is still rewound (a trim, no forward): its token list
+        must stay a prefix of this conversation, because a mid-run switch feeds it only the
+        tokens past its list.
         """
         want = seq[:-1]
-        done = 0
-        for st in (self._t, self._d):
-            if st is None:
-                continue
-            st.rewind(want)
-            if (st is self._d and not uses_draft) or (st is self._t and not uses_target):
-                continue
-            todo = want[len(st.seq) :]
-            st.prefill(todo, s.prefill_chunk)
-            done = max(done, len(todo))
-        return done
+        self._rewind_all(want, 0)
+        used = self._draft if draft_only else self._target
+        assert used is not None
+        todo = want[len(used.seq) :]
+        used.prefill(todo, s.prefill_chunk)
+        return len(todo)
 
     def _settle(self, seq: list[int]) -> None:
-        """End of run: each cache holds at most seq[:-1] (the pipelined step may be ahead)."""
+        """End of run: every cache holds at most seq[:-1] (the pipelined step may be ahead)."""
         want = seq[:-1]
-        for st in (self._t, self._d):
-            if st is not None:
-                st.rewind(want, max(len(want) - MAX_K - 2, 0))
+        self._rewind_all(want, max(len(want) - MAX_K - 2, 0))
+
+    def _rewind_all(self, want: Sequence[int], start: int) -> None:
+        self._target.rewind(want, start)
+        if self._draft is not None:
+            self._draft.rewind(want, start)
+        for d in self._drafters.values():
+            d.rewind(want, start)
 
     def _quick_calibration(self, s: Settings, context: int) -> Any:
         from core.dispatch import calibrate
 
-        draft = self._d.model if self._d is not None else None
+        draft = self._draft.model if self._draft is not None else None
         modes = ("auto", "gemm") if s.dispatch == "fastest" else ("auto",)
         return calibrate(
-            self._t.model,
+            self._target.model,
             draft,
             rows=s.k_max + 1,
             repeats=3,
@@ -371,16 +353,6 @@ class Engine:
         )
 
     # -- rounds ------------------------------------------------------------------------------
-
-    def _catch_up_draft(self, seq: list[int], s: Settings) -> int:
-        """Before a round that drafts: feed the draft what it lags behind seq[:-1] (all of the
-        prompt in the first such round, since a speculative run does not prefill it up front).
-        Outside the round, so its timings and the policy's observed costs stay the round's."""
-        assert self._d is not None
-        todo = seq[len(self._d.seq) : -1]
-        if todo:
-            self._d.prefill(todo, s.prefill_chunk)
-        return len(todo)
 
     @staticmethod
     def _logits_config(s: Settings) -> LogitsConfig:
@@ -400,40 +372,23 @@ class Engine:
             return ""
 
     def _speculative_round(
-        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int
+        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter
     ) -> RoundEvent:
-        """Draft k tokens, verify k + 1 rows in one target pass, accept on the device, rewind."""
-        assert self._d is not None
-        t, d = self._t, self._d
+        """Draft up to k tokens, verify them plus one row in one target pass, accept on the
+        device, rewind. k becomes what the drafter actually proposed."""
+        t = self._target
         cfg = self._logits_config(s)
         timer = RoundTimer(s.traced)
-        greedy = cfg.greedy
         keys = mx.random.split(key, k + 1)
         hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
         V = self.vocab_size
         start = max(len(seq) - 2, 0)
 
-        # Draft: k steps chained lazily; async_eval keeps the device fed without a host sync.
-        d_pending = seq[len(d.seq) :]
-        x = mx.array(d_pending)
-        drafts: list[mx.array] = []
-        qs: list[mx.array] = []
-        for i in range(k):
-            logits = d.decode(x, V, s.fused_draft)
-            if hist is not None:
-                ctx = mx.concatenate([hist, *drafts]) if drafts else hist
-                logits = penalize(logits, ctx, cfg)
-            if greedy:
-                x = mx.argmax(logits, axis=-1)
-            else:
-                q = to_probs(logits, cfg)
-                qs.append(q)
-                x = sample(q, keys[i])
-            drafts.append(x)
-            # Queued in traced mode too: the draft phase still ends at one barrier (below),
-            # and without this the host builds all k steps before the device starts any.
-            mx.async_eval(x)
-        draft_arr = mx.concatenate(drafts) if drafts else mx.array([], dtype=mx.uint32)
+        proposal = drafter.propose(
+            DraftRequest(seq, k, V, cfg, keys[:k], hist, compiled=s.fused_draft)
+        )
+        draft_arr = proposal.tokens
+        k = proposal.k
         timer.mark("draft", draft_arr)
 
         # Verify: the pending token plus all drafts, one forward, k + 1 rows kept.
@@ -448,12 +403,12 @@ class Engine:
         if hist is not None:
             logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
         verdict: Verdict
-        if greedy:
+        if cfg.greedy:
             verdict = accept_greedy(mx.argmax(logits, axis=-1), draft_arr)
         else:
             p = to_probs(logits, cfg)
-            q = mx.concatenate(qs) if qs else mx.zeros((0, V), mx.float32)
-            verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[k])
+            q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
+            verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[-1])
         packed = mx.concatenate(
             [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
              verdict.next_token.reshape(1).astype(mx.int32)]
@@ -472,14 +427,13 @@ class Engine:
         committed = self._cut_at_eos(committed, s)
         rejected = tuple(proposed_ids[n:])
 
-        # Rewind: both caches keep what they share with the committed sequence minus its tail.
+        # Rewind: every cache keeps what it shares with the committed sequence minus its tail.
         t.seq.extend(t_pending + proposed_ids)
-        if k:  # the draft fed its pending tokens and k - 1 drafts; with k = 0 it fed nothing
-            d.seq.extend(d_pending + proposed_ids[: k - 1])
+        drafter.learn(proposed_ids, n)
         seq.extend(c.id for c in committed)
         want = seq[:-1]
         t.rewind(want, start)
-        d.rewind(want, start)
+        drafter.rewind(want, start)
         timer.mark("cache")
 
         decided = min(n + 1, k)
@@ -492,7 +446,7 @@ class Engine:
             rows=rows,
             timings=timer.finish(),
             kernel=self._kernel(rows),
-            tv=(tv_sum / decided) if decided and not greedy else None,
+            tv=(tv_sum / decided) if decided and not cfg.greedy else None,
             context=len(seq),
             traced=s.traced,
         )
@@ -500,7 +454,7 @@ class Engine:
     def _verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
         """Dispatch and attention overrides around the multi-row verification only."""
         return verification_patches(
-            self._t.model, s.dispatch, s.verify_attention, rows, curve=self.cost_curve
+            self._target.model, s.dispatch, s.verify_attention, rows, curve=self.cost_curve
         )
 
     def _cut_at_eos(self, toks: list[CommittedToken], s: Settings) -> list[CommittedToken]:
@@ -531,8 +485,9 @@ class Engine:
         part of the same device graph. The loop hands control back when the settings change,
         so a key applies from the next round.
         """
-        st = self._t if mode == "target-only" else self._d
+        st = self._target if mode == "target-only" else self._draft
         assert st is not None
+        compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft only
         origin = "target" if mode == "target-only" else "draft"
         phase = "verify" if mode == "target-only" else "draft"
         cfg = self._logits_config(s)
@@ -541,7 +496,7 @@ class Engine:
         kernel = self._kernel(1) if mode == "target-only" else ""
 
         def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> mx.array:
-            logits = st.decode(tokens, V, s.fused_draft)
+            logits = st.decode(tokens, V, compiled)
             if hist is not None:
                 logits = penalize(logits, hist, cfg)
             if cfg.greedy:
@@ -602,7 +557,7 @@ class Engine:
 
     def _summary(
         self,
-        tally: _Tally,
+        totals: _RunTotals,
         s: Settings,
         n_prompt: int,
         prefilled: int,
@@ -611,32 +566,29 @@ class Engine:
         stop: str,
         fallback: str | None,
     ) -> RunSummary:
-        ttft = (tally.first_token_at - t_start) if tally.first_token_at else e2e
-        n = len(tally.tokens)
+        ttft = (totals.first_token_at - t_start) if totals.first_token_at else e2e
+        n = len(totals.tokens)
         decode_time = e2e - ttft
         decode_tok_s = (n - 1) / decode_time if n > 1 and decode_time > 0 else 0.0
-        spec = tally.spec_rounds > 0
-        per_pos = tuple(
-            tally.pos_hits[i] / tally.pos_tries[i] for i in range(MAX_K) if tally.pos_tries[i]
-        )
+        pos = totals.positions
         return RunSummary(
             mode=s.mode if fallback is None else "target-only",
             tokens=n,
-            rounds=tally.rounds,
+            rounds=totals.rounds,
             prompt_tokens=n_prompt,
             prefill_tokens=prefilled,
-            proposed=tally.proposed,
-            accepted=tally.accepted,
-            acceptance=(tally.accepted / tally.proposed) if spec and tally.proposed else None,
-            per_position_acceptance=per_pos,
-            mean_accepted_length=(tally.accepted / tally.spec_rounds) if spec else None,
+            proposed=pos.proposed,
+            accepted=pos.accepted,
+            acceptance=pos.acceptance,
+            per_position_acceptance=pos.reached_rates(),
+            mean_accepted_length=pos.mean_accepted_length,
             e2e_s=e2e,
             ttft_s=ttft,
             decode_tok_s=decode_tok_s,
-            phase_s=dict(tally.phase),
-            mean_tv=(tally.tv_sum / tally.tv_count) if tally.tv_count else None,
+            phase_s=dict(totals.phase),
+            mean_tv=(totals.tv_sum / totals.tv_count) if totals.tv_count else None,
             traced=s.traced,
             stop_reason=stop,
-            token_ids=tuple(tally.tokens),
+            token_ids=tuple(totals.tokens),
             fallback_reason=fallback,
         )

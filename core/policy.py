@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from core.dispatch.curve import verify_cost
 from core.settings import MAX_K, Settings
 
 
@@ -107,8 +108,9 @@ SCALE_CLIP = (0.2, 5.0)  # one round far off (a compile, a stall) moves the scal
 class CostAwarePolicy:
     """Pick k to maximise expected tokens per second from a measured cost curve.
 
-    rate(k) = E[tokens](k, a) / (k * t_draft + t_verify(k + 1) + t_overhead); k = 0 is a
-    target step costing t_verify(1). Acceptance per position is a Beta-smoothed online count,
+    rate(k) = E[tokens](k, a) / (t_draft(k) + t_verify(k + 1) + t_overhead); k = 0 is a
+    target step costing t_verify(1). t_draft(k) is the draft source's price of proposing k
+    (k draft steps for a model, next to nothing for a lookup); a number means k steps of it. Acceptance per position is a Beta-smoothed online count,
     so early rounds lean on the prior and later rounds on what the pair actually does. A
     position's prior is the pooled acceptance of all positions seen (itself smoothed towards
     `prior`): a position never yet reached is assumed to behave like the ones that were, so
@@ -131,7 +133,7 @@ class CostAwarePolicy:
     def __init__(
         self,
         t_verify: Callable[[int], float],
-        t_draft: float,
+        t_draft: Callable[[int], float] | float,
         *,
         k_max: int = 8,
         k_min: int = 0,
@@ -141,6 +143,9 @@ class CostAwarePolicy:
         prior_weight: float = 2.0,
         probe_every: int = 16,
     ) -> None:
+        if not callable(t_draft):
+            step = float(t_draft)
+            t_draft = lambda k: k * step  # noqa: E731
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
         self.prior, self.prior_weight = prior, prior_weight
@@ -163,7 +168,7 @@ class CostAwarePolicy:
         """The calibrated seconds of a round proposing k (before the observed scale)."""
         if k == 0:
             return self.t_verify(1) + self.t_overhead
-        return k * self.t_draft + self.t_verify(k + 1) + self.t_overhead
+        return self.t_draft(k) + self.t_verify(k + 1) + self.t_overhead
 
     def rate(self, k: int, accept: list[float] | None = None) -> float:
         """Expected committed tokens per second when proposing k."""
@@ -223,27 +228,13 @@ class CostAwarePolicy:
         self._cache = None
 
 
-def fastest_dispatch(curve: object | None, rows: int) -> str:
-    """"gemm" where a calibration measured padding to the matrix kernel as cheaper, else "auto"."""
-    modes = getattr(curve, "modes", None) or []
-    if "gemm" not in modes or "auto" not in modes:
-        return "auto"
-    t = curve.t_verify  # type: ignore[attr-defined]
-    return "gemm" if t(rows, "gemm") < t(rows, "auto") else "auto"
-
-
-def verify_cost(curve: object, dispatch: str) -> Callable[[int], float]:
-    """t_verify(rows) under a dispatch setting: "fastest" takes the cheaper measured mode."""
-    t = curve.t_verify  # type: ignore[attr-defined]
-    if dispatch == "fastest":
-        return lambda rows: t(rows, fastest_dispatch(curve, rows))
-    if dispatch in (getattr(curve, "modes", None) or []):
-        return lambda rows: t(rows, dispatch)
-    return t
-
-
-def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
-    """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s)."""
+def make_policy(
+    settings: Settings,
+    cost_curve: object | None = None,
+    draft_price: Callable[[int], float] | None = None,
+) -> Policy:
+    """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s) and
+    prices drafting with `draft_price(k)` (the drafter's; k draft steps of the curve without)."""
     s = settings
     if s.policy == "fixed":
         return FixedPolicy(s.k)
@@ -258,12 +249,13 @@ def make_policy(settings: Settings, cost_curve: object | None = None) -> Policy:
             from core.errors import UserError
 
             raise UserError("The cost-aware policy needs a calibration: run calibrate first.")
-        t_draft = cost_curve.draft_step_s  # type: ignore[attr-defined]
-        if t_draft is None:  # calibrated without a draft: assume a draft step costs a target step
-            t_draft = cost_curve.t_verify(1)  # type: ignore[attr-defined]
+        if draft_price is None:
+            from core.drafting.model import model_draft_price
+
+            draft_price = model_draft_price(cost_curve)
         return CostAwarePolicy(
             verify_cost(cost_curve, s.dispatch),
-            t_draft,
+            draft_price,
             k_max=s.k_max,
             k_min=0,
             bonus=s.bonus,

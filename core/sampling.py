@@ -62,6 +62,15 @@ def sample(probs: mx.array, key: mx.array) -> mx.array:
     return mx.random.categorical(mx.log(probs), axis=-1, key=key)
 
 
+def one_hot(tokens: mx.array, vocab: int) -> mx.array:
+    """q of a deterministic draft: probability 1 on each proposed token ([k] -> [k, V]).
+
+    With it every rule stays exact: lossless accepts x with probability p(x) and otherwise
+    samples norm(max(p - q, 0)) (p without x); mentored has d = 1 - p(x).
+    """
+    return (mx.arange(vocab)[None, :] == tokens[:, None].astype(mx.int32)).astype(mx.float32)
+
+
 def tv_distance(p: mx.array, q: mx.array) -> mx.array:
     """Total variation 1/2 sum |p - q| per row."""
     return 0.5 * mx.abs(p - q).sum(axis=-1)

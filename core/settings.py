@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from core.drafting import registry
 from core.errors import UserError
 
 MODES = ("target-only", "draft-only", "speculative")
@@ -33,6 +34,7 @@ class Settings:
     target: str = "default"
     draft: str = "self:bits=4"  # best expected speedup of the self-drafts: docs/self-drafts.md
     mode: str = "speculative"
+    draft_source: str = "model"  # where drafts come from: core.drafting.registry
     rule: str = "mentored"
     tv_budget: float = 0.0
     policy: str = "fixed"
@@ -58,6 +60,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         _check_choice("mode", self.mode, MODES)
+        _check_choice("draft_source", self.draft_source, registry.names())
         _check_choice("rule", self.rule, RULES)
         _check_choice("policy", self.policy, POLICIES)
         _check_choice("dispatch", self.dispatch, DISPATCH)

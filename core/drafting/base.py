@@ -14,7 +14,13 @@ from typing import Any, Protocol
 
 import mlx.core as mx
 
+from core.errors import UserError
 from core.sampling import LogitsConfig
+
+
+class DraftUnavailable(UserError):
+    """This source cannot draft with what is loaded (no draft model, say): the engine falls
+    back to target-only and reports this sentence as the reason."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,11 @@ class Drafter(Protocol):
 
     def propose(self, request: DraftRequest) -> Proposal:
         """Up to request.k tokens continuing request.seq; may return fewer, or none."""
+        ...
+
+    def learn(self, proposed: Sequence[int], accepted: int) -> None:
+        """After the round's host sync: the ids it proposed and how many the target kept
+        (a model records what its cache was fed; a lookup may keep statistics)."""
         ...
 
     def rewind(self, want: Sequence[int], start: int = 0) -> None:

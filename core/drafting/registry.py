@@ -21,10 +21,12 @@ _REGISTERED: dict[str, Callable[[DraftResources], Any] | str] = dict(_BUILTIN)
 
 @dataclass(frozen=True)
 class DraftResources:
-    """What a draft source may be built from: the loaded draft model (if any) and the vocab."""
+    """What a draft source may be built from: the draft model with its cache (the engine's,
+    shared with draft-only mode), if one is loaded, and the common vocabulary size."""
 
-    draft_model: Any | None
+    draft: Any | None  # core.cached_model.CachedModel
     vocab_size: int
+    draft_reason: str | None = None  # why the draft model cannot speculate, if it cannot
 
 
 def register(name: str, factory: Callable[[DraftResources], Any]) -> None:

@@ -249,7 +249,19 @@ def test_make_policy_cost_aware() -> None:
     curve = SimpleNamespace(t_verify=flat_curve, draft_step_s=1e-3)
     p = make_policy(s, curve)
     assert isinstance(p, CostAwarePolicy)
-    assert (p.k_min, p.k_max, p.bonus, p.t_draft) == (0, 6, False, 1e-3)
+    assert (p.k_min, p.k_max, p.bonus) == (0, 6, False)
+    assert [p.t_draft(k) for k in (0, 1, 5)] == pytest.approx([0.0, 1e-3, 5e-3])
+    # A drafter's own price replaces k draft steps (a lookup costs next to nothing).
+    free = make_policy(s, curve, lambda k: 0.0)
+    assert free.priced(5) == pytest.approx(flat_curve(6))
+
+
+def test_cost_aware_prices_a_free_drafter_at_the_verify_cost_alone() -> None:
+    """With a drafter that costs nothing, a round costs t_verify(k + 1): on a flat curve the
+    longest proposal wins as soon as acceptance is positive."""
+    p = CostAwarePolicy(flat_curve, lambda k: 0.0, k_max=8, prior=0.6, prior_weight=1e9)
+    assert p.priced(3) == pytest.approx(flat_curve(4))
+    assert p.next_k() == 8
 
 
 def test_cost_aware_probes_after_a_run_of_target_steps():

@@ -1,0 +1,98 @@
+"""A draft model run k times: the classic draft source, sampled or greedy, optionally compiled.
+
+Each step feeds the previous draft token back (chained lazily, queued with async_eval so the
+device never waits for the host), applies the same logits processing as the target, and
+samples from the processed distribution q, which the acceptance rule needs. The model's cache
+is a `CachedModel` the engine shares with draft-only mode, so switching modes never refills it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mlx.core as mx
+
+from core.cached_model import PREFILL_CHUNK, CachedModel
+from core.drafting.base import DraftRequest, DraftUnavailable, Proposal
+from core.drafting.registry import DraftResources
+from core.sampling import penalize, sample, to_probs
+
+
+class ModelDrafter:
+    """Proposes by running the draft model autoregressively for k steps."""
+
+    name = "model"
+
+    def __init__(self, state: CachedModel) -> None:
+        self.state_ = state
+        self._fed: list[int] = []  # tokens the last proposal fed the cache (not yet recorded)
+
+    @classmethod
+    def from_resources(cls, res: DraftResources) -> ModelDrafter:
+        """Needs the engine's draft model, able to speculate; otherwise the reason why not."""
+        if res.draft_reason is not None:
+            raise DraftUnavailable(res.draft_reason)
+        if res.draft is None:
+            raise DraftUnavailable("no draft model is loaded")
+        return cls(res.draft)
+
+    @property
+    def model_state(self) -> CachedModel:
+        return self.state_
+
+    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
+        return self.state_.catch_up(seq, chunk)
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        """k chained draft steps; q is returned unless the rule is greedy (argmax needs none)."""
+        r, d = request, self.state_
+        cfg = r.logits
+        pending = list(r.seq[len(d.seq) :])
+        x = mx.array(pending)
+        drafts: list[mx.array] = []
+        qs: list[mx.array] = []
+        for i in range(r.k):
+            logits = d.decode(x, r.vocab, r.compiled)
+            if r.history is not None:
+                ctx = mx.concatenate([r.history, *drafts]) if drafts else r.history
+                logits = penalize(logits, ctx, cfg)
+            if cfg.greedy:
+                x = mx.argmax(logits, axis=-1)
+            else:
+                q = to_probs(logits, cfg)
+                qs.append(q)
+                x = sample(q, r.keys[i])
+            drafts.append(x)
+            # Queued in traced mode too: the draft phase still ends at one barrier, and
+            # without this the host builds all k steps before the device starts any.
+            mx.async_eval(x)
+        self._fed = pending  # with the first k - 1 drafts: what the cache now holds beyond seq
+        tokens = mx.concatenate(drafts) if drafts else mx.array([], dtype=mx.uint32)
+        q_all = mx.concatenate(qs) if qs else None
+        return Proposal(tokens, None if cfg.greedy else q_all, self.name)
+
+    def learn(self, proposed: Sequence[int], accepted: int) -> None:
+        """Record what the cache was fed this round, so rewind can keep the accepted part."""
+        if proposed:  # a round that proposed nothing fed nothing
+            self.state_.seq.extend(self._fed + list(proposed[:-1]))
+        self._fed = []
+
+    def rewind(self, want: Sequence[int], start: int = 0) -> None:
+        self.state_.rewind(want, start)
+
+    def reset(self) -> None:
+        self._fed = []
+
+    def price(self, curve: Any) -> Callable[[int], float]:
+        return model_draft_price(curve)
+
+    def state(self) -> dict[str, Any]:
+        return {"draft_seq": list(self.state_.seq), "draft_offset": self.state_.offset()}
+
+
+def model_draft_price(curve: Any) -> Callable[[int], float]:
+    """k draft steps at the calibrated step cost; a target step's when the calibration ran
+    without a draft (an assumption that errs towards not drafting)."""
+    step = curve.draft_step_s if curve.draft_step_s is not None else curve.t_verify(1)
+    return lambda k: k * step
