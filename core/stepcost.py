@@ -27,15 +27,14 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
+from core.cached_model import prefill
 from core.drafting.compiled import CompiledDecodeStep, supports
 
 
 def _prefilled(model: nn.Module, context: int, vocab: int) -> list[Any]:
+    """A cache holding `context` seeded random tokens (the KV length the steps run at)."""
     cache = make_prompt_cache(model)
-    ids = mx.random.randint(0, vocab, (context,), key=mx.random.key(1))
-    for i in range(0, context, 512):
-        model(ids[i : i + 512][None], cache=cache)
-        mx.eval([c.state for c in cache])
+    prefill(model, cache, mx.random.randint(0, vocab, (context,), key=mx.random.key(1)))
     return cache
 
 

@@ -338,12 +338,6 @@ class SpecDecApp(App[int]):
         self.bridge.calibrate(self.settings)
 
     def action_bench(self) -> None:
-        if not bench_available():
-            self.notify(
-                "The benchmark module is not available in this build (core.bench.run_protocol).",
-                title="bench", severity="warning",
-            )
-            return
         if not self._can_start("benchmark"):
             return
         prompt = self._last_prompt()
@@ -653,9 +647,9 @@ class SpecDecApp(App[int]):
             panel.show_bench(None, Text("benchmark stopped", "dim"))
         else:
             panel.show_bench(None, Text("done: protocol of core.bench on the last prompt", "dim"))
-            panel.show_bench_results(list(getattr(message.report, "results", [])))
-            if not getattr(message.report, "results", None):
-                panel.show_bench(None, bench_report_text(message.report))
+            panel.show_bench_results(list(message.report.results))
+            if not message.report.results:
+                panel.show_bench(None, Text(message.report.summary_text()))
             self.notify("benchmark done: see the Profile panel", timeout=3)
         self._show_settings()
 
@@ -730,21 +724,6 @@ def help_content() -> RenderableType:
     for origin, what in ORIGIN_HELP.items():
         colours.add_row(Text(origin, ORIGIN_STYLES[origin]), what)
     return Group(intro, keys, Text(""), colours)
-
-
-def bench_available() -> bool:
-    """True when core.bench offers run_protocol (written after this app)."""
-    try:
-        from core import bench
-    except ImportError:
-        return False
-    return callable(getattr(bench, "run_protocol", None))
-
-
-def bench_report_text(report: Any) -> Text:
-    """A benchmark report in a few lines: core.bench's summary_text, else its string."""
-    fn = getattr(report, "summary_text", None)
-    return Text(str(fn() if callable(fn) else report))
 
 
 def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:

@@ -370,19 +370,7 @@ async def test_calibrate_fills_the_kernels_panel(make_app, script: Script) -> No
         assert shapes.row_count == 2 and "qmv" in str(shapes.get_row_at(0)[3])
 
 
-async def test_bench_key_without_bench_module_says_so(make_app, monkeypatch) -> None:
-    monkeypatch.setattr("tui.app.bench_available", lambda: False)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await blur_input(pilot)
-        await pilot.press("b")
-        assert any("benchmark module is not available" in w for w in warnings(app))
-        assert not app.benchmarking
-
-
-async def test_bench_progress_and_report(make_app, monkeypatch) -> None:
-    monkeypatch.setattr("tui.app.bench_available", lambda: True)
+async def test_bench_progress_and_report(make_app) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await chat(pilot)
