@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from core.acceptance import PositionTally
 from core.events import RoundEvent, RunSummary
 
 SHOWN_PHASES = ("draft", "verify", "sample", "cache", "other")
@@ -43,11 +44,10 @@ class RoundStats:
         default_factory=lambda: {p: PhaseStat() for p in (*SHOWN_PHASES, "total")}
     )
     tokens: int = 0
-    proposed: int = 0
-    accepted: int = 0
-    spec_rounds: int = 0
-    reached: list[int] = field(default_factory=list)  # per draft position: times verified
-    kept: list[int] = field(default_factory=list)  # per draft position: times accepted
+    # The one per-position count (core.acceptance); k_max keeps positions proposed but never
+    # reached on screen, so a panel shows "pos 4  -  n=0" rather than hiding that k was 4.
+    tally: PositionTally = field(default_factory=PositionTally)
+    k_max: int = 0
     k_history: list[int] = field(default_factory=list)
     accepted_history: list[int] = field(default_factory=list)
     tv_sum: float = 0.0
@@ -72,20 +72,8 @@ class RoundStats:
             for p in SHOWN_PHASES:
                 self.phases[p].add(getattr(ev.timings, p) * 1e3)
         self.phases["total"].add(ev.timings.total * 1e3)
-        if ev.proposed > 0:
-            self.spec_rounds += 1
-            self.proposed += ev.proposed
-            self.accepted += ev.accepted
-            # Positions are verified in order; the first rejection ends the round, so position
-            # i (0-based) is reached when every draft before it was accepted.
-            reached = min(ev.proposed, ev.accepted + 1)
-            while len(self.reached) < ev.proposed:
-                self.reached.append(0)
-                self.kept.append(0)
-            for i in range(reached):
-                self.reached[i] += 1
-                if i < ev.accepted:
-                    self.kept[i] += 1
+        self.tally.observe(ev.proposed, ev.accepted)
+        self.k_max = max(self.k_max, ev.proposed)
         self.k_history.append(ev.proposed)
         self.accepted_history.append(ev.accepted)
         if ev.tv is not None:
@@ -97,17 +85,45 @@ class RoundStats:
         return self.rounds[-1] if self.rounds else None
 
     @property
+    def proposed(self) -> int:
+        """Drafts proposed over the run."""
+        return self.tally.proposed
+
+    @property
+    def accepted(self) -> int:
+        """Drafts accepted over the run."""
+        return self.tally.accepted
+
+    @property
+    def spec_rounds(self) -> int:
+        """Rounds that proposed at least one draft."""
+        return self.tally.rounds
+
+    @property
+    def reached(self) -> list[int]:
+        """Per draft position 1..k_max: times it was verified (0 where never reached)."""
+        return self.tally.tries + [0] * (self.k_max - len(self.tally.tries))
+
+    @property
+    def kept(self) -> list[int]:
+        """Per draft position 1..k_max: times it was accepted."""
+        return self.tally.hits + [0] * (self.k_max - len(self.tally.hits))
+
+    @property
     def acceptance(self) -> float | None:
-        return self.accepted / self.proposed if self.proposed else None
+        """Accepted over proposed drafts."""
+        return self.tally.acceptance
 
     @property
     def per_position(self) -> list[float | None]:
         """P(draft i accepted | draft i was verified), for each position 1..k_max seen."""
-        return [k / r if r else None for k, r in zip(self.kept, self.reached, strict=True)]
+        rates = self.tally.rates()
+        return rates + [None] * (self.k_max - len(rates))
 
     @property
     def mean_accepted_length(self) -> float | None:
-        return self.accepted / self.spec_rounds if self.spec_rounds else None
+        """Accepted drafts per round that proposed any."""
+        return self.tally.mean_accepted_length
 
     @property
     def tokens_per_round(self) -> float | None:

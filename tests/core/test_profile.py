@@ -19,7 +19,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+import core.atomic as atomic_mod
 import core.profile as pm
+import core.profile.files as files_mod
+import core.profile.store as store_mod
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
 from core.profile import (
     SCHEMA,
@@ -29,6 +32,7 @@ from core.profile import (
     ProfileStore,
     RecordedRun,
     diff_settings,
+    export_csv,
     load_file,
     profiles_dir,
     record_environment,
@@ -273,7 +277,7 @@ def test_schema_1_is_migrated_in_memory_and_the_file_left_alone(tmp_path: Path) 
 
 def test_schema_1_run_settings_are_migrated_too(tmp_path: Path) -> None:
     (tmp_path / "old.toml").write_text(V1_TOML)
-    doc = pm._run_to_doc(make_run())
+    doc = files_mod.run_to_doc(make_run())
     doc["schema"] = 1
     doc["settings"] = {"tv": 0.5, "draft_len": 6, "temperature": 0.7}
     (tmp_path / "old.run.json").write_text(json.dumps(doc))
@@ -431,11 +435,11 @@ def test_failed_overwrite_leaves_the_old_profile_intact_and_no_temp_files(
     with monkeypatch.context() as m:
         if where == "write":
             real = os.fdopen
-            m.setattr(pm.os, "fdopen", lambda fd, mode: HalfWriter(real(fd, mode)))
+            m.setattr(atomic_mod.os, "fdopen", lambda fd, mode: HalfWriter(real(fd, mode)))
         elif where == "fsync":
-            m.setattr(pm.os, "fsync", enospc)
+            m.setattr(atomic_mod.os, "fsync", enospc)
         else:
-            m.setattr(pm.os, "replace", enospc)
+            m.setattr(store_mod.os, "replace", enospc)
         with pytest.raises(ProfileError) as info:
             store.save(new, overwrite=True)
     assert str(info.value) == (
@@ -461,8 +465,8 @@ def test_failed_run_publish_on_a_fresh_name_creates_nothing(
 
         return publish
 
-    monkeypatch.setattr(pm.os, "link", refuse_runs(os.link))
-    monkeypatch.setattr(pm.os, "replace", refuse_runs(os.replace))
+    monkeypatch.setattr(atomic_mod.os, "link", refuse_runs(os.link))
+    monkeypatch.setattr(store_mod.os, "replace", refuse_runs(os.replace))
     with pytest.raises(ProfileError, match="permission denied; nothing was changed"):
         store.save(Profile("fresh", SEED, "", make_run()))
     assert list(store.directory.iterdir()) == []
@@ -471,7 +475,7 @@ def test_failed_run_publish_on_a_fresh_name_creates_nothing(
 def test_save_works_where_hard_links_are_not_supported(
     store: ProfileStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pm.os, "link", _no_links)
+    monkeypatch.setattr(atomic_mod.os, "link", _no_links)
     assert store.save(Profile("x", SEED, "", make_run())) == "x"
     assert store.save(Profile("x", SEED)) == "x-2"
     assert store.load("x").run is not None
@@ -496,7 +500,7 @@ def test_profiles_dir_prefers_override_then_local_then_user_data(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     user = tmp_path / "user-data"
-    monkeypatch.setattr(pm.platformdirs, "user_data_dir", lambda app: str(user / app))
+    monkeypatch.setattr(files_mod.platformdirs, "user_data_dir", lambda app: str(user / app))
     assert profiles_dir(None) == user / "specdec-tui" / "profiles"
     assert (user / "specdec-tui" / "profiles").is_dir()
     (tmp_path / "profiles").mkdir()
@@ -609,6 +613,12 @@ def test_record_environment_describes_this_machine() -> None:
     json.dumps(env)  # it goes into a JSON file as is
 
 
+def test_record_environment_names_the_backend_as_dispatch_does() -> None:
+    from core.dispatch.backend import backend_name
+
+    assert record_environment()["backend"] == backend_name()
+
+
 # --------------------------------------------------------------------------- diff and CSV
 
 
@@ -637,6 +647,16 @@ def test_rounds_csv_has_one_row_per_round_with_phase_ms() -> None:
     assert float(first["verify_ms"]) == pytest.approx(20.0)
     assert float(first["total_ms"]) == pytest.approx(34.5)
     assert (second["tokens"], second["tv"], second["draft_ms"]) == ("5", "", "0.0000")
+
+
+def test_export_to_a_missing_folder_says_so_in_one_sentence(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "rounds.csv"
+    with pytest.raises(ProfileError) as info:
+        export_csv(Profile("p", SEED, "", make_run()), target)
+    assert str(info.value) == (
+        f"Could not write {target}: no such file or directory; nothing was changed."
+    )
+    assert not (tmp_path / "missing").exists()
 
 
 # --------------------------------------------------------------------------- CLI through core.cli.main

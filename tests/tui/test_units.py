@@ -79,6 +79,18 @@ def test_stats_per_position_and_phases() -> None:
     assert st.share("sample") == pytest.approx((3 + 6 + 3) / total)
 
 
+def test_stats_show_positions_proposed_but_never_reached() -> None:
+    st = RoundStats()
+    st.add(rnd(0, [(1, "corrected")], rejected=(1, 1, 1), proposed=3, accepted=0))
+    st.add(rnd(1, [(1, "accepted"), (1, "corrected")], rejected=(1,), proposed=2, accepted=1))
+    st.add(rnd(2, [(1, "target")]))  # a round that proposed nothing counts for no position
+    assert st.reached == [2, 1, 0] and st.kept == [1, 0, 0]
+    assert st.per_position == [0.5, 0.0, None]
+    assert (st.proposed, st.accepted, st.spec_rounds) == (5, 1, 2)
+    assert st.mean_accepted_length == pytest.approx(0.5)
+    assert "pos  3" in position_bars(st).plain and "n=0" in position_bars(st).plain
+
+
 def test_untraced_rounds_keep_only_the_total() -> None:
     st = RoundStats()
     st.add(rnd(0, [(1, "target")], traced=False))

@@ -1,0 +1,160 @@
+"""The `specdec-tui profiles` command: list, show, diff and export, printed with rich tables.
+
+Only presentation lives here; what a profile holds, how it is read and which numbers are
+compared come from the other modules, so the CLI and the app never disagree about a profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from core.profile.export import diff_settings, export_csv, summary_metrics
+from core.profile.records import Profile, ProfileError
+from core.profile.store import ProfileStore, load_profile
+from core.settings import Settings
+
+
+def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
+    """`profiles list | show NAME | diff A B | export NAME --csv PATH`."""
+    sub = parser.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
+    actions = {
+        "list": sub.add_parser("list", help="saved profiles and shipped presets"),
+        "show": sub.add_parser("show", help="one profile's settings and recorded run"),
+        "diff": sub.add_parser("diff", help="the settings (and run metrics) that differ"),
+        "export": sub.add_parser("export", help="a recorded run's rounds as CSV"),
+    }
+    actions["show"].add_argument("name", help="profile name, or a path to a .toml file")
+    actions["diff"].add_argument("a", help="profile name or .toml path")
+    actions["diff"].add_argument("b", help="profile name or .toml path")
+    actions["export"].add_argument("name", help="profile name, or a path to a .toml file")
+    actions["export"].add_argument("--csv", dest="csv_path", required=True, metavar="PATH")
+    for p in actions.values():
+        # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
+        p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def run_profiles_cli(args: argparse.Namespace) -> int:
+    """Run one `profiles` action; user errors propagate as ProfileError for cli.main to print."""
+    from rich.console import Console
+
+    console = Console()
+    override = getattr(args, "profiles_dir", None)
+    command = args.profiles_command
+    if command == "list":
+        store = ProfileStore.default(override)
+        _print_list(console, store)
+    elif command == "show":
+        _print_show(console, load_profile(args.name, override))
+    elif command == "diff":
+        _print_diff(console, load_profile(args.a, override), load_profile(args.b, override))
+    elif command == "export":
+        profile = load_profile(args.name, override)
+        count = export_csv(profile, args.csv_path)
+        console.print(f"wrote {count} rounds of {profile.name} to {args.csv_path}")
+    else:  # argparse refuses other actions; kept for direct callers
+        raise ProfileError(f"Unknown profiles action {command!r}.")
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_list(console: Any, store: ProfileStore) -> None:
+    from rich.table import Table
+
+    infos = store.list()
+    table = Table(title=f"profiles in {store.directory}", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("run")
+    table.add_column("source")
+    table.add_column("description")
+    for info in infos:
+        description = info.description if info.error is None else f"[red]{info.error}[/red]"
+        table.add_row(
+            info.name,
+            "yes" if info.has_run else "-",
+            "preset" if info.preset else "saved",
+            description,
+        )
+    if not infos:
+        console.print(f"no profiles in {store.directory}")
+        return
+    console.print(table)
+
+
+def _print_show(console: Any, profile: Profile) -> None:
+    from rich.table import Table
+
+    defaults = Settings()
+    console.print(f"[bold]{profile.name}[/bold]  {profile.description}", highlight=False)
+    table = Table(title="settings", title_justify="left")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value")
+    table.add_column("default")
+    for f in dataclasses.fields(Settings):
+        value, default = getattr(profile.settings, f.name), getattr(defaults, f.name)
+        changed = value != default
+        table.add_row(
+            f.name,
+            f"[bold]{_fmt(value)}[/bold]" if changed else _fmt(value),
+            _fmt(default) if changed else "",
+        )
+    console.print(table)
+    run = profile.run
+    if run is None:
+        console.print("no recorded run")
+        return
+    info = Table(title="recorded run", title_justify="left")
+    info.add_column("what", no_wrap=True)
+    info.add_column("value")
+    env = run.environment
+    for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
+        info.add_row(key, _fmt(env.get(key)))
+    prompt = run.prompt if len(run.prompt) <= 60 else run.prompt[:57] + "..."
+    info.add_row("prompt", prompt or "-")
+    info.add_row("calibration", "yes" if run.calibration else "-")
+    for label, value in summary_metrics(run):
+        info.add_row(label, _fmt(value))
+    console.print(info)
+    if profile.run_is_stale:
+        console.print("[yellow]the settings changed after this run was recorded[/yellow]")
+
+
+def _print_diff(console: Any, a: Profile, b: Profile) -> None:
+    from rich.table import Table
+
+    changed = diff_settings(a.settings, b.settings)
+    if changed:
+        table = Table(title="settings that differ", title_justify="left")
+        table.add_column("setting", no_wrap=True)
+        table.add_column(a.name)
+        table.add_column(b.name)
+        for key, va, vb in changed:
+            table.add_row(key, _fmt(va), _fmt(vb))
+        console.print(table)
+    else:
+        console.print(f"{a.name} and {b.name} have the same settings")
+    if a.run is None or b.run is None:
+        missing = [p.name for p in (a, b) if p.run is None]
+        console.print(f"no recorded run for {', '.join(missing)}, so no metrics to compare")
+        return
+    table = Table(title="recorded runs", title_justify="left")
+    table.add_column("metric", no_wrap=True)
+    table.add_column(a.name)
+    table.add_column(b.name)
+    table.add_column(f"{b.name} / {a.name}")
+    for key in ("backend", "device_name"):
+        table.add_row(key, _fmt(a.run.environment.get(key)), _fmt(b.run.environment.get(key)))
+    for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
+        ratio = vb / va if va and vb is not None else None
+        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")
+    console.print(table)

@@ -1,0 +1,93 @@
+"""Comparing and exporting profiles: which settings differ, the metrics runs are judged by, CSV.
+
+`profiles show`, `profiles diff` and `profiles export` all read runs through these, so two runs
+are always set side by side by the same numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+from typing import Any
+
+from core.events import PHASES
+from core.profile.files import write_atomic
+from core.profile.records import Profile, ProfileError, RecordedRun
+from core.settings import Settings
+
+CSV_COLUMNS = (
+    "index",
+    "tokens",
+    "proposed",
+    "accepted",
+    "rows",
+    "kernel",
+    *(f"{p}_ms" for p in PHASES),
+    "total_ms",
+    "tv",
+    "traced",
+)
+
+
+def diff_settings(a: Settings, b: Settings) -> list[tuple[str, Any, Any]]:
+    """(field, a's value, b's value) for the fields that differ, in declaration order."""
+    return [
+        (f.name, getattr(a, f.name), getattr(b, f.name))
+        for f in dataclasses.fields(Settings)
+        if getattr(a, f.name) != getattr(b, f.name)
+    ]
+
+
+def summary_metrics(run: RecordedRun) -> list[tuple[str, float | None]]:
+    """The numbers people compare runs by; phase rows are per request, None when untraced."""
+    s = run.summary
+    rows: list[tuple[str, float | None]] = [
+        ("E2E s", s.e2e_s),
+        ("TTFT s", s.ttft_s),
+        ("decode tok/s", s.decode_tok_s),
+        ("acceptance", s.acceptance),
+        ("mean accepted length", s.mean_accepted_length),
+        ("rounds", float(s.rounds)),
+        ("tokens", float(s.tokens)),
+        ("mean TV", s.mean_tv),
+    ]
+    for phase in PHASES:
+        value = s.phase_s.get(phase) if s.traced else None
+        rows.append((f"{phase} ms", None if value is None else value * 1e3))
+    return rows
+
+
+def rounds_csv(run: RecordedRun) -> str:
+    """One row per round: what was proposed and kept, the kernel, and the phase split in ms."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in run.rounds:
+        ms = r.timings.as_ms()
+        writer.writerow(
+            [
+                r.index,
+                len(r.tokens),
+                r.proposed,
+                r.accepted,
+                r.rows,
+                r.kernel,
+                *(f"{ms[p]:.4f}" for p in (*PHASES, "total")),
+                "" if r.tv is None else f"{r.tv:.6g}",
+                int(r.traced),
+            ]
+        )
+    return buf.getvalue()
+
+
+def export_csv(profile: Profile, path: str | os.PathLike[str]) -> int:
+    """Write the recorded rounds as CSV (atomically); returns how many rounds were written."""
+    if profile.run is None:
+        raise ProfileError(
+            f"Profile {profile.name!r} has no recorded run to export; record one from the app "
+            "or the bench first."
+        )
+    write_atomic(path, rounds_csv(profile.run).encode("utf-8"))
+    return len(profile.run.rounds)

@@ -1,0 +1,275 @@
+"""The on-disk format of a profile: where the files live, their schema, migrations and parsing.
+
+Settings are TOML a person edits and diffs (``NAME.toml``), a recorded run is JSON beside it
+(``NAME.run.json``); both carry a schema version. An older version is migrated in memory, a
+newer or corrupt one is refused in one sentence and never touched. Every failure here is a
+`ProfileError` whose sentence a user can act on.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import tomli_w
+
+from core import atomic
+from core.events import RoundEvent, RunSummary
+from core.profile.records import Profile, ProfileError, RecordedRun
+from core.settings import Settings, SettingsError
+
+SCHEMA = 2  # of both files; bump it and add a migration when a stored key changes meaning
+TOML_SUFFIX = ".toml"
+RUN_SUFFIX = ".run.json"
+APP_NAME = "specdec-tui"
+_TOP_KEYS = frozenset({"schema", "description", "settings"})
+_TOML_HEADER = (
+    "# specdec-tui profile: edit freely; unknown keys are refused.\n"
+    "# A recorded run, when there is one, is NAME.run.json beside this file.\n"
+)
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def reason(exc: OSError) -> str:
+    """An OSError as the tail of a sentence a user can act on."""
+    known = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exceeded",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only",
+    }
+    if exc.errno in known:
+        return known[exc.errno]
+    return (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text else text
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """core.atomic.write_atomic, with its OSError told as the one sentence profiles use."""
+    try:
+        atomic.write_atomic(path, data)
+    except OSError as exc:
+        raise ProfileError(f"Could not write {path}: {reason(exc)}; nothing was changed.") from None
+
+
+# --------------------------------------------------------------------------- places
+
+
+def shipped_presets_dir() -> Path | None:
+    """The repository's profiles/ folder (the presets), when this checkout has one."""
+    path = Path(__file__).resolve().parents[2] / "profiles"
+    return path if path.is_dir() else None
+
+
+def profiles_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """Where profiles live: the override, else ./profiles/ when present, else the user data dir."""
+    if override is not None:
+        path = Path(override).expanduser()
+        if path.exists() and not path.is_dir():
+            raise ProfileError(f"The profiles folder {path} is a file, not a folder.")
+        return path
+    local = Path.cwd() / "profiles"
+    if local.is_dir():
+        return local
+    path = Path(platformdirs.user_data_dir(APP_NAME)) / "profiles"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProfileError(f"Could not create the profiles folder {path}: {reason(exc)}.") from None
+    return path
+
+
+# --------------------------------------------------------------------------- schema migration
+
+
+def _settings_v1_to_v2(settings: dict[str, Any], where: str) -> dict[str, Any]:
+    """v1 said `tv` and `draft_len`; its engine had no bonus token, so a v1 file means bonus off."""
+    out = dict(settings)
+    for old, new in (("tv", "tv_budget"), ("draft_len", "k")):
+        if old in out:
+            if new in out:
+                raise ProfileError(f"{where} sets both {old} and {new}; schema 1 knows only {old}.")
+            out[new] = out.pop(old)
+    out.setdefault("bonus", False)
+    return out
+
+
+# Entry n upgrades a settings table from schema n to n + 1.
+_SETTINGS_MIGRATIONS: dict[int, Callable[[dict[str, Any], str], dict[str, Any]]] = {
+    1: _settings_v1_to_v2,
+}
+
+
+def _migrate_settings(settings: dict[str, Any], version: int, where: str) -> dict[str, Any]:
+    while version < SCHEMA:
+        settings = _SETTINGS_MIGRATIONS[version](settings, where)
+        version += 1
+    return settings
+
+
+def _check_schema(doc: Any, where: str) -> int:
+    """The file's schema version; refuses a missing, odd or newer one without touching the file."""
+    version = doc.get("schema") if isinstance(doc, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ProfileError(
+            f"{where} is corrupt (it has no valid schema version), so it was left untouched."
+        )
+    if version > SCHEMA:
+        raise ProfileError(
+            f"{where} was written by a newer specdec-tui (schema {version}, this one reads up to "
+            f"{SCHEMA}), so it was left untouched."
+        )
+    return version
+
+
+# --------------------------------------------------------------------------- (de)serialising
+
+
+def _settings_from_table(table: dict[str, Any], where: str) -> Settings:
+    for key, value in table.items():
+        if isinstance(value, dict | list):
+            raise ProfileError(
+                f"{where}: setting {key} must be a single value, not a table or list."
+            )
+    try:
+        return Settings.from_dict(table)
+    except SettingsError as exc:
+        raise ProfileError(f"{where}: {_lower_first(str(exc))}") from None
+
+
+def profile_from_toml(doc: dict[str, Any], where: str) -> tuple[Settings, str]:
+    """(settings, description) of a parsed NAME.toml, migrated; `where` names it in errors."""
+    version = _check_schema(doc, where)
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise ProfileError(
+            f"{where} has unknown top-level key(s) {', '.join(unknown)}; "
+            "a profile holds only schema, description and [settings]."
+        )
+    table = doc.get("settings")
+    if not isinstance(table, dict):
+        raise ProfileError(
+            f"{where} is corrupt (it has no [settings] table), so it was left untouched."
+        )
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise ProfileError(f"{where}: description must be a string.")
+    return _settings_from_table(_migrate_settings(table, version, where), where), description
+
+
+def dump_toml(profile: Profile) -> bytes:
+    """NAME.toml's bytes at the current schema, with a header saying how to edit it."""
+    doc = {
+        "schema": SCHEMA,
+        "description": profile.description,
+        "settings": profile.settings.to_dict(),
+    }
+    return (_TOML_HEADER + "\n" + tomli_w.dumps(doc)).encode("utf-8")
+
+
+def run_to_doc(run: RecordedRun) -> dict[str, Any]:
+    """NAME.run.json's document at the current schema."""
+    return {
+        "schema": SCHEMA,
+        "environment": run.environment,
+        "settings": run.settings.to_dict() if run.settings is not None else None,
+        "prompt": run.prompt,
+        "calibration": run.calibration,
+        "summary": run.summary.to_dict(),
+        "rounds": [r.to_dict() for r in run.rounds],
+    }
+
+
+def dump_run(run: RecordedRun) -> bytes:
+    """NAME.run.json's bytes."""
+    return json.dumps(run_to_doc(run), indent=1).encode("utf-8")
+
+
+def _run_from_doc(doc: Any, where: str) -> RecordedRun:
+    version = _check_schema(doc, where)
+    try:
+        table = doc.get("settings")
+        settings = (
+            None
+            if table is None
+            else _settings_from_table(_migrate_settings(table, version, where), where)
+        )
+        environment = doc.get("environment") or {}
+        calibration = doc.get("calibration")
+        if not isinstance(environment, dict) or not isinstance(calibration, dict | None):
+            raise TypeError("environment and calibration must be objects")
+        return RecordedRun(
+            environment=environment,
+            rounds=tuple(RoundEvent.from_dict(r) for r in doc["rounds"]),
+            summary=RunSummary.from_dict(doc["summary"]),
+            prompt=str(doc.get("prompt", "")),
+            calibration=calibration,
+            settings=settings,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ProfileError(f"{where} is corrupt ({detail}), so it was left untouched.") from None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"There is no profile file at {path}.") from None
+    except OSError as exc:
+        raise ProfileError(f"Could not read {path}: {reason(exc)}.") from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A NAME.toml parsed, or the sentence saying why it cannot be."""
+    data = _read_bytes(path)
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProfileError(
+            f"{path} is corrupt (not valid TOML: {_first_line(exc)}), so it was left untouched."
+        ) from None
+
+
+def _read_run(path: Path) -> RecordedRun:
+    data = _read_bytes(path)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProfileError(
+            f"{path} is corrupt (not valid JSON: {_first_line(exc)}), so it was left untouched."
+        ) from None
+    return _run_from_doc(doc, str(path))
+
+
+def load_file(path: str | os.PathLike[str], with_run: bool = True) -> Profile:
+    """Load NAME.toml (and NAME.run.json beside it) from anywhere, e.g. `--profile ./x.toml`."""
+    path = Path(path)
+    if not path.name.endswith(TOML_SUFFIX):
+        raise ProfileError(f"A profile file ends in {TOML_SUFFIX}; got {path}.")
+    name = path.name[: -len(TOML_SUFFIX)]
+    settings, description = profile_from_toml(read_toml(path), str(path))
+    run = None
+    run_path = path.with_name(name + RUN_SUFFIX)
+    if with_run and run_path.exists():
+        run = _read_run(run_path)
+    return Profile(name=name, settings=settings, description=description, run=run)

@@ -1,0 +1,93 @@
+"""Recording a run into a Profile: the listener that keeps its rounds, and where it ran.
+
+A recorded run carries its environment (backend, device, library versions, time) so numbers
+from two machines are never compared unknowingly; the backend is the one name
+core.dispatch.backend gives, so a profile and a bench report never describe a run two ways.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from core.events import RoundEvent, RunSummary
+from core.profile.records import Profile, ProfileError, RecordedRun, validate_name
+from core.settings import Settings
+
+
+def record_environment() -> dict[str, Any]:
+    """Where a run happened, so numbers from two machines are never compared unknowingly."""
+    import platform
+    from importlib import metadata
+
+    import mlx.core as mx
+
+    from core.dispatch.backend import backend_name
+
+    try:
+        info = {str(k): v for k, v in mx.device_info().items()}
+    except Exception:  # older MLX or a backend without the query: the rest still helps
+        info = {}
+
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "backend": backend_name(),
+        "device_name": str(info.get("device_name", "")),
+        "device_info": info,
+        "mlx": version("mlx"),
+        "mlx_lm": version("mlx-lm"),
+        "specdec_tui": version("specdec-tui"),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+class ProfileRecorder:
+    """The profile writer listener: keeps one run's rounds and summary, then makes a Profile."""
+
+    def __init__(self, name: str, settings: Settings, description: str = "") -> None:
+        self.name = validate_name(name)
+        self.settings = settings
+        self.description = description
+        self.rounds: list[RoundEvent] = []
+        self.summary: RunSummary | None = None
+
+    def add(self, item: RoundEvent | RunSummary) -> None:
+        """Take one item the engine yielded; anything else is a wiring bug, so it raises."""
+        if isinstance(item, RoundEvent):
+            self.rounds.append(item)
+        elif isinstance(item, RunSummary):
+            self.summary = item
+        else:
+            raise TypeError(
+                f"ProfileRecorder takes RoundEvent or RunSummary, not {type(item).__name__}"
+            )
+
+    def profile(
+        self,
+        *,
+        prompt: str = "",
+        calibration: Any = None,
+        environment: dict[str, Any] | None = None,
+    ) -> Profile:
+        """The recorded profile; `calibration` is a VerifyCostCurve or its dict, or None."""
+        if self.summary is None:
+            raise ProfileError("The run has not finished yet, so there is no run to record.")
+        if calibration is not None and not isinstance(calibration, dict):
+            calibration = calibration.to_dict()
+        run = RecordedRun(
+            environment=record_environment() if environment is None else environment,
+            rounds=tuple(self.rounds),
+            summary=self.summary,
+            prompt=prompt,
+            calibration=calibration,
+            settings=self.settings,
+        )
+        return Profile(self.name, self.settings, self.description, run)
