@@ -65,19 +65,42 @@ class _RunTotals:
     rounds: int = 0
     tokens: list[int] = field(default_factory=list)
     positions: PositionTally = field(default_factory=PositionTally)
+    by_source: dict[str, PositionTally] = field(default_factory=dict)
+    speculative_steps: int = 0  # speculative-mode rounds that proposed nothing
     tv_sum: float = 0.0
     tv_count: int = 0
     draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
 
-    def add(self, ev: RoundEvent, now: float) -> None:
+    def per_source(self) -> dict[str, dict[str, Any]]:
+        """The summary's per-source view; "none" counts speculative rounds with no proposal."""
+        out: dict[str, dict[str, Any]] = {
+            name: {
+                "rounds": t.rounds,
+                "proposed": t.proposed,
+                "accepted": t.accepted,
+                "acceptance": t.acceptance,
+                "mean_accepted_length": t.mean_accepted_length,
+                "per_position_acceptance": list(t.reached_rates()),
+            }
+            for name, t in self.by_source.items()
+        }
+        if out or self.speculative_steps:
+            out["none"] = {"rounds": self.speculative_steps}
+        return out
+
+    def add(self, ev: RoundEvent, now: float, speculative: bool = False) -> None:
         self.rounds += 1
+        if speculative and not ev.source:
+            self.speculative_steps += 1
         self.tokens.extend(t.id for t in ev.tokens)
         if self.first_token_at is None and ev.tokens:
             self.first_token_at = now
         for p in PHASES:
             self.phase[p] += getattr(ev.timings, p)
+        if ev.source:
+            self.by_source.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
         if ev.proposed:
             self.positions.observe(ev.proposed, ev.accepted)
             if ev.tv is not None:
@@ -121,8 +144,8 @@ class Engine:
         # The model source's verdict, which the app shows for the pair as loaded.
         self.speculation_reason = self._target_reason or self._draft_reason
         self.speculation_ok = self.speculation_reason is None
-        self._policy: Policy | None = None
-        self._policy_sig: tuple[Any, ...] | None = None
+        self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
+        self._lookup_min_match = Settings().lookup_min_match
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -151,7 +174,7 @@ class Engine:
 
     def reset(self) -> None:
         """Forget every cache, every drafter's state and the policy's learning."""
-        self._policy, self._policy_sig = None, None
+        self._policies = {}
         self._target = CachedModel.fresh(self._target.model)
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model)
@@ -182,9 +205,17 @@ class Engine:
             except KeyError:
                 known = ", ".join(registry.names())
                 raise UserError(f"Unknown draft source {name!r}; known: {known}.") from None
-            res = registry.DraftResources(self._draft, self.vocab_size, self._draft_reason)
+            res = registry.DraftResources(
+                self._draft, self.vocab_size, self._draft_reason,
+                lookup_min_match=self._lookup_min_match, source=self.drafter,
+            )  # fmt: skip
             self._drafters[name] = make(res)
         return self._drafters[name]
+
+    def policy_of(self, source: str) -> Policy | None:
+        """The k policy this engine keeps for a draft source (None before its first round)."""
+        kept = self._policies.get(source)
+        return kept[1] if kept is not None else None
 
     def unavailable_reason(self, source: str) -> str | None:
         """Why speculation with `source` falls back to target-only here, or None if it can run."""
@@ -244,25 +275,13 @@ class Engine:
                 mode = "target-only"
             key, round_key = mx.random.split(key)
             if mode == "speculative":
-                drafter = self.drafter(s.draft_source)
-                if s.dispatch == "fastest":
-                    self._ensure_curve(s, len(seq))
-                policy = self._policy_for(s, len(seq), drafter)
-                k = max(min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining), 0)
-                if k > 0:
-                    # Outside the round, so its timings and the policy's observed costs stay
-                    # the round's own.
-                    caught = drafter.catch_up(seq, s.prefill_chunk)
-                    totals.draft_catch_up = max(totals.draft_catch_up, caught)
-                ev = self._speculative_round(seq, s, k, round_key, totals.rounds, drafter)
-                policy.observe(ev.proposed, ev.accepted, ev.timings.total)
-                events: Iterator[RoundEvent] = iter((ev,))
+                events = self._drafting_rounds(seq, s, round_key, totals, remaining, source, cancel)
             else:
                 events = self._single_model_rounds(
                     seq, s, mode, round_key, totals.rounds, remaining, source, cancel
                 )
             for ev in events:
-                totals.add(ev, time.perf_counter())
+                totals.add(ev, time.perf_counter(), speculative=mode == "speculative")
                 yield ev
             if self._hit_eos(totals.tokens, s):
                 stop = "eos"
@@ -273,18 +292,65 @@ class Engine:
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
         yield self._summary(totals, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
 
+    def _drafting_rounds(
+        self,
+        seq: list[int],
+        s: Settings,
+        key: mx.array,
+        totals: _RunTotals,
+        remaining: int,
+        source: Callable[[], Settings],
+        cancel: threading.Event | None,
+    ) -> Iterator[RoundEvent]:
+        """One speculative round from the source the settings route to; when it has nothing
+        to propose, or its policy wants k = 0, plain target steps, pipelined until it might."""
+        if s.lookup_min_match != self._lookup_min_match:  # sources are built with it
+            self._lookup_min_match, self._drafters = s.lookup_min_match, {}
+        router = self.drafter(s.draft_source)
+        name = router.route(seq)
+        drafter = self.drafter(name) if name is not None else None
+        if s.dispatch == "fastest":
+            self._ensure_curve(s, len(seq))
+        policy = self._policy_for(s, len(seq), drafter) if drafter is not None else None
+        k = 0
+        if policy is not None:
+            k = max(min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining), 0)
+        if drafter is not None and policy is not None and k > 0:
+            # Outside the round, so its timings and the policy's observed costs stay its own.
+            totals.draft_catch_up = max(totals.draft_catch_up, drafter.catch_up(seq, s.prefill_chunk))
+            ev = self._speculative_round(seq, s, k, key, totals.rounds, drafter)
+            policy.observe(ev.proposed, ev.accepted, ev.timings.total)
+            yield ev
+            return
+
+        def stop_before_next() -> bool:
+            if policy is not None and policy.next_k() > 0:
+                return True
+            return router.may_route_after(seq)
+
+        for ev in self._single_model_rounds(
+            seq, s, "target-only", key, totals.rounds, remaining, source, cancel,
+            stop_before=stop_before_next,
+        ):  # fmt: skip
+            if policy is not None:
+                policy.observe(0, 0, ev.timings.total)
+            yield ev
+
     def _policy_for(self, s: Settings, context: int, drafter: Drafter) -> Policy:
-        """The policy these settings name, kept across rounds and chat turns until a setting
-        it depends on changes (an adaptive k keeps what it learnt from earlier messages)."""
+        """The policy these settings name for this source, kept across rounds and chat turns
+        until a setting it depends on changes (an adaptive k keeps what it learnt from earlier
+        messages). Each source has its own: a lookup's acceptance is not the model's."""
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
                s.dispatch, s.fused_draft, s.draft_source)
-        if self._policy is None or sig != self._policy_sig:
+        kept = self._policies.get(drafter.name)
+        if kept is None or kept[0] != sig:
             price = None
             if s.policy == "cost-aware":
                 self._ensure_curve(s, context)
                 price = drafter.price(self.cost_curve)
-            self._policy, self._policy_sig = make_policy(s, self.cost_curve, price), sig
-        return self._policy
+            kept = (sig, make_policy(s, self.cost_curve, price))
+            self._policies[drafter.name] = kept
+        return kept[1]
 
     def needs_curve(self, s: Settings) -> bool:
         """Whether a speculative run with `s` will stop to calibrate first: the cost-aware
@@ -317,8 +383,8 @@ class Engine:
         must stay a prefix of this conversation, because a mid-run switch feeds it only the
         tokens past its list.
         """
+        self._rewind_all(seq, 0)
         want = seq[:-1]
-        self._rewind_all(want, 0)
         used = self._draft if draft_only else self._target
         assert used is not None
         todo = want[len(used.seq) :]
@@ -327,15 +393,15 @@ class Engine:
 
     def _settle(self, seq: list[int]) -> None:
         """End of run: every cache holds at most seq[:-1] (the pipelined step may be ahead)."""
-        want = seq[:-1]
-        self._rewind_all(want, max(len(want) - MAX_K - 2, 0))
+        self._rewind_all(seq, max(len(seq) - MAX_K - 3, 0))
 
-    def _rewind_all(self, want: Sequence[int], start: int) -> None:
-        self._target.rewind(want, start)
+    def _rewind_all(self, committed: Sequence[int], start: int) -> None:
+        """Every cache to at most committed[:-1], every drafter to what agrees with it."""
+        self._target.rewind(committed[:-1], start)
         if self._draft is not None:
-            self._draft.rewind(want, start)
+            self._draft.rewind(committed[:-1], start)
         for d in self._drafters.values():
-            d.rewind(want, start)
+            d.rewind(committed, start)
 
     def _quick_calibration(self, s: Settings, context: int) -> Any:
         from core.dispatch import calibrate
@@ -419,7 +485,7 @@ class Engine:
         timer.mark("sample")
 
         proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
-        committed = [CommittedToken(x_, "accepted") for x_ in proposed_ids[:n]]
+        committed = [CommittedToken(x_, proposal.origin) for x_ in proposed_ids[:n]]
         if n < k:
             committed.append(CommittedToken(nxt, "corrected"))
         elif s.bonus:
@@ -431,9 +497,8 @@ class Engine:
         t.seq.extend(t_pending + proposed_ids)
         drafter.learn(proposed_ids, n)
         seq.extend(c.id for c in committed)
-        want = seq[:-1]
-        t.rewind(want, start)
-        drafter.rewind(want, start)
+        t.rewind(seq[:-1], start)
+        drafter.rewind(seq, start)
         timer.mark("cache")
 
         decided = min(n + 1, k)
@@ -449,6 +514,8 @@ class Engine:
             tv=(tv_sum / decided) if decided and not cfg.greedy else None,
             context=len(seq),
             traced=s.traced,
+            source=proposal.source,
+            copied_from=proposal.copied_from,
         )
 
     def _verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
@@ -475,6 +542,7 @@ class Engine:
         budget: int,
         source: Callable[[], Settings],
         cancel: threading.Event | None,
+        stop_before: Callable[[], bool] | None = None,
     ) -> Iterator[RoundEvent]:
         """One token per round from one model, pipelined, traced or not.
 
@@ -483,7 +551,8 @@ class Engine:
         forward and sampling would cost that overlap (about 30% of a 7B step on the H200), so a
         traced round charges its whole time, read to read, to the forward's phase: sampling is
         part of the same device graph. The loop hands control back when the settings change,
-        so a key applies from the next round.
+        so a key applies from the next round, and when `stop_before()` says the next round
+        may draft (checked before the next step is queued, so no step is thrown away).
         """
         st = self._target if mode == "target-only" else self._draft
         assert st is not None
@@ -508,6 +577,8 @@ class Engine:
 
         def wants_more(produced: int) -> bool:
             if produced + 1 >= budget or (cancel is not None and cancel.is_set()):
+                return False
+            if stop_before is not None and stop_before():
                 return False
             return source() == s  # a changed setting hands control back to generate()
 
@@ -591,4 +662,5 @@ class Engine:
             stop_reason=stop,
             token_ids=tuple(totals.tokens),
             fallback_reason=fallback,
+            per_source=totals.per_source(),
         )

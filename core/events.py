@@ -10,8 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-# Where a committed token came from.
-ORIGINS = ("accepted", "corrected", "bonus", "target", "draft")
+# Where a committed token came from: a model draft the target accepted, a copied (looked-up)
+# draft it accepted, its correction after a rejection, its bonus after a full acceptance, or
+# one model alone.
+ORIGINS = ("accepted", "copied", "corrected", "bonus", "target", "draft")
 PHASES = ("draft", "verify", "sample", "cache", "other")
 
 
@@ -53,6 +55,8 @@ class RoundEvent:
     tv: float | None = None  # realised mean TV(pi, p) over the decided positions
     context: int = 0  # committed sequence length after the round
     traced: bool = False
+    source: str = ""  # the draft source that proposed ("model", "lookup", ...); "" for none
+    copied_from: int | None = None  # a lookup's proposal: where in the conversation it copied
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -93,6 +97,9 @@ class RunSummary:
     token_ids: tuple[int, ...] = ()
     tracing_overhead: float | None = None  # filled by the bench (traced vs untraced E2E)
     fallback_reason: str | None = None  # why speculation fell back to target-only, if it did
+    # Per draft source: rounds, proposed, accepted, per-position acceptance, mean accepted
+    # length; "none" counts the speculative-mode rounds with nothing proposed (target steps).
+    per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -35,6 +35,7 @@ class Settings:
     draft: str = "self:bits=4"  # best expected speedup of the self-drafts: docs/self-drafts.md
     mode: str = "speculative"
     draft_source: str = "model"  # where drafts come from: core.drafting.registry
+    lookup_min_match: int = 2  # the shortest earlier repeat a lookup copies from
     rule: str = "mentored"
     tv_budget: float = 0.0
     policy: str = "fixed"
@@ -80,6 +81,10 @@ class Settings:
             raise SettingsError(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.repetition_context < 1:
             raise SettingsError("repetition_context must be at least 1.")
+        if not 1 <= self.lookup_min_match <= 64:
+            raise SettingsError(
+                f"lookup_min_match must be between 1 and 64; got {self.lookup_min_match!r}."
+            )
         if self.prefill_chunk < 1:
             raise SettingsError("prefill_chunk must be at least 1.")
         if self.accept_lo > self.accept_hi:

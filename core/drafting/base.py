@@ -55,6 +55,8 @@ class Proposal:
     q: mx.array | None
     source: str
     host: tuple[int, ...] | None = None
+    origin: str = "accepted"  # the origin its accepted tokens carry ("copied" for a lookup)
+    copied_from: int | None = None  # where in the conversation a copied run starts
 
     @property
     def k(self) -> int:
@@ -71,9 +73,20 @@ class Drafter(Protocol):
 
     name: str
 
+    def route(self, seq: Sequence[int]) -> str | None:
+        """The registered source that proposes after `seq`: this one's name, another's (a
+        hybrid routes), or None when there is nothing to propose (a plain target step)."""
+        ...
+
+    def may_route_after(self, seq: Sequence[int]) -> bool:
+        """Whether one more committed token could make `route` non-None: a pipelined target
+        step stops to look only then (a model always can; a lookup only near a repeat)."""
+        ...
+
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
-        """Before a drafting round, outside its timer: absorb what is committed up to seq[:-1]
-        (a model prefills its lag, a lookup indexes new tokens). Returns the tokens absorbed."""
+        """Before a drafting round, outside its timer: absorb the committed tokens `seq` (a
+        model prefills its lag up to seq[:-1], a lookup indexes all of seq). Returns how many
+        tokens were absorbed."""
         ...
 
     def propose(self, request: DraftRequest) -> Proposal:
@@ -85,8 +98,10 @@ class Drafter(Protocol):
         (a model records what its cache was fed; a lookup may keep statistics)."""
         ...
 
-    def rewind(self, want: Sequence[int], start: int = 0) -> None:
-        """After a round (or a run): keep only what is shared with `want` = committed[:-1]."""
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
+        """After a round, a run, or a new turn: keep only what is consistent with the committed
+        sequence (its first `start` tokens are known to agree). A model keeps its cache at
+        committed[:-1] at most, since the next round feeds the last token."""
         ...
 
     def reset(self) -> None:

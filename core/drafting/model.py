@@ -41,6 +41,12 @@ class ModelDrafter:
     def model_state(self) -> CachedModel:
         return self.state_
 
+    def route(self, seq: Sequence[int]) -> str | None:
+        return self.name  # a model always has something to propose
+
+    def may_route_after(self, seq: Sequence[int]) -> bool:
+        return True
+
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
         return self.state_.catch_up(seq, chunk)
 
@@ -78,8 +84,8 @@ class ModelDrafter:
             self.state_.seq.extend(self._fed + list(proposed[:-1]))
         self._fed = []
 
-    def rewind(self, want: Sequence[int], start: int = 0) -> None:
-        self.state_.rewind(want, start)
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
+        self.state_.rewind(committed[:-1], start)
 
     def reset(self) -> None:
         self._fed = []

@@ -15,6 +15,8 @@ from typing import Any
 # name -> "module:attribute" of a factory(DraftResources) -> Drafter, imported on first use.
 _BUILTIN = {
     "model": "core.drafting.model:ModelDrafter.from_resources",
+    "lookup": "core.drafting.lookup:LookupDrafter.from_resources",
+    "hybrid": "core.drafting.lookup:HybridDrafter.from_resources",
 }
 _REGISTERED: dict[str, Callable[[DraftResources], Any] | str] = dict(_BUILTIN)
 
@@ -27,6 +29,8 @@ class DraftResources:
     draft: Any | None  # core.cached_model.CachedModel
     vocab_size: int
     draft_reason: str | None = None  # why the draft model cannot speculate, if it cannot
+    lookup_min_match: int = 2  # Settings.lookup_min_match
+    source: Callable[[str], Any] | None = None  # the engine's other sources, by name
 
 
 def register(name: str, factory: Callable[[DraftResources], Any]) -> None:

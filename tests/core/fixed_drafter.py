@@ -27,8 +27,14 @@ class FixedTokensDrafter:
         self.seen: list[int] = []  # what catch_up absorbed (for the invariant tests)
         self.learnt: list[tuple[int, int]] = []
 
+    def route(self, seq: Sequence[int]) -> str | None:
+        return self.name
+
+    def may_route_after(self, seq: Sequence[int]) -> bool:
+        return True
+
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
-        todo = list(seq[len(self.seen) : -1])
+        todo = list(seq[len(self.seen) :])
         self.seen.extend(todo)
         return len(todo)
 
@@ -39,9 +45,9 @@ class FixedTokensDrafter:
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         self.learnt.append((len(proposed), accepted))
 
-    def rewind(self, want: Sequence[int], start: int = 0) -> None:
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
         n = 0
-        while n < min(len(self.seen), len(want)) and self.seen[n] == want[n]:
+        while n < min(len(self.seen), len(committed)) and self.seen[n] == committed[n]:
             n += 1
         del self.seen[n:]
 

@@ -709,7 +709,7 @@ def test_cost_aware_rounds_feed_their_times_to_the_policy(target, close_draft, g
     s = Settings(mode="speculative", policy="cost-aware", k_max=4, temperature=0.0,
                  max_tokens=24, ignore_eos=True, traced=False)  # fmt: skip
     events, summary = run(engine, PROMPT, s)
-    policy = engine._policy
+    policy = engine.policy_of("model")
     assert isinstance(policy, CostAwarePolicy)
     assert events[0].proposed >= 1
     assert all(0 <= e.proposed <= 4 for e in events)

@@ -1,0 +1,132 @@
+"""Draft-free drafting: copy what followed the longest earlier repeat of the conversation's end.
+
+Code edits, rewrites, answers about a pasted text and second turns that revise the first all
+repeat long runs of earlier tokens. The lookup finds the longest suffix of everything the
+models have seen in this conversation (every turn's prompt and answer) that occurred before,
+through a suffix automaton (core.drafting.suffix_index: amortised O(1) per token, no scan),
+and proposes the tokens that followed it. It costs no device time; its drafts are
+deterministic (q one-hot), which every acceptance rule handles exactly. When nothing repeats,
+it proposes nothing and the round is a plain, pipelined target step.
+
+The hybrid source asks the lookup first and the draft model when the lookup has nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mlx.core as mx
+
+from core.drafting.base import DraftRequest, Proposal, empty_proposal
+from core.drafting.registry import DraftResources
+from core.drafting.suffix_index import SuffixIndex
+
+DEFAULT_MIN_MATCH = 2  # a repeat of one token (", the") predicts too little to pay a verify
+
+
+class LookupDrafter:
+    """Proposes the continuation of the longest earlier repeat of the committed tokens."""
+
+    name = "lookup"
+
+    def __init__(self, min_match: int = DEFAULT_MIN_MATCH) -> None:
+        self.min_match = min_match
+        self.index = SuffixIndex()
+
+    @classmethod
+    def from_resources(cls, res: DraftResources) -> LookupDrafter:
+        return cls(res.lookup_min_match)
+
+    def catch_up(self, seq: Sequence[int], chunk: int = 0) -> int:
+        """Index every committed token (host work only, microseconds per token)."""
+        return self.index.sync(seq, len(self.index))
+
+    def route(self, seq: Sequence[int]) -> str | None:
+        """"lookup" when the end of `seq` repeats something earlier, else None (no proposal)."""
+        self.catch_up(seq)
+        return self.name if self.index.repeat_length() >= self.min_match else None
+
+    def may_route_after(self, seq: Sequence[int]) -> bool:
+        """Whether one more token could make a repeat of min_match: a new repeat is at most one
+        longer than the current one, so below min_match - 1 a pipelined step need not stop."""
+        self.catch_up(seq)
+        return self.index.repeat_length() + 1 >= self.min_match
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        self.catch_up(request.seq)
+        match = self.index.longest_repeat()
+        if match is None or match.length < self.min_match or request.k <= 0:
+            return empty_proposal(self.name)
+        ids = self.index.continuation(match, request.k)
+        return Proposal(
+            mx.array(ids, dtype=mx.uint32), None, self.name, tuple(ids),
+            origin="copied", copied_from=match.end + 1,
+        )  # fmt: skip
+
+    def learn(self, proposed: Sequence[int], accepted: int) -> None:
+        pass  # the committed tokens are indexed at the next catch-up
+
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
+        """Keep the index a prefix of the committed tokens (rebuilt only where they part)."""
+        n = min(len(self.index), len(committed))
+        i = min(start, n)
+        toks = self.index.tokens
+        while i < n and toks[i] == committed[i]:
+            i += 1
+        self.index.truncate(i)
+
+    def reset(self) -> None:
+        self.index = SuffixIndex()
+
+    def price(self, curve: Any) -> Callable[[int], float]:
+        """Host time only (under 0.2 ms a round): the round costs its verification."""
+        return lambda k: 0.0
+
+    def state(self) -> dict[str, Any]:
+        return {"seen": list(self.index.tokens)}
+
+
+class HybridDrafter:
+    """The lookup when the conversation repeats itself, the draft model otherwise."""
+
+    name = "hybrid"
+
+    def __init__(self, lookup: Any, model: Any) -> None:
+        self.lookup, self.model = lookup, model
+
+    @classmethod
+    def from_resources(cls, res: DraftResources) -> HybridDrafter:
+        """Built from the engine's own lookup and model sources, so their state is shared."""
+        assert res.source is not None
+        return cls(res.source("lookup"), res.source("model"))
+
+    def route(self, seq: Sequence[int]) -> str | None:
+        return self.lookup.route(seq) or self.model.name
+
+    def may_route_after(self, seq: Sequence[int]) -> bool:
+        return True
+
+    def _pick(self, seq: Sequence[int]) -> Any:
+        return self.lookup if self.lookup.route(seq) else self.model
+
+    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+        return self._pick(seq).catch_up(seq, chunk)
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        return self._pick(request.seq).propose(request)
+
+    def learn(self, proposed: Sequence[int], accepted: int) -> None:
+        pass  # the engine routes each round to the sub-source, which learns itself
+
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
+        pass  # the sub-sources are the engine's own and are rewound with it
+
+    def reset(self) -> None:
+        pass
+
+    def price(self, curve: Any) -> Callable[[int], float]:
+        return self.model.price(curve)
+
+    def state(self) -> dict[str, Any]:
+        return {}

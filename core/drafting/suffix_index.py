@@ -1,0 +1,127 @@
+"""An online suffix automaton over token ids: the longest earlier repeat of the text's end.
+
+Appending a token costs amortised O(1) (Blumer et al.'s construction), and after it the
+longest suffix of the text that also occurs earlier is the suffix link of the last state:
+no scan, so a lookup's host cost per round stays flat as the conversation grows. Each state
+also keeps one end position of its strings, refreshed lazily towards the most recent
+occurrence, which says where to copy the continuation from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Match:
+    """The longest suffix of the text that occurred before: `length` tokens ending at `end`."""
+
+    length: int
+    end: int  # index in the text of the earlier occurrence's last token (< len(text) - 1)
+
+
+class SuffixIndex:
+    """A suffix automaton of one growing token sequence (truncation rebuilds it)."""
+
+    __slots__ = ("tokens", "_next", "_link", "_len", "_end", "_last")
+
+    def __init__(self, tokens: Iterable[int] = ()) -> None:
+        self.tokens: list[int] = []
+        self._next: list[dict[int, int]] = [{}]
+        self._link: list[int] = [-1]
+        self._len: list[int] = [0]
+        self._end: list[int] = [-1]
+        self._last = 0
+        self.extend(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        for t in tokens:
+            self.append(t)
+
+    def append(self, token: int) -> None:
+        """Add one token at the end (amortised O(1))."""
+        nxt, link, ln, end = self._next, self._link, self._len, self._end
+        i = len(self.tokens)
+        # Lazy recency: the previous end's longest earlier repeat also ends at i - 1 now.
+        if link[self._last] > 0:
+            end[link[self._last]] = i - 1
+        self.tokens.append(token)
+        cur = len(ln)
+        nxt.append({})
+        link.append(0)
+        ln.append(ln[self._last] + 1)
+        end.append(i)
+        p = self._last
+        while p != -1 and token not in nxt[p]:
+            nxt[p][token] = cur
+            p = link[p]
+        if p != -1:
+            q = nxt[p][token]
+            if ln[p] + 1 == ln[q]:
+                link[cur] = q
+            else:
+                clone = len(ln)
+                nxt.append(dict(nxt[q]))
+                link.append(link[q])
+                ln.append(ln[p] + 1)
+                end.append(end[q])
+                while p != -1 and nxt[p].get(token) == q:
+                    nxt[p][token] = clone
+                    p = link[p]
+                link[q] = link[cur] = clone
+        self._last = cur
+
+    def longest_repeat(self) -> Match | None:
+        """The longest suffix that occurred earlier, with one earlier end, or None."""
+        s = self._link[self._last]
+        if s <= 0:
+            return None
+        return Match(self._len[s], self._end[s])
+
+    def repeat_length(self) -> int:
+        """Length of the longest suffix that occurred earlier (0 for none)."""
+        s = self._link[self._last]
+        return self._len[s] if s > 0 else 0
+
+    def continuation(self, match: Match, k: int) -> list[int]:
+        """Up to k tokens that followed the earlier occurrence. Where they run into the end of
+        the text, the copy continues with the same period (a loop keeps looping)."""
+        start, n = match.end + 1, len(self.tokens)
+        period = n - start
+        toks = self.tokens
+        return [toks[start + (j % period)] for j in range(k)] if period > 0 else []
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens (a suffix automaton cannot shrink: rebuild, O(n))."""
+        if n < len(self.tokens):
+            kept = self.tokens[:n]
+            self.__init__(kept)  # type: ignore[misc]
+
+    def sync(self, committed: Sequence[int], start: int = 0) -> int:
+        """Make the index equal to `committed` (its first `start` tokens are known to agree):
+        truncate where they part, then append the rest. Returns the tokens appended."""
+        n = min(len(self.tokens), len(committed))
+        i = min(start, n)
+        toks = self.tokens
+        while i < n and toks[i] == committed[i]:
+            i += 1
+        self.truncate(i)
+        todo = committed[len(self.tokens) :]
+        self.extend(todo)
+        return len(todo)
+
+
+def scan_longest_repeat(tokens: Sequence[int], n_max: int, n_min: int = 1) -> Match | None:
+    """The baseline the index replaces: for n from n_max down to n_min, scan backwards for an
+    earlier occurrence of the last n tokens (O(len) per call). Used by tests and benchmarks."""
+    size = len(tokens)
+    for n in range(min(n_max, size - 1), n_min - 1, -1):
+        tail = list(tokens[size - n :])
+        for end in range(size - 2, n - 2, -1):
+            if list(tokens[end - n + 1 : end + 1]) == tail:
+                return Match(n, end)
+    return None
