@@ -39,7 +39,9 @@ class LookupDrafter:
         return cls(res.lookup_min_match)
 
     def catch_up(self, seq: Sequence[int], chunk: int = 0) -> int:
-        """Index every committed token (host work only, microseconds per token)."""
+        """Index every committed token (host work only, microseconds per token). `seq` must
+        extend what is indexed, which the engine's rewind after every round guarantees; no
+        comparison of the whole conversation, so a round's host cost stays flat."""
         return self.index.sync(seq, len(self.index))
 
     def route(self, seq: Sequence[int]) -> str | None:

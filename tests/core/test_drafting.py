@@ -132,21 +132,21 @@ def test_mentored_with_a_deterministic_source_emits_pi(target, fixed_source) -> 
 
 def test_caches_stay_prefixes_across_sources_and_modes(target, greedy_ref, fixed_source) -> None:
     """A seeded mix of turns on one engine, switching between the model drafter, the fixed one,
-    target-only and draft-only: after every round every cache and every drafter's state is a
+    the lookup, the hybrid, target-only and draft-only: after every round every cache and every drafter's state is a
     prefix of the conversation; after every run the target or draft holds exactly text[:-1]."""
     rng = random.Random(99)
     engine = Engine(target, noisy_copy(target, 0.2, seed=7), vocab_size=VOCAB,
                     eos_ids=[greedy_ref[7]])
     conversation = list(PROMPT)
     sources_used = set()
-    for i in range(16):
+    for i in range(28):
         if rng.random() < 0.7:
             conversation += [rng.randrange(VOCAB) for _ in range(rng.randint(1, 3))]
         else:
             conversation = [rng.randrange(VOCAB) for _ in range(rng.randint(2, 6))]
         prompt = list(conversation)
         mode = rng.choice(["speculative"] * 4 + ["target-only", "draft-only"])
-        source = rng.choice(["model", fixed_source])
+        source = rng.choice(["model", fixed_source, "lookup", "hybrid"])
         s = Settings(mode=mode, draft_source=source, k=rng.randint(1, 6),
                      rule=rng.choice(["greedy", "lossless", "mentored"]),
                      tv_budget=rng.choice([0.0, 0.5]), temperature=rng.choice([0.0, 1.0]),
@@ -172,4 +172,4 @@ def test_caches_stay_prefixes_across_sources_and_modes(target, greedy_ref, fixed
         if mode == "speculative":
             sources_used.add(source)
         conversation = prompt + tokens
-    assert sources_used == {"model", fixed_source}
+    assert sources_used == {"model", fixed_source, "lookup", "hybrid"}
