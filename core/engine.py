@@ -20,20 +20,19 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.acceptance import PositionTally
 from core.cached_model import CachedModel
 from core.dispatch import verification_patches
 from core.drafting import registry
 from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
 from core.errors import UserError
-from core.events import PHASES, CommittedToken, RoundEvent, RunSummary
+from core.events import CommittedToken, RoundEvent, RunSummary
 from core.policy import Policy, make_policy
+from core.run_totals import RunTotals
 from core.sampling import (
     LogitsConfig,
     Verdict,
@@ -56,57 +55,6 @@ def _untrimmable(model: nn.Module, role: str) -> str | None:
 
     why = untrimmable_reason(model)
     return f"the {role} {why}" if why else None
-
-
-@dataclass
-class _RunTotals:
-    """Running totals of one generate() call, which become its RunSummary."""
-
-    rounds: int = 0
-    tokens: list[int] = field(default_factory=list)
-    positions: PositionTally = field(default_factory=PositionTally)
-    by_source: dict[str, PositionTally] = field(default_factory=dict)
-    speculative_steps: int = 0  # speculative-mode rounds that proposed nothing
-    tv_sum: float = 0.0
-    tv_count: int = 0
-    draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
-    phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    first_token_at: float | None = None
-
-    def per_source(self) -> dict[str, dict[str, Any]]:
-        """The summary's per-source view; "none" counts speculative rounds with no proposal."""
-        out: dict[str, dict[str, Any]] = {
-            name: {
-                "rounds": t.rounds,
-                "proposed": t.proposed,
-                "accepted": t.accepted,
-                "acceptance": t.acceptance,
-                "mean_accepted_length": t.mean_accepted_length,
-                "per_position_acceptance": list(t.reached_rates()),
-            }
-            for name, t in self.by_source.items()
-        }
-        if out or self.speculative_steps:
-            out["none"] = {"rounds": self.speculative_steps}
-        return out
-
-    def add(self, ev: RoundEvent, now: float, speculative: bool = False) -> None:
-        self.rounds += 1
-        if speculative and not ev.source:
-            self.speculative_steps += 1
-        self.tokens.extend(t.id for t in ev.tokens)
-        if self.first_token_at is None and ev.tokens:
-            self.first_token_at = now
-        for p in PHASES:
-            self.phase[p] += getattr(ev.timings, p)
-        if ev.source:
-            self.by_source.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
-        if ev.proposed:
-            self.positions.observe(ev.proposed, ev.accepted)
-            if ev.tv is not None:
-                decided = min(ev.accepted + 1, ev.proposed)
-                self.tv_sum += ev.tv * decided
-                self.tv_count += decided
 
 
 class Engine:
@@ -169,6 +117,11 @@ class Engine:
     def target_model(self) -> nn.Module:
         """The target's mlx-lm module (for scoring text with the same weights)."""
         return self._target.model
+
+    @property
+    def draft_model(self) -> nn.Module | None:
+        """The draft's mlx-lm module, if one is loaded (the bench calibrates its step)."""
+        return self._draft.model if self._draft is not None else None
 
     # -- state -----------------------------------------------------------------------------
 
@@ -256,7 +209,7 @@ class Engine:
         # cost-aware policy may never draft here (on the CPU it does not), and then the
         # draft's prefill would only double the time to the first token.
         prefilled = self._prefill(seq, s, draft_only=s.mode == "draft-only")
-        totals = _RunTotals()
+        totals = RunTotals()
         key = mx.random.key(s.seed)
         stop = "length"
 
@@ -290,14 +243,14 @@ class Engine:
         self._settle(seq)
         e2e = time.perf_counter() - t_start
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
-        yield self._summary(totals, s, n_prompt, prefilled, e2e, t_start, stop, fallback)
+        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback)
 
     def _drafting_rounds(
         self,
         seq: list[int],
         s: Settings,
         key: mx.array,
-        totals: _RunTotals,
+        totals: RunTotals,
         remaining: int,
         source: Callable[[], Settings],
         cancel: threading.Event | None,
@@ -625,42 +578,3 @@ class Engine:
             y = nxt
 
     # -- summary -----------------------------------------------------------------------------
-
-    def _summary(
-        self,
-        totals: _RunTotals,
-        s: Settings,
-        n_prompt: int,
-        prefilled: int,
-        e2e: float,
-        t_start: float,
-        stop: str,
-        fallback: str | None,
-    ) -> RunSummary:
-        ttft = (totals.first_token_at - t_start) if totals.first_token_at else e2e
-        n = len(totals.tokens)
-        decode_time = e2e - ttft
-        decode_tok_s = (n - 1) / decode_time if n > 1 and decode_time > 0 else 0.0
-        pos = totals.positions
-        return RunSummary(
-            mode=s.mode if fallback is None else "target-only",
-            tokens=n,
-            rounds=totals.rounds,
-            prompt_tokens=n_prompt,
-            prefill_tokens=prefilled,
-            proposed=pos.proposed,
-            accepted=pos.accepted,
-            acceptance=pos.acceptance,
-            per_position_acceptance=pos.reached_rates(),
-            mean_accepted_length=pos.mean_accepted_length,
-            e2e_s=e2e,
-            ttft_s=ttft,
-            decode_tok_s=decode_tok_s,
-            phase_s=dict(totals.phase),
-            mean_tv=(totals.tv_sum / totals.tv_count) if totals.tv_count else None,
-            traced=s.traced,
-            stop_reason=stop,
-            token_ids=tuple(totals.tokens),
-            fallback_reason=fallback,
-            per_source=totals.per_source(),
-        )

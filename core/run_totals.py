@@ -1,0 +1,104 @@
+"""The running totals of one generate() call and the RunSummary they become.
+
+Per-position acceptance is counted once here (core.acceptance.PositionTally), overall and per
+draft source, so the summary, the bench and the app read the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.acceptance import PositionTally
+from core.events import PHASES, RoundEvent, RunSummary
+from core.settings import Settings
+
+
+@dataclass
+class RunTotals:
+    """Running totals of one generate() call, which become its RunSummary."""
+
+    rounds: int = 0
+    tokens: list[int] = field(default_factory=list)
+    positions: PositionTally = field(default_factory=PositionTally)
+    by_source: dict[str, PositionTally] = field(default_factory=dict)
+    speculative_steps: int = 0  # speculative-mode rounds that proposed nothing
+    tv_sum: float = 0.0
+    tv_count: int = 0
+    draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
+    phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    first_token_at: float | None = None
+
+    def per_source(self) -> dict[str, dict[str, Any]]:
+        """The summary's per-source view; "none" counts speculative rounds with no proposal."""
+        out: dict[str, dict[str, Any]] = {
+            name: {
+                "rounds": t.rounds,
+                "proposed": t.proposed,
+                "accepted": t.accepted,
+                "acceptance": t.acceptance,
+                "mean_accepted_length": t.mean_accepted_length,
+                "per_position_acceptance": list(t.reached_rates()),
+            }
+            for name, t in self.by_source.items()
+        }
+        if out or self.speculative_steps:
+            out["none"] = {"rounds": self.speculative_steps}
+        return out
+
+    def add(self, ev: RoundEvent, now: float, speculative: bool = False) -> None:
+        self.rounds += 1
+        if speculative and not ev.source:
+            self.speculative_steps += 1
+        self.tokens.extend(t.id for t in ev.tokens)
+        if self.first_token_at is None and ev.tokens:
+            self.first_token_at = now
+        for p in PHASES:
+            self.phase[p] += getattr(ev.timings, p)
+        if ev.source:
+            self.by_source.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
+        if ev.proposed:
+            self.positions.observe(ev.proposed, ev.accepted)
+            if ev.tv is not None:
+                decided = min(ev.accepted + 1, ev.proposed)
+                self.tv_sum += ev.tv * decided
+                self.tv_count += decided
+
+    def summary(
+        self,
+        s: Settings,
+        n_prompt: int,
+        prefilled: int,
+        e2e: float,
+        t_start: float,
+        stop: str,
+        fallback: str | None,
+    ) -> RunSummary:
+        """The RunSummary of a finished run (`fallback`: why it ran target-only)."""
+        ttft = (self.first_token_at - t_start) if self.first_token_at else e2e
+        n = len(self.tokens)
+        decode_time = e2e - ttft
+        decode_tok_s = (n - 1) / decode_time if n > 1 and decode_time > 0 else 0.0
+        pos = self.positions
+        return RunSummary(
+            mode=s.mode if fallback is None else "target-only",
+            tokens=n,
+            rounds=self.rounds,
+            prompt_tokens=n_prompt,
+            prefill_tokens=prefilled,
+            proposed=pos.proposed,
+            accepted=pos.accepted,
+            acceptance=pos.acceptance,
+            per_position_acceptance=pos.reached_rates(),
+            mean_accepted_length=pos.mean_accepted_length,
+            e2e_s=e2e,
+            ttft_s=ttft,
+            decode_tok_s=decode_tok_s,
+            phase_s=dict(self.phase),
+            mean_tv=(self.tv_sum / self.tv_count) if self.tv_count else None,
+            traced=s.traced,
+            stop_reason=stop,
+            token_ids=tuple(self.tokens),
+            fallback_reason=fallback,
+            per_source=self.per_source(),
+        )
