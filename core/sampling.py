@@ -1,7 +1,7 @@
 """Logits to distributions, and the acceptance rules of speculative sampling, on the device.
 
 Everything here is lazy MLX: the engine builds one graph per round and syncs once.
-The rules (DESIGN.md, "The acceptance rules"):
+The rules (docs/ARCHITECTURE.md, "The acceptance rules"):
   greedy    accept while draft == argmax p; the first mismatch becomes argmax p.
   lossless  accept x ~ q with min(1, p(x)/q(x)); on rejection sample norm(max(p - q, 0)).
   mentored  theta = min(1, D/d), d = TV(p, q); pi = (1 - theta) p + theta q; accept with

@@ -29,7 +29,7 @@ class SettingsError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    """How one generation runs (DESIGN.md, "The data that flows")."""
+    """How one generation runs (docs/ARCHITECTURE.md, "How a round flows")."""
 
     target: str = "default"
     draft: str = "self:bits=4"  # best expected speedup of the self-drafts: docs/self-drafts.md

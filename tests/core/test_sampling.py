@@ -3,7 +3,7 @@
 Exact part: for one position, the first emitted token has probability
     P(y) = sum_x q(x) [a(x) 1{x = y} + (1 - a(x)) r(y)],  a = min(1, pi/q), r = norm(max(p - q, 0))
 which must equal p (lossless) or pi = (1 - theta) p + theta q, theta = min(1, D/d) (mentored).
-The references below are written from DESIGN.md in float64 numpy, independently of the code.
+The references below are written from docs/ARCHITECTURE.md in float64 numpy, independently of the code.
 
 Statistical part: `accept_sampled` itself, vmapped over thousands of seeded keys, against the
 same closed forms by chi-square (tests/core/tiny.py; alpha = 1e-3 at a fixed seed, so every
@@ -31,7 +31,7 @@ from core.sampling import (
 )
 from tests.core.tiny import assert_matches, assert_rejects
 
-# -- float64 references written from DESIGN.md -----------------------------------------------
+# -- float64 references written from docs/ARCHITECTURE.md -----------------------------------------------
 
 
 def ref_tv(p: np.ndarray, q: np.ndarray) -> float:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 measurements of issues 7 and 8, in parts that each fit one device call (10 min)
 # and each write their own files, so a call cut short still brings back what finished.
-# Run on the GPU machine after ../shared/device's two set-up runs, from the repo root:
+# Run on the GPU machine after the two set-up calls of docs/benchmarks/h200/pack.sh, from the repo root:
 #   export PYTHONPATH=/tmp/site:$PWD; PARTS="seed ours" bash docs/benchmarks/h200/run-all.sh "$OUT"
 # Parts (default: all, in this order):
 #   steps  decode-step cost of both shapes, every schedule, fused included (issue 8)   ~1 min

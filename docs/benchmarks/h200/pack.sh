@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Packs what a GPU benchmark needs onto the lent H200 machine, whose Python (3.12) has no
+# package index and whose calls carry at most 64 MiB of files each: MLX 0.32.4 with its CUDA
+# backend, mlx-lm 0.32.2 and our two small dependencies, and (with --default-model) the
+# embedded default model's 98 MB GGUF, in parts that ride along with the set-up calls.
+#
+# Here, from the repo root (about 2 minutes; the model must be fetched: specdec-tui fetch):
+#   bash docs/benchmarks/h200/pack.sh [--default-model]
+# Then, back to back on the device (an idle machine is released after 30 s):
+#   1. carrying .device/a:  bash .device/a/stage.sh
+#   2. carrying .device/b:  source .device/b/install.sh
+#   3. carrying .device/c:  source .device/c/model.sh && <benchmark>   (--default-model only)
+# Later calls on the same warm machine start with:
+#   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
+set -euo pipefail
+MLX_VERSION=0.32.4
+MLX_LM_VERSION=0.32.2
+root="$(git rev-parse --show-toplevel)"
+cd "$root"
+grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
+rm -rf .device && mkdir -p .device/a .device/b .device/c .device/tmp
+plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
+dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
+dl .device/tmp "mlx-cuda-13==${MLX_VERSION}"
+dl .device/a "mlx==${MLX_VERSION}" "mlx-lm==${MLX_LM_VERSION}" platformdirs tomli-w
+mkdir -p .device/tmp/x
+python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
+echo "compressing the CUDA backend (about a minute)..."
+tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
+split -b 38M .device/tmp/cuda.tar.xz .device/tmp/cuda.part.
+mv .device/tmp/cuda.part.aa .device/a/
+mv .device/tmp/cuda.part.ab .device/b/
+if [[ "${1:-}" == "--default-model" ]]; then
+  gguf="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/SmolLM2-135M-Instruct.Q4_1.gguf"
+  test -f "$gguf" || { echo "fetch the default model first: specdec-tui fetch" >&2; exit 2; }
+  # 18 MiB rides with each set-up part; the rest travels alone in call 3.
+  head -c $((18 << 20)) "$gguf" > .device/a/model.part.1
+  tail -c +$(((18 << 20) + 1)) "$gguf" | head -c $((18 << 20)) > .device/b/model.part.2
+  tail -c +$(((36 << 20) + 1)) "$gguf" > .device/c/model.part.3
+fi
+rm -rf .device/tmp
+cat > .device/a/stage.sh <<'SH'
+set -e
+mkdir -p /root/mlx-parts && cp .device/a/* /root/mlx-parts/
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+echo "staged part 1; start the second call within 30 s"
+SH
+cat > .device/b/install.sh <<'SH'
+set -e
+test -f /root/mlx-parts/cuda.part.aa || { echo "part 1 is not staged here: run stage.sh first" >&2; return 1 2>/dev/null || exit 1; }
+mkdir -p /tmp/site
+cat /root/mlx-parts/cuda.part.aa .device/b/cuda.part.ab | tar -xJ -C /tmp/site
+python3 -c "
+import glob, zipfile
+for w in glob.glob('/root/mlx-parts/*.whl'):
+    zipfile.ZipFile(w).extractall('/tmp/site')"
+if [ -f .device/b/model.part.2 ]; then cp .device/b/model.part.2 /root/mlx-parts/; fi
+export PYTHONPATH=/tmp/site:$PWD
+python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
+SH
+cat > .device/c/model.sh <<'SH'
+set -e
+export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
+mkdir -p /root/sdcache
+cat /root/mlx-parts/model.part.1 /root/mlx-parts/model.part.2 .device/c/model.part.3 \
+  > /root/sdcache/SmolLM2-135M-Instruct.Q4_1.gguf
+# The sha256 check the app runs before first use: a bad reassembly is refused, not loaded.
+python3 -m core.cli fetch
+SH
+du -sh .device/a .device/b .device/c
