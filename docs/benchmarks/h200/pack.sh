@@ -35,9 +35,14 @@ if [[ "${1:-}" == "--default-model" ]]; then
   gguf="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/SmolLM2-135M-Instruct.Q4_1.gguf"
   test -f "$gguf" || { echo "fetch the default model first: specdec-tui fetch" >&2; exit 2; }
   # 18 MiB rides with each set-up part; the rest travels alone in call 3.
-  head -c $((18 << 20)) "$gguf" > .device/a/model.part.1
-  tail -c +$(((18 << 20) + 1)) "$gguf" | head -c $((18 << 20)) > .device/b/model.part.2
-  tail -c +$(((36 << 20) + 1)) "$gguf" > .device/c/model.part.3
+  python3 - "$gguf" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+cut = 18 << 20
+for path, part in ((".device/a/model.part.1", data[:cut]), (".device/b/model.part.2",
+                   data[cut : 2 * cut]), (".device/c/model.part.3", data[2 * cut :])):
+    open(path, "wb").write(part)
+PY
 fi
 rm -rf .device/tmp
 cat > .device/a/stage.sh <<'SH'
