@@ -34,12 +34,12 @@ mv .device/tmp/cuda.part.ab .device/b/
 if [[ "${1:-}" == "--default-model" ]]; then
   gguf="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/SmolLM2-135M-Instruct.Q4_1.gguf"
   test -f "$gguf" || { echo "fetch the default model first: specdec-tui fetch" >&2; exit 2; }
-  # 20 and 25 MiB ride with the set-up parts (each call carries at most 64 MiB, the repo
-  # included); the rest, about 49 MiB, travels alone in call 3.
+  # 16 and 22 MiB ride with the set-up parts (each call carries at most 64 MiB, the repo
+  # included); the rest, about 56 MiB, travels alone in call 3.
   python3 - "$gguf" <<'PY'
 import sys
 data = open(sys.argv[1], "rb").read()
-a, b = 20 << 20, 45 << 20
+a, b = 16 << 20, 38 << 20
 for path, part in ((".device/a/model.part.1", data[:a]), (".device/b/model.part.2",
                    data[a:b]), (".device/c/model.part.3", data[b:])):
     open(path, "wb").write(part)
