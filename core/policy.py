@@ -10,8 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from core.dispatch.curve import verify_cost
+from core.dispatch.curve import fastest_dispatch, verify_cost
+from core.prediction import RoundCost, as_price, expected_tokens, predict, predict_k
 from core.settings import MAX_K, Settings
+
+__all__ = [  # expected_tokens and the curve readers stay importable from here
+    "AcceptanceRatePolicy", "AcceptedLengthPolicy", "CostAwarePolicy", "FixedPolicy",
+    "HeuristicPolicy", "Policy", "expected_tokens", "fastest_dispatch", "make_policy",
+    "verify_cost",
+]  # fmt: skip
 
 
 class Policy(Protocol):
@@ -86,21 +93,6 @@ class HeuristicPolicy:
         self.k = min(max(self.k + step, self.k_min), self.k_max)
 
 
-def expected_tokens(k: int, accept: list[float], bonus: bool) -> float:
-    """E[committed tokens] of a round proposing k with per-position acceptance `accept`.
-
-    Position j is reached only if all before it were accepted: E = sum_j prod_{i<=j} a_i
-    accepted drafts, plus one correction when any was rejected, plus the bonus when none was.
-    """
-    if k == 0:
-        return 1.0
-    reach, total = 1.0, 0.0
-    for j in range(k):
-        reach *= accept[j]
-        total += reach
-    return total + (1.0 - reach) + (reach if bonus else 0.0)
-
-
 COST_EMA = 0.2  # weight of each observed round in the cost scale
 SCALE_CLIP = (0.2, 5.0)  # one round far off (a compile, a stall) moves the scale at most this
 
@@ -143,10 +135,10 @@ class CostAwarePolicy:
         prior_weight: float = 2.0,
         probe_every: int = 16,
     ) -> None:
-        if not callable(t_draft):
-            step = float(t_draft)
-            t_draft = lambda k: k * step  # noqa: E731
+        t_draft = as_price(t_draft)
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
+        # The round's price and its expected tokens: one formula with the bench and the app.
+        self.cost = RoundCost(t_verify, t_draft, t_overhead=t_overhead)
         self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
         self.prior, self.prior_weight = prior, prior_weight
         self.hits = [0] * MAX_K  # observed counts only; the prior enters in acceptance()
@@ -166,21 +158,20 @@ class CostAwarePolicy:
 
     def priced(self, k: int) -> float:
         """The calibrated seconds of a round proposing k (before the observed scale)."""
-        if k == 0:
-            return self.t_verify(1) + self.t_overhead
-        return self.t_draft(k) + self.t_verify(k + 1) + self.t_overhead
+        return self.cost.seconds(k)
 
     def rate(self, k: int, accept: list[float] | None = None) -> float:
-        """Expected committed tokens per second when proposing k."""
+        """Expected committed tokens per second when proposing k (core.prediction)."""
         a = self.acceptance() if accept is None else accept
-        cost = self.priced(k) * self.scale[k > 0]
-        return expected_tokens(k, a, self.bonus) / cost
+        return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
 
     def next_k(self) -> int:
         if self._cache is None:
             a = self.acceptance()
-            ks = range(self.k_min, self.k_max + 1)
-            self._cache = max(ks, key=lambda k: (self.rate(k, a), -k))
+            scale = (self.scale[0], self.scale[1])
+            best = predict(self.cost, a, bonus=self.bonus, k_max=self.k_max, k_min=self.k_min,
+                           scale=scale).best  # fmt: skip
+            self._cache = int(best.k)
         self._probing = False
         if (
             self._cache == 0

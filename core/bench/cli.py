@@ -37,6 +37,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", type=int, default=1, help="warm-up requests per setting")
     g.add_argument("--no-traced", action="store_true", help="skip the traced run (no phase split)")
     g.add_argument("--no-quality", action="store_true", help="skip NLL scoring and greedy check")
+    g.add_argument("--no-predict", action="store_true",
+                   help="skip the predicted speedup (and the calibration it needs when the "
+                   "engine has none)")  # fmt: skip
 
     g = parser.add_argument_group(
         "settings",
@@ -279,6 +282,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
             warmup=args.warmup, traced=not args.no_traced, progress=progress, decode=decode,
             peer=peer, quality=not args.no_quality,
+            predict=not getattr(args, "no_predict", False),
         )  # fmt: skip
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     report.protocol["prompt"] = {

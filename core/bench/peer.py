@@ -8,7 +8,7 @@ they are compared with.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,19 @@ def with_peer_counterparts(rows: list[BenchSetting], k: int) -> list[BenchSettin
     return out
 
 
+def paired_counterparts(rows: Sequence[BenchSetting], peer: Peer) -> dict[bool, BenchSetting]:
+    """The row of ours each of mlx-lm's loops runs against, request by request (False:
+    target-only, True: speculative): the first greedy row that runs what that loop runs."""
+    out: dict[bool, BenchSetting] = {}
+    for speculative, mode in ((False, "target-only"), (True, "speculative")):
+        if speculative and peer.draft is None:
+            continue
+        match = next((b for b in rows if is_peer_match(b.settings, mode, peer.k)), None)
+        if match is not None:
+            out[speculative] = match
+    return out
+
+
 def _peer_request(
     peer: Peer, prompt_ids: Sequence[int], tokens: int, speculative: bool
 ) -> _PeerRequest:
@@ -126,9 +139,21 @@ def run_peer(
     warmup: int,
     tick: Callable[[str], None],
     check_cancel: Callable[[], None],
+    paired: dict[bool, BenchSetting] | None = None,
+    ours: Callable[[BenchSetting, int, int], float] | None = None,
+    after_pair: Callable[[BenchSetting, int, int, float], None] | None = None,
+    seed_values: Mapping[str, Sequence[int]] | None = None,
 ) -> list[BenchResult]:
-    """mlx-lm's target-only and speculative loops, greedy, same protocol (median E2E)."""
+    """mlx-lm's target-only and speculative loops, greedy, same protocol (median E2E).
+
+    With `paired` rows and `ours(row, seed, invocation) -> E2E s` (a timed request of ours,
+    recorded by the caller), each of mlx-lm's requests follows one of ours (ABAB..., the row's
+    seeds from `seed_values`, row name -> seeds), and the pair's ratio is kept: the host's slow spells hit both sides of a pair,
+    so the spread of the ratios, not two medians minutes apart, says whether ours is faster.
+    `after_pair(row, seed, invocation, E2E)` runs after each pair (the caller's traced run).
+    """
     kinds = [False] + ([True] if peer.draft is not None else [])
+    paired = paired or {}
     out = []
     for speculative in kinds:
         settings = {
@@ -145,25 +170,41 @@ def run_peer(
         }
         name = f"{peer.name} speculative k={peer.k}" if speculative else f"{peer.name} target-only"
         r = BenchResult(name, name, settings, engine=peer.name)
+        mine = paired.get(speculative) if ours is not None else None
         for _ in range(warmup):
             check_cancel()
             _peer_request(peer, prompt_ids, tokens, speculative)
             tick(f"warm-up {name}")
-        for inv in range(invocations * seeds):  # greedy: seeds change nothing but the count
-            check_cancel()
-            req = _peer_request(peer, prompt_ids, tokens, speculative)
-            r.e2e_s.append(req.e2e_s)
-            r.ttft_all_s.append(req.ttft_s)
-            n = len(req.ids)
-            decode_s = req.e2e_s - req.ttft_s
-            r.decode_all_tok_s.append((n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0)
-            r.rounds.append(req.rounds)
-            r.tokens.append(n)
-            r.positions.merge(req.positions)
-            if inv == 0:
-                r.outputs[0] = req.ids
-                r.trace = [{"total_ms": round(ms, 4)} for ms in req.round_ms]
-            tick(f"{name} request {inv + 1}/{invocations * seeds}")
+        n = 0
+        seed_list = list(range(seeds))  # greedy: seeds change nothing but the count
+        if mine is not None and seed_values is not None:
+            seed_list = list(seed_values[mine.name])[:seeds]
+        for inv in range(invocations):
+            for seed in seed_list:
+                ours_e2e = ours(mine, seed, inv) if mine is not None and ours else None
+                check_cancel()
+                req = _peer_request(peer, prompt_ids, tokens, speculative)
+                r.e2e_s.append(req.e2e_s)
+                r.ttft_all_s.append(req.ttft_s)
+                k = len(req.ids)
+                decode_s = req.e2e_s - req.ttft_s
+                r.decode_all_tok_s.append((k - 1) / decode_s if k > 1 and decode_s > 0 else 0.0)
+                r.rounds.append(req.rounds)
+                r.tokens.append(k)
+                r.positions.merge(req.positions)
+                if n == 0:
+                    r.outputs[0] = req.ids
+                    r.trace = [{"total_ms": round(ms, 4)} for ms in req.round_ms]
+                n += 1
+                tick(f"{name} request {n}/{invocations * seeds}")
+                if mine is not None and ours_e2e:
+                    r.pairs.append({
+                        "invocation": inv, "seed": seed, "ours": mine.name,
+                        "ours_e2e_s": ours_e2e, "peer_e2e_s": req.e2e_s,
+                        "ratio": req.e2e_s / ours_e2e,
+                    })  # fmt: skip
+                    if after_pair is not None:
+                        after_pair(mine, seed, inv, ours_e2e)
         out.append(r)
     return out
 

@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.bench.errors import BenchCancelled, BenchError
-from core.bench.peer import Peer, link_peers, peer_quality, run_peer, with_peer_counterparts
+from core.bench.peer import (
+    Peer,
+    link_peers,
+    paired_counterparts,
+    peer_quality,
+    run_peer,
+    with_peer_counterparts,
+)
+from core.bench.predicted import attach_predictions, calibration_for, needed_calibration
 from core.bench.quality import NLL_BASIS, assess_quality, plan_references
 from core.bench.requests import record_timed, record_traced, run_request
 from core.bench.results import (
@@ -45,6 +53,7 @@ def run_protocol(
     reference: Any | None = None,
     environment: dict[str, Any] | None = None,
     quality: bool = True,
+    predict: bool = True,
 ) -> BenchReport:
     """Run the seed's protocol on `engine` and return the report (no printing, no files).
 
@@ -57,8 +66,11 @@ def run_protocol(
     invocation's outputs against a target-only run with the same sampling parameters; greedy
     settings are checked token by token against target-only outputs of `reference` (default:
     the same engine). `peer` adds mlx-lm rows (and greedy rows of ours to compare them with,
-    when none match). Call on the engine's thread; `progress(done, total, label)` after every
-    request.
+    when none match); those rows of ours are timed request by request against mlx-lm's
+    (ours, then the peer's, per seed), after the other rows, and each pair's ratio is kept.
+    `predict`: every speculative row also gets core.prediction's speedup and its efficiency
+    (core.bench.predicted), from the engine's calibration or one measured here first. Call on
+    the engine's thread; `progress(done, total, label)` after every request.
     """
     if tokens < 1 or seeds < 1 or invocations < 1 or warmup < 0:
         raise BenchError("tokens, seeds and invocations must be at least 1 and warmup at least 0.")
@@ -80,6 +92,9 @@ def run_protocol(
     }
     reference = engine if reference is None else reference
     plan = plan_references(prepared, reference is engine, quality)
+    paired = paired_counterparts(prepared, peer) if peer is not None else {}
+    paired_names = {b.name for b in paired.values()}
+    calibrate_first = predict and needed_calibration(prepared) is not None
 
     total = len(prepared) * (warmup + invocations * seeds + (seeds if traced else 0))
     total += sum(seeds for _ in plan["nll"]) + sum(seeds for _ in plan["greedy"])
@@ -87,6 +102,7 @@ def run_protocol(
         total += len(prepared)
     if peer is not None:
         total += (2 if peer.draft is not None else 1) * (warmup + invocations * seeds)
+    total += int(calibrate_first)
     done = 0
 
     def tick(label: str) -> None:
@@ -99,6 +115,13 @@ def run_protocol(
         if cancel is not None and cancel.is_set():
             raise BenchCancelled("The benchmark was cancelled before it finished.")
 
+    # The calibration the predictions read, before any request: cost-aware rows price with it.
+    curve, curve_from = None, None
+    if calibrate_first:
+        check_cancel()
+        curve, curve_from = calibration_for(engine, prompt_ids, prepared)
+        tick("calibrate verify cost")
+
     # Warm-up: every setting's shapes compiled and caches allocated before any timing.
     for b in prepared:
         for _ in range(warmup):
@@ -106,24 +129,37 @@ def run_protocol(
             run_request(engine, prompt_ids, b.settings.replace(seed=seed_lists[b.name][0]), cancel)
             tick(f"warm-up {b.name}")
 
-    # Timed: untraced, exactly N tokens, a fresh cache per request.
+    def timed(b: BenchSetting, seed: int, inv: int) -> float:
+        check_cancel()
+        req = run_request(engine, prompt_ids, b.settings.replace(seed=seed), cancel)
+        record_timed(results[b.name], req, seed, keep_output=inv == 0)
+        tick(f"{b.name} invocation {inv + 1}/{invocations} seed {seed}")
+        assert req.summary is not None
+        return req.summary.e2e_s
+
+    def traced_after(b: BenchSetting, seed: int, inv: int, e2e_s: float) -> None:
+        if traced and inv == 0:
+            check_cancel()
+            s = b.settings.replace(seed=seed)
+            record_traced(results[b.name], engine, prompt_ids, s, e2e_s, cancel)
+            tick(f"traced {b.name} seed {seed}")
+
+    # Timed: untraced, exactly N tokens, a fresh cache per request (rows paired with the
+    # peer's requests are timed with them, below).
     for inv in range(invocations):
         for b in prepared:
+            if b.name in paired_names:
+                continue
             for seed in seed_lists[b.name]:
-                check_cancel()
-                req = run_request(engine, prompt_ids, b.settings.replace(seed=seed), cancel)
-                record_timed(results[b.name], req, seed, keep_output=inv == 0)
-                tick(f"{b.name} invocation {inv + 1}/{invocations} seed {seed}")
-                if traced and inv == 0:
-                    check_cancel()
-                    assert req.summary is not None
-                    s = b.settings.replace(seed=seed)
-                    record_traced(results[b.name], engine, prompt_ids, s, req.summary.e2e_s, cancel)
-                    tick(f"traced {b.name} seed {seed}")
+                traced_after(b, seed, inv, timed(b, seed, inv))
 
     if peer is not None:
-        for row in run_peer(peer, prompt_ids, tokens, seeds, invocations, warmup, tick,
-                            check_cancel):  # fmt: skip
+        rows_peer = run_peer(
+            peer, prompt_ids, tokens, seeds, invocations, warmup, tick, check_cancel,
+            paired=paired, ours=timed,
+            after_pair=traced_after, seed_values=seed_lists,
+        )  # fmt: skip
+        for row in rows_peer:
             results[row.name] = row
 
     out = list(results.values())
@@ -140,6 +176,8 @@ def run_protocol(
         if decode is not None and r.outputs:
             _decode_texts(r, decode)
     link_peers(out)
+    if curve is not None:
+        attach_predictions(out, baseline, curve, engine)
 
     if environment is None:
         from core.profile import record_environment
@@ -159,8 +197,33 @@ def run_protocol(
         "nll_basis": NLL_BASIS,
         "greedy_reference": "same engine" if reference is engine else "another engine",
         "peer": peer.name if peer is not None else None,
+        "peer_order": (
+            "after the other rows: per invocation and seed, a request of ours then mlx-lm's "
+            "(ABAB...), each pair's ratio kept"
+        )
+        if peer is not None
+        else None,
+        "calibration": _calibration_summary(curve, curve_from),
     }
     return BenchReport(environment=environment, protocol=protocol, results=out)
+
+
+def _calibration_summary(curve: Any, source: str | None) -> dict[str, Any] | None:
+    """Where the predictions' curve came from and what it measured: seconds per verification
+    of R rows per mode, and the draft step."""
+    if curve is None:
+        return None
+    return {
+        "from": source,
+        "context": curve.context_len,
+        "modes": list(curve.modes),
+        "rows": max(curve.rows) if curve.rows else None,
+        "repeats": curve.repeats,
+        "draft_step_s": curve.draft_step_s,
+        "t_verify_s": {
+            m: {str(r): t for r, t in sorted(tab.items())} for m, tab in curve.times.items()
+        },
+    }
 
 
 def _decode_texts(r: BenchResult, decode: Callable[[list[int]], str]) -> None:

@@ -40,6 +40,52 @@ def _config(r: BenchResult) -> str:
     return r.label if r.label == r.name else f"{r.label} (`{r.name}`)"
 
 
+def paired_cells(r: BenchResult) -> tuple[str, str, str, str]:
+    """A peer row's paired ratio: median, IQR, min-max, pairs ("-" without pairs)."""
+    q = r.paired_ratio
+    if q is None:
+        return ("-", "-", "-", "0")
+    return (ratio(q["median"]), f"{q['q1']:.2f}-{q['q3']:.2f}x", f"{q['min']:.2f}-{q['max']:.2f}x",
+            str(q["n"]))  # fmt: skip
+
+
+def prediction_section(report: BenchReport) -> list[str]:
+    """Predicted against measured, per speculative row, and where the time went when they
+    part (core.bench.predicted)."""
+    rows = [r for r in report.results if r.prediction]
+    if not rows:
+        return []
+    cal = report.protocol.get("calibration") or {}
+    out = ["### Predicted against measured\n"]
+    out.append(
+        "Predicted: core.prediction's speedup for the row's own per-position acceptance, the k "
+        "it proposed round by round, its draft source's price and the verification cost under "
+        f"its dispatch (calibration: {cal.get('from', '-')}, context {cal.get('context', '-')}, "
+        f"up to {cal.get('rows', '-')} rows, modes {', '.join(cal.get('modes', [])) or '-'}), "
+        "against the target-only row's measured step. Measured: the row's decode speedup "
+        "(median decode tok/s over target-only's; prefill excluded, as the prediction models "
+        "rounds only). Efficiency = measured / predicted.\n"
+    )
+    out.append("| Configuration | mean k | tokens/round | predicted ms/round (draft + verify) | "
+               "predicted | measured (decode) | efficiency | best k here (predicted) |")  # fmt: skip
+    out.append("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        pr = r.prediction or {}
+        ms = f"{pr['seconds_per_round'] * 1e3:.1f} ({pr['draft_s_per_round'] * 1e3:.1f} + " \
+             f"{pr['verify_s_per_round'] * 1e3:.1f})"  # fmt: skip
+        out.append(
+            f"| {r.name} | {pr['mean_k']:.1f} | {pr['tokens_per_round']:.2f} | {ms} | "
+            f"{ratio(pr['speedup'])} | {ratio(pr['measured_decode_speedup'])} | "
+            f"{num(r.efficiency, '.2f')} | {pr['best_k']} ({ratio(pr['best_speedup'])}) |"
+        )
+    out.append("")
+    notes = [r.prediction["diagnosis"] for r in rows if (r.prediction or {}).get("diagnosis")]
+    out.extend(f"- {n}" for n in notes)
+    if notes:
+        out.append("")
+    return out
+
+
 def report_markdown(report: BenchReport) -> str:
     """The page docs/benchmarks keeps: the seed's table, then timing, phases, quality, texts."""
     env, p = report.environment, report.protocol
@@ -67,17 +113,20 @@ def report_markdown(report: BenchReport) -> str:
         "split.\n"
     )
     out.append(
-        "| Configuration | Acceptance | Avg. rounds/request | Median E2E latency | vs target-only |"
+        "| Configuration | Acceptance | Avg. rounds/request | Median E2E latency | vs target-only "
+        "| Predicted | Efficiency |"
     )
-    out.append("|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|")
     for r in report.results:
         spec = r.speculative
         out.append(
             f"| {_config(r)} | {pct(r.acceptance) if spec else '-'} | "
             f"{num(r.rounds_per_request, '.1f') if spec else '-'} | {secs(r.median_e2e_s)} | "
-            f"{ratio(r.speedup_vs_target)} |"
+            f"{ratio(r.speedup_vs_target)} | {ratio(r.predicted_speedup)} | "
+            f"{num(r.efficiency, '.2f')} |"
         )
     out.append("")
+    out.extend(prediction_section(report))
     out.append("### Timing detail\n")
     out.append(
         "| Configuration | Timed requests | Min E2E | Max E2E | TTFT | Decode tok/s | "
@@ -139,13 +188,20 @@ def report_markdown(report: BenchReport) -> str:
     peers = [r for r in report.results if r.engine != "specdec-tui"]
     if peers:
         out.append("\n### Against mlx-lm (greedy, same models, same protocol)\n")
-        out.append("| mlx-lm row | its median E2E | ours | our median E2E | ours vs mlx-lm |")
-        out.append("|---|---|---|---|---|")
+        out.append(
+            "Paired: each of mlx-lm's requests ran right after one of ours with the same seed "
+            "(ABAB...); a pair's ratio is our speed over mlx-lm's (its E2E over ours), so a "
+            "ratio range that stays on one side of 1.00x is not the host's noise.\n"
+        )
+        out.append("| mlx-lm row | its median E2E | ours | our median E2E | ours vs mlx-lm "
+                   "(medians) | paired ours/mlx-lm: median | IQR | min-max | pairs |")  # fmt: skip
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for r in peers:
             ours = next((o for o in report.results if o.name == r.peer_of), None)
             out.append(
                 f"| {r.name} | {secs(r.median_e2e_s)} | {r.peer_of or '-'} | "
-                f"{secs(ours.median_e2e_s if ours else None)} | {ratio(r.ours_vs_peer)} |"
+                f"{secs(ours.median_e2e_s if ours else None)} | {ratio(r.ours_vs_peer)} | "
+                + " | ".join(paired_cells(r)) + " |"
             )
     with_text = [r for r in report.results if r.outputs]
     if with_text:
@@ -166,6 +222,8 @@ CSV_COLUMNS = (
     "max_e2e_s", "ttft_s", "decode_tok_s", "speedup_vs_target",
     *(f"{p}_ms" for p in PHASES), "outside_rounds_ms", "traced_e2e_s", "tracing_overhead", "kernel",
     "target_nll", "target_nll_baseline", "mean_tv", "greedy_match", "ours_vs_peer",
+    "predicted_speedup", "efficiency", "paired_ratio_median", "paired_ratio_q1",
+    "paired_ratio_q3", "paired_ratio_min", "paired_ratio_max", "paired_ratio_n",
 )  # fmt: skip
 
 
@@ -180,6 +238,9 @@ def report_csv(report: BenchReport) -> str:
         flat = {**d, **d["quality"], **{k: s.get(k) for k in CSV_COLUMNS if k in s}}
         for p in PHASES:
             flat[f"{p}_ms"] = (r.phase_ms or {}).get(p)
+        for k, v in (r.paired_ratio or {}).items():
+            if k != "pairs":
+                flat[f"paired_ratio_{k}"] = v
         w.writerow(["" if flat.get(c) is None else flat.get(c) for c in CSV_COLUMNS])
     return buf.getvalue()
 
@@ -187,10 +248,12 @@ def report_csv(report: BenchReport) -> str:
 def print_table(report: BenchReport, console: Any) -> None:
     """The terminal table: the seed's columns plus what was given up."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="benchmark", title_justify="left")
     for col in ("configuration", "acceptance", "rounds/req", "median E2E", "min-max",
-                "TTFT", "tok/s", "vs target", "NLL Δ", "mean TV", "greedy", "kernel"):  # fmt: skip
+                "TTFT", "tok/s", "vs target", "predicted", "efficiency", "NLL Δ", "mean TV",
+                "greedy", "kernel"):  # fmt: skip
         table.add_column(col, no_wrap=col == "configuration")
     for r in report.results:
         d = r.to_dict()
@@ -205,13 +268,27 @@ def print_table(report: BenchReport, console: Any) -> None:
             secs(d["ttft_s"]),
             num(d["decode_tok_s"], ".1f"),
             ratio(r.speedup_vs_target),
+            ratio(r.predicted_speedup),
+            num(r.efficiency, ".2f"),
             num(diff, "+.3f"),
             num(r.mean_tv),
             gm,
             r.kernel or "-",
         )
     console.print(table)
+    peers = [r for r in report.results if r.paired_ratio is not None]
+    if peers:
+        paired = Table(title="against mlx-lm, paired request by request (ours/mlx-lm speed)",
+                       title_justify="left")  # fmt: skip
+        for col in ("mlx-lm row", "ours", "median", "IQR", "min-max", "pairs"):
+            paired.add_column(col, no_wrap=col == "mlx-lm row")
+        for r in peers:
+            paired.add_row(Text(r.name), Text(r.peer_of or "-"), *paired_cells(r))
+        console.print(paired)
     for r in report.results:
+        diagnosis = (r.prediction or {}).get("diagnosis")
+        if diagnosis:
+            console.print(Text(diagnosis, style="yellow"))  # names are text, not markup
         if r.fallback_reason:
             console.print(f"[yellow]{r.name}: {r.fallback_reason}[/yellow]")
         if r.divergence is not None:

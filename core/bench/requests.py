@@ -27,6 +27,8 @@ class Request:
     kernels: Counter[str] = field(default_factory=Counter)
     positions: PositionTally = field(default_factory=PositionTally)
     rounds: list[RoundEvent] = field(default_factory=list)
+    # source ("none": a plain target step) -> k proposed -> rounds: what the prediction prices
+    proposals: dict[str, Counter[int]] = field(default_factory=dict)
 
     def add(self, ev: RoundEvent, keep: bool) -> None:
         """Count one round (kernels of speculative rounds only); `keep` holds it for a trace."""
@@ -35,6 +37,7 @@ class Request:
         if ev.proposed and ev.kernel:
             self.kernels[ev.kernel] += 1
         self.positions.observe(ev.proposed, ev.accepted)
+        self.proposals.setdefault(ev.source or "none", Counter())[ev.proposed] += 1
 
 
 def run_request(
@@ -68,6 +71,8 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     r.tokens.append(s.tokens)
     r.positions.merge(req.positions)
     r.kernels.update(req.kernels)
+    for name, ks in req.proposals.items():
+        r.proposals.setdefault(name, Counter()).update(ks)
     if s.mean_tv is not None:
         r.mean_tvs.append(s.mean_tv)
     if s.fallback_reason:

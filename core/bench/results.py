@@ -127,7 +127,17 @@ class BenchResult:
     speedup_vs_target: float | None = None
     peer_of: str | None = None  # for mlx-lm rows: the row of ours it is compared with
     ours_vs_peer: float | None = None  # peer median E2E / ours median E2E
+    # Peer rows: requests of ours and the peer's run back to back (ABAB per seed); each pair's
+    # ours/peer speed ratio (peer E2E / our E2E), so the host's drift hits both sides alike.
+    pairs: list[dict[str, Any]] = field(default_factory=list)
     sample_text: str = ""
+    # source ("none": plain target steps) -> k proposed -> rounds, from the timed requests
+    proposals: dict[str, Counter[int]] = field(default_factory=dict)
+    # What core.prediction expected of this row (speculative rows with a calibration) and its
+    # measured decode speedup over that: core.bench.predicted fills them.
+    predicted_speedup: float | None = None
+    efficiency: float | None = None
+    prediction: dict[str, Any] | None = None
 
     # -- derived numbers ---------------------------------------------------------------
 
@@ -177,6 +187,24 @@ class BenchResult:
         return self.kernels.most_common(1)[0][0] if self.kernels else None
 
     @property
+    def paired_ratio(self) -> dict[str, Any] | None:
+        """Peer rows: the per-pair ours/peer speed ratios with their median, quartiles and
+        range (None without pairs). A sign that holds from min to max is not the host's noise."""
+        ratios = sorted(p["ratio"] for p in self.pairs)
+        if not ratios:
+            return None
+        q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else None
+        return {
+            "median": statistics.median(ratios),
+            "q1": q[0] if q else ratios[0],
+            "q3": q[2] if q else ratios[0],
+            "min": ratios[0],
+            "max": ratios[-1],
+            "n": len(ratios),
+            "pairs": list(self.pairs),
+        }
+
+    @property
     def mean_tv(self) -> float | None:
         return statistics.fmean(self.mean_tvs) if self.mean_tvs else None
 
@@ -219,6 +247,10 @@ class BenchResult:
             "fallback_reason": self.fallback_reason,
             "peer_of": self.peer_of,
             "ours_vs_peer": self.ours_vs_peer,
+            "paired_ratio": self.paired_ratio,
+            "predicted_speedup": self.predicted_speedup,
+            "efficiency": self.efficiency,
+            "prediction": self.prediction,
             "sample_output": {
                 "seed": next(iter(self.outputs), None),
                 "token_ids": next(iter(self.outputs.values()), []),

@@ -1,8 +1,14 @@
 """Shapes: random weights in a real model's shape, so kernels and timings are real (text is noise).
 
-``shape:NAME[,bits=B][,group=G][,dense][,vocab=V][,seed=S]`` builds a published config
-(Qwen2.5, Llama 3.2, a tiny test model) with seeded weights, quantized as it is drawn, and
-the noise tokenizer of its family, so shapes of one family pair with each other.
+``shape:NAME[,bits=B][,group=G][,dense][,vocab=V][,seed=S][,layers=L]`` builds a published
+config (Qwen2.5 0.5B to 72B, Llama 3.1 8B and 70B, Llama 3.2 1B, a tiny test model) with
+seeded weights, quantized as it is drawn, and the noise tokenizer of its family, so shapes of
+one family pair with each other. ``layers=L`` keeps the first L decoder layers (real widths).
+
+Memory: each matrix is quantized right after it is drawn, and a decoder layer's drawn matrices
+are dropped before the next layer is drawn, so building needs the quantized model plus one
+layer (or the embedding and head) in the compute dtype: a 72B shape ~41 GB at 4 bits plus
+~5 GB, never the whole model unquantized (145 GB in bf16).
 """
 
 from __future__ import annotations
@@ -24,6 +30,13 @@ from core.models.spec import check_quantization, int_option, parse_options
 # while their embeddings are padded differently (Qwen2.5 0.5B/1.5B: 151936 rows, 7B: 152064).
 _QWEN = {"model_type": "qwen2", "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
          "max_position_embeddings": 32768, "tokenizer_family": "qwen2.5", "tokenizer_size": 151665}  # fmt: skip
+# Llama 3.1 8B and 70B (Instruct): what both share; untied head, 128k context, llama3 RoPE.
+_LLAMA31 = {"model_type": "llama", "vocab_size": 128256, "rms_norm_eps": 1e-5,
+            "rope_theta": 500_000.0, "max_position_embeddings": 131072,
+            "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+            "tie_word_embeddings": False, "tokenizer_family": "llama-3",
+            "tokenizer_size": 128256}  # fmt: skip
 SHAPES: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b": {**_QWEN, "hidden_size": 896, "intermediate_size": 4864,
                      "num_attention_heads": 14, "num_key_value_heads": 2, "num_hidden_layers": 24,
@@ -34,6 +47,15 @@ SHAPES: dict[str, dict[str, Any]] = {
     "qwen2.5-7b": {**_QWEN, "hidden_size": 3584, "intermediate_size": 18944,
                    "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
                    "vocab_size": 152064, "tie_word_embeddings": False},
+    "qwen2.5-14b": {**_QWEN, "hidden_size": 5120, "intermediate_size": 13824,
+                    "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
+                    "vocab_size": 152064, "tie_word_embeddings": False},
+    "qwen2.5-32b": {**_QWEN, "hidden_size": 5120, "intermediate_size": 27648,
+                    "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 64,
+                    "vocab_size": 152064, "tie_word_embeddings": False},
+    "qwen2.5-72b": {**_QWEN, "hidden_size": 8192, "intermediate_size": 29568,
+                    "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80,
+                    "vocab_size": 152064, "tie_word_embeddings": False},
     "llama-3.2-1b": {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
                      "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
                      "num_hidden_layers": 16, "vocab_size": 128256, "rms_norm_eps": 1e-5,
@@ -44,6 +66,12 @@ SHAPES: dict[str, dict[str, Any]] = {
                                       "rope_type": "llama3"},
                      "tie_word_embeddings": True, "tokenizer_family": "llama-3",
                      "tokenizer_size": 128256},
+    "llama-3.1-8b": {**_LLAMA31, "hidden_size": 4096, "intermediate_size": 14336,
+                     "num_attention_heads": 32, "num_key_value_heads": 8,
+                     "num_hidden_layers": 32},
+    "llama-3.1-70b": {**_LLAMA31, "hidden_size": 8192, "intermediate_size": 28672,
+                      "num_attention_heads": 64, "num_key_value_heads": 8,
+                      "num_hidden_layers": 80},
     # ~107k parameters: fast enough for every test on the CPU.
     "tiny": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
@@ -57,8 +85,9 @@ SHAPE_DEFAULT_BITS = 4
 SHAPE_DEFAULT_GROUP = 64
 
 
-def shape_config(name: str, vocab: int | None = None) -> dict[str, Any]:
-    """The mlx-lm config dict of a named shape (``vocab`` pads the embedding differently)."""
+def shape_config(name: str, vocab: int | None = None, layers: int | None = None) -> dict[str, Any]:
+    """The mlx-lm config dict of a named shape (``vocab`` pads the embedding differently,
+    ``layers`` keeps only the first decoder layers: every matrix keeps its real shape)."""
     if name not in SHAPES:
         raise ModelLoadError(f"Unknown shape {name!r}; known shapes: {', '.join(SHAPES)}.")
     config = {
@@ -68,6 +97,10 @@ def shape_config(name: str, vocab: int | None = None) -> dict[str, Any]:
     }
     if vocab is not None:
         config["vocab_size"] = vocab
+    if layers is not None:
+        if layers < 1:
+            raise ModelLoadError(f"shape:{name} needs at least 1 layer, got {layers}.")
+        config["num_hidden_layers"] = layers
     return config
 
 
@@ -78,15 +111,15 @@ def load_shape(spec: str) -> LoadedModel:
     before the next one is drawn, so a 7B shape never sits in memory unquantized.
     """
     name, options = parse_options(spec, "shape:")
-    unknown = set(options) - {"bits", "group", "dense", "vocab", "seed"}
+    unknown = set(options) - {"bits", "group", "dense", "vocab", "seed", "layers"}
     if name is None or unknown:
         raise ModelLoadError(
-            f"{spec!r} is not a shape spec: use 'shape:NAME[,bits=B][,group=G][,dense][,vocab=V]' "
-            f"with NAME one of {', '.join(SHAPES)}."
+            f"{spec!r} is not a shape spec: use 'shape:NAME[,bits=B][,group=G][,dense][,vocab=V]"
+            f"[,layers=L]' with NAME one of {', '.join(SHAPES)}."
         )
     meta = SHAPES.get(name)
     vocab = int_option(spec, options, "vocab")
-    config = shape_config(name, vocab)
+    config = shape_config(name, vocab, int_option(spec, options, "layers"))
     assert meta is not None
     if config["vocab_size"] < meta["tokenizer_size"]:
         raise ModelLoadError(
@@ -107,6 +140,8 @@ def load_shape(spec: str) -> LoadedModel:
     config["torch_dtype"] = "bfloat16"
     tokenizer = noise_tokenizer(meta["tokenizer_family"], meta["tokenizer_size"])
     label = "dense" if dense else f"{bits}-bit"
+    if "layers" in options:
+        label += f", {config['num_hidden_layers']} layers"
     return LoadedModel(model, tokenizer, spec, f"{name} (random, {label})", random_weights=True,
                        kind="shape", config=config)  # fmt: skip
 

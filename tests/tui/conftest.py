@@ -164,7 +164,8 @@ class FakeSession:
             SimpleNamespace(name="Target-only", acceptance=None, median_e2e_s=2.0,
                             speedup_vs_target=1.0, mean_tv=None),
             SimpleNamespace(name="Fixed-4, TV=0", acceptance=0.62, median_e2e_s=1.6,
-                            speedup_vs_target=1.25, mean_tv=0.0),
+                            speedup_vs_target=1.25, mean_tv=0.0, predicted_speedup=1.5,
+                            efficiency=0.9),
         ]
         return SimpleNamespace(results=rows)
 

@@ -380,7 +380,8 @@ async def test_bench_progress_and_report(make_app) -> None:
         table = app.query_one("#bench-table", DataTable)
         assert table.row_count == 2
         assert [str(c) for c in table.get_row_at(1)] == ["Fixed-4, TV=0", "62%", "1.60", "1.25x",
-                                                        "0.000"]
+                                                        "0.000", "1.50x", "0.90"]
+        assert [str(c) for c in table.get_row_at(0)][-2:] == ["-", "-"]  # target-only
 
 
 async def test_escape_cancels_the_benchmark(make_app, script: Script) -> None:

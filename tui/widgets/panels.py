@@ -402,7 +402,8 @@ class ProfilePanel(VerticalScroll):
         table.display = bool(results)
         if not results:
             return
-        table.add_columns("setting", "accept", "median E2E s", "vs target", "mean TV")
+        table.add_columns("setting", "accept", "median E2E s", "vs target", "mean TV",
+                          "predicted", "efficiency")  # fmt: skip
         for r in results:
             median = getattr(r, "median_e2e_s", None)
             speed = getattr(r, "speedup_vs_target", None)
@@ -412,4 +413,7 @@ class ProfilePanel(VerticalScroll):
                 _num(median, "{:.2f}"),
                 _num(speed, "{:.2f}x"),
                 _num(getattr(r, "mean_tv", None), "{:.3f}"),
+                # core.prediction's speedup for this row, and measured (decode) over it
+                _num(getattr(r, "predicted_speedup", None), "{:.2f}x"),
+                _num(getattr(r, "efficiency", None), "{:.2f}"),
             )

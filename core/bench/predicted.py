@@ -1,0 +1,209 @@
+"""Predicted against measured: what core.prediction expected of each speculative row, and, when
+the measurement fell short, which phase took the difference.
+
+Why: a speedup alone does not say whether the idea or its implementation fell short. The
+prediction for a row takes the row's own measured per-position acceptance (per draft source),
+the k it actually proposed round by round, each source's price of k and the verification cost
+under the row's dispatch (both from one calibration at the prompt's context), and the
+target-only row's measured step (its median decode tok/s, inverted). What it is compared with
+is the row's decode speedup (median decode tok/s over target-only's): the prediction models
+the rounds, not the prefill. Efficiency = measured / predicted; below EFFICIENCY_FLOOR the
+row's traced request says which phase (draft, verify, or the rest) ran over its prediction.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.bench.results import BenchResult, BenchSetting
+from core.dispatch.curve import verify_cost
+from core.prediction import RoundCost, predict, predict_schedule
+from core.settings import MAX_K, Settings
+
+EFFICIENCY_FLOOR = 0.85  # below this, the report says where the time went
+CALIBRATION_REPEATS = 3
+
+
+def needed_calibration(rows: Sequence[BenchSetting]) -> dict[str, Any] | None:
+    """What a calibration must measure to predict these rows: the row counts (up to the
+    longest proposal + 1), the modes their dispatch settings read, and whether the draft step
+    is the compiled one. None when no row speculates."""
+    spec = [b.settings for b in rows if b.settings.mode == "speculative"]
+    if not spec:
+        return None
+    longest = max((s.k if s.policy == "fixed" else max(s.k, s.k_max)) for s in spec)
+    modes = ["auto"]
+    for s in spec:
+        if s.dispatch in ("gemv", "gemm"):
+            modes.append(s.dispatch)
+        elif s.dispatch == "fastest":
+            modes.append("gemm")
+    fused = all(s.fused_draft for s in spec)
+    return {"rows": min(longest, MAX_K) + 1, "modes": tuple(dict.fromkeys(modes)), "fused": fused}
+
+
+def _covers(curve: Any, need: dict[str, Any]) -> bool:
+    try:
+        return set(need["modes"]) <= set(curve.modes) and max(curve.rows) >= need["rows"]
+    except Exception:  # not a curve we can read: measure one
+        return False
+
+
+def calibration_for(
+    engine: Any, prompt_ids: Sequence[int], rows: Sequence[BenchSetting]
+) -> tuple[Any | None, str]:
+    """The curve the predictions read, and where it came from: the engine's own when it covers
+    the rows, else one calibration at the prompt's context (rows up to k + 1, 3 repeats), which
+    the engine then uses too when it had none (cost-aware rows price with the same numbers)."""
+    need = needed_calibration(rows)
+    if need is None:
+        return None, "no speculative row"
+    curve = getattr(engine, "cost_curve", None)
+    if curve is not None and _covers(curve, need):
+        return curve, "the engine's calibration"
+    from core.dispatch import calibrate
+
+    fresh = calibrate(
+        engine.target_model,
+        getattr(engine, "draft_model", None),
+        rows=need["rows"],
+        repeats=CALIBRATION_REPEATS,
+        context=max(len(prompt_ids), 16),
+        modes=need["modes"],
+        fused_draft=need["fused"],
+    )
+    if curve is None and hasattr(engine, "set_cost_curve"):
+        engine.set_cost_curve(fresh)
+    return fresh, "calibrated by the bench"
+
+
+def source_price(engine: Any, source: str, curve: Any) -> Callable[[int], float]:
+    """A draft source's seconds to propose k, priced from the curve by the source itself."""
+    try:
+        return engine.drafter(source).price(curve)
+    except Exception:  # an engine stand-in, or a source that cannot draft here
+        if source == "lookup":
+            return lambda k: 0.0
+        from core.drafting.model import model_draft_price
+
+        return model_draft_price(curve)
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x > 0]
+    return statistics.median(xs) if xs else None
+
+
+def attach_predictions(
+    results: Sequence[BenchResult], baseline: BenchResult, curve: Any, engine: Any
+) -> None:
+    """Fill predicted_speedup, efficiency and prediction on every speculative row of ours."""
+    base_tok_s = _median(baseline.decode_all_tok_s)
+    if curve is None or base_tok_s is None:
+        return
+    t_step = 1.0 / base_tok_s
+    prices: dict[str, Callable[[int], float]] = {}
+    for r in results:
+        if r.engine != "specdec-tui" or not r.speculative or r.fallback_reason:
+            continue
+        s = Settings.from_dict(r.settings)
+        verify = verify_cost(curve, s.dispatch)
+        parts = []
+        main = s.draft_source
+        sources = getattr(r, "sources", {}) or {}
+        for src, counts in r.proposals.items():
+            if src == "none":
+                parts.append((RoundCost(verify, lambda k: 0.0, t_step), counts, []))
+                continue
+            if src not in prices:
+                prices[src] = source_price(engine, src, curve)
+            tally = sources.get(src)
+            accept = list(tally.reached_rates()) if tally is not None else r.per_position_acceptance
+            parts.append((RoundCost(verify, prices[src], t_step), counts, accept))
+        mix = predict_schedule(parts, s.bonus)
+        if mix is None or mix.speedup <= 0:
+            continue
+        ours = _median(r.decode_all_tok_s)
+        measured = ours / base_tok_s if ours is not None else None
+        r.predicted_speedup = mix.speedup
+        r.efficiency = measured / mix.speedup if measured is not None else None
+        if main not in prices:
+            prices[main] = source_price(engine, main, curve)
+        accept = r.per_position_acceptance
+        k_max = min(max(s.k, s.k_max if s.policy != "fixed" else s.k), MAX_K)
+        best = predict(RoundCost(verify, prices[main], t_step), accept, bonus=s.bonus,
+                       k_max=k_max, k_min=0).best  # fmt: skip
+        r.prediction = {
+            "t_step_s": t_step,
+            "t_step_from": "target-only row, median decode tok/s",
+            "mean_k": mix.k,
+            "tokens_per_round": mix.tokens,
+            "seconds_per_round": mix.seconds,
+            "draft_s_per_round": mix.draft_s,
+            "verify_s_per_round": mix.verify_s,
+            "tok_s": mix.tok_s,
+            "speedup": mix.speedup,
+            "measured_decode_speedup": measured,
+            "efficiency": r.efficiency,
+            "best_k": int(best.k),
+            "best_speedup": best.speedup,
+            "rounds": {
+                src: {str(k): n for k, n in sorted(c.items())} for src, c in r.proposals.items()
+            },  # fmt: skip
+            "phases": _phase_check(r, verify, prices, t_step),
+            "diagnosis": None,
+        }
+        if r.efficiency is not None and r.efficiency < EFFICIENCY_FLOOR:
+            r.prediction["diagnosis"] = diagnose(r)
+
+
+def _phase_check(
+    r: BenchResult, verify: Callable[[int], float], prices: dict[str, Callable[[int], float]],
+    t_step: float,
+) -> dict[str, dict[str, float]] | None:  # fmt: skip
+    """The traced request's rounds priced phase by phase, next to what its trace measured
+    (ms per request): draft, verify, and the rest (sample, cache, other: predicted 0)."""
+    if not r.phase_ms or not r.trace:
+        return None
+    s = Settings.from_dict(r.settings)
+    draft = ver = 0.0
+    for t in r.trace:
+        k = int(t.get("proposed", 0))
+        if k <= 0:
+            ver += t_step
+            continue
+        price = prices.get(t.get("source") or s.draft_source)
+        draft += price(k) if price is not None else 0.0
+        ver += verify(k + 1)
+    ph = r.phase_ms
+    rest = sum(v for p, v in ph.items() if p not in ("draft", "verify"))
+    return {
+        "draft": {"predicted_ms": draft * 1e3, "measured_ms": ph.get("draft", 0.0)},
+        "verify": {"predicted_ms": ver * 1e3, "measured_ms": ph.get("verify", 0.0)},
+        "sample, cache and other": {"predicted_ms": 0.0, "measured_ms": rest},
+    }
+
+
+def diagnose(r: BenchResult) -> str:
+    """One sentence: which phase of the traced request ran furthest over its prediction."""
+    p = r.prediction or {}
+    phases = p.get("phases")
+    head = (f"{r.name}: measured {p.get('measured_decode_speedup', 0.0):.2f}x against "
+            f"{p.get('speedup', 0.0):.2f}x predicted (efficiency {r.efficiency:.2f})")  # fmt: skip
+    if not phases:
+        return head + "; no traced request to split the difference by phase."
+    over = {name: v["measured_ms"] - v["predicted_ms"] for name, v in phases.items()}
+    worst = max(over, key=lambda n: over[n])
+    v = phases[worst]
+    total = sum(over.values())
+    others = ", ".join(
+        f"{n} {phases[n]['measured_ms']:.1f} against {phases[n]['predicted_ms']:.1f}"
+        for n in phases if n != worst
+    )  # fmt: skip
+    return (
+        f"{head}; {worst} took the difference: {v['measured_ms']:.1f} ms in the traced request "
+        f"against {v['predicted_ms']:.1f} ms predicted ({over[worst]:+.1f} of {total:+.1f} ms "
+        f"over; {others})."
+    )

@@ -1,0 +1,217 @@
+"""What speculation should buy here: tokens, seconds and speedup per round, from measured costs.
+
+One formula, read by the cost-aware policy (which k to propose next), the bench (the predicted
+speedup of every speculative row, against which its measurement is judged) and the app. A
+round that proposes k drafts costs
+
+    seconds(k) = t_draft(k) + t_verify(k + 1) + t_overhead        (k = 0: one target step)
+
+and commits E[tokens](k) = sum_j prod_{i<=j} a_i accepted drafts, plus one correction when a
+draft was rejected, plus the bonus token when none was (a_i = P(accept i | reached i), the
+per-position acceptance everyone counts through core.acceptance.PositionTally). Target-only
+commits one token per t_step, so the predicted speedup of proposing k is
+E[tokens](k) / seconds(k) x t_step.
+
+The inputs are all measured: t_verify(rows) from a calibration (core.dispatch), t_draft(k) the
+draft source's price (k draft steps for a model, nothing for a lookup), t_step the target's
+step (t_verify(1) by default, or a measured pipelined step), and the acceptance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+def acceptance_at(accept: Sequence[float], i: int) -> float:
+    """a_i; a position past the list behaves like the last one given (none given: 0)."""
+    if i < len(accept):
+        return float(accept[i])
+    return float(accept[-1]) if accept else 0.0
+
+
+def expected_tokens(k: int, accept: Sequence[float], bonus: bool) -> float:
+    """E[committed tokens] of a round proposing k with per-position acceptance `accept`.
+
+    Position j is reached only if all before it were accepted: E = sum_j prod_{i<=j} a_i
+    accepted drafts, plus one correction when any was rejected, plus the bonus when none was.
+    k = 0 is a target step: one token.
+    """
+    if k <= 0:
+        return 1.0
+    reach, total = 1.0, 0.0
+    for j in range(k):
+        reach *= acceptance_at(accept, j)
+        total += reach
+    return total + (1.0 - reach) + (reach if bonus else 0.0)
+
+
+def as_price(t_draft: Callable[[int], float] | float) -> Callable[[int], float]:
+    """A draft price as a function of k; a number is the cost of one step (k steps of it)."""
+    if callable(t_draft):
+        return t_draft
+    step = float(t_draft)
+    return lambda k: k * step
+
+
+@dataclass(frozen=True)
+class RoundCost:
+    """The seconds of a round: t_verify(rows), the draft source's t_draft(k), the target step.
+
+    `t_step` is what target-only pays per token (None: t_verify(1), one single-row forward);
+    `t_overhead` is added to every round (host work the curve does not see).
+    """
+
+    t_verify: Callable[[int], float]
+    t_draft: Callable[[int], float]  # a number is one step's cost: k steps of it
+    t_step: float | None = None
+    t_overhead: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "t_draft", as_price(self.t_draft))
+
+    @classmethod
+    def from_curve(
+        cls,
+        curve: Any,
+        dispatch: str = "auto",
+        draft_price: Callable[[int], float] | float | None = None,
+        *,
+        t_step: float | None = None,
+        t_overhead: float = 0.0,
+    ) -> RoundCost:
+        """From a VerifyCostCurve read under `dispatch` (core.dispatch.verify_cost) and the
+        draft source's price of k (a number: k steps of it; None: the model drafter's price,
+        k calibrated draft steps)."""
+        from core.dispatch.curve import verify_cost
+
+        if draft_price is None:
+            from core.drafting.model import model_draft_price
+
+            draft_price = model_draft_price(curve)
+        return cls(verify_cost(curve, dispatch), draft_price, t_step, t_overhead)
+
+    @property
+    def step(self) -> float:
+        """Seconds of one target-only token."""
+        return self.t_verify(1) if self.t_step is None else self.t_step
+
+    def draft_s(self, k: int) -> float:
+        return self.t_draft(k) if k > 0 else 0.0
+
+    def verify_s(self, k: int) -> float:
+        """The target's part of a round: k + 1 rows verified, or one step when k = 0."""
+        return self.t_verify(k + 1) if k > 0 else self.step
+
+    def seconds(self, k: int) -> float:
+        """The whole round proposing k."""
+        return self.draft_s(k) + self.verify_s(k) + self.t_overhead
+
+
+@dataclass(frozen=True)
+class KPrediction:
+    """Proposing k every round: tokens, seconds (draft and verify parts), tokens/s, speedup."""
+
+    k: float  # a mix of k (a bench row's rounds) gives its mean
+    tokens: float  # expected committed tokens per round
+    seconds: float  # expected seconds per round (scaled, where a scale was given)
+    draft_s: float
+    verify_s: float
+    tok_s: float
+    speedup: float  # tok_s over target-only's 1 / t_step
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+def _prediction(k: float, tokens: float, draft: float, verify: float, other: float,
+                scale: float, t_step: float) -> KPrediction:  # fmt: skip
+    seconds = (draft + verify + other) * scale
+    tok_s = tokens / seconds if seconds > 0 else math.inf
+    return KPrediction(k, tokens, seconds, draft * scale, verify * scale, tok_s, tok_s * t_step)
+
+
+def predict_k(
+    cost: RoundCost, k: int, accept: Sequence[float], bonus: bool, scale: float = 1.0
+) -> KPrediction:
+    """The prediction for proposing k; `scale` multiplies the round's priced seconds (the
+    cost-aware policy's observed / calibrated correction)."""
+    return _prediction(
+        k, expected_tokens(k, accept, bonus), cost.draft_s(k), cost.verify_s(k),
+        cost.t_overhead, scale, cost.step,
+    )  # fmt: skip
+
+
+def predict_mix(
+    cost: RoundCost, counts: Mapping[int, int], accept: Sequence[float], bonus: bool
+) -> KPrediction | None:
+    """Rounds of several k (counts: k -> rounds, as a bench row or an adaptive policy ran
+    them): expected tokens over expected seconds of the whole schedule. None without rounds."""
+    return predict_schedule([(cost, counts, accept)], bonus)
+
+
+def predict_schedule(
+    parts: Sequence[tuple[RoundCost, Mapping[int, int], Sequence[float]]], bonus: bool
+) -> KPrediction | None:
+    """Several sources' rounds (each: its cost, its k -> rounds, its acceptance), as a hybrid
+    source runs them: all expected tokens over all expected seconds, per round on average.
+    The speedup is against the first part's target step. None without rounds."""
+    n = tokens = draft = verify = other = ks = 0.0
+    for cost, counts, accept in parts:
+        for k, c in counts.items():
+            if c <= 0:
+                continue
+            n += c
+            ks += c * k
+            tokens += c * expected_tokens(k, accept, bonus)
+            draft += c * cost.draft_s(k)
+            verify += c * cost.verify_s(k)
+            other += c * cost.t_overhead
+    if n <= 0:
+        return None
+    return _prediction(ks / n, tokens / n, draft / n, verify / n, other / n, 1.0, parts[0][0].step)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Per k from k_min to k_max, and the best k (the most tokens/s; the smaller k on a tie)."""
+
+    per_k: tuple[KPrediction, ...]
+    t_step: float
+    bonus: bool
+
+    @property
+    def best(self) -> KPrediction:
+        return max(self.per_k, key=lambda p: (p.tok_s, -p.k))
+
+    def at(self, k: int) -> KPrediction:
+        for p in self.per_k:
+            if p.k == k:
+                return p
+        raise KeyError(k)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "t_step_s": self.t_step,
+            "bonus": self.bonus,
+            "best_k": self.best.k,
+            "per_k": [p.to_dict() for p in self.per_k],
+        }
+
+
+def predict(
+    cost: RoundCost,
+    accept: Sequence[float],
+    *,
+    bonus: bool = True,
+    k_max: int = 8,
+    k_min: int = 0,
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> Prediction:
+    """Every k in [k_min, k_max]; `scale` multiplies the seconds of k = 0 and k >= 1 rounds."""
+    if k_max < k_min:
+        raise ValueError(f"k_max {k_max} is below k_min {k_min}")
+    per_k = tuple(predict_k(cost, k, accept, bonus, scale[k > 0]) for k in range(k_min, k_max + 1))
+    return Prediction(per_k, cost.step, bonus)
