@@ -8,17 +8,18 @@
 #
 # After the two set-up calls of docs/benchmarks/h200/pack.sh, one call per line, e.g.
 #   export PYTHONPATH=/tmp/site:$PWD; REGIME=72b PARTS=seed bash docs/benchmarks/h200/edition2.sh $OUT
-# Parts (each one `specdec-tui bench`, one model build, its own baseline):
+# Parts (each one `specdec-tui bench`, one model build, its own target-only baseline):
 #   seed      no bonus (the seed's engine): target-only, draft-only, fixed-4/6/8 at TV 1,
-#             fixed-8 at TV 0.75 and 0.5
-#   bonus     the same speculative rows with the bonus token
+#             fixed-8 at TV 0.75 and 0.5; seed-a / seed-b: its first two / last three
+#             speculative rows, for targets whose requests are too slow for one 10-min call
+#   bonus     the same speculative rows with the bonus token; bonus-a / bonus-b likewise
 #   cost      cost-aware k <= 31 at TV 1 and 0.5 (bonus), fixed-15 at TV 1 for reference
 #   dispatch  k in {4, 8} x dispatch in {gemv, gemm}, and auto at both k (TV 1, bonus)
 #   peer      greedy: ours against mlx-lm's generate_step and speculative_generate_step
 #             (k = 4), ABAB per seed, 3 seeds x 2 invocations = 6 pairs per loop
 # REGIME: 7b | 32b | 72b (default 7b); TOKENS (default 256; the peer part: PEER_TOKENS,
-# default "128 512"). Each part writes REGIME-PART.md into $OUT and adds its JSON, Markdown
-# and log to $OUT/edition2-REGIME.tgz (the device brings back at most 8 files).
+# default "128 512"); SEEDS (default 3). Each part writes REGIME-PART.md into $OUT and adds
+# its JSON, Markdown and log to $OUT/edition2-REGIME.tgz (the device brings back 8 files).
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/edition2; mkdir -p "$W"
@@ -31,24 +32,25 @@ python3 -c "import mlx.core as mx; print(mx.default_device(), mx.device_info().g
 
 bench() {  # bench NAME TOKENS [bench flags...]
   local name="$REGIME-$1" tokens=$2; shift 2
-  python3 -m core.cli bench $M --prompt-name creative-800 --tokens "$tokens" --seeds 3 \
+  python3 -m core.cli bench $M --prompt-name creative-800 --tokens "$tokens" --seeds "${SEEDS:-3}" \
     --invocations 1 --warmup 1 "$@" \
     --json "$W/$name.json" --markdown "$W/$name.md" 2>&1 | tee "$W/$name.log"
   cp "$W/$name.md" "$OUT/" 2>/dev/null
   tar -czf "$OUT/edition2-$REGIME.tgz" -C "$W" .
 }
 
+SEED_A="--profile fixed-4-tv1 --profile fixed-6-tv1"
+SEED_B="--profile fixed-8-tv1 --profile fixed-8-tv0.75 --profile fixed-8-tv0.5"
+BONUS_A="--profile fixed-4-tv1:bonus=true --profile fixed-6-tv1:bonus=true"
+BONUS_B="--profile fixed-8-tv1:bonus=true --profile fixed-8-tv0.75:bonus=true --profile fixed-8-tv0.5:bonus=true"
 for part in $PARTS; do
   case $part in
-    seed)
-      bench seed "$T" --profile target-only --profile draft-only \
-        --profile fixed-4-tv1 --profile fixed-6-tv1 --profile fixed-8-tv1 \
-        --profile fixed-8-tv0.75 --profile fixed-8-tv0.5 ;;
-    bonus)
-      bench bonus "$T" --profile target-only \
-        --profile fixed-4-tv1:bonus=true --profile fixed-6-tv1:bonus=true \
-        --profile fixed-8-tv1:bonus=true --profile fixed-8-tv0.75:bonus=true \
-        --profile fixed-8-tv0.5:bonus=true ;;
+    seed)    bench seed "$T" --profile target-only --profile draft-only $SEED_A $SEED_B ;;
+    seed-a)  bench seed-a "$T" --profile target-only --profile draft-only $SEED_A ;;
+    seed-b)  bench seed-b "$T" --profile target-only $SEED_B ;;
+    bonus)   bench bonus "$T" --profile target-only $BONUS_A $BONUS_B ;;
+    bonus-a) bench bonus-a "$T" --profile target-only $BONUS_A ;;
+    bonus-b) bench bonus-b "$T" --profile target-only $BONUS_B ;;
     cost)
       bench cost "$T" --profile target-only \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 \
