@@ -15,6 +15,9 @@
 #   bonus     the same speculative rows with the bonus token; bonus-a / bonus-b likewise
 #   cost      cost-aware k <= 31 at TV 1 and 0.5 (bonus), fixed-15 at TV 1 for reference
 #   dispatch  k in {4, 8} x dispatch in {gemv, gemm}, and auto at both k (TV 1, bonus)
+#   key       the headline rows in one call (72B): target-only, fixed-8 at TV 1 without and
+#             with the bonus, k = 15 and 31 at TV 1, fixed-8 at TV 0.5 (~65-70% accepted), and
+#             cost-aware k <= 15 at TV 0.5
 #   peer      greedy: ours against mlx-lm's generate_step and speculative_generate_step
 #             (k = 4), ABAB per seed, 3 seeds x 2 invocations = 6 pairs per loop
 # REGIME: 7b | 32b | 72b (default 7b); TOKENS (default 256; the peer part: PEER_TOKENS,
@@ -56,6 +59,11 @@ for part in $PARTS; do
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 \
         --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=31 \
         --profile fixed-8-tv1:k=15,bonus=true ;;
+    key)
+      bench key "$T" --profile target-only --profile fixed-8-tv1 \
+        --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,bonus=true \
+        --profile fixed-8-tv1:k=31,bonus=true --profile fixed-8-tv0.5:bonus=true \
+        --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=15 ;;
     dispatch)
       bench dispatch "$T" --profile target-only \
         --profile fixed-4-tv1:bonus=true,dispatch=gemv --profile fixed-4-tv1:bonus=true,dispatch=gemm \
