@@ -2,11 +2,20 @@
 
 One idea per module: `records` (the types and the name rule), `files` (schema, migrations,
 reading and where files live), `store` (atomic, never-clobbering saves), `recorder` (a run into
-a Profile), `export` (diff, metrics, CSV) and `cli` (`specdec-tui profiles`). Import from here.
+a Profile), `export` (diff, metrics, CSV), `chrome_trace` (a run as a Chrome trace for Perfetto)
+and `cli` (`specdec-tui profiles`). Import from here.
 """
 
 from __future__ import annotations
 
+from core.profile.chrome_trace import (
+    TracedRequest,
+    TraceError,
+    chrome_trace,
+    profile_request,
+    trace_json,
+    write_trace,
+)
 from core.profile.cli import add_profiles_arguments, run_profiles_cli
 from core.profile.export import CSV_COLUMNS, diff_settings, export_csv, rounds_csv, summary_metrics
 from core.profile.files import (
@@ -29,6 +38,8 @@ __all__ = [
     "RUN_SUFFIX",
     "SCHEMA",
     "TOML_SUFFIX",
+    "TraceError",
+    "TracedRequest",
     "Profile",
     "ProfileError",
     "ProfileInfo",
@@ -36,16 +47,20 @@ __all__ = [
     "ProfileStore",
     "RecordedRun",
     "add_profiles_arguments",
+    "chrome_trace",
     "diff_settings",
     "export_csv",
     "load_file",
     "load_profile",
+    "profile_request",
     "profiles_dir",
     "record_environment",
     "rounds_csv",
     "run_profiles_cli",
     "shipped_presets_dir",
     "summary_metrics",
+    "trace_json",
     "validate_name",
     "write_atomic",
+    "write_trace",
 ]

@@ -1,0 +1,202 @@
+"""Issue 16 in the app: the plots in the Kernels and Acceptance panels (and `v` back to their
+numbers), and the screen that sets any two runs side by side."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, Select
+
+from core.profile import Profile
+from core.settings import Settings
+from tests.tui.conftest import chat, ready, wait_for
+from tui.bridge import CurveInfo
+from tui.screens.compare import (
+    ComparedRun,
+    CompareScreen,
+    phase_shares,
+    result_rows,
+    settings_rows,
+)
+from tui.stats import RoundStats
+from tui.widgets.panels import AcceptancePanel, KernelsPanel
+from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
+
+SIZE = (160, 45)
+
+
+async def blur_input(pilot) -> None:  # noqa: ANN001
+    await pilot.press("escape")
+    assert not pilot.app.query_one("#prompt", Input).has_focus
+
+
+# ---------------------------------------------------------------------------------- plots
+
+
+def test_curve_series_marks_the_boundaries_and_this_rounds_rows() -> None:
+    curve = CurveInfo(t_verify={1: 0.010, 2: 0.020, 4: 0.030, 8: 0.032}, boundary=4,
+                      predicted_boundary=8)  # fmt: skip
+    s = curve_series(curve, 4)
+    assert s.rows == (1, 2, 4, 8) and s.ms == (10.0, 20.0, 30.0, 32.0)
+    assert (s.boundary, s.predicted_boundary, s.current, s.current_ms) == (4, 8, 4, 30.0)
+    missing = curve_series(curve, 5)  # rows the calibration did not measure
+    assert missing.current is None and missing.unmeasured_current == 5
+
+
+def test_position_series_keeps_positions_never_reached() -> None:
+    from core.events import CommittedToken, RoundEvent
+
+    stats = RoundStats()
+    stats.add(RoundEvent(0, (CommittedToken(1, "accepted"), CommittedToken(2, "corrected")),
+                         proposed=4, accepted=1, rows=5, source="model"))  # fmt: skip
+    s = position_series(stats)
+    assert s.positions == (1, 2, 3, 4)
+    assert s.rates == (1.0, 0.0, 0.0, 0.0) and s.reached == (1, 1, 0, 0)
+
+
+async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
+    app = make_app(Settings(k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        app.action_calibrate()
+        await wait_for(pilot, lambda: app.curve is not None)
+        app.show_panel("kernels")
+        await pilot.pause()
+        kernels = app.query_one(KernelsPanel)
+        plot = kernels.query_one(CurvePlot)
+        table = kernels.query_one("#curve-table", DataTable)
+        assert plot.display and not table.display
+        series = plot.series
+        assert series is not None and series.rows == tuple(range(1, 10))
+        assert series.current == app.stats.last.rows == 5  # k + 1 rows this round
+        assert series.boundary == 8
+        assert not plot.query_one(StaticPlot).can_focus  # + - r and arrows stay the app's
+
+        await blur_input(pilot)
+        await pilot.press("v")
+        assert not plot.display and table.display and table.row_count == 9
+        app.show_panel("acceptance")
+        await pilot.pause()
+        acceptance = app.query_one(AcceptancePanel)
+        assert acceptance.query_one("#acc-positions").display
+        assert not acceptance.query_one(PositionPlot).display
+        app.query_one("#prompt", Input).focus()
+        await pilot.press("alt+v")  # the while-typing form
+        assert acceptance.query_one(PositionPlot).display
+        assert not acceptance.query_one("#acc-positions").display
+        positions = acceptance.query_one(PositionPlot).series
+        assert positions is not None
+        assert positions.positions == (1, 2, 3, 4)
+        assert list(positions.rates) == [r or 0.0 for r in app.stats.per_position]
+        assert plot.display and not table.display
+
+
+async def test_plot_follows_the_rows_of_the_latest_round(make_app) -> None:
+    app = make_app(Settings(k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        app.action_calibrate()
+        await wait_for(pilot, lambda: app.curve is not None)
+        app.show_panel("kernels")
+        await pilot.pause()
+        assert app.query_one(CurvePlot).series.current == 3
+        app.apply(k=6)
+        await chat(pilot, "again")
+        await pilot.pause()
+        assert app.query_one(CurvePlot).series.current == 7
+
+
+# ---------------------------------------------------------------------------------- compare
+
+
+def _run(label: str, settings: Settings, summary) -> ComparedRun:  # noqa: ANN001
+    return ComparedRun(f"live:{label}", label, settings, summary, {"backend": "cpu",
+                                                                   "device_name": "x"})  # fmt: skip
+
+
+def test_settings_and_results_highlight_what_differs() -> None:
+    from tests.tui.conftest import FakeSession, Script, summarize
+
+    session = FakeSession(Script(rounds=4), "t", "d")
+    ids = iter(range(1, 1000))
+    rounds_a = [session._round(i, Settings(k=4), lambda: next(ids)) for i in range(4)]
+    rounds_b = [session._round(i, Settings(k=6), lambda: next(ids)) for i in range(4)]
+    a = _run("a", Settings(k=4), summarize(rounds_a, Settings(k=4), "length", 3))
+    b = _run("b", Settings(k=6, tv_budget=0.5), summarize(rounds_b, Settings(k=6), "length", 3))
+    rows = {str(r[0]).strip("≠ "): r for r in settings_rows(a, b)}
+    assert str(rows["k"][0]).startswith("≠") and (str(rows["k"][1]), str(rows["k"][2])) == ("4",
+                                                                                            "6")
+    assert str(rows["tv_budget"][0]).startswith("≠")
+    assert not str(rows["mode"][0]).startswith("≠")
+    assert rows["k"][1].style == "bold yellow" and rows["mode"][1].style == ""
+    results = {str(r[0]): r for r in result_rows(a, b)}
+    assert str(results["tokens"][1]) == str(a.summary.tokens)
+    assert str(results["tokens"][2]) == str(b.summary.tokens)
+    assert str(results["acceptance"][3]).endswith("x")
+    shares = phase_shares(a.summary)
+    assert shares is not None and abs(sum(shares.values()) - 1.0) < 1e-9
+    assert shares["verify"] > shares["draft"] > shares["sample"]
+    assert phase_shares(None) is None
+
+
+async def test_compare_screen_from_key_panel_and_palette(make_app, profiles) -> None:
+    app = make_app(Settings(k=4))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        assert app.save_profile("tight") == "tight"
+        app.apply(k=6, tv_budget=0.5)
+        await chat(pilot, "second")
+        await blur_input(pilot)
+        await pilot.press("x")
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        a, b = screen.pair
+        assert (a.label, b.label) == ("run 1 (this session)", "run 2 (this session)")
+        assert (a.settings.k, b.settings.k) == (4, 6)
+        settings = screen.query_one("#cmp-settings", DataTable)
+        assert settings.row_count > 20
+        differing = [str(settings.get_row_at(i)[0]) for i in range(settings.row_count)
+                     if str(settings.get_row_at(i)[0]).startswith("≠")]  # fmt: skip
+        assert differing == ["≠ tv_budget", "≠ k"]
+        assert screen.query_one("#cmp-phases", DataTable).row_count == 5
+
+        # B: the saved profile instead of the second run
+        screen.query_one("#pick-b", Select).value = "profile:tight"
+        await pilot.pause()
+        assert screen.pair[1].label == "tight" and screen.pair[1].settings.k == 4
+        assert screen.pair[1].summary is not None  # its recorded run
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CompareScreen)
+
+        app.show_panel("profile")
+        await pilot.pause()
+        await pilot.click("#open-compare")
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        await pilot.press("escape")
+
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        commands["Compare two runs side by side (this session's and saved profiles)"].callback()
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+
+
+async def test_compare_a_profile_with_the_live_run_and_nothing_yet(make_app, profiles) -> None:
+    from core.profile import ProfileStore
+
+    ProfileStore(profiles, presets=None).save(Profile("plain", Settings(k=3)))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.action_compare_runs()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        # one profile, no run: A and B are the same profile, its numbers "-", no crash
+        assert screen.pair is not None and screen.pair[0].summary is None
+        note = str(screen.query_one("#compare-note").render())
+        assert "plain has no recorded run" in note
+        await pilot.press("escape")
+        await chat(pilot)
+        app.action_compare_runs()
+        await pilot.pause()
+        a, b = app.screen.pair
+        assert (a.label, b.label) == ("plain", "run 1 (this session)")

@@ -1,0 +1,300 @@
+"""Two runs side by side: pick any two of this session's runs and the saved profiles.
+
+Settings and results in two columns with what differs highlighted, then each phase's share of
+the round time as paired bars. The numbers are the ones `profiles diff` prints (core.profile's
+diff_settings and summary_metrics), so the app and the CLI never compare runs two ways.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.bar import Bar
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Label, Select, Static
+
+from core.errors import UserError
+from core.events import PHASES, RunSummary
+from core.profile import RecordedRun, diff_settings, summary_metrics
+from core.settings import Settings
+
+A_STYLE, B_STYLE = "bold cyan", "bold magenta"
+DIFF_STYLE = "bold yellow"
+BAR_WIDTH = 22
+PHASE_COLOURS = {  # the Rounds panel's colours (tui.widgets.panels.PHASE_COLOURS)
+    "draft": "orchid",
+    "verify": "dodger_blue1",
+    "sample": "green3",
+    "cache": "gold1",
+    "comm": "dark_orange",
+    "other": "grey50",
+}
+# Which way is better, for the ratio's colour; metrics not named here are not judged.
+LOWER_IS_BETTER = {"E2E s", "TTFT s", "rounds", "mean TV", *(f"{p} ms" for p in PHASES)}
+HIGHER_IS_BETTER = {"decode tok/s", "acceptance", "mean accepted length"}
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """One side of the comparison: a run of this session, or a saved profile (run or not)."""
+
+    key: str  # "live:N" or "profile:NAME"
+    label: str
+    settings: Settings
+    summary: RunSummary | None
+    environment: dict[str, Any] = field(default_factory=dict)
+    stale: bool = False  # a profile whose settings changed after its run was recorded
+
+
+def live_run(index: int, record: Any, environment: dict[str, Any] | None = None) -> ComparedRun:
+    """A run of this session (tui.widgets.panels.RunRecord)."""
+    return ComparedRun(f"live:{index}", f"{record.label} (this session)", record.settings,
+                       record.summary, dict(environment or {}))  # fmt: skip
+
+
+def profile_run(profile: Any) -> ComparedRun:
+    """A saved profile: its recorded run's settings and numbers, or its settings alone."""
+    run = profile.run
+    if run is None:
+        return ComparedRun(f"profile:{profile.name}", profile.name, profile.settings, None)
+    return ComparedRun(f"profile:{profile.name}", profile.name, run.settings or profile.settings,
+                       run.summary, dict(run.environment), profile.run_is_stale)  # fmt: skip
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
+def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text]]:
+    """Every setting, A's and B's value; the ones that differ marked and highlighted."""
+    differ = {name for name, _, _ in diff_settings(a.settings, b.settings)}
+    rows = []
+    for f in dataclasses.fields(Settings):
+        va, vb = getattr(a.settings, f.name), getattr(b.settings, f.name)
+        if f.name in differ:
+            rows.append((Text("≠ " + f.name, DIFF_STYLE), Text(_fmt(va), DIFF_STYLE),
+                         Text(_fmt(vb), DIFF_STYLE)))  # fmt: skip
+        else:
+            rows.append((Text("  " + f.name, "dim"), Text(_fmt(va)), Text(_fmt(vb))))
+    return rows
+
+
+def _metrics(run: ComparedRun) -> list[tuple[str, float | None]]:
+    if run.summary is None:
+        return []
+    return summary_metrics(RecordedRun(run.environment, (), run.summary))
+
+
+def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
+    """Where each ran, then the metrics `profiles diff` compares, with B / A coloured by which
+    side is better (green: B, red: A) where one direction is better."""
+    rows = []
+    for key in ("backend", "device_name"):
+        va, vb = a.environment.get(key), b.environment.get(key)
+        style = DIFF_STYLE if va and vb and va != vb else ""
+        rows.append((Text(key, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), Text("")))
+    ma, mb = dict(_metrics(a)), dict(_metrics(b))
+    labels = [label for label, _ in (_metrics(a) or _metrics(b))]
+    for label in labels:
+        va, vb = ma.get(label), mb.get(label)
+        ratio = Text("-", "dim")
+        if va and vb is not None:
+            r = vb / va
+            style = ""
+            if abs(r - 1.0) > 0.02 and label in LOWER_IS_BETTER | HIGHER_IS_BETTER:
+                better = (r < 1.0) == (label in LOWER_IS_BETTER)
+                style = "green3" if better else "red1"
+            ratio = Text(f"{r:.3g}x", style)
+        differs = va != vb and not (va is not None and vb is not None
+                                    and abs(va - vb) <= 1e-9 * max(abs(va), abs(vb)))  # fmt: skip
+        style = "bold" if differs else ""
+        rows.append((Text(label, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), ratio))
+    return rows
+
+
+def phase_shares(summary: RunSummary | None) -> dict[str, float] | None:
+    """Each phase's share of the traced round time; None when the run split no phases."""
+    if summary is None or not summary.traced:
+        return None
+    total = sum(max(summary.phase_s.get(p, 0.0), 0.0) for p in PHASES)
+    if total <= 0:
+        return None
+    return {p: max(summary.phase_s.get(p, 0.0), 0.0) / total for p in PHASES}
+
+
+def share_cell(share: float | None, colour: str) -> Any:
+    """A bar of the share on a fixed 0-100% scale, and the number after it."""
+    from rich.table import Table
+
+    if share is None:
+        return Text("untraced: no split", "dim")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=BAR_WIDTH)
+    grid.add_column(justify="right", width=4)
+    grid.add_row(Bar(1.0, 0.0, share, width=BAR_WIDTH, color=colour, bgcolor="grey27"),
+                 f"{share:.0%}")  # fmt: skip
+    return grid
+
+
+class CompareScreen(Screen[None]):
+    """Pick A and B; see settings, results and phase shares side by side."""
+
+    BINDINGS = [Binding("escape,q", "close", "back", key_display="esc")]
+
+    DEFAULT_CSS = """
+    CompareScreen { layout: vertical; }
+    #compare-title { height: 1; padding: 0 1; background: $boost; text-style: bold; }
+    #compare-pickers { height: auto; padding: 0 1; }
+    #compare-pickers Label { padding: 1 1 0 0; }
+    #compare-pickers Select { width: 1fr; }
+    #compare-note { height: auto; padding: 0 1; }
+    #compare-body { height: 1fr; }
+    #compare-left, #compare-right { width: 1fr; height: 1fr; padding: 0 1; }
+    CompareScreen .section { margin-top: 1; text-style: bold; color: $accent; }
+    """
+
+    def __init__(self, live: list[ComparedRun], store: Any, a: str | None = None,
+                 b: str | None = None) -> None:  # fmt: skip
+        super().__init__()
+        self._live = {run.key: run for run in live}
+        self._store = store
+        self._choices = self._options()
+        keys = [key for _, key in self._choices]
+        # Unnamed sides: B the latest run (or the last profile), A the first other choice.
+        self._b = b if b in keys else (keys[len(self._live) - 1] if self._live else
+                                       keys[-1] if keys else None)  # fmt: skip
+        others = [k for k in keys if k != self._b] or keys
+        self._a = a if a in keys else (others[0] if others else None)
+        self.pair: tuple[ComparedRun, ComparedRun] | None = None
+
+    def _options(self) -> list[tuple[str, str]]:
+        out = [(run.label, key) for key, run in self._live.items()]
+        try:
+            infos = self._store.list() if self._store is not None else []
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            infos = []
+        for info in infos:
+            if info.error is None:
+                kind = "preset" if info.preset else "profile"
+                out.append((f"{info.name} ({kind}{', recorded run' if info.has_run else ''})",
+                            f"profile:{info.name}"))  # fmt: skip
+        return out
+
+    def compose(self) -> ComposeResult:
+        yield Static("compare two runs: A and B, settings and results side by side",
+                     id="compare-title")  # fmt: skip
+        with Horizontal(id="compare-pickers"):
+            yield Label(Text("A", A_STYLE))
+            yield Select(self._choices, value=self._a or Select.NULL, id="pick-a",
+                         prompt="run or profile A", allow_blank=self._a is None)  # fmt: skip
+            yield Label(Text("B", B_STYLE))
+            yield Select(self._choices, value=self._b or Select.NULL, id="pick-b",
+                         prompt="run or profile B", allow_blank=self._b is None)  # fmt: skip
+        yield Static(id="compare-note")
+        with Horizontal(id="compare-body"):
+            with VerticalScroll(id="compare-left"):
+                yield Label("settings (≠ differs)", classes="section")
+                yield DataTable(id="cmp-settings", cursor_type="none", zebra_stripes=True)
+            with VerticalScroll(id="compare-right"):
+                yield Label("results", classes="section")
+                yield DataTable(id="cmp-results", cursor_type="none", zebra_stripes=True)
+                yield Label("phase shares of the round time", classes="section")
+                with Vertical(id="cmp-phase-box"):
+                    yield DataTable(id="cmp-phases", cursor_type="none", show_header=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        heads = (Text("A", A_STYLE), Text("B", B_STYLE))
+        self.query_one("#cmp-settings", DataTable).add_columns("setting", *heads)
+        self.query_one("#cmp-results", DataTable).add_columns("metric", *heads, "B / A")
+        self.query_one("#cmp-phases", DataTable).add_columns("phase", *heads)
+        for table in self.query(DataTable):
+            table.styles.max_height = 80  # whole tables (the app caps panel tables at 20 rows)
+        self.refresh_pair()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        value = None if event.value is Select.NULL else str(event.value)
+        if event.select.id == "pick-a":
+            self._a = value
+        elif event.select.id == "pick-b":
+            self._b = value
+        self.refresh_pair()
+
+    def _resolve(self, key: str | None) -> ComparedRun | None:
+        if key is None:
+            return None
+        if key in self._live:
+            return self._live[key]
+        name = key.partition(":")[2]
+        try:
+            return profile_run(self._store.load(name))
+        except UserError as exc:
+            self.notify(str(exc), title="profile not loaded", severity="error")
+            return None
+
+    def refresh_pair(self) -> None:
+        """Redraw the tables for the runs picked now."""
+        a, b = self._resolve(self._a), self._resolve(self._b)
+        note = self.query_one("#compare-note", Static)
+        tables = [self.query_one(f"#{t}", DataTable)
+                  for t in ("cmp-settings", "cmp-results", "cmp-phases")]  # fmt: skip
+        for table in tables:
+            table.clear()
+        if a is None or b is None:
+            self.pair = None
+            note.update(Text("nothing to compare yet: chat once, or save a profile with "
+                             "ctrl+s", "dim"))  # fmt: skip
+            return
+        self.pair = (a, b)
+        note.update(self._note(a, b))
+        settings, results, phases = tables
+        for row in settings_rows(a, b):
+            settings.add_row(*row)
+        for row in result_rows(a, b):
+            results.add_row(*row)
+        sa, sb = phase_shares(a.summary), phase_shares(b.summary)
+        for p in PHASES:
+            if p == "comm" and not any(x and x.get(p) for x in (sa, sb)):
+                continue  # collectives: only runs of a sharded target have them
+            colour = PHASE_COLOURS[p]
+            phases.add_row(Text(p, colour), share_cell(None if sa is None else sa[p], colour),
+                           share_cell(None if sb is None else sb[p], colour))  # fmt: skip
+
+    @staticmethod
+    def _note(a: ComparedRun, b: ComparedRun) -> Text:
+        text = Text()
+        text.append("A ", A_STYLE)
+        text.append(a.label)
+        text.append("   ")
+        text.append("B ", B_STYLE)
+        text.append(b.label)
+        changed = len(diff_settings(a.settings, b.settings))
+        text.append(f"   {changed} setting{' differs' if changed == 1 else 's differ'}", "dim")
+        warnings = [f"{r.label} has no recorded run" for r in (a, b) if r.summary is None]
+        warnings += [f"{r.label}'s settings changed after its run" for r in (a, b) if r.stale]
+        ea, eb = a.environment.get("device_name"), b.environment.get("device_name")
+        if ea and eb and ea != eb:
+            warnings.append("they ran on different devices")
+        if a.summary is not None and b.summary is not None and a.summary.tokens != b.summary.tokens:
+            warnings.append(f"they made {a.summary.tokens} and {b.summary.tokens} tokens: compare "
+                            "rates (tok/s, acceptance, shares) rather than totals")
+        if warnings:
+            text.append("\n" + "; ".join(warnings), "yellow")
+        return text
+
+    def action_close(self) -> None:
+        self.dismiss(None)
