@@ -2,6 +2,8 @@
 
 `python -m tui.screenshot docs/screenshot.svg` drives the app headless (App.run_test) with
 the real engine, so the picture shows real rounds, timings and acceptance, not a mock-up.
+`python -m tui.screenshot --set docs/screenshots` writes the README's set: every panel, the
+numbers behind the plots, and two runs side by side (two chats and a calibration first).
 """
 
 from __future__ import annotations
@@ -44,6 +46,61 @@ async def _shoot(path: Path, prompt: str, settings: Settings, panel: str, size: 
         app.save_screenshot(filename=path.name, path=str(path.parent))
 
 
+SET_SECOND_K = 8  # the second run of the set, so the two runs side by side differ
+
+
+async def _shoot_set(directory: Path, prompt: str, settings: Settings,
+                     size: tuple[int, int]) -> list[Path]:  # fmt: skip
+    """One chat, a calibration, a second chat with another k; then one SVG per view."""
+    from tui.app import SpecDecApp
+
+    app = SpecDecApp(settings)
+    written: list[Path] = []
+
+    async def until(cond, timeout: float) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the app did not get there in time")
+            await pilot.pause(0.1)
+
+    async def send(text: str) -> None:
+        before = len(app.runs)
+        app.query_one("#prompt").value = text  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await until(lambda: app.run_id is None and len(app.runs) == before + 1, 900)
+
+    async def shoot(name: str) -> None:
+        await pilot.pause(0.3)
+        app.clear_notifications()
+        await pilot.pause(0.3)
+        app.save_screenshot(filename=f"{name}.svg", path=str(directory))
+        written.append(directory / f"{name}.svg")
+
+    async with app.run_test(size=size) as pilot:
+        await until(lambda: app.info is not None or bool(app._notifications), 600)
+        if app.info is None:
+            raise SystemExit("; ".join(n.message for n in app._notifications))
+        for box in app.query("Input"):
+            box.cursor_blink = False  # type: ignore[attr-defined]
+        await send(prompt)
+        app.action_calibrate()
+        await until(lambda: app.curve is not None and not app.calibrating, 900)
+        app.apply(k=SET_SECOND_K)
+        await send(prompt)  # the same question again, drafting twice as far
+        for panel in ("rounds", "acceptance", "kernels", "profile"):
+            app.show_panel(panel)
+            await shoot(panel)
+        app.action_toggle_plots()
+        for panel in ("acceptance", "kernels"):
+            app.show_panel(panel)
+            await shoot(f"{panel}-numbers")
+        app.action_toggle_plots()
+        app.action_compare_runs()
+        await shoot("compare")
+    return written
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("path", nargs="?", default="docs/screenshot.svg")
@@ -56,9 +113,18 @@ def main() -> None:
     p.add_argument("--width", type=int, default=160)
     p.add_argument("--height", type=int, default=45)
     p.add_argument("--show-rejected", action="store_true", help="rejected drafts struck through")
+    p.add_argument("--set", dest="set_dir", default=None, metavar="DIR",
+                   help="write the README's set of screenshots into DIR instead")  # fmt: skip
     args = p.parse_args()
     settings = Settings(max_tokens=args.max_tokens, tv_budget=args.tv, rule=args.rule, k=4,
                         temperature=args.temperature, seed=1)
+    if args.set_dir is not None:
+        directory = Path(args.set_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        size = (args.width, args.height)
+        for written in asyncio.run(_shoot_set(directory, args.prompt, settings, size)):
+            print(f"wrote {written}")
+        return
     path = Path(args.path)
     path.parent.mkdir(parents=True, exist_ok=True)
     asyncio.run(_shoot(path, args.prompt, settings, args.panel, (args.width, args.height),
