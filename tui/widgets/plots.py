@@ -82,7 +82,7 @@ def curve_series(curve: CurveInfo, current_rows: int | None) -> CurveSeries:
 def curve_caption(series: CurveSeries) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("⠒⠒ ", CURVE_STYLE)
-    text.append("verify ms  ")
+    text.append("verify  ")
     if series.boundary is not None:
         text.append("│ ", MEASURED_STYLE)
         text.append(f"meas R={series.boundary}  ")
@@ -94,10 +94,10 @@ def curve_caption(series: CurveSeries) -> Text:
     if series.current is not None:
         text.append("◆ ", CURRENT_STYLE)
         ms = series.current_ms
-        text.append(f"this round R={series.current}: "
+        text.append(f"this round R={series.current} "
                     + (f"{ms:.0f}" if ms is not None and ms >= 100 else f"{ms:.3g}") + " ms")
     elif series.unmeasured_current is not None:
-        text.append(f"this round R={series.unmeasured_current} (not measured)", "dim")
+        text.append(f"this round R={series.unmeasured_current}: not measured", "dim")
     text.append("\n" + TABLE_HINT, "dim")
     return text
 
@@ -134,9 +134,10 @@ class CurvePlot(Vertical):
         plot.set_xlabel("rows verified R")
         plot.set_ylabel("ms")
         plot.set_xticks(_ticks(list(series.rows)))
-        plot.set_ylimits(0.0, None)
+        # Half a row of room each side and a tenth on top: points on the frame would hide.
+        plot.set_xlimits(series.rows[0] - 0.5, series.rows[-1] + 0.5)
+        plot.set_ylimits(0.0, max(series.ms) * 1.1 or 1.0)
         plot.plot(series.rows, series.ms, line_style=CURVE_STYLE, hires_mode=HiResMode.BRAILLE)
-        plot.scatter(series.rows, series.ms, marker="•", marker_style=CURVE_STYLE)
         if series.boundary is not None:
             plot.add_v_line(series.boundary, MEASURED_STYLE)
         pred = series.predicted_boundary
