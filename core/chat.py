@@ -18,6 +18,7 @@ from core.settings import Settings
 
 ORIGIN_STYLE = {
     "accepted": "green",
+    "copied": "dark_cyan",  # an accepted looked-up token (draft_source lookup or hybrid)
     "corrected": "yellow",
     "bonus": "cyan",
     "target": "default",
@@ -39,6 +40,7 @@ def summary_table(summary: RunSummary) -> Table:
     if summary.acceptance is not None:
         rows.append(("acceptance", f"{summary.acceptance:.1%}"))
         rows.append(("mean accepted length", f"{summary.mean_accepted_length:.2f}"))
+    rows.extend(source_rows(summary))
     if summary.traced:
         total = sum(summary.phase_s.values()) or 1.0
         rows.append(("phases", "  ".join(
@@ -48,6 +50,39 @@ def summary_table(summary: RunSummary) -> Table:
     return t
 
 
+def source_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """One line per draft source when a run used another than the draft model alone."""
+    per = summary.per_source
+    if not per or set(per) == {"model"}:
+        return []
+    spec_rounds = sum(int(v.get("rounds", 0)) for v in per.values())
+    out = []
+    for name, v in per.items():
+        share = f"{v['rounds'] / spec_rounds:.0%} of rounds" if spec_rounds else "-"
+        if name == "none":
+            out.append(("target steps", f"{v['rounds']} ({share})"))
+            continue
+        acc = v.get("acceptance")
+        mal = v.get("mean_accepted_length")
+        out.append((f"{name} drafts", f"{v['rounds']} rounds ({share}), acceptance "
+                    f"{'-' if acc is None else f'{acc:.1%}'}, "
+                    f"{'-' if mal is None else f'{mal:.2f}'} accepted per round"))
+    return out
+
+
+def chat_settings(args: argparse.Namespace) -> Settings:
+    """The settings of a one-shot chat: the flags given, Settings' defaults for the rest."""
+    return Settings(
+        target=args.target or "default",
+        draft=args.draft or Settings.draft,
+        mode=args.mode,
+        draft_source=getattr(args, "draft_source", None) or Settings.draft_source,
+        temperature=args.temperature,
+        rule="greedy" if args.temperature == 0 else "lossless",
+        max_tokens=args.max_tokens,
+    )
+
+
 def run_chat_cli(args: argparse.Namespace) -> int:
     """Load the pair, answer one prompt with colour by origin, print the summary."""
     from core.engine import Engine
@@ -55,14 +90,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     out = Console()
-    settings = Settings(
-        target=args.target or "default",
-        draft=args.draft or Settings.draft,
-        mode=args.mode,
-        temperature=args.temperature,
-        rule="greedy" if args.temperature == 0 else "lossless",
-        max_tokens=args.max_tokens,
-    )
+    settings = chat_settings(args)
     with err.status(f"loading {settings.target} + {settings.draft}"):
         pair = load_pair(settings.target, settings.draft, progress=True)
     if pair.target.random_weights:

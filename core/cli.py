@@ -36,6 +36,7 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; subcommand modules add their own flags."""
     from core import bench, dispatch, profile
+    from core.drafting import registry
 
     parser = argparse.ArgumentParser(
         prog="specdec-tui",
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--mode", default="speculative")
+    p.add_argument("--draft-source", choices=registry.names(), default=None,
+                   help="where drafts come from: the draft model, a lookup in the "
+                   "conversation, or hybrid (the lookup first); default model")  # fmt: skip
 
     p = sub.add_parser("fetch", help="download the embedded default model if it is missing")
 

@@ -25,6 +25,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
+from core.drafting import registry
 from core.errors import UserError
 from core.events import RunSummary
 from core.settings import MODES, POLICIES, RULES, Settings, SettingsError
@@ -41,10 +42,12 @@ from tui.bridge import (
     PairInfo,
     RoundCommitted,
     RunFinished,
+    RunStarted,
     SessionFactory,
 )
+from tui.copies import CopyOrigin, PromptLayout, locate_copy
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
-from tui.stats import RoundStats
+from tui.stats import RoundStats, SourceStats
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
 from tui.widgets.panels import (
     AcceptancePanel,
@@ -89,6 +92,8 @@ KEYS: tuple[Key, ...] = (
     Key("cycle_mode", "m", "alt+m", "m", "mode", "cycle mode: target-only, draft-only, speculative"),
     Key("cycle_rule", "a", "alt+a", "a", "rule", "cycle rule: greedy, lossless, mentored"),
     Key("cycle_policy", "o", "alt+o", "o", "policy", "cycle the draft-length policy"),
+    Key("cycle_draft_source", "d", "alt+d", "d", "source",
+        "cycle the draft source: model, lookup, hybrid"),
     Key("toggle_rejected", "r", "alt+r", "r", "rejected", "show rejected draft tokens"),
     Key("calibrate", "c", "alt+c", "c", "calibrate", "measure verify cost vs rows"),
     Key("bench", "b", "alt+b", "b", "bench", "benchmark protocol on the last prompt"),
@@ -115,6 +120,18 @@ def _bindings() -> list[Binding]:
                        tooltip="cancel the generation; outside a run, leave the input box"))
     out.append(Binding("i", "focus_input", "type", show=False))
     return out
+
+
+# Shown in the banner in speculative mode on MLX's CPU backend (docs/benchmarks/cpu.md).
+CPU_NOTE = ("Speculation cannot pay on MLX's CPU backend, where verifying R rows costs about "
+            "R target steps, so expect no speed-up here: the CPU is for checking correctness.")
+
+
+def default_settings() -> Settings:
+    """The first run's settings: hybrid drafting (free copies of whatever the chat repeats,
+    the draft model elsewhere) with the cost-aware k, which drafts only where a measured
+    verify cost says drafting pays (profiles/hybrid-cost-aware.toml)."""
+    return Settings(draft_source="hybrid", policy="cost-aware")
 
 
 PANES = (("rounds", "Rounds"), ("acceptance", "Acceptance"), ("kernels", "Kernels"),
@@ -146,7 +163,7 @@ class SpecDecApp(App[int]):
             from tui.session import MLXSession
 
             session_factory = MLXSession
-        start = settings or (profile.settings if profile is not None else Settings())
+        start = settings or (profile.settings if profile is not None else default_settings())
         self._live_settings = start  # read by the engine thread once per round
         self.set_reactive(SpecDecApp.settings, start)
         self.bridge = EngineBridge(self, session_factory, lambda: self._live_settings)
@@ -158,6 +175,9 @@ class SpecDecApp(App[int]):
         self.decode: Any = None
         self.curve: CurveInfo | None = None
         self.stats = RoundStats()
+        self.sources = SourceStats()  # per draft source over the whole session
+        self.layout: PromptLayout | None = None  # where the running turn's messages lie
+        self.last_copy: CopyOrigin | None = None  # the session's last accepted copied run
         self.messages: list[dict[str, str]] = []
         self.runs: list[RunRecord] = []
         self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)
@@ -227,6 +247,8 @@ class SpecDecApp(App[int]):
     def watch_settings(self, settings: Settings) -> None:
         self._live_settings = settings
         self._show_settings()
+        if self.is_mounted:
+            self._show_banner()  # the CPU sentence depends on the mode
 
     def _show_settings(self) -> None:
         s = self.settings
@@ -241,6 +263,7 @@ class SpecDecApp(App[int]):
         text.append(self._state_text(), "bold")
         text.append("   ")
         item("mode", s.mode, "bold magenta")
+        item("source", s.draft_source)
         item("rule", s.effective_rule + (" (T=0)" if s.temperature == 0 and s.rule != "greedy"
                                          else ""))
         tv_style = "bold" if s.effective_rule == "mentored" else "dim strike"
@@ -304,6 +327,9 @@ class SpecDecApp(App[int]):
 
     def action_cycle_policy(self) -> None:
         self._cycle("policy", POLICIES)
+
+    def action_cycle_draft_source(self) -> None:
+        self._cycle("draft_source", registry.names())
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
@@ -511,11 +537,29 @@ class SpecDecApp(App[int]):
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, self.stats)
         chat.anchor()
 
+    def on_run_started(self, message: RunStarted) -> None:
+        if message.run_id == self.run_id:
+            self.layout = PromptLayout(tuple(message.prompt_ids), tuple(message.spans),
+                                       tuple(message.roles))
+
     def on_round_committed(self, message: RoundCommitted) -> None:
         if message.run_id != self.run_id or self.current is None:
             return
-        self.stats.add(message.event)
-        self.current.transcript.add_round(message.event)
+        ev = message.event
+        # The engine reads the same live settings once per round; a plain target step of
+        # speculative mode counts against each source's hit rate, a target-only round does not.
+        live = self._live_settings
+        speculative = bool(ev.source) or (
+            live.mode == "speculative"  # the lookup needs no draft model to speculate
+            and (self.info is None or self.info.speculation_ok or live.draft_source == "lookup")
+        )
+        self.stats.add(ev, speculative)
+        self.sources.observe(ev, speculative)
+        self.current.transcript.add_round(ev)
+        if self.sources.last_copy is ev and ev.copied_from is not None:
+            kept = sum(t.origin == "copied" for t in ev.tokens)
+            self.last_copy = locate_copy(ev.copied_from, kept, self.layout,
+                                         self.current.transcript.ids, self.decode)
         self._schedule_flush()
 
     def _schedule_flush(self) -> None:
@@ -601,6 +645,8 @@ class SpecDecApp(App[int]):
             notes.append(f"Speculation is off, running target-only: {reason}.")
         elif self.fallback_reason:
             notes.append(f"The last run fell back to target-only: {self.fallback_reason}.")
+        elif info is not None and info.backend == "cpu" and self.settings.mode == "speculative":
+            notes.append(CPU_NOTE)
         banner = self.query_one("#banner", Static)
         banner.update("  ".join(notes))
         banner.display = bool(notes)
@@ -666,7 +712,7 @@ class SpecDecApp(App[int]):
         if all_panels or active == "rounds":
             self.query_one(RoundsPanel).show(self.stats)
         if all_panels or active == "acceptance":
-            self.query_one(AcceptancePanel).show(self.stats)
+            self.query_one(AcceptancePanel).show(self.stats, self.sources, self.last_copy)
         if all_panels or active == "kernels":
             self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
                                               self.calibration_label)
@@ -742,7 +788,7 @@ def build_app(args: argparse.Namespace, session_factory: SessionFactory | None =
     from core.profile import load_profile
 
     profile = None
-    settings = Settings()
+    settings = default_settings()
     profiles_dir = getattr(args, "profiles_dir", None)
     if getattr(args, "profile", None):
         profile = load_profile(args.profile, profiles_dir)

@@ -75,6 +75,10 @@ class EngineSession(Protocol):
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]: ...
 
+    def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
+        """Per message, its [start, end) in prompt_ids(messages)."""
+        ...
+
     def decode(self, ids: Sequence[int]) -> str: ...
 
     def generate(
@@ -122,6 +126,16 @@ class ModelsLoaded(Message):
     def __init__(self, info: PairInfo, decode: Callable[[Sequence[int]], str]) -> None:
         super().__init__()
         self.info, self.decode = info, decode
+
+
+class RunStarted(Message):
+    """Run `run_id` sent these prompt ids; `spans` and `roles` place each chat message in them
+    (empty when they could not be worked out), so a copy's source can be named."""
+
+    def __init__(self, run_id: int, prompt_ids: list[int], spans: list[tuple[int, int]],
+                 roles: list[str]) -> None:
+        super().__init__()
+        self.run_id, self.prompt_ids, self.spans, self.roles = run_id, prompt_ids, spans, roles
 
 
 class RoundCommitted(Message):
@@ -318,6 +332,13 @@ class EngineBridge:
             self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
             self._post(RunFinished(cmd.run_id, None, []))
             return
+        messages = cmd.args["messages"]
+        try:
+            spans = [(int(a), int(b)) for a, b in session.message_spans(messages)]
+        except Exception:  # a template that renders oddly: copies go unnamed, the run goes on
+            spans = []
+        self._post(RunStarted(cmd.run_id, list(prompt_ids), spans,
+                              [m["role"] for m in messages]))
         summary: RunSummary | None = None
         try:
             settings = cmd.args["settings"]

@@ -50,6 +50,7 @@ class MLXSession:
         self.engine = Engine.from_pair(self.pair)
         self.tokenizer = self.pair.target.tokenizer
         self._decode_lock = threading.Lock()
+        self._span_ends: list[tuple[tuple[str, str], int]] = []  # message -> its end, cached
         self.info = self._describe(target_spec, draft_spec)
 
     def _describe(self, target_spec: str, draft_spec: str | None) -> PairInfo:
@@ -90,6 +91,32 @@ class MLXSession:
         from core.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages)
+
+    def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
+        """Per message, its [start, end) in prompt_ids(messages): where the conversation
+        rendered up to it ends. The ends of earlier messages are kept, so a turn renders only
+        its new messages (the template is assumed to render a prefix as a prefix)."""
+        cache = self._span_ends
+        keys = [(m["role"], m["content"]) for m in messages]
+        same = 0
+        while same < min(len(cache), len(keys)) and cache[same][0] == keys[same]:
+            same += 1
+        del cache[same:]
+        for i in range(same, len(messages)):
+            cache.append((keys[i], len(self._rendered(messages[: i + 1]))))
+        ends = [end for _, end in cache]
+        return list(zip([0, *ends[:-1]], ends, strict=True))
+
+    def _rendered(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids of a conversation as the template renders it, without the answer's header."""
+        tok = self.tokenizer
+        if getattr(tok, "has_chat_template", True) is False:  # as core.models.chat_prompt_ids
+            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+            return list(tok.encode(text, add_special_tokens=False))
+        ids = tok.apply_chat_template(messages, add_generation_prompt=False, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids without special tokens (a rejected draft may be EOS or <|im_start|>)."""

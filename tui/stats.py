@@ -35,6 +35,67 @@ class PhaseStat:
         self.count += 1
 
 
+@dataclass(frozen=True)
+class SourceRow:
+    """One draft source as the Acceptance panel lists it ("none": the plain target steps)."""
+
+    name: str
+    rounds: int
+    proposed: int
+    hit_rate: float | None  # its rounds over the speculative-mode rounds
+    acceptance: float | None
+    mean_accepted_length: float | None
+
+    @property
+    def drafts_per_round(self) -> float | None:
+        """Proposals per round in which this source proposed."""
+        return self.proposed / self.rounds if self.rounds and self.name != "none" else None
+
+
+@dataclass
+class SourceStats:
+    """Per draft source: how often it proposed, how much, and how much of it survived.
+
+    Kept per run (in RoundStats) and per session (by the app): with hybrid drafting the
+    lookup and the model take turns, and one acceptance over both hides which one pays.
+    """
+
+    tallies: dict[str, PositionTally] = field(default_factory=dict)
+    plain_steps: int = 0  # speculative-mode rounds where no source proposed (target steps)
+    last_copy: RoundEvent | None = None  # the last round that kept copied tokens
+
+    def observe(self, ev: RoundEvent, speculative: bool) -> None:
+        """Count a round; `speculative` says whether it ran in speculative mode."""
+        if ev.source and ev.proposed:
+            self.tallies.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
+        elif speculative:
+            self.plain_steps += 1
+        if ev.copied_from is not None and any(t.origin == "copied" for t in ev.tokens):
+            self.last_copy = ev
+
+    @property
+    def speculative_rounds(self) -> int:
+        return sum(t.rounds for t in self.tallies.values()) + self.plain_steps
+
+    def hit_rate(self, name: str) -> float | None:
+        """The source's rounds over the speculative-mode rounds (for the lookup: how often the
+        conversation repeated itself enough to copy)."""
+        total = self.speculative_rounds
+        rounds = self.plain_steps if name == "none" else self.tallies[name].rounds
+        return rounds / total if total else None
+
+    def rows(self) -> list[SourceRow]:
+        """Sources in the order first seen, then the plain target steps if any."""
+        out = [
+            SourceRow(name, t.rounds, t.proposed, self.hit_rate(name), t.acceptance,
+                      t.mean_accepted_length)
+            for name, t in self.tallies.items()
+        ]
+        if self.plain_steps:
+            out.append(SourceRow("none", self.plain_steps, 0, self.hit_rate("none"), None, None))
+        return out
+
+
 @dataclass
 class RoundStats:
     """Everything folded from one run's rounds (reset when a new run starts)."""
@@ -52,6 +113,7 @@ class RoundStats:
     accepted_history: list[int] = field(default_factory=list)
     tv_sum: float = 0.0
     tv_count: int = 0
+    sources: SourceStats = field(default_factory=SourceStats)
     summary: RunSummary | None = None
 
     def reset(self) -> None:
@@ -63,10 +125,16 @@ class RoundStats:
         for ev in rounds:
             stats.add(ev)
         stats.summary = summary
+        if summary is not None and "none" in summary.per_source:
+            # A recorded round does not say its mode; the summary counted the target steps.
+            stats.sources.plain_steps = int(summary.per_source["none"].get("rounds", 0))
         return stats
 
-    def add(self, ev: RoundEvent) -> None:
+    def add(self, ev: RoundEvent, speculative: bool | None = None) -> None:
+        """Fold one round in; `speculative` (default: whether a source proposed) tells a plain
+        target step of speculative mode from a target-only round."""
         self.rounds.append(ev)
+        self.sources.observe(ev, bool(ev.source) if speculative is None else speculative)
         self.tokens += len(ev.tokens)
         if ev.traced:
             for p in SHOWN_PHASES:

@@ -17,24 +17,33 @@ from rich.text import Text
 from core.events import RoundEvent
 
 REJECTED = "rejected"
+REJECTED_COPY = "rejected copy"  # a looked-up draft the target threw away
 
-# Colours by origin: what the target kept from the draft is green, its own decisions are warm.
+# Colours by origin: what the target kept from the draft is green, what it kept of a copy
+# (draft_source lookup or hybrid) turquoise, its own decisions are warm.
 ORIGIN_STYLES: dict[str, Style] = {
     "accepted": Style(color="green3"),
+    "copied": Style(color="medium_turquoise"),
     "corrected": Style(color="dark_orange", bold=True),
     "bonus": Style(color="deep_sky_blue1", bold=True),
     "target": Style(color="grey93"),
     "draft": Style(color="orchid"),
     REJECTED: Style(color="red3", strike=True, dim=True),
+    REJECTED_COPY: Style(color="medium_purple", strike=True, dim=True),
 }
 ORIGIN_HELP = {
     "accepted": "draft token the target accepted",
+    "copied": "looked-up token the target accepted (copied from earlier in the chat)",
     "corrected": "target's token after it rejected a draft",
     "bonus": "target's extra token after a fully accepted draft",
     "target": "target-only decoding",
     "draft": "draft-only decoding",
     REJECTED: "draft token the target threw away",
+    REJECTED_COPY: "looked-up token the target threw away",
 }
+REJECTED_KINDS = frozenset({REJECTED, REJECTED_COPY})
+# Sources whose drafts are copies of the conversation (core.drafting.lookup).
+COPY_SOURCES = frozenset({"lookup"})
 
 Decode = Callable[[Sequence[int]], str]
 _HOLD = "\ufffd"
@@ -86,19 +95,20 @@ class Transcript:
     def add_round(self, event: RoundEvent) -> None:
         """Append a round: accepted drafts, then the thrown-away drafts, then the correction."""
         pending = list(event.rejected)
+        kind = REJECTED_COPY if event.source in COPY_SOURCES else REJECTED
         for tok in event.tokens:
             if pending and tok.origin == "corrected":
-                self._add_rejected(pending)
+                self._add_rejected(pending, kind)
                 pending = []
             if tok.id in self._eos:
                 continue
             self._add(self._grow(tok.id), tok.origin)
         if pending:
-            self._add_rejected(pending)
+            self._add_rejected(pending, kind)
 
-    def _add_rejected(self, rejected: list[int]) -> None:
+    def _add_rejected(self, rejected: list[int], kind: str = REJECTED) -> None:
         self.rejected_count += len(rejected)
-        self._add(self._rejected_text(rejected), REJECTED)
+        self._add(self._rejected_text(rejected), kind)
 
     def _add(self, text: str, origin: str) -> None:
         if not text:
@@ -112,7 +122,7 @@ class Transcript:
         """Rich text with one span per piece; rejected pieces only when asked for."""
         out = Text()
         for piece in self.pieces:
-            if piece.origin == REJECTED and not show_rejected:
+            if piece.origin in REJECTED_KINDS and not show_rejected:
                 continue
             out.append(piece.text, ORIGIN_STYLES.get(piece.origin))
         return out

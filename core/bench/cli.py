@@ -25,6 +25,7 @@ from core.bench.prompts import (
 from core.bench.protocol import run_protocol
 from core.bench.report import print_table
 from core.bench.results import BenchSetting, describe
+from core.drafting import registry
 from core.settings import DISPATCH, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
 
 
@@ -55,6 +56,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rule", choices=RULES, default=None)
     g.add_argument("--tv", type=float, default=None, help="TV budget in [0, 1] (mentored rule)")
     g.add_argument("--k", type=int, default=None, help="draft length (fixed k, or starting k)")
+    g.add_argument("--draft-source", choices=registry.names(), default=None,
+                   help="where drafts come from: model, lookup (copies earlier repeats of "
+                   "the conversation) or hybrid (the lookup first, the model otherwise)")  # fmt: skip
     g.add_argument("--policy", choices=POLICIES, default=None)
     g.add_argument("--temperature", type=float, default=None)
     g.add_argument("--top-p", type=float, default=None)
@@ -92,6 +96,7 @@ _FLAG_FIELDS = {
     "rule": "rule",
     "tv": "tv_budget",
     "k": "k",
+    "draft_source": "draft_source",
     "policy": "policy",
     "temperature": "temperature",
     "top_p": "top_p",

@@ -12,7 +12,9 @@ from typing import Any
 from core.bench.errors import BenchError
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
-PROMPT_KINDS = ("code", "creative")
+# "rewrite": a pasted text to return with small changes, where most of the answer is a copy
+# (the lookup draft source's case; code-edit-pasted is the same idea for code).
+PROMPT_KINDS = ("code", "creative", "rewrite")
 DEFAULT_PROMPT = "creative-seed-vault"
 
 
@@ -24,7 +26,7 @@ def prompt_names() -> list[str]:
 
 
 def prompt_kind(name: str) -> str:
-    """'code' or 'creative' (a shipped prompt's kind is the first word of its name)."""
+    """'code', 'creative' or 'rewrite' (a shipped prompt's kind is the first word of its name)."""
     head = name.split("-", 1)[0]
     return head if head in PROMPT_KINDS else "other"
 

@@ -40,6 +40,19 @@ def _config(r: BenchResult) -> str:
     return r.label if r.label == r.name else f"{r.label} (`{r.name}`)"
 
 
+def source_rows(r: BenchResult) -> list[tuple[str, ...]]:
+    """A row's per-source cells: source, rounds, share, drafts/round, acceptance, accepted len."""
+    out = []
+    for name, v in r.per_source.items():
+        if name == "none":
+            out.append(("target steps", str(v["rounds"]), pct(v["share"]), "-", "-", "-"))
+            continue
+        per_round = v["proposed"] / v["rounds"] if v["rounds"] else None
+        out.append((name, str(v["rounds"]), pct(v["share"]), num(per_round, ".1f"),
+                    pct(v["acceptance"]), num(v["mean_accepted_length"], ".2f")))
+    return out
+
+
 def paired_cells(r: BenchResult) -> tuple[str, str, str, str]:
     """A peer row's paired ratio: median, IQR, min-max, pairs ("-" without pairs)."""
     q = r.paired_ratio
@@ -142,6 +155,18 @@ def report_markdown(report: BenchReport) -> str:
             f"{num(r.mean_accepted_length, '.2f')} | {ppa} |"
         )
     out.append("")
+    mixed = [r for r in report.results if len(r.per_source) > 1]
+    if mixed:
+        out.append("### Per draft source\n")
+        out.append("Share: the source's rounds over the setting's speculative rounds (its hit "
+                   "rate); target steps are rounds where no source proposed anything.\n")
+        out.append("| Configuration | Source | Rounds | Share | Drafts/round | Acceptance | "
+                   "Mean accepted length |")
+        out.append("|---|---|---|---|---|---|---|")
+        for r in mixed:
+            for row in source_rows(r):
+                out.append("| " + " | ".join((r.name, *row)) + " |")
+        out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")
         out.append(
@@ -216,7 +241,8 @@ def report_markdown(report: BenchReport) -> str:
 
 
 CSV_COLUMNS = (
-    "name", "label", "engine", "mode", "rule", "tv_budget", "k", "policy", "temperature",
+    "name", "label", "engine", "mode", "rule", "tv_budget", "k", "policy", "draft_source",
+    "temperature",
     "top_p", "repetition_penalty", "bonus", "dispatch", "verify_attention", "timed_requests",
     "acceptance", "rounds_per_request", "mean_accepted_length", "median_e2e_s", "min_e2e_s",
     "max_e2e_s", "ttft_s", "decode_tok_s", "speedup_vs_target",
@@ -276,6 +302,17 @@ def print_table(report: BenchReport, console: Any) -> None:
             r.kernel or "-",
         )
     console.print(table)
+    mixed = [r for r in report.results if len(r.per_source) > 1]
+    if mixed:
+        by_source = Table(title="per draft source (share: of the speculative rounds)",
+                          title_justify="left")
+        for col in ("configuration", "source", "rounds", "share", "drafts/round", "acceptance",
+                    "mean accepted length"):  # fmt: skip
+            by_source.add_column(col, no_wrap=col == "configuration")
+        for r in mixed:
+            for row in source_rows(r):
+                by_source.add_row(r.name, *row)
+        console.print(by_source)
     peers = [r for r in report.results if r.paired_ratio is not None]
     if peers:
         paired = Table(title="against mlx-lm, paired request by request (ours/mlx-lm speed)",

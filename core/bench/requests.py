@@ -26,6 +26,7 @@ class Request:
     summary: RunSummary | None = None
     kernels: Counter[str] = field(default_factory=Counter)
     positions: PositionTally = field(default_factory=PositionTally)
+    sources: dict[str, PositionTally] = field(default_factory=dict)  # per draft source
     rounds: list[RoundEvent] = field(default_factory=list)
     # source ("none": a plain target step) -> k proposed -> rounds: what the prediction prices
     proposals: dict[str, Counter[int]] = field(default_factory=dict)
@@ -37,6 +38,8 @@ class Request:
         if ev.proposed and ev.kernel:
             self.kernels[ev.kernel] += 1
         self.positions.observe(ev.proposed, ev.accepted)
+        if ev.source:
+            self.sources.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
         self.proposals.setdefault(ev.source or "none", Counter())[ev.proposed] += 1
 
 
@@ -70,6 +73,10 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     r.rounds.append(s.rounds)
     r.tokens.append(s.tokens)
     r.positions.merge(req.positions)
+    for name, tally in req.sources.items():
+        r.sources.setdefault(name, PositionTally()).merge(tally)
+    # The engine alone knows which source-less rounds ran in speculative mode.
+    r.plain_steps += int(s.per_source.get("none", {}).get("rounds", 0))
     r.kernels.update(req.kernels)
     for name, ks in req.proposals.items():
         r.proposals.setdefault(name, Counter()).update(ks)
@@ -116,5 +123,6 @@ def round_trace(ev: RoundEvent) -> dict[str, Any]:
         "tokens": len(ev.tokens),
         "context": ev.context,
         "kernel": ev.kernel,
+        "source": ev.source,
         **{f"{p}_ms": round(ms[p], 4) for p in (*PHASES, "total")},
     }

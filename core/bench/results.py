@@ -36,6 +36,10 @@ def describe(s: Settings) -> str:
             label += f", {s.verify_attention} attention"
         if s.fused_draft:
             label += ", fused draft"
+        if s.draft_source != Settings.draft_source:
+            label += f", {s.draft_source} drafts"
+            if s.lookup_min_match != Settings.lookup_min_match:
+                label += f" (match {s.lookup_min_match}+)"
     if s.greedy and s.mode != "speculative":
         label += ", greedy"
     return label
@@ -109,6 +113,10 @@ class BenchResult:
     rounds: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     positions: PositionTally = field(default_factory=PositionTally)  # every timed request's rounds
+    # The same rounds per draft source ("model", "lookup"), and the speculative-mode rounds
+    # that proposed nothing (plain target steps), from the timed requests.
+    sources: dict[str, PositionTally] = field(default_factory=dict)
+    plain_steps: int = 0
     kernels: Counter[str] = field(default_factory=Counter)
     mean_tvs: list[float] = field(default_factory=list)
     outputs: dict[int, list[int]] = field(default_factory=dict)  # seed -> ids, 1st invocation
@@ -174,6 +182,31 @@ class BenchResult:
         return list(self.positions.reached_rates())
 
     @property
+    def per_source(self) -> dict[str, dict[str, Any]]:
+        """Per draft source: its rounds and their share of the speculative rounds (its hit
+        rate), acceptance, accepted length; "none" counts the plain target steps. Empty for
+        rows that do not speculate."""
+        if not self.speculative:
+            return {}
+        total = sum(t.rounds for t in self.sources.values()) + self.plain_steps
+        out: dict[str, dict[str, Any]] = {
+            name: {
+                "rounds": t.rounds,
+                "share": t.rounds / total if total else None,
+                "proposed": t.proposed,
+                "accepted": t.accepted,
+                "acceptance": t.acceptance,
+                "mean_accepted_length": t.mean_accepted_length,
+                "per_position_acceptance": list(t.reached_rates()),
+            }
+            for name, t in self.sources.items()
+        }
+        if self.plain_steps:
+            out["none"] = {"rounds": self.plain_steps,
+                           "share": self.plain_steps / total if total else None}
+        return out
+
+    @property
     def rounds_per_request(self) -> float | None:
         return statistics.fmean(self.rounds) if self.rounds else None
 
@@ -231,6 +264,7 @@ class BenchResult:
             "speedup_vs_target": self.speedup_vs_target,
             "mean_accepted_length": self.mean_accepted_length,
             "per_position_acceptance": self.per_position_acceptance,
+            "per_source": self.per_source,
             "phase_ms": self.phase_ms,
             "traced_e2e_s": self.traced_e2e_s,
             "traced_ratios": list(self.traced_ratios),

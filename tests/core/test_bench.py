@@ -258,6 +258,62 @@ def test_settings_from_profiles_overrides_and_flags():
 # --------------------------------------------------------------------------- what was given up
 
 
+def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
+    parser, head = _bench_parser()
+    (only,) = bench.settings_from_args(parser.parse_args([*head, "--draft-source", "lookup"]))
+    assert only.settings.draft_source == "lookup"
+    assert only.name == "Fixed-4, TV=0, lookup drafts"
+    rows = bench.settings_from_args(parser.parse_args(
+        [*head, "--profile", "fixed-4-tv1:draft_source=hybrid,lookup_min_match=3"]))
+    assert (rows[0].settings.draft_source, rows[0].settings.lookup_min_match) == ("hybrid", 3)
+    assert rows[0].settings.k == 4 and rows[0].settings.tv_budget == 1.0
+    assert bench.describe(rows[0].settings) == "Fixed-4, TV=1, no bonus, hybrid drafts (match 3+)"
+    assert "drafts" not in bench.describe(Settings())  # the default source goes unsaid
+    with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid"):
+        bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
+    with pytest.raises(SystemExit):  # argparse: "invalid choice", exit 2
+        parser.parse_args([*head, "--draft-source", "oracle"])
+    from core.chat import chat_settings
+
+    args = parser.parse_args(["chat", "hello", "--draft-source", "lookup"])
+    assert chat_settings(args).draft_source == "lookup"
+    assert chat_settings(parser.parse_args(["chat", "hello"])).draft_source == "model"
+
+
+def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):
+    """A hybrid row's rounds add up over its sources, and the reports show them apart."""
+    hybrid = Settings(temperature=0.0, k=3, draft_source="hybrid", lookup_min_match=1)
+    report = bench.run_protocol(
+        engine, prompt_ids, [("hybrid", hybrid)], tokens=24, seeds=1, invocations=1,
+        warmup=0, traced=False, quality=False,
+    )  # fmt: skip
+    row = report.result("hybrid")
+    per = row.per_source
+    assert set(per) <= {"model", "lookup", "none"} and per
+    assert sum(v["rounds"] for v in per.values()) == row.rounds[0]
+    assert sum(v["share"] for v in per.values()) == pytest.approx(1.0)
+    proposed = sum(v.get("proposed", 0) for v in per.values())
+    accepted = sum(v.get("accepted", 0) for v in per.values())
+    assert (proposed, accepted) == (row.positions.proposed, row.positions.accepted)
+    assert report.result("target-only").per_source == {}
+    assert json.loads(report.to_json())["results"][1]["per_source"] == per
+    # more than one source in a row: a section of its own
+    row.sources = {"model": bench_tally(4, 2), "lookup": bench_tally(8, 8)}
+    row.plain_steps = 2
+    text = report.to_markdown()
+    assert "### Per draft source" in text
+    assert "| hybrid | lookup | 1 | 25.0% | 8.0 | 100.0% | 8.00 |" in text
+    assert "| hybrid | target steps | 2 | 50.0% | - | - | - |" in text
+
+
+def bench_tally(proposed: int, accepted: int):
+    from core.acceptance import PositionTally
+
+    t = PositionTally()
+    t.observe(proposed, accepted)
+    return t
+
+
 def test_greedy_check_reports_a_forced_divergence(engine, prompt_ids):
     """Against another target's outputs the check must fail, and say where and with what."""
     from core.models import load_pair
@@ -367,6 +423,17 @@ def test_prompts_ship_both_kinds_and_fit_a_token_budget(tiny_pair):
     assert text.startswith(used) and len(used) < len(text)
     with pytest.raises(UserError):
         bench.load_prompt("../pyproject")
+
+
+def test_prompts_that_ask_for_a_copy_ship_with_their_kinds():
+    assert bench.prompt_kind("code-edit-pasted") == "code"
+    assert bench.prompt_kind("rewrite-paragraph") == "rewrite"
+    code = bench.load_prompt("code-edit-pasted")
+    module = code.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 55 <= len(module.splitlines()) <= 75 and "def load_readings(" in module
+    compile(module, "code-edit-pasted", "exec")  # a module the answer can return whole
+    paragraph = bench.load_prompt("rewrite-paragraph").split("\n\n", 1)[1]
+    assert 180 <= len(paragraph.split()) <= 240
 
 
 # --------------------------------------------------------------------------- the real pair

@@ -733,6 +733,24 @@ def test_cli_diff_without_runs_says_so(cli, capsys) -> None:
     assert "no recorded run for fixed-8-tv1, fixed-8-tv0.5" in out
 
 
+def test_lookup_presets_save_the_draft_source_and_profiles_show_it(cli, capsys) -> None:
+    store = ProfileStore(shipped_presets_dir())
+    want = {"lookup": ("lookup", "heuristic"), "hybrid": ("hybrid", "heuristic"),
+            "hybrid-cost-aware": ("hybrid", "cost-aware")}
+    for name, (source, policy) in want.items():
+        p = store.load(name)
+        assert (p.settings.draft_source, p.settings.policy, p.settings.mode) == (
+            source, policy, "speculative"), name
+        assert p.settings.repetition_penalty == 1.0, name  # a penalty would fight the copy
+        assert p.description and "\n" not in p.description and "bonus" in p.description, name
+    assert cli("diff", "hybrid", "lookup") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("draft_source" in ln and "hybrid" in ln and "lookup" in ln for ln in lines)
+    assert cli("show", "lookup") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "draft_source" in ln)
+    assert "lookup" in line and "model" in line  # its value and the default it differs from
+
+
 def test_cli_export_writes_rounds_as_csv(cli, capsys, tmp_path: Path) -> None:
     cli.store.save(Profile("mine", SEED, "", make_run()))
     target = tmp_path / "rounds.csv"

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from core.acceptance import PositionTally
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
 from core.profile import ProfileStore
 from core.settings import Settings
@@ -30,6 +31,9 @@ WORDS = (
 )
 # Accepted drafts per round, cycled: a mix of partial, full and no acceptance.
 ACCEPT_PATTERN = (2, 4, 0, 3, 4, 1, 2, 4)
+# draft_source lookup / hybrid: rounds i % 4 in (0, 1) find a repeat to copy; these are the
+# copies the target keeps there (the other rounds: a target step, or the model under hybrid).
+LOOKUP_ACCEPT = (4, 3, 0, 0, 1, 4, 0, 0)
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Script:
     fallback_reason: str | None = None  # the summary says speculation fell back
     random_weights: bool = False
     speculation_ok: bool = True
+    backend: str = "metal"  # "cpu": the app says speculation cannot pay there
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
     calibrate_delay_s: float = 0.0  # per calibration step
     seen: list[Settings] = field(default_factory=list)  # settings read per round
@@ -68,23 +73,52 @@ class FakeSession:
         self.info = PairInfo(
             target_spec=target, draft_spec=draft,
             target_name="SmolLM2-135M (fake)", draft_name="self:bits=3 (fake)",
-            backend="cpu", device="scripted", random_weights=script.random_weights,
+            backend=script.backend, device="scripted", random_weights=script.random_weights,
             speculation_ok=script.speculation_ok,
             speculation_reason=None if script.speculation_ok else "a cache cannot be rewound",
             eos_ids=frozenset({EOS}), kernels=kernels,
             families={r: "qmv" if r < 8 else "qmm" for r in range(1, 18)},
             predicted_boundary=8,
-            environment={"backend": "cpu", "device_name": "scripted"},
+            environment={"backend": script.backend, "device_name": "scripted"},
         )
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         self.script.prompts.append([dict(m) for m in messages])
         return [1 + (len(m["content"]) % 20) for m in messages]
 
+    def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
+        return [(i, i + 1) for i in range(len(messages))]  # one prompt id per message
+
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(WORDS[i % len(WORDS)] for i in ids)
 
-    def _round(self, i: int, s: Settings, next_id: Callable[[], int]) -> RoundEvent:
+    def _lookup_round(self, i: int, s: Settings, next_id: Callable[[], int], t: PhaseTimings,
+                      n_prompt: int) -> RoundEvent | None:
+        """A round of a lookup-drafting source: a copy, a target step, or None (the model's)."""
+        if s.draft_source not in ("lookup", "hybrid"):
+            return None
+        if i % 4 >= 2:
+            if s.draft_source == "hybrid":
+                return None
+            step = 0.030 + 0.002 * (i % 3)
+            t = PhaseTimings(verify=step, sample=0.002, other=0.001, total=step + 0.003)
+            return RoundEvent(i, (CommittedToken(next_id(), "target"),), rows=1, timings=t,
+                              kernel="qmv", context=n_prompt + i, traced=True)
+        k = s.k
+        acc = min(LOOKUP_ACCEPT[i % len(LOOKUP_ACCEPT)], k)
+        toks = [CommittedToken(next_id(), "copied") for _ in range(acc)]
+        rejected = tuple(next_id() for _ in range(k - acc))
+        toks.append(CommittedToken(next_id(), "corrected" if acc < k else "bonus"))
+        # even rounds copy from the last user message, odd ones from this answer's 2nd token
+        copied_from = n_prompt - 1 if i % 2 == 0 else n_prompt + 1
+        t = dataclasses.replace(t, draft=0.0001, total=t.total - t.draft + 0.0001)
+        return RoundEvent(i, tuple(toks), rejected=rejected, proposed=k, accepted=acc,
+                          rows=k + 1, timings=t, kernel="qmv" if k + 1 < 8 else "qmm",
+                          context=n_prompt + i, traced=True, source="lookup",
+                          copied_from=copied_from)
+
+    def _round(self, i: int, s: Settings, next_id: Callable[[], int],
+               n_prompt: int = 1) -> RoundEvent:
         t = PhaseTimings(draft=0.012, verify=0.030 + 0.002 * (i % 3), sample=0.004,
                          cache=0.002, other=0.001)
         t = PhaseTimings(t.draft, t.verify, t.sample, t.cache, t.other,
@@ -97,6 +131,9 @@ class FakeSession:
                              sample=0.002, cache=0.0, other=0.001, total=step + 0.003)
             return RoundEvent(i, (CommittedToken(next_id(), origin),), rows=1, timings=t,
                               kernel="qmv", context=10 + i, traced=True)
+        looked_up = self._lookup_round(i, s, next_id, t, n_prompt)
+        if looked_up is not None:
+            return looked_up
         k = s.k
         acc = min(ACCEPT_PATTERN[i % len(ACCEPT_PATTERN)], k)
         toks = [CommittedToken(next_id(), "accepted") for _ in range(acc)]
@@ -108,7 +145,7 @@ class FakeSession:
             toks.append(CommittedToken(next_id(), "bonus"))
         return RoundEvent(i, tuple(toks), rejected=rejected, proposed=k, accepted=acc,
                           rows=k + 1, timings=t, kernel="qmv" if k + 1 < 8 else "qmm",
-                          tv=0.05 * (i % 4), context=10 + i, traced=True)
+                          tv=0.05 * (i % 4), context=10 + i, traced=True, source="model")
 
     def generate(
         self,
@@ -133,7 +170,7 @@ class FakeSession:
                 raise RuntimeError("scripted engine failure")
             s = settings_source()
             self.script.seen.append(s)
-            ev = self._round(i, s, next_id)
+            ev = self._round(i, s, next_id, len(prompt_ids))
             events.append(ev)
             if self.script.delay_s:
                 time.sleep(self.script.delay_s)
@@ -180,6 +217,19 @@ def summarize(events: list[RoundEvent], s: Settings, stop: str, prompt: int) -> 
              for p in ("draft", "verify", "sample", "cache", "other")}
     e2e = sum(e.timings.total for e in events) + 0.25
     tvs = [e.tv for e in events if e.tv is not None]
+    tallies: dict[str, PositionTally] = {}
+    for e in events:
+        if e.source:
+            tallies.setdefault(e.source, PositionTally()).observe(e.proposed, e.accepted)
+    per_source: dict[str, dict] = {
+        name: {"rounds": t.rounds, "proposed": t.proposed, "accepted": t.accepted,
+               "acceptance": t.acceptance, "mean_accepted_length": t.mean_accepted_length,
+               "per_position_acceptance": list(t.reached_rates())}
+        for name, t in tallies.items()
+    }
+    steps = sum(1 for e in events if not e.source) if s.mode == "speculative" else 0
+    if per_source or steps:
+        per_source["none"] = {"rounds": steps}
     return RunSummary(
         mode=s.mode, tokens=tokens, rounds=len(events), prompt_tokens=prompt,
         prefill_tokens=prompt, proposed=proposed, accepted=accepted,
@@ -188,6 +238,7 @@ def summarize(events: list[RoundEvent], s: Settings, stop: str, prompt: int) -> 
         e2e_s=e2e, ttft_s=0.25, decode_tok_s=tokens / (e2e - 0.25) if tokens else 0.0,
         phase_s=phase, mean_tv=sum(tvs) / len(tvs) if tvs else None, traced=True,
         stop_reason=stop, token_ids=tuple(t.id for e in events for t in e.tokens),
+        per_source=per_source,
     )
 
 

@@ -7,10 +7,11 @@ from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
-from tests.tui.conftest import Script, chat, ready, summarize, wait_for
+from tests.tui.conftest import WORDS, Script, chat, ready, summarize, wait_for
+from tui.app import CPU_NOTE, default_settings
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
-from tui.transcript import REJECTED
-from tui.widgets.chat import AssistantMessage
+from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
+from tui.widgets.chat import AssistantMessage, Legend
 from tui.widgets.panels import KernelsPanel, RoundsPanel
 
 SIZE = (160, 45)
@@ -113,6 +114,9 @@ KEY_CASES = [
     (["a", "a"], "rule", "lossless"),
     (["o"], "policy", "acceptance-rate"),
     (["o", "o"], "policy", "accepted-length"),
+    (["d"], "draft_source", "lookup"),
+    (["d", "d"], "draft_source", "hybrid"),
+    (["d", "d", "d"], "draft_source", "model"),
 ]
 
 
@@ -145,6 +149,7 @@ TYPING_CASES = [
     ("alt+m", "mode", "target-only"),
     ("alt+a", "rule", "greedy"),
     ("alt+o", "policy", "acceptance-rate"),
+    ("alt+d", "draft_source", "lookup"),
 ]
 
 
@@ -226,6 +231,8 @@ async def test_help_and_palette(make_app) -> None:
         assert "Cycle mode: target-only, draft-only, speculative" in commands
         commands["Tv budget +0.25"].callback()
         assert app.settings.tv_budget == 0.25
+        commands["Cycle the draft source: model, lookup, hybrid"].callback()
+        assert app.settings.draft_source == "lookup"
         commands["Show the Kernels panel"].callback()
         assert app.query_one(TabbedContent).active == "kernels"
 
@@ -325,7 +332,7 @@ async def test_header_names_pair_and_backend(make_app) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert "SmolLM2-135M (fake)" in app.sub_title
-        assert "self:bits=3 (fake)" in app.sub_title and "cpu" in app.sub_title
+        assert "self:bits=3 (fake)" in app.sub_title and "metal" in app.sub_title
         assert not app.query_one("#banner", Static).display
 
 
@@ -544,3 +551,136 @@ def test_command_line_unknown_profile_is_one_sentence(profiles) -> None:
                               profiles_dir=str(profiles))
     with pytest.raises(UserError, match="no profile named 'nope'"):
         build_app(args)
+
+
+# ---------------------------------------------------------------------------------- draft sources
+
+
+async def test_d_switches_the_draft_source_from_the_next_round(make_app, script: Script) -> None:
+    script.rounds, script.delay_s = 400, 0.02
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "go"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await pilot.press("alt+d")  # while typing: model -> lookup
+        seen_at_press = len(script.seen)
+        await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 6)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert script.seen[0].draft_source == "model"
+        assert script.seen[-1].draft_source == "lookup"  # the engine read the new source
+        sources = {ev.source for ev in app.stats.rounds}
+        assert {"model", "lookup"} <= sources
+        assert "lookup" in str(app.query_one("#status", Static).render())
+
+
+def colour(origin: str) -> tuple[int, int, int]:
+    return tuple(ORIGIN_STYLES[origin].color.get_truecolor())
+
+
+def shown_colours(msg: AssistantMessage, struck: bool = False) -> set[tuple[int, int, int]]:
+    """The colours on screen in a message's body (struck through ones, or the others)."""
+    return {tuple(span.style.foreground.rgb) for span in msg._body.render().spans
+            if bool(span.style.strike) == struck and span.style.foreground is not None}
+
+
+async def test_copied_tokens_have_their_own_colour(make_app) -> None:
+    app = make_app(Settings(draft_source="hybrid"))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        msg = app.query_one(AssistantMessage)
+        origins = [p.origin for p in msg.transcript.pieces]
+        assert "copied" in origins and "accepted" in origins
+        assert colour("copied") != colour("accepted")
+        assert {colour("copied"), colour("accepted")} <= shown_colours(msg)
+        await blur_input(pilot)
+        await pilot.press("r")
+        # the fake's lookup rounds 1 and 4 and model rounds 2, 3 and 6 threw drafts away
+        assert shown_colours(msg, struck=True) == {colour(REJECTED), colour(REJECTED_COPY)}
+        legend = str(app.query_one(Legend).render())
+        assert "copied" in legend and "copy" in legend
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        help_text = "".join(seg.text for seg in app.console.render(app.screen._content))
+        assert "copied" in help_text and "cycle the draft source" in help_text
+
+
+def _source_rows(app) -> dict[str, list[str]]:  # noqa: ANN001
+    table = app.query_one("#source-table", DataTable)
+    rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+    return {r[0]: r[1:] for r in rows}
+
+
+async def test_acceptance_panel_per_source_and_where_the_copy_came_from(
+    make_app, script: Script
+) -> None:
+    script.rounds = 6  # the last copy is round 5's, taken from this answer's own tokens
+    app = make_app(Settings(draft_source="hybrid"))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        app.show_panel("acceptance")
+        await pilot.pause()
+        # hybrid: lookup copies in rounds 0, 1, 4, 5 (kept 4, 3, 1, 4 of 4), the model drafts
+        # in rounds 2, 3 (kept 0, 3 of 4); columns: rounds, drafts/round, hit rate, mean
+        # accepted length, acceptance
+        assert _source_rows(app) == {
+            "lookup": ["4", "4.0", "67%", "3.00", "75%"],
+            "model": ["2", "4.0", "33%", "1.50", "38%"],
+        }
+        origin = str(app.query_one("#copy-origin", Static).render())
+        assert "4 tokens from this answer, token 1" in origin
+        # second turn, copying from the user's new message (3rd of the conversation)
+        script.rounds = 5
+        await chat(pilot, "second")
+        await pilot.pause()
+        assert app.last_copy is not None and app.last_copy.where() == "your message 3"
+        word = WORDS[1 + len("second") % 20]
+        origin = str(app.query_one("#copy-origin", Static).render())
+        assert "1 token from your message 3, token 0" in origin and word in origin
+        # the table counts the whole session: 4 + 3 lookup rounds, 2 + 2 model rounds
+        rows = _source_rows(app)
+        assert rows["lookup"][0] == "7" and rows["model"][0] == "4"
+
+
+async def test_lookup_alone_counts_target_steps_against_its_hit_rate(make_app) -> None:
+    app = make_app(Settings(draft_source="lookup"))
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        app.show_panel("acceptance")
+        await pilot.pause()
+        rows = _source_rows(app)
+        assert list(rows) == ["lookup", "target step"]
+        assert rows["lookup"][:3] == ["4", "4.0", "50%"]
+        assert rows["target step"][:3] == ["4", "-", "50%"]
+        msg = app.query_one(AssistantMessage)
+        assert {p.origin for p in msg.transcript.pieces} >= {"copied", "target"}
+        assert "accepted" not in {p.origin for p in msg.transcript.pieces}
+
+
+async def test_cpu_backend_says_speculation_cannot_pay(make_app, script: Script) -> None:
+    script.backend = "cpu"
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        banner = app.query_one("#banner", Static)
+        assert banner.display
+        text = str(banner.render())
+        assert text == CPU_NOTE and "cannot pay" in text and text.count(". ") == 0
+        await blur_input(pilot)
+        await pilot.press("m")  # target-only: nothing to say
+        assert not banner.display
+        await pilot.press("m", "m")  # back to speculative
+        assert banner.display
+
+
+def test_first_run_defaults_to_hybrid_cost_aware_drafting() -> None:
+    import argparse
+
+    from tui.app import build_app
+
+    args = argparse.Namespace(target=None, draft=None, profile=None, profiles_dir=None)
+    app = build_app(args)
+    assert (app.settings.draft_source, app.settings.policy) == ("hybrid", "cost-aware")
+    assert app.settings == default_settings()

@@ -66,6 +66,12 @@ def test_acceptance_panel(snap_compare, make_app) -> None:
     assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(panel("acceptance")))
 
 
+def test_acceptance_panel_hybrid_sources(snap_compare, make_app) -> None:
+    """Lookup and model rows, and the message the last copy came from."""
+    assert snap_compare(make_app(Settings(draft_source="hybrid")), terminal_size=BIG,
+                        run_before=after_chat(rejected_on, panel("acceptance")))
+
+
 def test_kernels_panel_with_curve(snap_compare, make_app) -> None:
     assert snap_compare(
         make_app(), terminal_size=BIG, run_before=after_chat(calibrate, panel("kernels"))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from core.events import CommittedToken, PhaseTimings, RoundEvent
+from core.events import ORIGINS, CommittedToken, PhaseTimings, RoundEvent
+from core.settings import Settings
 from tui.bridge import CurveInfo
+from tui.copies import PromptLayout, locate_copy
 from tui.stats import RoundStats
-from tui.transcript import REJECTED, Transcript
+from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, REJECTED_COPY, Transcript
 from tui.widgets.panels import curve_rows, position_bars, round_bars
 
 # A byte-level vocabulary: "é" is two tokens, "日" three, like byte-level BPE fallbacks.
@@ -117,3 +121,97 @@ def test_position_bars_and_curve_rows() -> None:
     assert [str(r[5]) for r in rows] == ["", "◀ pred", "◀ meas"]
     assert str(rows[2][3]) == "qmm"
     assert "reverse" in str(rows[1][0].style)
+
+
+# ---------------------------------------------------------------------------------- sources
+
+
+def src(index: int, source: str, proposed: int, accepted: int, copied_from=None) -> RoundEvent:  # noqa: ANN001
+    """A round of a draft source: `accepted` kept drafts, then a correction or a bonus."""
+    origin = "copied" if source == "lookup" else "accepted"
+    toks = [(1, origin)] * accepted + [(8, "corrected" if accepted < proposed else "bonus")]
+    ev = rnd(index, toks, rejected=(9,) * (proposed - accepted), proposed=proposed,
+             accepted=accepted)
+    return dataclasses.replace(ev, source=source, copied_from=copied_from)
+
+
+def test_stats_count_each_draft_source_and_the_plain_steps() -> None:
+    st = RoundStats()
+    st.add(src(0, "lookup", 6, 6, copied_from=3))
+    st.add(src(1, "model", 4, 1))
+    st.add(src(2, "lookup", 4, 0, copied_from=5))  # a copy the target refused: not "kept"
+    st.add(rnd(3, [(1, "target")]), speculative=True)  # nothing to copy: a target step
+    st.add(src(4, "model", 4, 3))
+    st.add(rnd(5, [(1, "target")]), speculative=False)  # target-only mode: no source's miss
+    rows = {r.name: r for r in st.sources.rows()}
+    assert list(rows) == ["lookup", "model", "none"]
+    assert st.sources.speculative_rounds == 5
+    lookup, model, none = rows["lookup"], rows["model"], rows["none"]
+    assert (lookup.rounds, lookup.proposed, lookup.hit_rate) == (2, 10, pytest.approx(2 / 5))
+    assert lookup.drafts_per_round == pytest.approx(5.0)
+    assert lookup.acceptance == pytest.approx(6 / 10)
+    assert lookup.mean_accepted_length == pytest.approx(3.0)
+    assert (model.rounds, model.hit_rate, model.acceptance) == (2, pytest.approx(2 / 5),
+                                                                pytest.approx(4 / 8))
+    assert (none.rounds, none.hit_rate, none.drafts_per_round) == (1, pytest.approx(1 / 5), None)
+    assert st.sources.last_copy is not None and st.sources.last_copy.index == 0
+    # the run's totals are still over every source
+    assert (st.proposed, st.accepted) == (18, 10)
+
+
+def test_recorded_rounds_take_the_target_steps_from_the_summary() -> None:
+    from tests.tui.conftest import summarize
+
+    events = [src(0, "lookup", 2, 2, copied_from=1), rnd(1, [(1, "target")])]
+    summary = summarize(events, Settings(draft_source="lookup"), "length", 3)
+    st = RoundStats.from_rounds(events, summary)
+    assert [(r.name, r.rounds) for r in st.sources.rows()] == [("lookup", 1), ("none", 1)]
+    assert st.sources.hit_rate("lookup") == pytest.approx(0.5)
+
+
+def test_rejected_copies_are_coloured_apart_from_rejected_model_drafts() -> None:
+    tr = Transcript(byte_decode)
+    tr.add_round(src(0, "lookup", 2, 1))
+    tr.add_round(src(1, "model", 2, 1))
+    assert [p.origin for p in tr.pieces] == ["copied", REJECTED_COPY, "corrected", "accepted",
+                                             REJECTED, "corrected"]
+    shown = tr.render(True)
+    styles = [s.style for s in shown.spans]
+    assert ORIGIN_STYLES["copied"] in styles
+    assert ORIGIN_STYLES[REJECTED_COPY] != ORIGIN_STYLES[REJECTED]
+    assert ORIGIN_STYLES[REJECTED_COPY].strike and ORIGIN_STYLES[REJECTED].strike
+    assert tr.render(False).plain == "caf!caf!"
+    assert set(ORIGINS) <= set(ORIGIN_STYLES) and set(ORIGINS) <= set(ORIGIN_HELP)
+
+
+def test_every_origin_has_a_style_in_the_headless_chat() -> None:
+    from core.chat import ORIGIN_STYLE
+
+    assert set(ORIGINS) <= set(ORIGIN_STYLE)
+    assert len(set(ORIGIN_STYLE.values())) == len(ORIGIN_STYLE)  # each its own colour
+
+
+def test_locate_copy_names_the_message_and_its_words() -> None:
+    words = {i: f" w{i}" for i in range(100)}
+
+    def decode(ids) -> str:  # noqa: ANN001
+        return "".join(words[i] for i in ids)
+
+    # system 0..4, user 5..19, assistant 20..29, user 30..39; 40..41 the answer's header
+    layout = PromptLayout(tuple(range(42)), ((0, 5), (5, 20), (20, 30), (30, 40)),
+                          ("system", "user", "assistant", "user"))
+    hit = locate_copy(12, 3, layout, [], decode)
+    assert (hit.message, hit.role, hit.offset, hit.length) == (1, "user", 7, 3)
+    assert hit.where() == "your message 2"
+    assert hit.before == " w8 w9 w10 w11" and hit.text == " w12 w13 w14"
+    # a copy running past the message's end shows only the message's words
+    edge = locate_copy(28, 6, layout, [], decode)
+    assert edge.where() == "the assistant's message 3" and edge.text == " w28 w29"
+    assert locate_copy(2, 1, layout, [], decode).where() == "the system prompt"
+    # past the prompt: the answer being written, indexed from its first token
+    own = locate_copy(44, 2, layout, [70, 71, 72, 73, 74], decode)
+    assert (own.message, own.offset, own.where()) == (None, 2, "this answer")
+    assert own.before == " w70 w71" and own.text == " w72 w73"
+    # without a layout or a tokenizer it still says where, and never fails
+    assert locate_copy(3, 2, None, [5, 6, 7, 8], None).where() == "this answer"
+    assert locate_copy(3, 2, None, [5, 6, 7, 8], None).text == ""

@@ -13,7 +13,14 @@ from textual.widgets import Static
 
 from core.events import RunSummary
 from tui.stats import RoundStats
-from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, Decode, Transcript
+from tui.transcript import (
+    ORIGIN_HELP,
+    ORIGIN_STYLES,
+    REJECTED,
+    REJECTED_COPY,
+    Decode,
+    Transcript,
+)
 
 
 class Legend(Static):
@@ -21,10 +28,12 @@ class Legend(Static):
 
     def render_legend(self, show_rejected: bool) -> None:
         text = Text()
-        for origin in ("accepted", "corrected", "bonus", "target", "draft"):
+        for origin in ("accepted", "copied", "corrected", "bonus", "target", "draft"):
             text.append("■ ", ORIGIN_STYLES[origin])
             text.append(origin + "  ")
         text.append("rejected", ORIGIN_STYLES[REJECTED])
+        text.append("/")
+        text.append("copy", ORIGIN_STYLES[REJECTED_COPY])
         text.append(" shown (r)" if show_rejected else " hidden (r)", "dim")
         self.update(text)
         self.tooltip = "\n".join(f"{k}: {v}" for k, v in ORIGIN_HELP.items())

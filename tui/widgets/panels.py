@@ -19,7 +19,8 @@ from textual.widgets.option_list import Option
 from core.events import RunSummary
 from core.settings import Settings
 from tui.bridge import CurveInfo, PairInfo
-from tui.stats import SHOWN_PHASES, RoundStats
+from tui.copies import CopyOrigin
+from tui.stats import SHOWN_PHASES, RoundStats, SourceRow, SourceStats
 
 PHASE_COLOURS = {
     "draft": "orchid",
@@ -144,11 +145,47 @@ def position_bars(stats: RoundStats, width: int = 24) -> Text:
     return out
 
 
+SOURCE_STYLES = {"model": "green3", "lookup": "medium_turquoise", "none": "grey70"}
+
+
+def source_cells(row: SourceRow) -> tuple[Text | str, ...]:
+    """One row of the per-source table: proposals per round, hit rate, accepted length, rate."""
+    name = "target step" if row.name == "none" else row.name
+    return (
+        Text(name, SOURCE_STYLES.get(row.name, "bold")),
+        str(row.rounds),
+        _num(row.drafts_per_round, "{:.1f}"),
+        _pct(row.hit_rate),
+        _num(row.mean_accepted_length, "{:.2f}"),
+        _pct(row.acceptance),
+    )
+
+
+def copy_origin_text(origin: CopyOrigin | None) -> Text:
+    """Where the last accepted copied run came from: the message, and a few of its words."""
+    if origin is None:
+        return Text("no copied tokens accepted yet (d cycles the draft source)", "dim")
+    out = Text()
+    out.append("last accepted copy ", "dim")
+    out.append(f"{origin.length} token{'s' if origin.length != 1 else ''}", "bold")
+    out.append(" from ", "dim")
+    out.append(origin.where(), "bold")
+    out.append(f", token {origin.offset}\n", "dim")
+    if origin.before or origin.text:
+        out.append("  …" + origin.before.replace("\n", "⏎"), "dim")
+        out.append(origin.text.replace("\n", "⏎"), "bold medium_turquoise")
+        out.append("…", "dim")
+    return out
+
+
 class AcceptancePanel(VerticalScroll):
     """Acceptance rate, per-position acceptance, mean accepted length, and k over time."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="acc-summary")
+        yield Label("per draft source, this session", classes="section")
+        yield DataTable(id="source-table", cursor_type="none", zebra_stripes=True)
+        yield Static(id="copy-origin")
         yield Label("acceptance by draft position", classes="section")
         yield Static(id="acc-positions")
         yield Label("k proposed per round", classes="section")
@@ -157,9 +194,24 @@ class AcceptancePanel(VerticalScroll):
         yield Sparkline([], id="accepted-spark")
 
     def on_mount(self) -> None:
+        sources = self.query_one("#source-table", DataTable)
+        sources.add_columns("source", "rounds", "k/round", "hit rate", "acc len", "accept")
+        sources.tooltip = ("k/round: drafts proposed per round it proposed in; hit rate: its "
+                           "rounds over the speculative-mode rounds; acc len: drafts kept per "
+                           "round; accept: kept over proposed. Target steps: rounds where no "
+                           "source had anything to propose.")
         self.show(RoundStats())
 
-    def show(self, stats: RoundStats) -> None:
+    def show(self, stats: RoundStats, sources: SourceStats | None = None,
+             last_copy: CopyOrigin | None = None) -> None:
+        """`sources`: the session's per-source counts (default: this run's)."""
+        table = self.query_one("#source-table", DataTable)
+        table.clear()
+        rows = (sources if sources is not None else stats.sources).rows()
+        for row in rows:
+            table.add_row(*source_cells(row))
+        table.display = bool(rows)
+        self.query_one("#copy-origin", Static).update(copy_origin_text(last_copy))
         s = stats.summary
         acc = s.acceptance if s is not None and s.acceptance is not None else stats.acceptance
         mal = stats.mean_accepted_length
@@ -284,7 +336,7 @@ class KernelsPanel(VerticalScroll):
 
 SETTING_KEYS = ("mode", "rule", "tv_budget", "k", "policy", "k_min", "k_max", "temperature",
                 "top_p", "repetition_penalty", "seed", "max_tokens", "traced", "bonus",
-                "dispatch", "verify_attention")
+                "dispatch", "verify_attention", "draft_source", "lookup_min_match")
 
 
 @dataclasses.dataclass
