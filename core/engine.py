@@ -94,6 +94,9 @@ class Engine:
         self.speculation_ok = self.speculation_reason is None
         self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
         self._lookup_min_match = Settings().lookup_min_match
+        # core.distributed.Spmd when the target is sharded over ranks that each run this loop:
+        # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
+        self.spmd: Any | None = None
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -146,6 +149,8 @@ class Engine:
 
     def set_cost_curve(self, curve: Any) -> None:
         """A VerifyCostCurve for the cost-aware policy (from core.dispatch.calibrate)."""
+        if curve is not None and self.spmd is not None:
+            curve = self.spmd.agree_curve(curve)  # every rank prices with rank 0's numbers
         self.cost_curve = curve
 
     def drafter(self, name: str) -> Drafter:
@@ -272,22 +277,33 @@ class Engine:
             # Outside the round, so its timings and the policy's observed costs stay its own.
             totals.draft_catch_up = max(totals.draft_catch_up, drafter.catch_up(seq, s.prefill_chunk))
             ev = self._speculative_round(seq, s, k, key, totals.rounds, drafter)
-            policy.observe(ev.proposed, ev.accepted, ev.timings.total)
+            policy.observe(ev.proposed, ev.accepted, self._observed_s(ev))
             yield ev
             return
 
-        def stop_before_next() -> bool:
+        def drafts_next() -> bool:
+            """After each target step: would the next round draft (the route changed, or the
+            policy now wants k > 0)? Then the step already queued is the last one."""
             if policy is not None and policy.next_k() > 0:
                 return True
-            return router.may_route_after(seq)
+            return router.route(seq) != name
 
         for ev in self._single_model_rounds(
             seq, s, "target-only", key, totals.rounds, remaining, source, cancel,
-            stop_before=stop_before_next,
+            stop_after=drafts_next,
         ):  # fmt: skip
             if policy is not None:
-                policy.observe(0, 0, ev.timings.total)
+                policy.observe(0, 0, self._observed_s(ev))
             yield ev
+
+    def _observed_s(self, ev: RoundEvent) -> float | None:
+        """A round's seconds for its policy; none on a sharded target, where each rank's clock
+        differs and k must not (cost-aware then prices from the shared calibration alone)."""
+        return ev.timings.total if self.spmd is None else None
+
+    def _agreed(self, x: mx.array) -> mx.array:
+        """`x` as rank 0 has it, on every rank of a sharded target (lazy: no sync); else `x`."""
+        return x if self.spmd is None else self.spmd.agree(x)
 
     def _policy_for(self, s: Settings, context: int, drafter: Drafter) -> Policy:
         """The policy these settings name for this source, kept across rounds and chat turns
@@ -320,7 +336,7 @@ class Engine:
     def _ensure_curve(self, s: Settings, context: int) -> None:
         """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""
         if self._curve_missing(s):
-            self.cost_curve = self._quick_calibration(s, context)
+            self.set_cost_curve(self._quick_calibration(s, context))
 
     def _fallback_reason(self, s: Settings) -> str | None:
         """Checked before any work, so an unknown source is a sentence, not a half run."""
@@ -406,7 +422,7 @@ class Engine:
         proposal = drafter.propose(
             DraftRequest(seq, k, V, cfg, keys[:k], hist, compiled=s.fused_draft)
         )
-        draft_arr = proposal.tokens
+        draft_arr = self._agreed(proposal.tokens)  # every rank verifies the same drafts
         k = proposal.k
         timer.mark("draft", draft_arr)
 
@@ -428,10 +444,10 @@ class Engine:
             p = to_probs(logits, cfg)
             q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
             verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[-1])
-        packed = mx.concatenate(
+        packed = self._agreed(mx.concatenate(
             [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
              verdict.next_token.reshape(1).astype(mx.int32)]
-        )
+        ))  # fmt: skip
         mx.eval(packed, verdict.tv_sum)
         vals = packed.tolist()
         tv_sum = float(verdict.tv_sum.item())
@@ -495,7 +511,7 @@ class Engine:
         budget: int,
         source: Callable[[], Settings],
         cancel: threading.Event | None,
-        stop_before: Callable[[], bool] | None = None,
+        stop_after: Callable[[], bool] | None = None,
     ) -> Iterator[RoundEvent]:
         """One token per round from one model, pipelined, traced or not.
 
@@ -504,8 +520,9 @@ class Engine:
         forward and sampling would cost that overlap (about 30% of a 7B step on the H200), so a
         traced round charges its whole time, read to read, to the forward's phase: sampling is
         part of the same device graph. The loop hands control back when the settings change,
-        so a key applies from the next round, and when `stop_before()` says the next round
-        may draft (checked before the next step is queued, so no step is thrown away).
+        so a key applies from the next round, and when `stop_after()` (asked after each token
+        is committed) says the next round would draft: the step already queued is then read
+        as the last token, so no step is thrown away and the pipeline never waits on the host.
         """
         st = self._target if mode == "target-only" else self._draft
         assert st is not None
@@ -522,16 +539,14 @@ class Engine:
             if hist is not None:
                 logits = penalize(logits, hist, cfg)
             if cfg.greedy:
-                return mx.argmax(logits, axis=-1)
-            return sample(to_probs(logits, cfg), k)
+                return self._agreed(mx.argmax(logits, axis=-1))
+            return self._agreed(sample(to_probs(logits, cfg), k))
 
         def window(hist: mx.array | None, y: mx.array) -> mx.array | None:
             return None if hist is None else mx.concatenate([hist, y])[-ctx_n:]
 
         def wants_more(produced: int) -> bool:
             if produced + 1 >= budget or (cancel is not None and cancel.is_set()):
-                return False
-            if stop_before is not None and stop_before():
                 return False
             return source() == s  # a changed setting hands control back to generate()
 
@@ -543,8 +558,9 @@ class Engine:
         st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
+        last = False  # stop_after() said so: the step already queued is the final one
         while True:
-            more = wants_more(produced)
+            more = not last and wants_more(produced)
             nxt = None
             if more:
                 key, kn = mx.random.split(key)
@@ -572,6 +588,7 @@ class Engine:
                 # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
                 st.rewind(seq[:-1], max(len(seq) - 2, 0))
                 return
+            last = stop_after is not None and stop_after()
             timer = RoundTimer(s.traced)
             hist = window(hist, y)
             assert nxt is not None  # `more` held

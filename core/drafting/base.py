@@ -78,10 +78,6 @@ class Drafter(Protocol):
         hybrid routes), or None when there is nothing to propose (a plain target step)."""
         ...
 
-    def may_route_after(self, seq: Sequence[int]) -> bool:
-        """Whether one more committed token could make `route` non-None: a pipelined target
-        step stops to look only then (a model always can; a lookup only near a repeat)."""
-        ...
 
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
         """Before a drafting round, outside its timer: absorb the committed tokens `seq` (a

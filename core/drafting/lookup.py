@@ -49,11 +49,6 @@ class LookupDrafter:
         self.catch_up(seq)
         return self.name if self.index.repeat_length() >= self.min_match else None
 
-    def may_route_after(self, seq: Sequence[int]) -> bool:
-        """Whether one more token could make a repeat of min_match: a new repeat is at most one
-        longer than the current one, so below min_match - 1 a pipelined step need not stop."""
-        self.catch_up(seq)
-        return self.index.repeat_length() + 1 >= self.min_match
 
     def propose(self, request: DraftRequest) -> Proposal:
         self.catch_up(request.seq)
@@ -105,9 +100,6 @@ class HybridDrafter:
 
     def route(self, seq: Sequence[int]) -> str | None:
         return self.lookup.route(seq) or self.model.name
-
-    def may_route_after(self, seq: Sequence[int]) -> bool:
-        return True
 
     def _pick(self, seq: Sequence[int]) -> Any:
         return self.lookup if self.lookup.route(seq) else self.model

@@ -44,8 +44,6 @@ class ModelDrafter:
     def route(self, seq: Sequence[int]) -> str | None:
         return self.name  # a model always has something to propose
 
-    def may_route_after(self, seq: Sequence[int]) -> bool:
-        return True
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
         return self.state_.catch_up(seq, chunk)

@@ -30,8 +30,6 @@ class FixedTokensDrafter:
     def route(self, seq: Sequence[int]) -> str | None:
         return self.name
 
-    def may_route_after(self, seq: Sequence[int]) -> bool:
-        return True
 
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
         todo = list(seq[len(self.seen) :])

@@ -80,9 +80,6 @@ def test_lookup_drafter_proposes_only_from_a_long_enough_repeat() -> None:
     assert p.host == (7, 0, 4) and p.q is None and p.origin == "copied" and p.copied_from == 3
     assert LookupDrafter(min_match=4).route(seq) is None
     assert LookupDrafter(min_match=4).propose(request(3)).k == 0
-    # (A drafter trusts that each call extends what it indexed: the engine rewinds it first.)
-    assert LookupDrafter(3).may_route_after([1, 2, 3, 1]) is False  # 1 + 1 < 3
-    assert LookupDrafter(3).may_route_after([1, 2, 3, 1, 2]) is True
 
 
 # -- in the engine -----------------------------------------------------------------------------

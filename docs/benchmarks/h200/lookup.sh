@@ -13,15 +13,16 @@ export PYTHONUNBUFFERED=1
 T=${TOKENS:-256}
 PROMPTS=${PROMPTS:-"code-edit-pasted rewrite-paragraph creative-seed-vault"}
 TEMPS=${TEMPS:-"0.0 0.7"}
+TAG=${TAG:-lookup}
+ROWS=${ROWS:-"--profile target-only --profile lossless-fixed-4:bonus=true --profile lookup --profile hybrid-cost-aware"}
 for temp in $TEMPS; do
   for p in $PROMPTS; do
-    name="lookup-$p-t$temp"
+    name="$TAG-$p-t$temp"
     python3 -m core.cli bench --target default --draft self:bits=4 --prompt-name "$p" \
       --tokens "$T" --seeds 3 --invocations 1 --warmup 1 --temperature "$temp" \
       --repetition-penalty 1.0 \
-      --profile target-only --profile lossless-fixed-4:bonus=true \
-      --profile lookup --profile hybrid-cost-aware \
+      $ROWS \
       --json "$W/$name.json" --markdown "$W/$name.md" 2>&1 | tee "$W/$name.log" | tail -12
-    tar -czf "$OUT/lookup.tgz" -C "$W" .
+    tar -czf "$OUT/$TAG.tgz" -C "$W" .
   done
 done
