@@ -37,7 +37,7 @@ bench() {  # bench NAME TOKENS [bench flags...]
   local name="$REGIME-$1" tokens=$2; shift 2
   python3 -m core.cli bench $M --prompt-name creative-800 --tokens "$tokens" --seeds "${SEEDS:-3}" \
     --invocations 1 --warmup 1 "$@" \
-    --json "$W/$name.json" --markdown "$W/$name.md" 2>&1 | tee "$W/$name.log"
+    --json "$W/$name.json" --markdown "$W/$name.md" 2>&1 | tee "$W/$name.log" "$OUT/$name.log"
   cp "$W/$name.md" "$OUT/" 2>/dev/null
   tar -czf "$OUT/edition2-$REGIME.tgz" -C "$W" .
 }
