@@ -85,19 +85,22 @@ def chat_settings(args: argparse.Namespace) -> Settings:
 
 def run_chat_cli(args: argparse.Namespace) -> int:
     """Load the pair, answer one prompt with colour by origin, print the summary."""
+    from core.distributed import current_spmd
     from core.engine import Engine
     from core.models import chat_prompt_ids, load_pair
 
+    spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone prints
     err = Console(stderr=True)
     out = Console()
     settings = chat_settings(args)
     with err.status(f"loading {settings.target} + {settings.draft}"):
-        pair = load_pair(settings.target, settings.draft, progress=True)
+        load = load_pair if spmd is None else spmd.load_pair
+        pair = load(settings.target, settings.draft, progress=True)
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer
     ids = chat_prompt_ids(tok, [{"role": "user", "content": args.prompt}])
-    engine = Engine.from_pair(pair)
+    engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     detok = tok.detokenizer
     detok.reset()
     summary = None

@@ -78,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command is None:
+            from core.distributed import refuse_app_when_launched
+
+            refuse_app_when_launched()  # under mlx.launch: chat and bench only, in one sentence
             from tui.app import run_app  # the only Textual import on this path
 
             return run_app(args)
@@ -109,6 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"specdec-tui: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # under mlx.launch: a collective whose peer went away
+        from core.distributed import lost_peer_sentence
+
+        if (why := lost_peer_sentence(exc)) is None:
+            raise
+        print(f"specdec-tui: {why}", file=sys.stderr)
+        return 3
     return 2
 
 

@@ -14,7 +14,8 @@ from typing import Any
 # draft it accepted, its correction after a rejection, its bonus after a full acceptance, or
 # one model alone.
 ORIGINS = ("accepted", "copied", "corrected", "bonus", "target", "draft")
-PHASES = ("draft", "verify", "sample", "cache", "other")
+# "comm": time inside collectives on a sharded target (core/distributed.py), traced rounds only.
+PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,9 @@ class CommittedToken:
 
 @dataclass(frozen=True)
 class PhaseTimings:
-    """Seconds per phase of one round. Untraced rounds know only `total`."""
+    """Seconds per phase of one round. Untraced rounds know only `total`. `comm` is carved
+    out of the phase it happened in (verify, mostly); 0.0 in runs recorded before it existed,
+    and last, so positional construction keeps its meaning."""
 
     draft: float = 0.0
     verify: float = 0.0
@@ -35,6 +38,7 @@ class PhaseTimings:
     cache: float = 0.0
     other: float = 0.0
     total: float = 0.0
+    comm: float = 0.0
 
     def as_ms(self) -> dict[str, float]:
         return {p: getattr(self, p) * 1e3 for p in (*PHASES, "total")}

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from core.acceptance import PositionTally
 from core.events import RoundEvent, RunSummary
 
-SHOWN_PHASES = ("draft", "verify", "sample", "cache", "other")
+# "comm" is nonzero only for a target sharded over ranks (core/distributed.py); see phases_shown
+SHOWN_PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
 
 
 @dataclass
@@ -204,6 +205,10 @@ class RoundStats:
     @property
     def traced(self) -> bool:
         return any(ev.traced for ev in self.rounds)
+
+    def phases_shown(self) -> tuple[str, ...]:
+        """SHOWN_PHASES less comm while no collective was timed (any run on one process)."""
+        return tuple(p for p in SHOWN_PHASES if p != "comm" or self.phases["comm"].total > 0)
 
     def share(self, phase: str) -> float:
         """Fraction of traced time spent in `phase`."""

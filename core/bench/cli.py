@@ -25,6 +25,7 @@ from core.bench.prompts import (
 from core.bench.protocol import run_protocol
 from core.bench.report import print_table
 from core.bench.results import BenchSetting, describe
+from core.distributed import rank0_only
 from core.drafting import registry
 from core.settings import DISPATCH, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
 
@@ -202,6 +203,7 @@ def _check_output_paths(args: argparse.Namespace) -> None:
             raise BenchError(f"--{flag} {value} is a folder, not a file.")
 
 
+@rank0_only  # launched over ranks: one report, not one per rank
 def _write(path: str, text: str) -> None:
     """A report file, replaced whole or not at all (a reader never sees half a report)."""
     dest = Path(path).expanduser()
@@ -241,13 +243,16 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         err.print(
             f"[yellow]settings name different models; all rows run on {target} / {draft}[/yellow]"
         )
+    from core.distributed import current_spmd
     from core.engine import Engine
     from core.models import load_pair
 
+    spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     needs_draft = args.peer is not None or any(b.settings.mode != "target-only" for b in rows)
     with err.status(f"loading {target} / {draft}"):
-        pair = load_pair(target, draft if needs_draft else None)
-        engine = Engine.from_pair(pair)
+        load = load_pair if spmd is None else spmd.load_pair
+        pair = load(target, draft if needs_draft else None)
+        engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     if pair.draft is not None and not pair.speculation_ok:
         err.print(f"[yellow]{pair.speculation_reason}[/yellow]")
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)

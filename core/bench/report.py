@@ -169,18 +169,21 @@ def report_markdown(report: BenchReport) -> str:
         out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")
+        # comm (collectives of a sharded target, core/distributed.py) only when there was some
+        shown = [x for x in PHASES if x != "comm"
+                 or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]  # fmt: skip
         out.append(
-            "| Configuration | draft | verify | sample | cache | other | prefill + outside rounds "
+            "| Configuration | " + " | ".join(shown) + " | prefill + outside rounds "
             "| traced E2E | tracing overhead | predicted kernel |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---" * (len(shown) + 5) + "|")
         for r in report.results:
             if not r.phase_ms:
                 continue
             ph = r.phase_ms
             out.append(
                 f"| {r.name} | "
-                + " | ".join(f"{ph[x]:.1f}" for x in PHASES)
+                + " | ".join(f"{ph.get(x, 0.0):.1f}" for x in shown)
                 + f" | {num(r.outside_rounds_ms, '.1f')}"
                 + f" | {secs(r.traced_e2e_s)} | {pct(r.tracing_overhead)} | {r.kernel or '-'} |"
             )

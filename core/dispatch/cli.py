@@ -115,7 +115,11 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     for name in ("rows", "repeats", "context"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
-    pair = load_pair(args.target or "default", args.draft)
+    from core.distributed import current_spmd, is_rank0
+
+    spmd = current_spmd()  # launched over ranks: the sharded target's curve, rank 0 prints
+    load = load_pair if spmd is None else spmd.load_pair
+    pair = load(args.target or "default", args.draft)
     console = Console()
     err = Console(stderr=True)
     with RichProgress(console=err, transient=True) as bar:
@@ -135,7 +139,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
         )
     console.print(curve_table(curve))
     console.print(curve_summary(curve))
-    if args.json:
+    if args.json and is_rank0():
         path = write_curve_json(curve, args.json)
         console.print(f"wrote {path}")
     return 0

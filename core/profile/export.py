@@ -55,6 +55,8 @@ def summary_metrics(run: RecordedRun) -> list[tuple[str, float | None]]:
     ]
     for phase in PHASES:
         value = s.phase_s.get(phase) if s.traced else None
+        if phase == "comm" and not value:
+            continue  # collectives: only runs of a sharded target have them
         rows.append((f"{phase} ms", None if value is None else value * 1e3))
     return rows
 

@@ -106,7 +106,7 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
         style = DIFF_STYLE if va and vb and va != vb else ""
         rows.append((Text(key, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), Text("")))
     ma, mb = dict(_metrics(a)), dict(_metrics(b))
-    labels = [label for label, _ in (_metrics(a) or _metrics(b))]
+    labels = list(dict.fromkeys(label for label, _ in (*_metrics(a), *_metrics(b))))
     for label in labels:
         va, vb = ma.get(label), mb.get(label)
         ratio = Text("-", "dim")

@@ -27,6 +27,7 @@ PHASE_COLOURS = {
     "verify": "dodger_blue1",
     "sample": "green3",
     "cache": "gold1",
+    "comm": "dark_orange",
     "other": "grey50",
 }
 BAR = "█"
@@ -44,9 +45,9 @@ def _num(value: float | None, fmt: str = "{:.3g}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def phase_legend() -> Text:
+def phase_legend(phases: tuple[str, ...] | None = None) -> Text:
     text = Text()
-    for p in SHOWN_PHASES:
+    for p in phases if phases is not None else RoundStats().phases_shown():
         text.append(BAR + BAR + " ", PHASE_COLOURS[p])
         text.append(p + "  ")
     return text
@@ -102,9 +103,10 @@ class RoundsPanel(VerticalScroll):
         # index (5) + bar + " 123.4ms R5  +3" (16) + scrollbar
         width = max(10, self.size.width - 23) if self.size.width else 30
         self.query_one("#round-bars", Static).update(round_bars(stats, self.BAR_ROUNDS, width))
+        self.query_one(".legend", Static).update(phase_legend(stats.phases_shown()))
         table = self.query_one("#phase-table", DataTable)
         table.clear()
-        for p in SHOWN_PHASES:
+        for p in stats.phases_shown():
             st = stats.phases[p]
             table.add_row(
                 Text(p, PHASE_COLOURS[p]),
