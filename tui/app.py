@@ -95,9 +95,13 @@ KEYS: tuple[Key, ...] = (
     Key("cycle_draft_source", "d", "alt+d", "d", "source",
         "cycle the draft source: model, lookup, hybrid"),
     Key("toggle_rejected", "r", "alt+r", "r", "rejected", "show rejected draft tokens"),
+    Key("toggle_plots", "v", "alt+v", "v", "plots", "plots or numbers in the Kernels and "
+        "Acceptance panels", show=False),
     Key("calibrate", "c", "alt+c", "c", "calibrate", "measure verify cost vs rows"),
     Key("bench", "b", "alt+b", "b", "bench", "benchmark protocol on the last prompt"),
     Key("switch_profile", "p", "alt+p", "p", "profiles", "switch to a saved profile"),
+    Key("compare_runs", "x", "alt+x", "x", "compare", "compare two runs side by side (this "
+        "session's and saved profiles)", show=False),
     Key("save_profile", "ctrl+s", "", "^s", "save", "save settings + recorded rounds as a profile"),
     Key("help", "question_mark", "f1", "? F1", "help", "keys and colours"),
 )
@@ -189,6 +193,7 @@ class SpecDecApp(App[int]):
         self.calibration_label: str | None = None
         self.fallback_reason: str | None = None  # from the last RunSummary
         self.benchmarking = False
+        self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
         self.flushes = 0
         self._flush_pending = False
 
@@ -334,6 +339,11 @@ class SpecDecApp(App[int]):
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
 
+    def action_toggle_plots(self) -> None:
+        self.show_plots = not self.show_plots
+        self.query_one(KernelsPanel).set_plots(self.show_plots)
+        self.query_one(AcceptancePanel).set_plots(self.show_plots)
+
     def watch_show_rejected(self, show: bool) -> None:
         self.query_one(Legend).render_legend(show)
         for msg in self.query(AssistantMessage):
@@ -456,6 +466,24 @@ class SpecDecApp(App[int]):
         # free variant, so a save never clobbers a profile the user did not mean.
         own = name == self.profile_name and store.toml_path(name).is_file()
         return store.save(profile, overwrite=own)
+
+    def action_compare_runs(self) -> None:
+        """Two runs side by side: this session's runs and the saved profiles, A and B."""
+        from tui.screens.compare import CompareScreen, live_run
+
+        env = dict(self.info.environment) if self.info is not None else {}
+        live = [live_run(i, record, env) for i, record in enumerate(self.runs)]
+
+        def key(record: RunRecord | None) -> str | None:
+            if record is None:
+                return None
+            for i, run in enumerate(self.runs):
+                if run is record:
+                    return f"live:{i}"
+            return f"profile:{record.label}"  # a recorded profile shown in the panel
+
+        a, b = self.compare
+        self.push_screen(CompareScreen(live, self.store(), key(a), key(b)))
 
     def action_switch_profile(self) -> None:
         self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),

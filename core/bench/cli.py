@@ -86,6 +86,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--markdown", default=None, metavar="PATH")
     g.add_argument("--json", default=None, metavar="PATH")
     g.add_argument("--csv", default=None, metavar="PATH")
+    g.add_argument("--trace", default=None, metavar="PATH",
+                   help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
     g.add_argument("--peer", choices=PEERS, default=None,
                    help="also time mlx-lm's own loops (greedy) on the same models")  # fmt: skip
     g.add_argument("--peer-k", type=int, default=None,
@@ -192,7 +194,9 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
 
 def _check_output_paths(args: argparse.Namespace) -> None:
     """Fail before a long run, not after it, when an output cannot be written there."""
-    for flag in ("markdown", "json", "csv"):
+    if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
+        raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
+    for flag in ("markdown", "json", "csv", "trace"):
         value = getattr(args, flag, None)
         if value is None:
             continue
@@ -314,4 +318,20 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         if path:
             _write(path, render())
             console.print(f"wrote {path}")
+    if getattr(args, "trace", None):
+        from core.profile.chrome_trace import write_trace
+
+        count = write_trace(args.trace, traced_requests(report))
+        console.print(f"wrote {args.trace} ({count} traced requests): open it in ui.perfetto.dev")
     return 0
+
+
+def traced_requests(report: Any) -> list[Any]:
+    """One Chrome-trace process per setting's traced request, in the report's row order."""
+    from core.profile.chrome_trace import TracedRequest
+
+    return [
+        TracedRequest(r.name, r.traced_rounds, r.traced_summary)
+        for r in report.results
+        if r.traced_summary is not None
+    ]

@@ -107,6 +107,7 @@ def record_traced(
     r.traced_e2e_s = req.summary.e2e_s
     r.phase_ms = {p: req.summary.phase_s.get(p, 0.0) * 1e3 for p in PHASES}
     r.trace = [round_trace(ev) for ev in req.rounds]
+    r.traced_rounds, r.traced_summary = list(req.rounds), req.summary
     in_rounds = sum(ev.timings.total for ev in req.rounds)
     r.outside_rounds_ms = max(req.summary.e2e_s - in_rounds, 0.0) * 1e3
     if not r.kernels:  # no speculative round: the kernel of its single-row forwards

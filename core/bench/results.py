@@ -14,6 +14,7 @@ from typing import Any
 
 from core.acceptance import PositionTally
 from core.bench.report import pct, ratio, report_csv, report_markdown, secs
+from core.events import RoundEvent, RunSummary
 from core.settings import Settings
 
 
@@ -127,6 +128,9 @@ class BenchResult:
     traced_ratios: list[float] = field(default_factory=list)
     outside_rounds_ms: float | None = None  # traced E2E minus its rounds: prefill, mostly
     trace: list[dict[str, Any]] = field(default_factory=list)
+    # The same traced request whole, for `bench --trace` (core.profile.chrome_trace); not JSON.
+    traced_rounds: list[RoundEvent] = field(default_factory=list)
+    traced_summary: RunSummary | None = None
     target_nll: float | None = None
     target_nll_baseline: float | None = None
     greedy_match: bool | None = None

@@ -17,19 +17,25 @@ from core.settings import Settings
 
 
 def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
-    """`profiles list | show NAME | diff A B | export NAME --csv PATH`."""
+    """`profiles list | show NAME | diff A B | export NAME [--csv PATH] [--trace PATH]`."""
     sub = parser.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
     actions = {
         "list": sub.add_parser("list", help="saved profiles and shipped presets"),
         "show": sub.add_parser("show", help="one profile's settings and recorded run"),
         "diff": sub.add_parser("diff", help="the settings (and run metrics) that differ"),
-        "export": sub.add_parser("export", help="a recorded run's rounds as CSV"),
+        "export": sub.add_parser(
+            "export", help="a recorded run's rounds as CSV, or as a Chrome trace for Perfetto"
+        ),
     }
     actions["show"].add_argument("name", help="profile name, or a path to a .toml file")
     actions["diff"].add_argument("a", help="profile name or .toml path")
     actions["diff"].add_argument("b", help="profile name or .toml path")
     actions["export"].add_argument("name", help="profile name, or a path to a .toml file")
-    actions["export"].add_argument("--csv", dest="csv_path", required=True, metavar="PATH")
+    actions["export"].add_argument("--csv", dest="csv_path", default=None, metavar="PATH")
+    actions["export"].add_argument(
+        "--trace", dest="trace_path", default=None, metavar="PATH",
+        help="Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)",
+    )  # fmt: skip
     for p in actions.values():
         # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
         p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -50,9 +56,20 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
     elif command == "diff":
         _print_diff(console, load_profile(args.a, override), load_profile(args.b, override))
     elif command == "export":
+        csv_path, trace_path = getattr(args, "csv_path", None), getattr(args, "trace_path", None)
+        if csv_path is None and trace_path is None:
+            raise ProfileError("profiles export needs --csv PATH or --trace PATH (or both).")
         profile = load_profile(args.name, override)
-        count = export_csv(profile, args.csv_path)
-        console.print(f"wrote {count} rounds of {profile.name} to {args.csv_path}")
+        if csv_path is not None:
+            count = export_csv(profile, csv_path)
+            console.print(f"wrote {count} rounds of {profile.name} to {csv_path}")
+        if trace_path is not None:
+            from core.profile.chrome_trace import profile_request, write_trace
+
+            request = profile_request(profile)
+            write_trace(trace_path, [request])
+            console.print(f"wrote the trace of {profile.name} ({len(request.rounds)} rounds) "
+                          f"to {trace_path}: open it in ui.perfetto.dev")  # fmt: skip
     else:  # argparse refuses other actions; kept for direct callers
         raise ProfileError(f"Unknown profiles action {command!r}.")
     return 0

@@ -111,3 +111,34 @@ def test_help_screen(snap_compare, make_app) -> None:
         steady(pilot.app)
 
     assert snap_compare(make_app(), terminal_size=BIG, run_before=run_before)
+
+
+async def numbers(pilot: Pilot) -> None:
+    """`v`: the Kernels and Acceptance panels show their numbers instead of their plots."""
+    pilot.app.action_toggle_plots()
+    await pilot.pause()
+
+
+def test_kernels_panel_numbers(snap_compare, make_app) -> None:
+    assert snap_compare(
+        make_app(), terminal_size=BIG, run_before=after_chat(calibrate, numbers, panel("kernels"))
+    )
+
+
+def test_acceptance_panel_numbers(snap_compare, make_app) -> None:
+    assert snap_compare(
+        make_app(), terminal_size=BIG, run_before=after_chat(numbers, panel("acceptance"))
+    )
+
+
+def test_compare_screen(snap_compare, make_app) -> None:
+    async def compare(pilot: Pilot) -> None:
+        app = pilot.app
+        app.save_profile("tight")
+        app.apply(tv_budget=0.5, k=6)
+        await chat(pilot, "Again, looser.")
+        app.action_compare_runs()
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(compare))

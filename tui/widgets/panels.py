@@ -13,7 +13,15 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Label, OptionList, ProgressBar, Sparkline, Static
+from textual.widgets import (
+    Button,
+    DataTable,
+    Label,
+    OptionList,
+    ProgressBar,
+    Sparkline,
+    Static,
+)
 from textual.widgets.option_list import Option
 
 from core.events import RunSummary
@@ -21,6 +29,7 @@ from core.settings import Settings
 from tui.bridge import CurveInfo, PairInfo
 from tui.copies import CopyOrigin
 from tui.stats import SHOWN_PHASES, RoundStats, SourceRow, SourceStats
+from tui.widgets.plots import CurvePlot, PositionPlot
 
 PHASE_COLOURS = {
     "draft": "orchid",
@@ -190,6 +199,7 @@ class AcceptancePanel(VerticalScroll):
         yield Static(id="copy-origin")
         yield Label("acceptance by draft position", classes="section")
         yield Static(id="acc-positions")
+        yield PositionPlot(id="acc-plot")
         yield Label("k proposed per round", classes="section")
         yield Sparkline([], id="k-spark")
         yield Label("accepted per round", classes="section")
@@ -202,7 +212,13 @@ class AcceptancePanel(VerticalScroll):
                            "rounds over the speculative-mode rounds; acc len: drafts kept per "
                            "round; accept: kept over proposed. Target steps: rounds where no "
                            "source had anything to propose.")
+        self.set_plots(True)
         self.show(RoundStats())
+
+    def set_plots(self, on: bool) -> None:
+        """Acceptance by position as a bar plot, or as numbered bars (the `v` key)."""
+        self.query_one("#acc-positions").display = not on
+        self.query_one("#acc-plot").display = on
 
     def show(self, stats: RoundStats, sources: SourceStats | None = None,
              last_copy: CopyOrigin | None = None) -> None:
@@ -234,6 +250,7 @@ class AcceptancePanel(VerticalScroll):
             text.append(f"   last round k={last.proposed} kept {last.accepted}", "dim")
         self.query_one("#acc-summary", Static).update(text)
         self.query_one("#acc-positions", Static).update(position_bars(stats))
+        self.query_one(PositionPlot).show(stats)
         self.query_one("#k-spark", Sparkline).data = [float(k) for k in stats.k_history[-80:]]
         self.query_one("#accepted-spark", Sparkline).data = [
             float(a) for a in stats.accepted_history[-80:]
@@ -282,13 +299,20 @@ class KernelsPanel(VerticalScroll):
         yield Label("verify cost vs rows", classes="section")
         yield Static(id="curve-note")
         yield DataTable(id="curve-table", cursor_type="none")
+        yield CurvePlot(id="curve-plot")
 
     def on_mount(self) -> None:
         self.query_one("#shape-table", DataTable).add_columns("weights", "K x N", "layers",
                                                               "kernel")
         self.query_one("#curve-table", DataTable).add_columns("R", "ms", "ms/row", "kernel",
                                                               "cost", "")
+        self.set_plots(True)
         self.show(None, RoundStats(), None)
+
+    def set_plots(self, on: bool) -> None:
+        """The curve as a plot, or its numbers as a table (the `v` key)."""
+        self.query_one("#curve-table").display = not on
+        self.query_one("#curve-plot").display = on
 
     def show(self, info: PairInfo | None, stats: RoundStats, curve: CurveInfo | None,
              progress: str | None = None) -> None:
@@ -318,6 +342,7 @@ class KernelsPanel(VerticalScroll):
                 table.add_row(sk.name, sk.shape, str(sk.count), sk.kernel)
         curve_table = self.query_one("#curve-table", DataTable)
         curve_table.clear()
+        self.query_one(CurvePlot).show(curve, rows)
         note = self.query_one("#curve-note", Static)
         if progress is not None:
             note.update(Text(f"calibrating: {progress}", "yellow"))
@@ -394,6 +419,7 @@ class ProfilePanel(VerticalScroll):
         yield Static(id="profile-name", classes="section")
         yield DataTable(id="settings-table", cursor_type="none", show_header=False)
         yield Label("compare runs (A: previous or profile, B: latest)", classes="section")
+        yield Button("any two runs side by side (x)", id="open-compare", compact=True)
         yield DataTable(id="compare-table", cursor_type="none")
         with Horizontal(id="compare-text"):
             yield Static(id="text-a", classes="run-text")
@@ -407,6 +433,11 @@ class ProfilePanel(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#settings-table", DataTable).add_columns("setting", "value", "", "")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "open-compare":
+            event.stop()
+            self.app.action_compare_runs()  # type: ignore[attr-defined]
 
     def show_settings(self, settings: Settings, profile_name: str | None) -> None:
         name = profile_name or "(unsaved)"
