@@ -30,6 +30,7 @@ from tui.bridge import CurveInfo, PairInfo
 from tui.copies import CopyOrigin
 from tui.stats import SHOWN_PHASES, RoundStats, SourceRow, SourceStats
 from tui.widgets.plots import CurvePlot, PositionPlot
+from tui.widgets.prediction import SpeedupPlot
 
 PHASE_COLOURS = {
     "draft": "orchid",
@@ -300,6 +301,8 @@ class KernelsPanel(VerticalScroll):
         yield Static(id="curve-note")
         yield DataTable(id="curve-table", cursor_type="none")
         yield CurvePlot(id="curve-plot")
+        yield Label("speedup vs k: predicted (core.prediction) and measured", classes="section")
+        yield SpeedupPlot(id="speedup-plot")
 
     def on_mount(self) -> None:
         self.query_one("#shape-table", DataTable).add_columns("weights", "K x N", "layers",
@@ -313,6 +316,7 @@ class KernelsPanel(VerticalScroll):
         """The curve as a plot, or its numbers as a table (the `v` key)."""
         self.query_one("#curve-table").display = not on
         self.query_one("#curve-plot").display = on
+        self.query_one(SpeedupPlot).set_plots(on)
 
     def show(self, info: PairInfo | None, stats: RoundStats, curve: CurveInfo | None,
              progress: str | None = None) -> None:
@@ -343,6 +347,7 @@ class KernelsPanel(VerticalScroll):
         curve_table = self.query_one("#curve-table", DataTable)
         curve_table.clear()
         self.query_one(CurvePlot).show(curve, rows)
+        self.query_one(SpeedupPlot).show(curve, stats)
         note = self.query_one("#curve-note", Static)
         if progress is not None:
             note.update(Text(f"calibrating: {progress}", "yellow"))
