@@ -57,6 +57,17 @@ class PositionTally:
         """The rates of the positions reached at least once (what summaries store)."""
         return tuple(h / t for h, t in zip(self.hits, self.tries, strict=True) if t)
 
+    def summary(self) -> dict[str, object]:
+        """The plain-dict view reports and RunSummary.per_source store."""
+        return {
+            "rounds": self.rounds,
+            "proposed": self.proposed,
+            "accepted": self.accepted,
+            "acceptance": self.acceptance,
+            "mean_accepted_length": self.mean_accepted_length,
+            "per_position_acceptance": list(self.reached_rates()),
+        }
+
     @property
     def acceptance(self) -> float | None:
         """Accepted over proposed drafts."""

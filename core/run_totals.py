@@ -31,17 +31,7 @@ class RunTotals:
 
     def per_source(self) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal."""
-        out: dict[str, dict[str, Any]] = {
-            name: {
-                "rounds": t.rounds,
-                "proposed": t.proposed,
-                "accepted": t.accepted,
-                "acceptance": t.acceptance,
-                "mean_accepted_length": t.mean_accepted_length,
-                "per_position_acceptance": list(t.reached_rates()),
-            }
-            for name, t in self.by_source.items()
-        }
+        out: dict[str, dict[str, Any]] = {n: t.summary() for n, t in self.by_source.items()}
         if out or self.speculative_steps:
             out["none"] = {"rounds": self.speculative_steps}
         return out

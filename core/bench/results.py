@@ -194,15 +194,7 @@ class BenchResult:
             return {}
         total = sum(t.rounds for t in self.sources.values()) + self.plain_steps
         out: dict[str, dict[str, Any]] = {
-            name: {
-                "rounds": t.rounds,
-                "share": t.rounds / total if total else None,
-                "proposed": t.proposed,
-                "accepted": t.accepted,
-                "acceptance": t.acceptance,
-                "mean_accepted_length": t.mean_accepted_length,
-                "per_position_acceptance": list(t.reached_rates()),
-            }
+            name: {**t.summary(), "share": t.rounds / total if total else None}
             for name, t in self.sources.items()
         }
         if self.plain_steps:
