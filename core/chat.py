@@ -15,6 +15,7 @@ from rich.text import Text
 
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
+from core.user_text import prompt_text
 
 ORIGIN_STYLE = {
     "accepted": "green",
@@ -34,7 +35,8 @@ def summary_table(summary: RunSummary) -> Table:
                                  if summary.fallback_reason else "")),
         ("tokens / rounds", f"{summary.tokens} / {summary.rounds}"),
         ("TTFT", f"{summary.ttft_s * 1e3:.0f} ms"),
-        ("decode", f"{summary.decode_tok_s:.1f} tok/s"),
+        # 0: too few rounds to time decoding apart from the first token (RunSummary)
+        ("decode", f"{summary.decode_tok_s:.1f} tok/s" if summary.decode_tok_s else "-"),
         ("E2E", f"{summary.e2e_s:.2f} s"),
     ]
     if summary.acceptance is not None:
@@ -46,7 +48,7 @@ def summary_table(summary: RunSummary) -> Table:
         rows.append(("phases", "  ".join(
             f"{k} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
     for k, v in rows:
-        t.add_row(Text(k, style="bold"), v)
+        t.add_row(Text(k, style="bold"), Text(v))  # a reason may quote a user's spec: no markup
     return t
 
 
@@ -70,36 +72,52 @@ def source_rows(summary: RunSummary) -> list[tuple[str, str]]:
     return out
 
 
+# A one-shot chat without --profile: greedy, 64 tokens, speculative (Settings' defaults else).
+CHAT_DEFAULTS = Settings(temperature=0.0, rule="greedy", max_tokens=64, mode="speculative")
+
+
 def chat_settings(args: argparse.Namespace) -> Settings:
-    """The settings of a one-shot chat: the flags given, Settings' defaults for the rest."""
-    return Settings(
-        target=args.target or "default",
-        draft=args.draft or Settings.draft,
-        mode=args.mode,
-        draft_source=getattr(args, "draft_source", None) or Settings.draft_source,
-        temperature=args.temperature,
-        rule="greedy" if args.temperature == 0 else "lossless",
-        max_tokens=args.max_tokens,
-    )
+    """The settings of a one-shot chat: --profile's (else CHAT_DEFAULTS), the flags given on top."""
+    spec = getattr(args, "profile", None)
+    if spec:
+        from core.profile import load_profile
+
+        base = load_profile(spec, getattr(args, "profiles_dir", None)).settings
+    else:
+        base = CHAT_DEFAULTS
+    changes: dict[str, object] = {}
+    for flag, field in (("target", "target"), ("draft", "draft"), ("mode", "mode"),
+                        ("draft_source", "draft_source"), ("max_tokens", "max_tokens")):  # fmt: skip
+        value = getattr(args, flag, None)
+        if value is not None and value != "":
+            changes[field] = value
+    temperature = getattr(args, "temperature", None)
+    if temperature is not None:
+        changes["temperature"] = temperature
+        if not spec:  # a profile keeps its own rule; T = 0 is greedy under any rule
+            changes["rule"] = "greedy" if temperature == 0 else "lossless"
+    return base.replace(**changes)
 
 
 def run_chat_cli(args: argparse.Namespace) -> int:
     """Load the pair, answer one prompt with colour by origin, print the summary."""
     from core.distributed import current_spmd
     from core.engine import Engine
-    from core.models import chat_prompt_ids, load_pair
+    from core.models import chat_prompt_ids, check_request, load_pair, pair_context_window
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone prints
     err = Console(stderr=True)
     out = Console()
+    prompt = prompt_text(args.prompt)  # before loading: a bad prompt costs no model load
     settings = chat_settings(args)
-    with err.status(f"loading {settings.target} + {settings.draft}"):
+    with err.status(Text(f"loading {settings.target} + {settings.draft}")):
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(settings.target, settings.draft, progress=True)
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer
-    ids = chat_prompt_ids(tok, [{"role": "user", "content": args.prompt}])
+    ids = chat_prompt_ids(tok, [{"role": "user", "content": prompt}])
+    check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     detok = tok.detokenizer
     detok.reset()

@@ -51,9 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one-shot answer to a prompt, printed with its round stats")
     _add_model_arguments(p)
     p.add_argument("prompt", help="the user message")
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--mode", default="speculative")
+    # None: not given, so --profile's value (else core.chat.CHAT_DEFAULTS: 64, 0, speculative)
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--mode", default=None)
+    p.add_argument("--profile", default=argparse.SUPPRESS,
+                   help="start from this saved profile; the flags given override it")  # fmt: skip
+    p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--draft-source", choices=registry.names(), default=None,
                    help="where drafts come from: the draft model, a lookup in the "
                    "conversation, or hybrid (the lookup first); default model")  # fmt: skip
@@ -66,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="measure verify cost against rows; predict kernels")
     _add_model_arguments(p)
+    p.add_argument("--profile", default=argparse.SUPPRESS,
+                   help="calibrate this profile's models (and fused draft)")  # fmt: skip
+    p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     dispatch.add_calibrate_arguments(p)
 
     p = sub.add_parser("profiles", help="list, show, diff and export saved profiles")
@@ -73,10 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Subcommands that take no settings: a --profile there is refused, never silently ignored.
+_NO_SETTINGS = {
+    "fetch": "only downloads the default model",
+    "profiles": "takes profile names after its action, as in `profiles show NAME`",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; every user error ends in one sentence on stderr and exit code 2."""
-    args = build_parser().parse_args(argv)
+    """Entry point; every user error ends in one sentence on stderr and exit code 2.
+
+    Everything runs inside the handlers, the parser too: it imports MLX, and a Ctrl+C during
+    those first tens of milliseconds was a KeyboardInterrupt traceback.
+    """
     try:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
+            raise UserError(
+                f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."
+            )
         if args.command is None:
             from core.distributed import refuse_app_when_launched
 

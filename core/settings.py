@@ -123,6 +123,14 @@ class Settings:
         return cls(**typed)
 
 
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def type_words(want: type) -> str:
+    """A field's type as a user reads it: "an integer", not "a int"."""
+    return _TYPE_WORDS.get(want, f"of type {want.__name__}")
+
+
 def _coerce(name: str, value: Any, want: type) -> Any:
     """Accept a value only if it already is the field's type (ints may stand for floats)."""
     ok = (
@@ -132,7 +140,7 @@ def _coerce(name: str, value: Any, want: type) -> Any:
         or (want is str and isinstance(value, str))
     )
     if not ok:
-        raise SettingsError(f"Setting {name} must be a {want.__name__}, got {value!r}.")
+        raise SettingsError(f"Setting {name} must be {type_words(want)}, got {value!r}.")
     return want(value)
 
 

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Header, Input, Static, TabbedContent, TabPane
 
 from core.drafting import registry
 from core.errors import UserError
@@ -34,6 +34,7 @@ from tui.bridge import (
     BenchProgress,
     Calibrated,
     CalibrationProgress,
+    ContextTrimmed,
     CurveInfo,
     EngineBridge,
     EngineFailed,
@@ -49,6 +50,7 @@ from tui.copies import CopyOrigin, PromptLayout, locate_copy
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.stats import RoundStats, SourceStats
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
+from tui.widgets.footer import Footer  # Textual's, without its key leak
 from tui.widgets.panels import (
     AcceptancePanel,
     KernelsPanel,
@@ -58,6 +60,7 @@ from tui.widgets.panels import (
 )
 
 TV_GROUP = Binding.Group("TV", compact=True)
+MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 K_GROUP = Binding.Group("k", compact=True)
 
 
@@ -183,7 +186,8 @@ class SpecDecApp(App[int]):
         self.layout: PromptLayout | None = None  # where the running turn's messages lie
         self.last_copy: CopyOrigin | None = None  # the session's last accepted copied run
         self.messages: list[dict[str, str]] = []
-        self.runs: list[RunRecord] = []
+        self.runs: list[RunRecord] = []  # this session's latest MAX_RUNS runs
+        self.run_count = 0  # every run so far, for their labels
         self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)
         self.run_id: int | None = None
         self.current: AssistantMessage | None = None
@@ -238,6 +242,19 @@ class SpecDecApp(App[int]):
         self.bridge.close()
 
     # -- settings -------------------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A notification, plain text by default: messages quote profile files, model specs and
+        prompts, whose brackets (`[settings]`, `[/]`) are text, never markup."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def apply(self, **changes: Any) -> bool:
         """Validated change from the next round on; an out-of-range value leaves state as it was."""
@@ -556,8 +573,7 @@ class SpecDecApp(App[int]):
         self.messages.append({"role": "user", "content": text})
         chat = self.query_one(ChatView)
         assistant = AssistantMessage(self.decode, self.info.eos_ids, self.info.target_name)
-        chat.mount(UserMessage(text))
-        chat.mount(assistant)
+        chat.add(UserMessage(text), assistant)
         self.current = assistant
         self.stats = RoundStats()
         self.run_id = self.bridge.generate(self.messages, self.settings)
@@ -569,6 +585,21 @@ class SpecDecApp(App[int]):
         if message.run_id == self.run_id:
             self.layout = PromptLayout(tuple(message.prompt_ids), tuple(message.spans),
                                        tuple(message.roles))
+
+    def on_context_trimmed(self, message: ContextTrimmed) -> None:
+        """The conversation outgrew the context: keep what the engine now sees, and say so."""
+        if message.run_id != self.run_id:
+            return
+        self.messages = [dict(m) for m in message.kept]
+        note = Static(Text(
+            f"The conversation outgrew the model's {message.window:,}-token context, so its "
+            f"{message.dropped} oldest messages were dropped: the model no longer sees them.",
+            "italic yellow"), classes="context-note")  # fmt: skip
+        chat = self.query_one(ChatView)
+        if self.current is not None and self.current.parent is chat:
+            chat.add(note, before=self.current)
+        else:
+            chat.add(note)
 
     def on_round_committed(self, message: RoundCommitted) -> None:
         if message.run_id != self.run_id or self.current is None:
@@ -625,10 +656,12 @@ class SpecDecApp(App[int]):
             run_settings = self._live_settings
             prompt = self._last_prompt() or ""
             self.last_run = (list(self.stats.rounds), summary, run_settings, prompt)
-            label = f"run {len(self.runs) + 1}"
+            self.run_count += 1
+            label = f"run {self.run_count}"
             record = RunRecord(label, run_settings, summary,
                                assistant.text if assistant else "", summary.mean_tv)
             self.runs.append(record)
+            del self.runs[:-MAX_RUNS]  # a long session keeps its latest runs, not every one
             previous = self.compare[1] if self.compare[1] is not None else self.compare[0]
             self.compare = (previous, record)
             self.query_one(ProfilePanel).show_compare(*self.compare)
@@ -676,7 +709,7 @@ class SpecDecApp(App[int]):
         elif info is not None and info.backend == "cpu" and self.settings.mode == "speculative":
             notes.append(CPU_NOTE)
         banner = self.query_one("#banner", Static)
-        banner.update("  ".join(notes))
+        banner.update(Text("  ".join(notes)))  # reasons quote model specs: text, not markup
         banner.display = bool(notes)
 
     def on_engine_failed(self, message: EngineFailed) -> None:

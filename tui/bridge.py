@@ -138,6 +138,15 @@ class RunStarted(Message):
         self.run_id, self.prompt_ids, self.spans, self.roles = run_id, prompt_ids, spans, roles
 
 
+class ContextTrimmed(Message):
+    """Run `run_id` dropped its `dropped` oldest messages to fit a `window`-token context;
+    `kept` is the conversation the engine now sees."""
+
+    def __init__(self, run_id: int, kept: list[dict[str, str]], dropped: int, window: int) -> None:
+        super().__init__()
+        self.run_id, self.kept, self.dropped, self.window = run_id, kept, dropped, window
+
+
 class RoundCommitted(Message):
     """One round of run `run_id` finished."""
 
@@ -327,7 +336,7 @@ class EngineBridge:
         assert cmd.run_id is not None
         try:
             session = self._need_session()
-            prompt_ids = session.prompt_ids(cmd.args["messages"])
+            prompt_ids = self._fit(session, cmd)  # a ContextError stops the turn: one sentence
         except Exception as exc:
             self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
             self._post(RunFinished(cmd.run_id, None, []))
@@ -358,6 +367,24 @@ class EngineBridge:
             # the run, so the UI always leaves "generating".
             self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
         self._post(RunFinished(cmd.run_id, summary, prompt_ids))
+
+    def _fit(self, session: EngineSession, cmd: _Command) -> list[int]:
+        """The turn's prompt ids, the oldest messages dropped when the conversation plus
+        max_tokens would outgrow the model's context window (ContextTrimmed tells the app)."""
+        messages = cmd.args["messages"]
+        window = getattr(session, "context_window", None)
+        if not window:
+            return session.prompt_ids(messages)
+        from core.models.context import fit_conversation
+
+        kept, ids, dropped = fit_conversation(
+            messages, session.prompt_ids, window, cmd.args["settings"].max_tokens,
+            model=session.info.target_name,
+        )  # fmt: skip
+        if dropped:
+            cmd.args["messages"] = kept
+            self._post(ContextTrimmed(cmd.run_id, kept, dropped, window))
+        return ids
 
     def _do_calibrate(self, cmd: _Command) -> None:
         self._calibrate(self._need_session(), cmd.args["settings"])

@@ -44,11 +44,13 @@ class MLXSession:
 
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.engine import Engine
-        from core.models import load_pair
+        from core.models import load_pair, pair_context_window
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
         self.tokenizer = self.pair.target.tokenizer
+        # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
+        self.context_window = pair_context_window(self.pair)
         self._decode_lock = threading.Lock()
         self._span_ends: list[tuple[tuple[str, str], int]] = []  # message -> its end, cached
         self.info = self._describe(target_spec, draft_spec)

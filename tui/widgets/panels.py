@@ -343,7 +343,7 @@ class KernelsPanel(VerticalScroll):
         table.clear()
         if info is not None and rows is not None:
             for sk in info.kernels.get(rows, ()):
-                table.add_row(sk.name, sk.shape, str(sk.count), sk.kernel)
+                table.add_row(Text(sk.name), Text(sk.shape), str(sk.count), Text(sk.kernel))
         curve_table = self.query_one("#curve-table", DataTable)
         curve_table.clear()
         self.query_one(CurvePlot).show(curve, rows)
@@ -407,7 +407,8 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
                                f"TV{r.settings.tv_budget:g} k{r.settings.k}"),
         ("E2E s", lambda r: f"{r.summary.e2e_s:.2f}"),
         ("tokens", lambda r: str(r.summary.tokens)),
-        ("decode tok/s", lambda r: f"{r.summary.decode_tok_s:.1f}"),
+        ("decode tok/s", lambda r: f"{r.summary.decode_tok_s:.1f}" if r.summary.decode_tok_s
+                                   else "-"),
         ("TTFT s", lambda r: f"{r.summary.ttft_s:.2f}"),
         ("acceptance", lambda r: _pct(r.summary.acceptance)),
         ("mean acc len", lambda r: _num(r.summary.mean_accepted_length, "{:.2f}")),
@@ -445,29 +446,35 @@ class ProfilePanel(VerticalScroll):
             self.app.action_compare_runs()  # type: ignore[attr-defined]
 
     def show_settings(self, settings: Settings, profile_name: str | None) -> None:
+        # Called on every repaint (once per batch of rounds): rebuild only on a change, since
+        # refilling the table costs a relayout of the panel.
+        if getattr(self, "_shown_settings", None) == (settings, profile_name):
+            return
+        self._shown_settings = (settings, profile_name)
         name = profile_name or "(unsaved)"
-        self.query_one("#profile-name", Static).update(f"active settings: profile {name}")
+        # Names, model specs and string settings come from files a user wrote: Text, not markup.
+        self.query_one("#profile-name", Static).update(Text(f"active settings: profile {name}"))
         table = self.query_one("#settings-table", DataTable)
         table.clear()
         half = (len(SETTING_KEYS) + 1) // 2
         for left, right in zip_longest(SETTING_KEYS[:half], SETTING_KEYS[half:], fillvalue=""):
             row = [left, str(getattr(settings, left))]
             row += [right, str(getattr(settings, right))] if right else ["", ""]
-            table.add_row(*(Text(c, "dim") if i % 2 == 0 else c for i, c in enumerate(row)))
+            table.add_row(*(Text(c, "dim") if i % 2 == 0 else Text(c) for i, c in enumerate(row)))
 
     def show_profiles(self, names: list[str], active: str | None) -> None:
         options = self.query_one("#profile-list", OptionList)
         options.clear_options()
         for name in names:
             mark = "● " if name == active else "  "
-            options.add_option(Option(mark + name, id=name))
+            options.add_option(Option(Text(mark + name), id=name))
         if not names:
             options.add_option(Option("no saved profiles: ctrl+s saves one", disabled=True))
 
     def show_compare(self, a: RunRecord | None, b: RunRecord | None) -> None:
         table = self.query_one("#compare-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("metric", a.label if a else "A", b.label if b else "B")
+        table.add_columns("metric", Text(a.label if a else "A"), Text(b.label if b else "B"))
         for row in compare_rows(a, b):
             table.add_row(*row)
         for box, run in (("#text-a", a), ("#text-b", b)):
@@ -498,7 +505,7 @@ class ProfilePanel(VerticalScroll):
             median = getattr(r, "median_e2e_s", None)
             speed = getattr(r, "speedup_vs_target", None)
             table.add_row(
-                str(getattr(r, "name", "?")),
+                Text(str(getattr(r, "name", "?"))),
                 _pct(getattr(r, "acceptance", None)),
                 _num(median, "{:.2f}"),
                 _num(speed, "{:.2f}x"),

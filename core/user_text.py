@@ -1,0 +1,54 @@
+"""Text a user typed: decoded the way their terminal meant it, refused in one sentence otherwise.
+
+Python hands over command-line bytes that are not valid in the file-system encoding as lone
+surrogates (surrogateescape), which no tokenizer accepts: `chat $'caf\\xe9'` was a traceback.
+Such text is turned back into its bytes and decoded with the locale's encoding (a Latin-1
+terminal meant "café"); when that fails too, the user gets a sentence. An empty prompt is
+refused with the same sentence everywhere (chat, bench).
+"""
+
+from __future__ import annotations
+
+import locale
+import os
+
+from core.errors import UserError
+
+EMPTY_PROMPT = "The prompt is empty; give the user message to send to the model."
+
+
+class PromptError(UserError):
+    """A prompt that cannot be sent: empty, or bytes that are not text in any known encoding."""
+
+
+def decode_arg(raw: str, what: str = "The prompt") -> str:
+    """A command-line string as real text: surrogate-escaped bytes decoded with the locale's
+    encoding, or a PromptError naming the first byte that is not text."""
+    try:
+        raw.encode("utf-8")
+        return raw
+    except UnicodeEncodeError:
+        pass
+    data = os.fsencode(raw)  # the bytes the terminal sent (surrogateescape undone)
+    encoding = locale.getpreferredencoding(False) or "utf-8"
+    try:
+        return data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            where = f"byte 0x{data[exc.start]:02x} at position {exc.start}"
+        else:
+            where = f"the locale's encoding {encoding!r} is unknown"
+        raise PromptError(
+            f"{what} is not valid {encoding} text ({where}), so it cannot be tokenized; "
+            "check the terminal's character encoding."
+        ) from None
+
+
+def prompt_text(raw: str | None, what: str = "The prompt") -> str:
+    """The user message to send: decoded (see `decode_arg`) and not blank."""
+    if raw is None or not raw.strip():
+        raise PromptError(EMPTY_PROMPT)
+    text = decode_arg(raw, what)
+    if not text.strip():
+        raise PromptError(EMPTY_PROMPT)
+    return text

@@ -1,0 +1,69 @@
+"""Soak: 200 chat turns on the scripted engine with random keys between them.
+
+After every turn the app must have answered, show the settings the engine ran with, and have
+failed nowhere unseen (tests/tui/soak.py checks all that). Memory must stop growing after the
+first turns: the chat keeps its last messages on screen and the model's context its last turns.
+docs/benchmarks/soak.py runs the same on the real default model for minutes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import textual.screen
+
+from core.profile import Profile, ProfileStore
+from core.settings import Settings
+from tests.tui.conftest import FakeSession, Script
+from tests.tui.soak import soak
+from tui.app import SpecDecApp
+
+TURNS = 200
+
+
+async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
+    # Five frames a second instead of sixty: every event is still handled and every check
+    # made (the pilot renders before it reads), but at 60 fps the screen refreshes between
+    # events took half the CPU of a 200-turn run, which CI must finish within a minute.
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", 1 / 5)
+    script = Script(rounds=1, delay_s=0.002)
+    store = ProfileStore(profiles, presets=None)
+    base = Settings(max_tokens=16)
+    for name, changes in (("fast", {"k": 6, "tv_budget": 1.0}), ("careful", {"k": 2}),
+                          ("solo", {"mode": "target-only"})):  # fmt: skip
+        store.save(Profile(name, base.replace(**changes)))
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        session = FakeSession(script, target, draft)
+        session.context_window = 40  # type: ignore[attr-defined]  # a long chat trims
+        return session
+
+    def before_turn(cancel: bool) -> None:
+        # one round a turn is enough for the checks; a turn to cancel gets rounds to spare
+        script.rounds = 40 if cancel else 1
+        del script.seen[:-1], script.prompts[:-1], script.calls[:]  # the fake's own records
+
+    app = SpecDecApp(base, factory, profiles_dir=profiles, profile_store=store)
+    async with app.run_test(size=(100, 30)) as pilot:
+        report = await soak(
+            pilot, turns=TURNS, seed=1, profiles=("careful", "fast", "solo"),
+            engine_settings=lambda: script.seen[-1] if script.seen else None,
+            engine_rounds=lambda: len(script.seen), sample_every=20,  # after before_turn
+            before_turn=before_turn,
+        )  # fmt: skip
+        assert report.turns == TURNS and report.cancels >= TURNS // 8
+        assert report.keys >= TURNS // 2 and report.switches >= 5 and report.trims > 0
+        # Memory: once the chat shows its last MAX_SHOWN messages (tui.widgets.chat) and the
+        # context window has been reached, nothing grows: not widgets, not objects, not blocks.
+        print("soak:", report.seconds, [(s.turn, s.blocks, s.objects, s.widgets)
+                                        for s in report.samples])  # fmt: skip
+        settled = [s for s in report.samples if s.turn >= 60]
+        assert len({s.widgets for s in settled}) == 1, [s.widgets for s in settled]
+        # After turn 100 the runs kept for comparing (tui.app.MAX_RUNS) are full too: the
+        # last turns never pass the earlier high-water mark by more than caches' noise.
+        middle = [s for s in settled if s.turn <= 130]
+        last = [s for s in settled if s.turn > 130]
+        for what in ("objects", "blocks"):
+            high = max(getattr(s, what) for s in middle)
+            assert max(getattr(s, what) for s in last) <= high * 1.03, (what, report.samples)
+        assert len(app.messages) <= 40  # trimmed to the window

@@ -1,0 +1,134 @@
+"""The app shows what users wrote as text (never markup), and a chat that outgrows the context
+drops its oldest turns, saying so, or stops with a sentence."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from rich.text import Text
+from textual.widgets import Input, Static
+from textual.widgets._toast import Toast
+
+from core.profile import ProfileStore
+from core.settings import Settings
+from tests.tui.conftest import FakeSession, Script, chat, ready, wait_for
+from tui.app import SpecDecApp
+from tui.screens.modals import SaveProfileScreen
+from tui.widgets.chat import AssistantMessage, UserMessage
+from tui.widgets.panels import ProfilePanel
+
+SIZE = (160, 45)
+MARKUP = "uses [/] and [/red] and [gpu]"
+
+
+def plain(widget: object) -> str:
+    rendered = widget.render()  # type: ignore[attr-defined]
+    return getattr(rendered, "plain", str(rendered))
+
+
+def app_with(script: Script, profiles: Path, settings: Settings | None = None,
+             **info_changes: object) -> SpecDecApp:  # fmt: skip
+    """An app on the scripted engine whose pair info carries `info_changes`."""
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        session = FakeSession(script, target, draft)
+        session.info = dataclasses.replace(session.info, **info_changes)
+        return session
+
+    return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
+                      profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+
+
+async def test_an_error_keeps_its_brackets(profiles: Path) -> None:
+    (profiles / "broken.toml").write_text('schema = 2\ndescription = "no table"\n')
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.switch_profile("broken")
+        await pilot.pause()
+        await pilot.pause()
+        shown = " ".join(plain(t) for t in app.screen.query(Toast))
+        assert "[settings]" in shown, shown  # markup used to eat it
+
+
+async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: Path) -> None:
+    (profiles / "odd.toml").write_text(
+        f'schema = 2\ndescription = "{MARKUP}"\n[settings]\ntarget = "shape:x[/]"\n'
+        'draft = "[/red]"\n'
+    )
+    script = Script()
+    app = app_with(script, profiles, target_name="Smol[/]LM [gpu]", speculation_ok=False,
+                   speculation_reason="the draft [/red] is odd")  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.switch_profile("odd")
+        await wait_for(pilot, lambda: app.info is not None and app.settings.target == "shape:x[/]")
+        app.show_panel("profile")
+        await pilot.pause()
+        panel = app.query_one(ProfilePanel)
+        assert plain(panel.query_one("#profile-name", Static)) == "active settings: profile odd"
+        assert app.info.target_spec == "shape:x[/]" and app.info.draft_spec == "[/red]"
+        assert "[/red]" in plain(app.query_one("#banner", Static))
+        await chat(pilot, "[bold]hello[/] [gpu]")
+        assert app.query_one(AssistantMessage)._border_title.plain == "Smol[/]LM [gpu]"
+        assert plain(app.query_one(UserMessage)) == "[bold]hello[/] [gpu]"
+
+
+async def test_the_save_modal_shows_a_bracketed_name_in_its_error(profiles: Path) -> None:
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+s")
+        app.screen.query_one(Input).value = "a[/]b"
+        await pilot.press("enter")
+        assert isinstance(app.screen, SaveProfileScreen)
+        assert "'a[/]b'" in plain(app.screen.query_one("#save-error"))
+
+
+# --------------------------------------------------------------------------- the context window
+
+
+def windowed(script: Script, window: int):  # noqa: ANN201
+    """A scripted session with a context window (the fake's prompt is one id per message)."""
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        session = FakeSession(script, target, draft)
+        session.context_window = window  # type: ignore[attr-defined]
+        return session
+
+    return factory
+
+
+async def test_a_long_chat_drops_its_oldest_turns_and_says_so(profiles: Path) -> None:
+    script = Script(rounds=2)
+    settings = Settings(max_tokens=8)
+    app = SpecDecApp(settings, windowed(script, 8 + 5), profiles_dir=profiles,
+                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        for i in range(5):
+            await chat(pilot, f"turn {i}")
+            assert len(script.prompts[-1]) <= 5  # what the engine saw fits 13 - 8
+            assert script.prompts[-1][-1]["content"] == f"turn {i}"
+        notes = [plain(n) for n in app.query(".context-note")]
+        assert notes and "oldest messages were dropped" in notes[0]
+        assert app.messages[:-1] == script.prompts[-1]  # the app keeps what the engine sees
+        assert app.messages[-1]["role"] == "assistant"
+
+
+async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -> None:
+    script = Script(rounds=2)
+    app = SpecDecApp(Settings(max_tokens=8), windowed(script, 8), profiles_dir=profiles,
+                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "too long for this model"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.run_id is None)
+        errors = [n.message for n in app._notifications if n.severity == "error"]
+        assert any("context window of 8 tokens" in e for e in errors), errors
+        assert "generate" not in script.calls and app.messages == []
+
+
+def test_text_helpers_are_plain() -> None:
+    assert Text(MARKUP).plain == MARKUP
