@@ -252,9 +252,10 @@ class SpecDecApp(App[int]):
         timeout: float | None = None,
         markup: bool = False,
     ) -> None:
-        """A notification, plain text by default: messages quote profile files, model specs and
-        prompts, whose brackets (`[settings]`, `[/]`) are text, never markup."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A notification, always plain text: messages quote profile files, model specs and
+        prompts, whose brackets (`[settings]`, `[/]`) are text, never markup. Screens and
+        widgets pass markup=True by default (Widget.notify), so `markup` is ignored here."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def apply(self, **changes: Any) -> bool:
         """Validated change from the next round on; an out-of-range value leaves state as it was."""

@@ -50,6 +50,10 @@ async def test_an_error_keeps_its_brackets(profiles: Path) -> None:
         await pilot.pause()
         shown = " ".join(plain(t) for t in app.screen.query(Toast))
         assert "[settings]" in shown, shown  # markup used to eat it
+        app.screen.notify("a screen's [/] too")  # Widget.notify passes markup=True itself
+        await pilot.pause()
+        await pilot.pause()
+        assert "a screen's [/] too" in " ".join(plain(t) for t in app.screen.query(Toast))
 
 
 async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: Path) -> None:
