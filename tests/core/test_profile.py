@@ -735,7 +735,7 @@ def test_cli_diff_without_runs_says_so(cli, capsys) -> None:
 
 def test_lookup_presets_save_the_draft_source_and_profiles_show_it(cli, capsys) -> None:
     store = ProfileStore(shipped_presets_dir())
-    want = {"lookup": ("lookup", "heuristic"), "hybrid": ("hybrid", "heuristic"),
+    want = {"lookup": ("lookup", "cost-aware"), "hybrid": ("hybrid", "heuristic"),
             "hybrid-cost-aware": ("hybrid", "cost-aware")}
     for name, (source, policy) in want.items():
         p = store.load(name)
