@@ -70,22 +70,9 @@ class VerifyCostCurve:
         else linear interpolation between (or extrapolation from) the two nearest measured
         row counts, floored at 0. "auto" falls back to the first mode when it was not measured."""
         table = self.times[self._mode(mode)]
-        if rows in table:
-            return table[rows]
-        rs = sorted(table)
-        if not rs:
+        if not table:
             raise CalibrationError("The calibration holds no measurements.")
-        if len(rs) == 1:
-            return table[rs[0]]
-        if rows < rs[0]:
-            r0, r1 = rs[0], rs[1]
-        elif rows > rs[-1]:
-            r0, r1 = rs[-2], rs[-1]
-        else:
-            i = bisect.bisect_left(rs, rows)
-            r0, r1 = rs[i - 1], rs[i]
-        t0, t1 = table[r0], table[r1]
-        return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)
+        return interpolate(table, rows)
 
     def cost_per_row(self, mode: str = "auto") -> dict[int, float]:
         table = self.times[self._mode(mode)]
@@ -186,3 +173,23 @@ def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]
     if dispatch != "auto" and dispatch in curve.times:
         return lambda rows: curve.t_verify(rows, dispatch)
     return curve.t_verify
+
+
+def interpolate(table: dict[int, float], rows: int) -> float:
+    """Seconds at `rows` from measured (rows -> seconds): exact where measured, else linear
+    between (or beyond) the two nearest measured counts, floored at 0. The one rule the curve,
+    the policy and the app's prediction view share."""
+    if rows in table:
+        return table[rows]
+    rs = sorted(table)
+    if len(rs) == 1:
+        return table[rs[0]]
+    if rows < rs[0]:
+        r0, r1 = rs[0], rs[1]
+    elif rows > rs[-1]:
+        r0, r1 = rs[-2], rs[-1]
+    else:
+        i = bisect.bisect_left(rs, rows)
+        r0, r1 = rs[i - 1], rs[i]
+    t0, t1 = table[r0], table[r1]
+    return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)

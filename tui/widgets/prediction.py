@@ -14,7 +14,6 @@ efficiency; below EFFICIENCY_FLOOR one line says which phase took the difference
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual_plot import HiResMode
 
+from core.dispatch.curve import interpolate
 from core.prediction import KPrediction, Prediction, RoundCost, predict, predict_schedule
 from tui.bridge import CurveInfo
 from tui.stats import RoundStats
@@ -45,27 +45,9 @@ NO_DRAFT_COST = ("lookup",)  # sources whose proposals cost no forward (core.dra
 
 
 def curve_t_verify(curve: CurveInfo) -> Callable[[int], float]:
-    """t_verify(rows) from the curve's measured rows: linear between (or beyond) the two nearest
-    measured counts, floored at 0 (core.dispatch.VerifyCostCurve.t_verify's rule)."""
+    """t_verify(rows) from the curve's measured rows, by core.dispatch.VerifyCostCurve's rule."""
     table = dict(curve.t_verify)
-    rs = sorted(table)
-
-    def t(rows: int) -> float:
-        if rows in table:
-            return table[rows]
-        if len(rs) == 1:
-            return table[rs[0]]
-        if rows < rs[0]:
-            r0, r1 = rs[0], rs[1]
-        elif rows > rs[-1]:
-            r0, r1 = rs[-2], rs[-1]
-        else:
-            i = bisect.bisect_left(rs, rows)
-            r0, r1 = rs[i - 1], rs[i]
-        t0, t1 = table[r0], table[r1]
-        return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)
-
-    return t
+    return lambda rows: interpolate(table, rows)
 
 
 def reached_prefix(rates: Sequence[float | None]) -> list[float]:
