@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -219,7 +220,8 @@ def test_chat_runs_the_profile_it_is_given(capsys) -> None:
     assert (plain.mode, plain.rule, plain.temperature, plain.max_tokens) == (
         "speculative", "greedy", 0.0, 64)
     assert cli.main(["--profile", "target-only", "chat", "hi", *TINY, "--max-tokens", "3"]) == 0
-    assert "target-only" in capsys.readouterr().err  # the summary's mode
+    err = capsys.readouterr().err
+    assert re.search(r"mode\s+target-only\s", err), err  # the summary's mode row
 
 
 def test_profile_is_refused_where_it_does_not_apply(capsys, monkeypatch) -> None:
