@@ -108,10 +108,14 @@ class CostAwarePolicy:
     `prior`): a position never yet reached is assumed to behave like the ones that were, so
     short probes that are all accepted raise the estimate for long proposals too (with a
     fixed prior, k stayed at 0-1 on the H200 while every draft was accepted).
-    Choosing k = 0 teaches nothing, so the first round and every round after `probe_every`
-    target steps in a row propose k >= 1 anyway (unless no k could pay even at full
-    acceptance, as on MLX's CPU backend): a pair whose acceptance rises (a new,
-    easier passage) is noticed instead of being written off for the rest of the run. A probe
+    Choosing k = 0 teaches nothing, so the first round, and a round after a run of target
+    steps, proposes k >= 1 anyway (unless no k could pay even at full acceptance, as on MLX's
+    CPU backend): a pair whose acceptance rises (a new, easier passage) is noticed instead of
+    being written off for the rest of the run. The run before a probe is 1 target step after
+    the policy first falls to k = 0, then doubles with each probe that leaves it there (2, 4,
+    ... `probe_every`): two unlucky early rounds are evidence of little, and on the H200 (72B
+    target, TV = 0.5, 88% per position) they sent a fixed 16-step wait into a request that
+    paid 1.5x at k = 10. A probe
     that is wholly accepted is followed at once by one twice as long (1, 2, 4, ... k_max, as
     TCP's slow start): proving that long proposals pay takes long accepted runs, and at
     k_max = 31 single-token probes every 16 rounds would need the whole request to gather them.
@@ -146,6 +150,7 @@ class CostAwarePolicy:
         self._cache: int | None = None
         self.probe_every = probe_every
         self._zeros = probe_every  # consecutive k = 0 rounds; full, so the first round probes
+        self._failed = 0  # probes in a row that left k at 0: the wait before the next doubles
         self._probe_k = 1  # the next probe's length: doubles while probes are wholly accepted
         self._probing = False
         self.scale = [1.0, 1.0]  # observed / calibrated round cost: [k = 0, k >= 1], an EMA
@@ -176,7 +181,7 @@ class CostAwarePolicy:
         if (
             self._cache == 0
             and self.probe_every
-            and self._zeros >= self.probe_every
+            and self._zeros >= self.probe_gap()
             and self._could_pay()
         ):
             a = self.acceptance()
@@ -184,6 +189,10 @@ class CostAwarePolicy:
             self._probing = True
             return max(best, min(self._probe_k, self.k_max))
         return self._cache
+
+    def probe_gap(self) -> int:
+        """Target steps in a row before the next probe: 1, 1, 2, 4, ... up to probe_every."""
+        return min(1 << max(self._failed - 1, 0), self.probe_every)
 
     def _could_pay(self) -> bool:
         """Whether some k >= 1 beats a target step even if every draft were accepted: where
@@ -208,7 +217,10 @@ class CostAwarePolicy:
                 self._zeros = self.probe_every
             else:
                 self._probe_k = max(accepted, 1)
+                self._failed += 1
             self._probing = False
+        elif proposed:  # the policy's own choice was to draft: the next k = 0 is news again
+            self._failed = 0
         # Conditional counts: position i was tried only if all before it were accepted, which
         # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
         # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.

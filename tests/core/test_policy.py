@@ -265,8 +265,9 @@ def test_cost_aware_prices_a_free_drafter_at_the_verify_cost_alone() -> None:
 
 
 def test_cost_aware_probes_after_a_run_of_target_steps():
-    """k = 0 teaches nothing, so every `probe_every` target steps one round proposes k >= 1;
-    when the probes are accepted the policy leaves k = 0 for good."""
+    """k = 0 teaches nothing, so after a run of target steps one round proposes k >= 1, the
+    run doubling with each failed probe up to `probe_every`; when the probes are accepted the
+    policy leaves k = 0 for good."""
     from core.policy import CostAwarePolicy
 
     # A flat verify cost and a cheap draft: speculation pays once acceptance is high.
@@ -276,7 +277,8 @@ def test_cost_aware_probes_after_a_run_of_target_steps():
         k = p.next_k()
         ks.append(k)
         p.observe(k, 0)
-    assert ks == [1, 0, 0, 0, 0, 1, 0, 0, 0, 0]  # the first round probes too
+    # the first round probes too; then waits of 1, 2, 4 (= probe_every), 4 target steps
+    assert ks == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1][:10]
     for _ in range(30):  # an easy passage: every probe is fully accepted
         k = p.next_k()
         p.observe(k, k)
@@ -319,6 +321,31 @@ def test_cost_aware_failed_probes_stay_rare():
         ks.append(k)
         p.observe(k, n)
     assert sum(k > 0 for k in ks) <= 256 // 8 and max(ks) <= 8, ks
+
+
+def test_cost_aware_two_unlucky_rounds_do_not_cost_a_long_wait():
+    """Measured on the H200 (72B shape, 0.5B draft, TV = 0.5, 88% accepted per position): the
+    first two rounds accepted 3 of 7 and 0 of 7, the policy fell to k = 0, and a fixed wait of
+    16 target steps followed twice (26% of the request's rounds). With the wait doubling from
+    1, the policy is back to drafting within a few rounds and stays there."""
+    v = {1: 59.6, 2: 109.6, 3: 147.8, 4: 186.5, 5: 221.9, 6: 260.6, 7: 302.8}
+    p = CostAwarePolicy(lambda r: v.get(r, 107.0 if r <= 16 else 147.0) * 1e-3, 6.9e-3,
+                        k_max=15)  # fmt: skip
+    script = [(7, 3), (7, 0)]
+    rng = random.Random(0)
+    ks = []
+    for _ in range(40):
+        k = p.next_k()
+        if script:
+            k, n = script.pop(0)
+        else:
+            n = 0
+            while n < k and rng.random() < 0.88:
+                n += 1
+        p.observe(k, n, p.priced(k) * (0.77 if k == 0 else 1.1))  # as the rounds measured
+        ks.append(k)
+    assert ks[2] == 0, ks  # the two rounds did make k = 0 the best guess
+    assert sum(k == 0 for k in ks) <= 4 and min(ks[-20:]) >= 7, ks
 
 
 def test_cost_aware_unseen_positions_take_the_pooled_rate():
