@@ -1,0 +1,160 @@
+"""Saved profiles in the app: save, switch, compare; mixed into SpecDecApp (tui/app.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from core.errors import UserError
+from tui.bridge import CurveInfo
+from tui.screens.modals import ProfilePickerScreen, SaveProfileScreen
+from tui.stats import RoundStats
+from tui.widgets.panels import ProfilePanel, RunRecord
+
+
+class ProfileActions:
+    """The profile store, its keys (save, switch, compare) and a recorded run shown in the panels."""
+
+    def store(self) -> Any:
+        """The profile store: --profiles-dir (or the default folder) plus the shipped presets."""
+        if self._store is None:
+            from core.profile import ProfileStore
+
+            folder = None if self.profiles_dir is None else str(self.profiles_dir)
+            self._store = ProfileStore.default(folder)
+        return self._store
+
+    def _profile_names(self) -> list[str]:
+        try:
+            return self.store().names()
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+            return []
+
+    def _refresh_profiles(self) -> None:
+        self.query_one(ProfilePanel).show_profiles(self._profile_names(), self.profile_name)
+
+    def action_save_profile(self) -> None:
+        self.push_screen(SaveProfileScreen(self.profile_name or "my-profile"),
+                         self._save_profile)
+
+    def _save_profile(self, name: str | None) -> None:
+        if not name:
+            return
+        try:
+            saved = self.save_profile(name)
+        except UserError as exc:
+            self.notify(str(exc), title="not saved", severity="error")
+            return
+        self.profile_name = saved
+        self._show_settings()
+        self._refresh_profiles()
+        note = " (name taken, saved under a free one)" if saved != name else ""
+        self.notify(f"saved profile {saved}{note}", title="profile")
+
+    def save_profile(self, name: str) -> str:
+        """Write settings + the last run's rounds and summary; returns the name it got."""
+        from core.profile import Profile, ProfileRecorder
+
+        if self.last_run is None:
+            profile = Profile(name, self.settings)
+        else:
+            rounds, summary, run_settings, prompt = self.last_run
+            rec = ProfileRecorder(name, run_settings)
+            for ev in rounds:
+                rec.add(ev)
+            rec.add(summary)
+            env = dict(self.info.environment) if self.info is not None else {}
+            profile = rec.profile(
+                prompt=prompt,
+                calibration=self.curve.raw if self.curve is not None else None,
+                environment=env,
+            )
+            profile = dataclasses.replace(profile, settings=self.settings)
+        store = self.store()
+        # Saving under the active profile's own name updates it; any other taken name gets a
+        # free variant, so a save never clobbers a profile the user did not mean.
+        own = name == self.profile_name and store.toml_path(name).is_file()
+        return store.save(profile, overwrite=own)
+
+    def action_compare_runs(self) -> None:
+        """Two runs side by side: this session's runs and the saved profiles, A and B."""
+        from tui.screens.compare import CompareScreen, live_run
+
+        env = dict(self.info.environment) if self.info is not None else {}
+        live = [live_run(i, record, env) for i, record in enumerate(self.runs)]
+
+        def key(record: RunRecord | None) -> str | None:
+            if record is None:
+                return None
+            for i, run in enumerate(self.runs):
+                if run is record:
+                    return f"live:{i}"
+            return f"profile:{record.label}"  # a recorded profile shown in the panel
+
+        a, b = self.compare
+        self.push_screen(CompareScreen(live, self.store(), key(a), key(b)))
+
+    def action_switch_profile(self) -> None:
+        self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),
+                         self.switch_profile)
+
+    def on_option_list_option_selected(self, event: Any) -> None:
+        if event.option_list.id == "profile-list" and event.option.id:
+            self.switch_profile(event.option.id)
+
+    def switch_profile(self, name: str | None) -> None:
+        """Load a saved profile: its settings become active, its recorded run fills the panels."""
+        if not name:
+            return
+        try:
+            profile = self.store().load(name)
+        except UserError as exc:
+            self.notify(str(exc), title="profile not loaded", severity="error")
+            return
+        old = self.settings
+        self.profile_name = profile.name
+        self.settings = profile.settings
+        self._show_settings()
+        self._refresh_profiles()
+        if (profile.settings.target, profile.settings.draft) != (old.target, old.draft):
+            if self.run_id is not None:
+                self.bridge.cancel()
+            self.bridge.load(profile.settings.target, profile.settings.draft)
+        if profile.run is not None:
+            self._show_recorded(profile)
+        self.notify(f"switched to profile {profile.name}", title="profile", timeout=2)
+
+    def _show_recorded(self, profile: Any) -> None:
+        run = profile.run
+        if self.run_id is None:
+            self.stats = RoundStats.from_rounds(run.rounds, run.summary)
+        if run.calibration:
+            self.curve = curve_from_dict(run.calibration)
+        record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
+                           self._decode_ids(run.summary.token_ids), run.summary.mean_tv)
+        self.compare = (record, self.runs[-1] if self.runs else None)
+        self.query_one(ProfilePanel).show_compare(*self.compare)
+        self._refresh_panels(all_panels=True)
+
+    def _decode_ids(self, ids: Iterable[int]) -> str:
+        """A recorded run's text, when a tokenizer is loaded (a profile stores ids only)."""
+        if self.decode is None or self.info is None:
+            return ""
+        keep = [i for i in ids if i not in self.info.eos_ids]
+        try:
+            return str(self.decode(keep))
+        except Exception:  # ids from another vocabulary: show no text rather than fail
+            return ""
+
+
+def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:
+    """A stored calibration back into a CurveInfo (via core.dispatch when it can)."""
+    try:
+        from core.dispatch import VerifyCostCurve
+        from tui.session import curve_info
+
+        return curve_info(VerifyCostCurve.from_dict(data))
+    except Exception:  # a profile from another version: show no curve rather than fail
+        return None
