@@ -7,8 +7,10 @@ reads a command line, draws a progress bar or writes a report lives here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +226,21 @@ def _write(path: str, text: str) -> None:
         raise BenchError(f"Could not write the report {dest}: {exc.strerror or exc}.") from None
 
 
+class LogLines:
+    """Progress where stderr is a log, not a terminal: a transient bar draws nothing there, so
+    a bench cut short (a job's time limit, a stall) left no clue where it was. One line a
+    step, with the wall clock and the seconds since the bench started."""
+
+    def __init__(self, err: Any) -> None:
+        self.err, self.t0 = err, time.monotonic()
+
+    def line(self, text: str) -> None:
+        from rich.text import Text
+
+        stamp = f"[{time.strftime('%H:%M:%S')} +{time.monotonic() - self.t0:.1f} s]"
+        self.err.print(Text(f"{stamp} {text}"), soft_wrap=True, highlight=False)
+
+
 def run_bench_cli(args: argparse.Namespace) -> int:
     """`specdec-tui bench`: load the pair, run the protocol with a progress bar, write reports."""
     from rich.console import Console
@@ -260,10 +277,16 @@ def run_bench_cli(args: argparse.Namespace) -> int:
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     needs_draft = args.peer is not None or any(b.settings.mode != "target-only" for b in rows)
-    with err.status(Text(f"loading {target} / {draft}")):
+    log = None if err.is_terminal else LogLines(err)
+    loading = Text(f"loading {target} / {draft}")
+    if log is not None:
+        log.line(loading.plain)
+    with err.status(loading) if log is None else contextlib.nullcontext():
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(target, draft if needs_draft else None)
         engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
+    if log is not None:
+        log.line("loaded")
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
@@ -291,13 +314,15 @@ def run_bench_cli(args: argparse.Namespace) -> int:
 
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=err, transient=True,
+        TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
     with bar:
         task = bar.add_task("benchmark", total=None)
 
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=label[:48])
+            if log is not None:
+                log.line(f"{done}/{total} {label}")
 
         report = run_protocol(
             engine, prompt_ids, rows,

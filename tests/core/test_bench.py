@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import threading
 from collections import Counter
@@ -224,6 +225,21 @@ def test_cli_writes_markdown_json_and_csv(tmp_path):
     rows = cs.read_text().splitlines()
     assert rows[0].startswith("name,label,engine,mode") and len(rows) == 3
     assert rows[2].startswith("fixed-4-tv1,")
+
+
+def test_cli_logs_a_line_a_step_when_stderr_is_not_a_terminal(capsys):
+    """A bench run into a log (a job, a remote call) says where it is after every step, so a
+    run cut short shows what it was doing; the bar alone drew nothing there."""
+    assert _run_cli(["--target", TINY[0], "--draft", TINY[1], "--tokens", "4", "--seeds", "1",
+                     "--invocations", "1", "--warmup", "1", "--no-quality", "--no-predict",
+                     "--profile", "fixed-4-tv1"]) == 0  # fmt: skip
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
+    assert re.match(r"\[\d\d:\d\d:\d\d \+\d+\.\d s\] loading shape:tiny / ", lines[0])
+    assert lines[1].endswith("] loaded")
+    steps = [ln.split("] ", 1)[1] for ln in lines[2:]]
+    total = len(steps)  # 2 rows x (1 warm-up + 1 timed + 1 traced)
+    assert total == 6 and steps[0] == "1/6 warm-up target-only", steps
+    assert [s.split(" ", 1)[0] for s in steps] == [f"{i}/6" for i in range(1, 7)]
 
 
 def test_cli_refuses_bad_input_in_one_sentence(tmp_path):
