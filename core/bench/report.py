@@ -112,6 +112,9 @@ def report_markdown(report: BenchReport) -> str:
         f"{env.get('mlx', '?')}, mlx-lm {env.get('mlx_lm', '?')}, {env.get('os', '?')}, "
         f"{env.get('timestamp', '')}.  "
     )
+    if env.get("mlx_env"):
+        out.append("MLX variables: " + ", ".join(f"`{k}={v}`" for k, v in env["mlx_env"].items())
+                   + ".  ")  # fmt: skip
     models = p.get("models") or {}
     if models:
         out.append(f"Target {models.get('target')}, draft {models.get('draft')}.  ")

@@ -17,6 +17,7 @@ from core.settings import Settings
 
 def record_environment() -> dict[str, Any]:
     """Where a run happened, so numbers from two machines are never compared unknowingly."""
+    import os
     import platform
     from importlib import metadata
 
@@ -46,6 +47,9 @@ def record_environment() -> dict[str, Any]:
         "machine": platform.machine(),
         "python": platform.python_version(),
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        # MLX's tuning variables change timings: on CUDA, MLX_CUDA_SDPA_CACHE_SIZE decides
+        # whether multi-row attention rebuilds a cuDNN plan every round (docs/benchmarks).
+        "mlx_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MLX_")},
     }
 
 

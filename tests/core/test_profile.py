@@ -613,6 +613,15 @@ def test_record_environment_describes_this_machine() -> None:
     json.dumps(env)  # it goes into a JSON file as is
 
 
+def test_record_environment_keeps_mlx_tuning_variables(monkeypatch) -> None:
+    """MLX_* variables change timings (on CUDA the cuDNN attention plan cache's size decides
+    whether multi-row attention rebuilds a plan every round): a run says which it ran with."""
+    monkeypatch.setenv("MLX_CUDA_SDPA_CACHE_SIZE", "4096")
+    monkeypatch.setenv("NOT_MLX", "x")
+    env = record_environment()["mlx_env"]
+    assert env["MLX_CUDA_SDPA_CACHE_SIZE"] == "4096" and "NOT_MLX" not in env
+
+
 def test_record_environment_names_the_backend_as_dispatch_does() -> None:
     from core.dispatch.backend import backend_name
 
