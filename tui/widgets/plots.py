@@ -11,6 +11,7 @@ rounds while a run streams.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -46,6 +47,43 @@ def _ticks(values: list[int], most: int = 8) -> list[float]:
     if picked[-1] != values[-1] and len(picked) < most:
         picked.append(values[-1])
     return [float(v) for v in picked]
+
+
+S = TypeVar("S")
+
+
+class PlotPanel(Vertical, Generic[S]):
+    """A plot over its caption that redraws only when its series changed (the module says why)."""
+
+    DEFAULT_CSS = """
+    PlotPanel { height: auto; }
+    PlotPanel .plot-caption { height: auto; color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.series: S | None = None
+
+    def compose(self) -> ComposeResult:
+        yield StaticPlot(classes="plot")
+        yield Static(classes="plot-caption")
+
+    def _redraw(
+        self, series: S | None, drawable: bool, empty: str
+    ) -> tuple[StaticPlot, Static] | None:
+        """The cleared plot and its caption for `series`; None when the series did not change or
+        is not `drawable` (then the plot hides and the caption says `empty`)."""
+        if series == self.series:
+            return None
+        self.series = series
+        plot = self.query_one(StaticPlot)
+        plot.clear()
+        caption = self.query_one(".plot-caption", Static)
+        plot.display = drawable
+        if not drawable:
+            caption.update(Text(empty, "dim"))
+            return None
+        return plot, caption
 
 
 # --------------------------------------------------------------------------- verify cost curve
@@ -102,35 +140,17 @@ def curve_caption(series: CurveSeries) -> Text:
     return text
 
 
-class CurvePlot(Vertical):
+class CurvePlot(PlotPanel[CurveSeries]):
     """Verify cost against rows, the kernel boundary as a vertical line, this round marked."""
 
-    DEFAULT_CSS = """
-    CurvePlot { height: auto; }
-    CurvePlot StaticPlot { height: 14; }
-    CurvePlot .plot-caption { height: auto; color: $text-muted; }
-    """
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.series: CurveSeries | None = None
-
-    def compose(self) -> ComposeResult:
-        yield StaticPlot(classes="plot")
-        yield Static(classes="plot-caption")
+    DEFAULT_CSS = "CurvePlot StaticPlot { height: 14; }"
 
     def show(self, curve: CurveInfo | None, current_rows: int | None) -> None:
         series = curve_series(curve, current_rows) if curve is not None else None
-        if series == self.series:
+        drawn = self._redraw(series, series is not None and bool(series.rows), "no curve yet")
+        if drawn is None or series is None:
             return
-        self.series = series
-        plot = self.query_one(StaticPlot)
-        plot.clear()
-        caption = self.query_one(".plot-caption", Static)
-        plot.display = series is not None and bool(series.rows)
-        if series is None or not series.rows:
-            caption.update(Text("no curve yet", "dim"))
-            return
+        plot, caption = drawn
         plot.set_xlabel("rows verified R")
         plot.set_ylabel("ms")
         plot.set_xticks(_ticks(list(series.rows)))
@@ -172,35 +192,17 @@ def position_series(stats: RoundStats) -> PositionSeries:
     )
 
 
-class PositionPlot(Vertical):
+class PositionPlot(PlotPanel[PositionSeries]):
     """Acceptance per draft position as bars on a 0-1 scale."""
 
-    DEFAULT_CSS = """
-    PositionPlot { height: auto; }
-    PositionPlot StaticPlot { height: 12; }
-    PositionPlot .plot-caption { height: auto; color: $text-muted; }
-    """
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.series: PositionSeries | None = None
-
-    def compose(self) -> ComposeResult:
-        yield StaticPlot(classes="plot")
-        yield Static(classes="plot-caption")
+    DEFAULT_CSS = "PositionPlot StaticPlot { height: 12; }"
 
     def show(self, stats: RoundStats) -> None:
         series = position_series(stats)
-        if series == self.series:
+        drawn = self._redraw(series, bool(series.positions), "no speculative rounds yet")
+        if drawn is None:
             return
-        self.series = series
-        plot = self.query_one(StaticPlot)
-        plot.clear()
-        caption = self.query_one(".plot-caption", Static)
-        plot.display = bool(series.positions)
-        if not series.positions:
-            caption.update(Text("no speculative rounds yet", "dim"))
-            return
+        plot, caption = drawn
         plot.set_xlabel("draft position")
         plot.set_ylabel("accepted")
         plot.set_xticks([float(p) for p in series.positions])
