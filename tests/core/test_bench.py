@@ -31,18 +31,6 @@ TINY = ("shape:tiny", "shape:tiny-draft")
 
 
 @pytest.fixture(scope="module")
-def tiny_pair():
-    from core.models import load_pair
-
-    return load_pair(*TINY)
-
-
-@pytest.fixture
-def engine(tiny_pair):
-    return Engine.from_pair(tiny_pair)
-
-
-@pytest.fixture(scope="module")
 def prompt_ids(tiny_pair):
     ids, _ = bench.fit_prompt_ids(tiny_pair.target.tokenizer, bench.load_prompt("code-bugfix"), 96)
     return ids

@@ -21,22 +21,7 @@ from core.bench import peer as P
 from core.bench.predicted import EFFICIENCY_FLOOR, attach_predictions, needed_calibration
 from core.bench.results import BenchResult, BenchSetting
 from core.dispatch import VerifyCostCurve
-from core.engine import Engine
 from core.settings import Settings
-
-TINY = ("shape:tiny", "shape:tiny-draft")
-
-
-@pytest.fixture(scope="module")
-def tiny_pair():
-    from core.models import load_pair
-
-    return load_pair(*TINY)
-
-
-@pytest.fixture
-def engine(tiny_pair):
-    return Engine.from_pair(tiny_pair)
 
 
 @pytest.fixture(scope="module")

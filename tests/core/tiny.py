@@ -1,6 +1,6 @@
 """Tiny seeded random models and a numpy-only chi-square, shared by the engine and sampling tests.
 
-Not a conftest: tests import what they need (tests/core/conftest.py belongs to the models tests).
+Not a conftest: tests import what they need (tests/core/conftest.py holds the loaded model pairs).
 
 The models are mlx-lm llamas small enough to run thousands of rounds on a CPU in seconds.
 Random llamas at default init give near-uniform next-token distributions that collapse onto
