@@ -11,9 +11,50 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+    from tui.app import SpecDecApp
+
+
+async def _until(pilot: Pilot, cond: Callable[[], bool], timeout: float) -> None:
+    """Poll until `cond` holds: a real pair loads and answers in seconds to minutes."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app did not get there in time")
+        await pilot.pause(0.1)
+
+
+async def _loaded(app: SpecDecApp, pilot: Pilot) -> None:
+    """Wait for the pair (a load error ends the command); no blinking cursor in the pictures."""
+    await _until(pilot, lambda: app.info is not None or bool(app._notifications), 600)
+    if app.info is None:
+        raise SystemExit("; ".join(n.message for n in app._notifications))
+    for box in app.query("Input"):
+        box.cursor_blink = False  # type: ignore[attr-defined]
+
+
+async def _send(app: SpecDecApp, pilot: Pilot, text: str) -> None:
+    """Ask `text` in the chat and wait for its run to finish."""
+    before = len(app.runs)
+    app.query_one("#prompt").value = text  # type: ignore[attr-defined]
+    await pilot.press("enter")
+    await _until(pilot, lambda: app.run_id is None and len(app.runs) == before + 1, 900)
+
+
+async def _save(app: SpecDecApp, pilot: Pilot, path: Path) -> None:
+    """Let the view settle and the notifications go, then write the SVG."""
+    await pilot.pause(0.3)
+    app.clear_notifications()
+    await pilot.pause(0.3)
+    app.save_screenshot(filename=path.name, path=str(path.parent))
 
 
 async def _shoot(path: Path, prompt: str, settings: Settings, panel: str, size: tuple[int, int],
@@ -21,29 +62,12 @@ async def _shoot(path: Path, prompt: str, settings: Settings, panel: str, size: 
     from tui.app import SpecDecApp
 
     app = SpecDecApp(settings)
-
-    async def until(cond, timeout: float) -> None:  # noqa: ANN001
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the app did not get there in time")
-            await pilot.pause(0.1)
-
     async with app.run_test(size=size) as pilot:
-        await until(lambda: app.info is not None or bool(app._notifications), 600)
-        if app.info is None:
-            raise SystemExit("; ".join(n.message for n in app._notifications))
-        for box in app.query("Input"):
-            box.cursor_blink = False  # type: ignore[attr-defined]
-        app.query_one("#prompt").value = prompt  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await until(lambda: app.run_id is None and bool(app.runs), 900)
+        await _loaded(app, pilot)
+        await _send(app, pilot, prompt)
         app.show_rejected = show_rejected
         app.show_panel(panel)
-        await pilot.pause(0.3)
-        app.clear_notifications()
-        await pilot.pause(0.3)
-        app.save_screenshot(filename=path.name, path=str(path.parent))
+        await _save(app, pilot, path)
 
 
 SET_SECOND_K = 8  # the second run of the set, so the two runs side by side differ
@@ -57,37 +81,17 @@ async def _shoot_set(directory: Path, prompt: str, settings: Settings,
     app = SpecDecApp(settings)
     written: list[Path] = []
 
-    async def until(cond, timeout: float) -> None:  # noqa: ANN001
-        deadline = time.monotonic() + timeout
-        while not cond():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the app did not get there in time")
-            await pilot.pause(0.1)
-
-    async def send(text: str) -> None:
-        before = len(app.runs)
-        app.query_one("#prompt").value = text  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await until(lambda: app.run_id is None and len(app.runs) == before + 1, 900)
-
     async def shoot(name: str) -> None:
-        await pilot.pause(0.3)
-        app.clear_notifications()
-        await pilot.pause(0.3)
-        app.save_screenshot(filename=f"{name}.svg", path=str(directory))
+        await _save(app, pilot, directory / f"{name}.svg")
         written.append(directory / f"{name}.svg")
 
     async with app.run_test(size=size) as pilot:
-        await until(lambda: app.info is not None or bool(app._notifications), 600)
-        if app.info is None:
-            raise SystemExit("; ".join(n.message for n in app._notifications))
-        for box in app.query("Input"):
-            box.cursor_blink = False  # type: ignore[attr-defined]
-        await send(prompt)
+        await _loaded(app, pilot)
+        await _send(app, pilot, prompt)
         app.action_calibrate()
-        await until(lambda: app.curve is not None and not app.calibrating, 900)
+        await _until(pilot, lambda: app.curve is not None and not app.calibrating, 900)
         app.apply(k=SET_SECOND_K)
-        await send(prompt)  # the same question again, drafting twice as far
+        await _send(app, pilot, prompt)  # the same question again, drafting twice as far
         for panel in ("rounds", "acceptance", "kernels", "profile"):
             app.show_panel(panel)
             await shoot(panel)
