@@ -7,8 +7,11 @@ tiny mlx-lm llamas built here so every test runs in well under a second.
 
 from __future__ import annotations
 
+import importlib
 import json
 import types
+from collections import Counter
+from collections.abc import Callable
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -526,34 +529,98 @@ def test_patch_arguments_are_checked_and_auto_attention_follows_the_backend():
 # --- calibration -------------------------------------------------------------------------------
 
 
-def test_calibration_on_cpu_grows_with_rows_and_advances_the_kv_length():
-    target = tiny_llama(hidden=256, inter=1024, vocab=512)
-    draft = tiny_llama(hidden=64, inter=128, layers=1, vocab=512)
+class FakeClock:
+    """calibrate's perf_counter, moved only by the calls a test charges: the times stored are
+    then exact, on a machine of any speed or load (a tiny model's real milliseconds are noise:
+    under load its draft step measured dearer than the target's forward)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    # the module: the attribute core.dispatch.calibrate is the function
+    module = importlib.import_module("core.dispatch.calibrate")
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def charged(model: llama.Model, clock: FakeClock,
+            seconds: Callable[[mx.array], float]) -> llama.Model:  # fmt: skip
+    """`model`, each call of which (a forward, not a compiled step) first moves `clock` on by
+    seconds(inputs), then runs for real."""
+
+    class Charged(type(model)):  # type: ignore[misc]
+        def __call__(self, inputs: mx.array, *args: object, **kwargs: object) -> mx.array:
+            clock.now += seconds(inputs)
+            return super().__call__(inputs, *args, **kwargs)
+
+    model.__class__ = Charged
+    return model
+
+
+def test_calibration_stores_the_timed_medians_per_rows_and_advances_the_kv_length(clock):
+    """Per mode and R, the median of the timed forwards (warm-up left out); the draft's chained
+    step; the KV length one further per call. The n-th forward over R rows (n counted per R,
+    the context's prefill is R = 16) costs n * R ms: with 1 warm-up and 5 timed passes a mode,
+    auto's medians are those of calls 2..6 (4R ms), gemv's of calls 8..12 (10R ms)."""
+    forwards: Counter[int] = Counter()
+
+    def verify_ms(toks: mx.array) -> float:
+        r = int(toks.shape[1])
+        forwards[r] += 1
+        return forwards[r] * r * 1e-3 if r in (1, 4, 8) else 0.0
+
+    target = charged(tiny_llama(hidden=256, inter=1024, vocab=512), clock, verify_ms)
+    draft = charged(tiny_llama(hidden=64, inter=128, layers=1, vocab=512), clock,
+                    lambda _: 0.5e-3)  # fmt: skip
     seen: list[tuple[int, int]] = []
     curve = calibrate(target, draft, rows=[1, 4, 8], repeats=5, context=16,
                       modes=("auto", "gemv"), progress=lambda d, t, _: seen.append((d, t)))  # fmt: skip
-    t = curve.times["auto"]
-    assert t[1] < t[4] < t[8]  # the CPU runs one loop per row: cost grows with rows
-    assert curve.times["gemv"][1] < curve.times["gemv"][8]
+    assert curve.times["auto"] == pytest.approx({1: 4e-3, 4: 16e-3, 8: 32e-3})
+    assert curve.times["gemv"] == pytest.approx({1: 10e-3, 4: 40e-3, 8: 80e-3})
+    assert forwards == {16: 1, 1: 12, 4: 12, 8: 12}  # the prefill, then 2 modes x 6 passes
+    # the draft chain's share per step: DRAFT_CHAIN charged calls, timed as one chain
+    assert curve.draft_step_s == pytest.approx(0.5e-3)
+    # no cheaper R anywhere, as the CPU's one loop per row (cpu_qmm_t) predicts
     assert curve.boundary() is None and curve.predicted_boundary is None and curve.prediction_agrees
     assert curve.kernels == {1: "cpu_qmm_t", 4: "cpu_qmm_t", 8: "cpu_qmm_t"}
     # every call advanced the KV length by exactly one: 2 modes x (1 warm-up + 5) passes x 3 R
     assert curve.calls == 2 * 6 * 3
     assert curve.context_end == 16 + curve.calls
-    assert curve.draft_step_s is not None and 0 < curve.draft_step_s < t[1]
     assert seen[-1] == (curve.calls + 6, curve.calls + 6)
     assert (curve.backend, curve.context_len, curve.repeats) == ("cpu", 16, 5)
 
 
-def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not():
-    """The draft step is a chained (no host sync) step; with fused_draft the compiled one.
-    On the CPU the compiled step of a tiny model is cheaper: host overhead dominates there."""
+def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, monkeypatch):
+    """The draft step is timed as the engine runs it: a chain of DRAFT_CHAIN steps with no host
+    sync inside, the compiled step with fused_draft. A plain step (a model call) is charged
+    1 ms, a compiled one 0.25 ms (it never calls the model), so the price says which ran."""
+    from core.drafting.compiled import CompiledDecodeStep
+
+    chain = importlib.import_module("core.dispatch.calibrate").DRAFT_CHAIN
+    compiled: list[int] = []
+    real_step = CompiledDecodeStep.step
+
+    def step(self: CompiledDecodeStep, token: mx.array, cache: list) -> mx.array:
+        compiled.append(cache[0].offset)
+        clock.now += 0.25e-3
+        return real_step(self, token, cache)
+
+    monkeypatch.setattr(CompiledDecodeStep, "step", step)
     target = tiny_llama(vocab=128)
-    draft = tiny_llama(layers=1, vocab=128, seed=1)
+    draft = charged(tiny_llama(layers=1, vocab=128, seed=1), clock, lambda _: 1e-3)
     plain = calibrate(target, draft, rows=[1, 2], repeats=5, context=8)
+    assert plain.draft_step_s == pytest.approx(1e-3) and compiled == []
     fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, fused_draft=True)
-    assert plain.draft_step_s is not None and fused.draft_step_s is not None
-    assert 0 < fused.draft_step_s < plain.draft_step_s
+    assert fused.draft_step_s == pytest.approx(0.25e-3)
+    # every pass (warm-up included) chains DRAFT_CHAIN compiled steps, each one position on
+    assert compiled == list(range(8, 8 + (1 + 5) * chain))
 
 
 def test_calibration_refuses_bad_requests():

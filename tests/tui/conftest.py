@@ -44,23 +44,34 @@ class Script:
     delay_s: float = 0.0
     fail_after: int | None = None  # raise after this many rounds
     fail_load: bool = False
-    load_delay_s: float = 0.0
+    # Set: loading (calibrating) holds until the test sets it, so a state that lasts as long as
+    # the load (the calibration) is seen on a machine of any speed, instead of racing a delay.
+    load_gate: threading.Event | None = None
     fallback_reason: str | None = None  # the summary says speculation fell back
     random_weights: bool = False
     speculation_ok: bool = True
     backend: str = "metal"  # "cpu": the app says speculation cannot pay there
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
-    calibrate_delay_s: float = 0.0  # per calibration step
+    calibrate_gate: threading.Event | None = None  # holds calibration after its first step
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
+
+
+GATE_S = 120.0  # a gate the test never opens fails the test instead of hanging the suite
+
+
+def hold(gate: threading.Event | None) -> None:
+    """Wait on the engine thread until the test opens `gate` (None: go on at once)."""
+    if gate is not None and not gate.wait(GATE_S):
+        raise TimeoutError("the test never opened the scripted engine's gate")
 
 
 class FakeSession:
     """Implements the EngineSession protocol with deterministic rounds."""
 
     def __init__(self, script: Script, target: str, draft: str | None) -> None:
-        time.sleep(script.load_delay_s)
+        hold(script.load_gate)
         if script.fail_load:
             raise FileNotFoundError(f"no model at {target}")
         self.script = script
@@ -173,7 +184,7 @@ class FakeSession:
             ev = self._round(i, s, next_id, len(prompt_ids))
             events.append(ev)
             if self.script.delay_s:
-                time.sleep(self.script.delay_s)
+                cancel.wait(self.script.delay_s)  # a cancel ends the wait, as a round would
             yield ev
         summary = summarize(events, settings_source(), stop, len(prompt_ids))
         yield dataclasses.replace(summary, fallback_reason=self.script.fallback_reason)
@@ -185,7 +196,8 @@ class FakeSession:
         self.script.calls.append("calibrate")
         for r in range(1, 10):
             progress(r / 9, f"auto: {r} rows")
-            time.sleep(self.script.calibrate_delay_s)
+            if r == 1:
+                hold(self.script.calibrate_gate)
         t = {r: 0.09 * r if r < 8 else 0.09 * 8 for r in range(1, 10)}
         return CurveInfo(t_verify=t, draft_step_s=0.085, boundary=8, predicted_boundary=8,
                          kernels={r: "qmv" if r < 8 else "qmm_sm80" for r in range(1, 10)})
@@ -196,7 +208,7 @@ class FakeSession:
             if cancel.is_set():
                 return None
             progress(i / 4, f"request {i + 1}/4")
-            time.sleep(self.script.delay_s)
+            cancel.wait(self.script.delay_s)  # a cancel ends the wait: checked above
         rows = [
             SimpleNamespace(name="Target-only", acceptance=None, median_e2e_s=2.0,
                             speedup_vs_target=1.0, mean_tv=None),
@@ -270,8 +282,11 @@ def make_app(script: Script, profiles: Path) -> Callable[..., SpecDecApp]:
     return make
 
 
-async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ANN001
-    """Let the app process messages until `condition` holds (the engine runs on a thread)."""
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 30.0) -> None:  # noqa: ANN001
+    """Let the app process messages until `condition` holds (the engine runs on a thread).
+
+    The timeout only bounds a failure: a loaded 2-core CI machine takes seconds to start an app.
+    """
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -287,11 +302,16 @@ async def ready(pilot) -> SpecDecApp:  # noqa: ANN001
 
 
 async def chat(pilot, text: str = "Write a scene.") -> SpecDecApp:  # noqa: ANN001
-    """Type a message, send it, and wait until the run finished."""
+    """Type a message, send it, and wait until the run finished.
+
+    Until this turn's run is in `app.runs`: on a loaded machine the enter key may still be
+    queued when `press` returns, and the previous turn's run must not pass for this one."""
     app = await ready(pilot)
+    before = app.runs[-1] if app.runs else None
     app.query_one("#prompt").value = text
     await pilot.press("enter")
-    await wait_for(pilot, lambda: app.run_id is None and app.runs)
+    await wait_for(pilot, lambda: app.run_id is None and bool(app.runs)
+                   and app.runs[-1] is not before)
     return app
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 
@@ -15,6 +17,9 @@ from tui.widgets.chat import AssistantMessage, Legend
 from tui.widgets.panels import KernelsPanel, RoundsPanel
 
 SIZE = (160, 45)
+# Rounds of a run that only a cancel ends (200 s at 0.02 s a round): a test that acts while it
+# runs must not find it over on a slow or loaded machine, where the app lags the engine.
+FOREVER = 10_000
 
 
 def errors(app) -> list[str]:  # noqa: ANN001
@@ -64,7 +69,7 @@ async def test_multi_turn_sends_the_whole_conversation(make_app, script: Script)
 
 
 async def test_enter_while_generating_is_refused(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = 400, 0.02
+    script.rounds, script.delay_s = FOREVER, 0.02
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -198,7 +203,7 @@ async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
 
 
 async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = 400, 0.02
+    script.rounds, script.delay_s = FOREVER, 0.02
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -241,7 +246,7 @@ async def test_help_and_palette(make_app) -> None:
 
 
 async def test_escape_cancels_a_running_generation(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = 10_000, 0.02
+    script.rounds, script.delay_s = FOREVER, 0.02
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -249,10 +254,10 @@ async def test_escape_cancels_a_running_generation(make_app, script: Script) -> 
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.run_id is None, timeout=5)
+        await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 200 s
         summary = app.runs[-1].summary
         assert summary.stop_reason == "cancelled"
-        assert summary.rounds < 10_000
+        assert summary.rounds < FOREVER
         assert "cancelled" in str(app.query_one(AssistantMessage)._footer.render())
         # the app keeps working: the next turn runs to the end
         script.rounds, script.delay_s = 3, 0.0
@@ -279,7 +284,7 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
 async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) -> None:
     from tui.widgets.chat import ChatView
 
-    script.load_delay_s = 3.0  # long enough to hold under a loaded CI machine
+    script.load_gate = threading.Event()  # the pair loads when the test says, not after a delay
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.models_loading)
@@ -287,7 +292,9 @@ async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) 
         assert "loading models" in str(app.query_one("#status", Static).render())
         app.query_one("#prompt", Input).value = "too early"
         await pilot.press("enter")
-        assert any("not loaded yet" in w for w in warnings(app))
+        await wait_for(pilot, lambda: any("not loaded yet" in w for w in warnings(app)))
+        assert app.models_loading and "generate" not in script.calls
+        script.load_gate.set()
         await ready(pilot)
         assert not app.query_one(ChatView).loading
         assert "ready" in str(app.query_one("#status", Static).render())
@@ -339,13 +346,18 @@ async def test_header_names_pair_and_backend(make_app) -> None:
 async def test_first_cost_aware_run_calibrates_with_progress_first(make_app, script: Script) -> None:
     """A cost-aware run with no curve calibrates on the engine thread before generating, with
     its progress and curve posted to the UI, instead of waiting silently inside the engine."""
-    script.needs_curve, script.calibrate_delay_s = True, 0.05
+    # The calibration holds after its first step until the test has seen the progress: with a
+    # delay instead, a loaded machine's app could handle the progress and the curve in one go.
+    script.needs_curve, script.calibrate_gate = True, threading.Event()
     app = make_app(Settings(policy="cost-aware"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.query_one("#prompt", Input).value = "hello"
         await pilot.press("enter")
         await wait_for(pilot, lambda: "calibrating before the first round" in app._state_text())
+        assert "first use, auto: 1 rows" in app._state_text()
+        assert script.calls == ["calibrate"] and app.curve is None  # nothing generated yet
+        script.calibrate_gate.set()
         await wait_for(pilot, lambda: app.curve is not None)
         assert script.calls[:2] == ["calibrate", "generate"]
         assert app.calibration_label is None  # cleared once the curve arrived
@@ -377,12 +389,13 @@ async def test_calibrate_fills_the_kernels_panel(make_app, script: Script) -> No
         assert shapes.row_count == 2 and "qmv" in str(shapes.get_row_at(0)[3])
 
 
-async def test_bench_progress_and_report(make_app) -> None:
+async def test_bench_progress_and_report(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await chat(pilot)
         await pilot.press("alt+b")
-        await wait_for(pilot, lambda: not app.benchmarking)
+        # "bench" in calls: the key was handled (press may return first on a loaded machine)
+        await wait_for(pilot, lambda: "bench" in script.calls and not app.benchmarking)
         assert app.query_one(TabbedContent).active == "profile"
         table = app.query_one("#bench-table", DataTable)
         assert table.row_count == 2
@@ -392,12 +405,12 @@ async def test_bench_progress_and_report(make_app) -> None:
 
 
 async def test_escape_cancels_the_benchmark(make_app, script: Script) -> None:
-    script.delay_s = 0.5
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        script.delay_s = 0.0
         await chat(pilot)
-        script.delay_s = 0.5
+        # 4 requests of 60 s each, unless cancelled: only the escape can end it in time, on a
+        # machine of any speed (the fake's wait returns at the cancel)
+        script.delay_s = 60.0
         await pilot.press("alt+b")
         await wait_for(pilot, lambda: "request" in str(
             app.query_one("#bench-result", Static).render()))
@@ -557,7 +570,7 @@ def test_command_line_unknown_profile_is_one_sentence(profiles) -> None:
 
 
 async def test_d_switches_the_draft_source_from_the_next_round(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = 400, 0.02
+    script.rounds, script.delay_s = FOREVER, 0.02
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)

@@ -46,14 +46,16 @@ async def test_an_error_keeps_its_brackets(profiles: Path) -> None:
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await ready(pilot)
         app.switch_profile("broken")
-        await pilot.pause()
-        await pilot.pause()
-        shown = " ".join(plain(t) for t in app.screen.query(Toast))
-        assert "[settings]" in shown, shown  # markup used to eat it
+
+        def shown() -> str:
+            return " ".join(plain(t) for t in app.screen.query(Toast))
+
+        # until a toast is up, instead of assuming two pauses are enough on any machine
+        await wait_for(pilot, lambda: "profile not loaded" in shown())
+        assert "[settings]" in shown(), shown()  # markup used to eat it
         app.screen.notify("a screen's [/] too")  # Widget.notify passes markup=True itself
-        await pilot.pause()
-        await pilot.pause()
-        assert "a screen's [/] too" in " ".join(plain(t) for t in app.screen.query(Toast))
+        await wait_for(pilot, lambda: "too" in shown())
+        assert "a screen's [/] too" in shown(), shown()
 
 
 async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: Path) -> None:
@@ -67,7 +69,9 @@ async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: 
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.switch_profile("odd")
-        await wait_for(pilot, lambda: app.info is not None and app.settings.target == "shape:x[/]")
+        # the new pair's info, not the old one still shown until the engine thread says loading
+        await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "shape:x[/]")
+        assert app.settings.target == "shape:x[/]"
         app.show_panel("profile")
         await pilot.pause()
         panel = app.query_one(ProfilePanel)
@@ -128,9 +132,13 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
         await ready(pilot)
         app.query_one("#prompt", Input).value = "too long for this model"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.run_id is None)
-        errors = [n.message for n in app._notifications if n.severity == "error"]
-        assert any("context window of 8 tokens" in e for e in errors), errors
+
+        def errors() -> list[str]:
+            return [n.message for n in app._notifications if n.severity == "error"]
+
+        # the error, not just run_id None: that holds too while the enter key is still queued
+        await wait_for(pilot, lambda: bool(errors()) and app.run_id is None)
+        assert any("context window of 8 tokens" in e for e in errors()), errors()
         assert "generate" not in script.calls and app.messages == []
 
 
