@@ -103,6 +103,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.layout: PromptLayout | None = None  # where the running turn's messages lie
         self.last_copy: CopyOrigin | None = None  # the session's last accepted copied run
         self.messages: list[dict[str, str]] = []
+        self.dropped_messages = 0  # the chat's oldest messages the model no longer sees
         self.runs: list[RunRecord] = []  # this session's latest MAX_RUNS runs
         self.run_count = 0  # every run so far, for their labels
         self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)

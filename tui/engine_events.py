@@ -38,11 +38,16 @@ class EngineEvents:
         if message.run_id != self.run_id:
             return
         self.messages = [dict(m) for m in message.kept]
-        note = Static(Text(
-            f"The conversation outgrew the model's {message.window:,}-token context, so its "
-            f"{message.dropped} oldest messages were dropped: the model no longer sees them.",
-            "italic yellow"), classes="context-note")  # fmt: skip
+        self.dropped_messages += message.dropped
         chat = self.query_one(ChatView)
+        # One note, moved to the latest turn with the running count: once a chat is past
+        # its window every turn drops more, and a note a turn buried the conversation.
+        for old in chat.query(".context-note"):
+            old.remove()
+        note = Static(Text(
+            f"The conversation outgrew the model's {message.window:,}-token context: so far its "
+            f"{self.dropped_messages} oldest messages were dropped, and the model no longer "
+            "sees them.", "italic yellow"), classes="context-note")  # fmt: skip
         if self.current is not None and self.current.parent is chat:
             chat.add(note, before=self.current)
         else:

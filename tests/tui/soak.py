@@ -190,7 +190,7 @@ async def soak(
             if before_turn is not None:
                 before_turn(cancel)
             rounds_before = engine_rounds()
-            notes_before = len(app.query(".context-note"))
+            dropped_before = app.dropped_messages
             t0 = time.monotonic()
             answers = app.query(AssistantMessage)
             before = answers.last() if answers else None
@@ -203,7 +203,7 @@ async def soak(
                 report.cancels += 1
             await _wait(pilot, lambda: app.run_id is None, turn_timeout)
             report.turn_seconds.append(time.monotonic() - t0)
-            report.trims += len(app.query(".context-note")) - notes_before
+            report.trims += app.dropped_messages > dropped_before
             await _focus_input(pilot)
 
             # checks: answered, shows what ran, nothing failed unseen

@@ -118,8 +118,11 @@ async def test_a_long_chat_drops_its_oldest_turns_and_says_so(profiles: Path) ->
             await chat(pilot, f"turn {i}")
             assert len(script.prompts[-1]) <= 5  # what the engine saw fits 13 - 8
             assert script.prompts[-1][-1]["content"] == f"turn {i}"
+        # one note, at the latest trim, with the running count (not one more note a turn):
+        # five turns in 5 ids: 4 messages dropped in all
         notes = [plain(n) for n in app.query(".context-note")]
-        assert notes and "oldest messages were dropped" in notes[0]
+        assert len(notes) == 1 and app.dropped_messages == 4, (notes, app.dropped_messages)
+        assert f"so far its {app.dropped_messages} oldest messages were dropped" in notes[0]
         assert app.messages[:-1] == script.prompts[-1]  # the app keeps what the engine sees
         assert app.messages[-1]["role"] == "assistant"
 
