@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.events import PHASES
@@ -34,6 +35,15 @@ def ratio(x: float | None) -> str:
 def num(x: float | None, fmt: str = ".3f") -> str:
     """Any number in `fmt`; "-" for None, so a table cell is never empty."""
     return "-" if x is None else format(x, fmt)
+
+
+def md_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A markdown table's lines: the header, its rule (one cell a column) and a line a row."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    return [line(columns), "|---" * len(columns) + "|", *(line(cells) for cells in rows)]
 
 
 def _config(r: BenchResult) -> str:
@@ -79,18 +89,19 @@ def prediction_section(report: BenchReport) -> list[str]:
         "(median decode tok/s over target-only's; prefill excluded, as the prediction models "
         "rounds only). Efficiency = measured / predicted.\n"
     )
-    out.append("| Configuration | mean k | tokens/round | predicted ms/round (draft + verify) | "
-               "predicted | measured (decode) | efficiency | best k here (predicted) |")  # fmt: skip
-    out.append("|---|---|---|---|---|---|---|---|")
-    for r in rows:
+
+    def cells(r: BenchResult) -> tuple[str, ...]:
         pr = r.prediction or {}
         ms = f"{pr['seconds_per_round'] * 1e3:.1f} ({pr['draft_s_per_round'] * 1e3:.1f} + " \
              f"{pr['verify_s_per_round'] * 1e3:.1f})"  # fmt: skip
-        out.append(
-            f"| {r.name} | {pr['mean_k']:.1f} | {pr['tokens_per_round']:.2f} | {ms} | "
-            f"{ratio(pr['speedup'])} | {ratio(pr['measured_decode_speedup'])} | "
-            f"{num(r.efficiency, '.2f')} | {pr['best_k']} ({ratio(pr['best_speedup'])}) |"
-        )
+        best = f"{pr['best_k']} ({ratio(pr['best_speedup'])})"
+        return (r.name, f"{pr['mean_k']:.1f}", f"{pr['tokens_per_round']:.2f}", ms,
+                ratio(pr["speedup"]), ratio(pr["measured_decode_speedup"]),
+                num(r.efficiency, ".2f"), best)  # fmt: skip
+
+    out += md_table(("Configuration", "mean k", "tokens/round",
+                     "predicted ms/round (draft + verify)", "predicted", "measured (decode)",
+                     "efficiency", "best k here (predicted)"), map(cells, rows))  # fmt: skip
     out.append("")
     notes = [r.prediction["diagnosis"] for r in rows if (r.prediction or {}).get("diagnosis")]
     out.extend(f"- {n}" for n in notes)
@@ -128,84 +139,62 @@ def report_markdown(report: BenchReport) -> str:
         "same seed: the pairs give the tracing overhead (median ratio), the first the phase "
         "split.\n"
     )
-    out.append(
-        "| Configuration | Acceptance | Avg. rounds/request | Median E2E latency | vs target-only "
-        "| Predicted | Efficiency |"
-    )
-    out.append("|---|---|---|---|---|---|---|")
-    for r in report.results:
-        spec = r.speculative
-        out.append(
-            f"| {_config(r)} | {pct(r.acceptance) if spec else '-'} | "
-            f"{num(r.rounds_per_request, '.1f') if spec else '-'} | {secs(r.median_e2e_s)} | "
-            f"{ratio(r.speedup_vs_target)} | {ratio(r.predicted_speedup)} | "
-            f"{num(r.efficiency, '.2f')} |"
-        )
+    out += md_table(
+        ("Configuration", "Acceptance", "Avg. rounds/request", "Median E2E latency",
+         "vs target-only", "Predicted", "Efficiency"),
+        ((_config(r), pct(r.acceptance) if r.speculative else "-",
+          num(r.rounds_per_request, ".1f") if r.speculative else "-", secs(r.median_e2e_s),
+          ratio(r.speedup_vs_target), ratio(r.predicted_speedup), num(r.efficiency, ".2f"))
+         for r in report.results),
+    )  # fmt: skip
     out.append("")
     out.extend(prediction_section(report))
     out.append("### Timing detail\n")
-    out.append(
-        "| Configuration | Timed requests | Min E2E | Max E2E | TTFT | Decode tok/s | "
-        "Mean accepted length | Per-position acceptance |"
-    )
-    out.append("|---|---|---|---|---|---|---|---|")
-    for r in report.results:
+
+    def timing(r: BenchResult) -> tuple[str, ...]:
         d = r.to_dict()
         ppa = " ".join(f"{x:.2f}" for x in r.per_position_acceptance) or "-"
-        out.append(
-            f"| {r.name} | {r.timed_requests} | {secs(d['min_e2e_s'])} | {secs(d['max_e2e_s'])}"
-            f" | {secs(d['ttft_s'])} | {num(d['decode_tok_s'], '.1f')} | "
-            f"{num(r.mean_accepted_length, '.2f')} | {ppa} |"
-        )
+        return (r.name, str(r.timed_requests), secs(d["min_e2e_s"]), secs(d["max_e2e_s"]),
+                secs(d["ttft_s"]), num(d["decode_tok_s"], ".1f"),
+                num(r.mean_accepted_length, ".2f"), ppa)  # fmt: skip
+
+    out += md_table(("Configuration", "Timed requests", "Min E2E", "Max E2E", "TTFT",
+                     "Decode tok/s", "Mean accepted length", "Per-position acceptance"),
+                    map(timing, report.results))  # fmt: skip
     out.append("")
     mixed = [r for r in report.results if len(r.per_source) > 1]
     if mixed:
         out.append("### Per draft source\n")
         out.append("Share: the source's rounds over the setting's speculative rounds (its hit "
                    "rate); target steps are rounds where no source proposed anything.\n")
-        out.append("| Configuration | Source | Rounds | Share | Drafts/round | Acceptance | "
-                   "Mean accepted length |")
-        out.append("|---|---|---|---|---|---|---|")
-        for r in mixed:
-            for row in source_rows(r):
-                out.append("| " + " | ".join((r.name, *row)) + " |")
+        out += md_table(("Configuration", "Source", "Rounds", "Share", "Drafts/round",
+                         "Acceptance", "Mean accepted length"),
+                        ((r.name, *row) for r in mixed for row in source_rows(r)))  # fmt: skip
         out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")
         # comm (collectives of a sharded target, core/distributed.py) only when there was some
         shown = [x for x in PHASES if x != "comm"
                  or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]  # fmt: skip
-        out.append(
-            "| Configuration | " + " | ".join(shown) + " | prefill + outside rounds "
-            "| traced E2E | tracing overhead | predicted kernel |"
-        )
-        out.append("|---" * (len(shown) + 5) + "|")
-        for r in report.results:
-            if not r.phase_ms:
-                continue
-            ph = r.phase_ms
-            out.append(
-                f"| {r.name} | "
-                + " | ".join(f"{ph.get(x, 0.0):.1f}" for x in shown)
-                + f" | {num(r.outside_rounds_ms, '.1f')}"
-                + f" | {secs(r.traced_e2e_s)} | {pct(r.tracing_overhead)} | {r.kernel or '-'} |"
-            )
+        out += md_table(
+            ("Configuration", *shown, "prefill + outside rounds", "traced E2E",
+             "tracing overhead", "predicted kernel"),
+            ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown),
+              num(r.outside_rounds_ms, ".1f"), secs(r.traced_e2e_s), pct(r.tracing_overhead),
+              r.kernel or "-") for r in report.results if r.phase_ms),
+        )  # fmt: skip
         out.append("")
     out.append("### What was given up\n")
     out.append(f"NLL basis: {p['nll_basis']}. The baseline is target-only with the same "
                "temperature, top-p and repetition penalty, same seeds.\n")  # fmt: skip
-    out.append(
-        "| Configuration | Target NLL/token | Target-only NLL/token | Difference | "
-        "Mean per-step TV | Greedy match |"
-    )
-    out.append("|---|---|---|---|---|---|")
-    for r in report.results:
-        diff = r.nll_delta
-        gm = "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**")
-        out.append(
-            f"| {r.name} | {num(r.target_nll)} | {num(r.target_nll_baseline)} | "
-            f"{num(diff, '+.3f')} | {num(r.mean_tv)} | {gm} |"
-        )
+    out += md_table(
+        ("Configuration", "Target NLL/token", "Target-only NLL/token", "Difference",
+         "Mean per-step TV", "Greedy match"),
+        ((r.name, num(r.target_nll), num(r.target_nll_baseline), num(r.nll_delta, "+.3f"),
+          num(r.mean_tv),
+          "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**"))
+         for r in report.results),
+    )  # fmt: skip
     out.append("")
     for r in report.results:
         d = r.divergence
@@ -224,16 +213,16 @@ def report_markdown(report: BenchReport) -> str:
             "(ABAB...); a pair's ratio is our speed over mlx-lm's (its E2E over ours), so a "
             "ratio range that stays on one side of 1.00x is not the host's noise.\n"
         )
-        out.append("| mlx-lm row | its median E2E | ours | our median E2E | ours vs mlx-lm "
-                   "(medians) | paired ours/mlx-lm: median | IQR | min-max | pairs |")  # fmt: skip
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        for r in peers:
+
+        def paired(r: BenchResult) -> tuple[str, ...]:
             ours = next((o for o in report.results if o.name == r.peer_of), None)
-            out.append(
-                f"| {r.name} | {secs(r.median_e2e_s)} | {r.peer_of or '-'} | "
-                f"{secs(ours.median_e2e_s if ours else None)} | {ratio(r.ours_vs_peer)} | "
-                + " | ".join(paired_cells(r)) + " |"
-            )
+            return (r.name, secs(r.median_e2e_s), r.peer_of or "-",
+                    secs(ours.median_e2e_s if ours else None), ratio(r.ours_vs_peer),
+                    *paired_cells(r))  # fmt: skip
+
+        out += md_table(("mlx-lm row", "its median E2E", "ours", "our median E2E",
+                         "ours vs mlx-lm (medians)", "paired ours/mlx-lm: median", "IQR",
+                         "min-max", "pairs"), map(paired, peers))  # fmt: skip
     with_text = [r for r in report.results if r.outputs]
     if with_text:
         seed = next(iter(with_text[0].outputs))
