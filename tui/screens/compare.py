@@ -23,18 +23,11 @@ from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
+from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
 
 A_STYLE, B_STYLE = "bold cyan", "bold magenta"
 DIFF_STYLE = "bold yellow"
 BAR_WIDTH = 22
-PHASE_COLOURS = {  # the Rounds panel's colours (tui.widgets.panels.PHASE_COLOURS)
-    "draft": "orchid",
-    "verify": "dodger_blue1",
-    "sample": "green3",
-    "cache": "gold1",
-    "comm": "dark_orange",
-    "other": "grey50",
-}
 # Which way is better, for the ratio's colour; metrics not named here are not judged.
 LOWER_IS_BETTER = {"E2E s", "TTFT s", "rounds", "mean TV", *(f"{p} ms" for p in PHASES)}
 HIGHER_IS_BETTER = {"decode tok/s", "acceptance", "mean accepted length"}
