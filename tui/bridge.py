@@ -8,10 +8,12 @@ on a repaint. Cancelling sets a threading.Event that the engine checks once per 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -171,6 +173,36 @@ class EngineFailed(Message):
         self.task, self.error, self.run_id = task, error, run_id
 
 
+class EngineNotice(Message):
+    """Something core warned about while serving a command (a damaged cached model fetched
+    again): worth a sentence to the user, not a failure."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class _Forward(logging.Handler):
+    def __init__(self, post: Callable[[Message], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.post = post
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.post(EngineNotice(record.getMessage()))
+
+
+@contextlib.contextmanager
+def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
+    """While the block runs, core's WARNINGs become EngineNotice messages (the CLI prints its
+    own sentences; in the app nobody else would show them)."""
+    handler, logger = _Forward(post), logging.getLogger("core")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 class Calibrated(Message):
     """A verify-cost curve was measured."""
 
@@ -328,7 +360,8 @@ class EngineBridge:
     def _do_load(self, cmd: _Command) -> None:
         self._post(ModelsLoading(cmd.args["target"], cmd.args["draft"]))
         self._session = None
-        session = self._factory(cmd.args["target"], cmd.args["draft"])
+        with core_warnings_to(self._post):
+            session = self._factory(cmd.args["target"], cmd.args["draft"])
         self._session = session
         self._post(ModelsLoaded(session.info, session.decode))
 

@@ -12,6 +12,7 @@ from tui.bridge import (
     CalibrationProgress,
     ContextTrimmed,
     EngineFailed,
+    EngineNotice,
     ModelsLoaded,
     ModelsLoading,
     RoundCommitted,
@@ -145,6 +146,9 @@ class EngineEvents:
                 record.text = self._decode_ids(record.summary.token_ids)
         self.query_one(ProfilePanel).show_compare(*self.compare)
         self._refresh_panels(all_panels=True)
+
+    def on_engine_notice(self, message: EngineNotice) -> None:
+        self.notify(message.text, severity="warning", timeout=8)
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         titles = {"load": "could not load models", "generate": "generation failed",

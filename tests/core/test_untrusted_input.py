@@ -71,6 +71,18 @@ def test_damage_that_keeps_the_size_is_found_and_fetched_again(fake_default, cap
     assert "is damaged" in err and "fetched again" in err
 
 
+def test_damage_found_without_a_terminal_is_a_warning_for_the_app(fake_default, caplog) -> None:
+    """With no console of its own (the app loads with progress off), the sentence goes to
+    core's logger, which the app shows (tests/tui/test_untrusted_app.py)."""
+    path = M.fetch_default(progress=False)
+    damage(path)
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records if r.name == "core.models.fetch"]
+    assert len(said) == 1 and "is damaged" in said[0] and str(path) in said[0]
+
+
 def test_damage_in_this_process_is_found_too(fake_default) -> None:
     payload, downloads = fake_default
     path = M.fetch_default(progress=False)

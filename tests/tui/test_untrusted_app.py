@@ -147,3 +147,27 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
 
 def test_text_helpers_are_plain() -> None:
     assert Text(MARKUP).plain == MARKUP
+
+
+async def test_a_warning_while_loading_reaches_the_user(profiles: Path) -> None:
+    """Core warns through logging where it has no terminal of its own (a damaged cached
+    default model fetched again): the app shows it, brackets and all, and stops listening
+    once the load is over."""
+    import logging
+
+    said = "The cached default model /x/[m].gguf is damaged (its sha256 is not the pinned one)"
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        logging.getLogger("core.models.fetch").warning(said)
+        return FakeSession(Script(), target, draft)
+
+    app = SpecDecApp(Settings(), factory, profiles_dir=profiles,
+                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: any(n.message == said for n in app._notifications))
+        assert [n.severity for n in app._notifications if n.message == said] == ["warning"]
+        logging.getLogger("core.models.fetch").warning("after the load")
+        await pilot.pause()
+        assert not any(n.message == "after the load" for n in app._notifications)
+        assert not any(type(h).__name__ == "_Forward" for h in logging.getLogger("core").handlers)
