@@ -97,6 +97,7 @@ class Engine:
         # core.distributed.Spmd when the target is sharded over ranks that each run this loop:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
+        self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -147,11 +148,13 @@ class Engine:
             out[f"drafter:{name}"] = d.state()
         return out
 
-    def set_cost_curve(self, curve: Any) -> None:
-        """A VerifyCostCurve for the cost-aware policy (from core.dispatch.calibrate)."""
+    def set_cost_curve(self, curve: Any, *, observed: bool = True) -> None:
+        """A VerifyCostCurve for the cost-aware policy (core.dispatch.calibrate); observed=False
+        for another machine's (bench --curve): priced from it alone, not by this one's rounds."""
         if curve is not None and self.spmd is not None:
             curve = self.spmd.agree_curve(curve)  # every rank prices with rank 0's numbers
         self.cost_curve = curve
+        self._observe_times = observed
 
     def drafter(self, name: str) -> Drafter:
         """The draft source registered as `name`, built once per engine (it keeps its state).
@@ -298,8 +301,9 @@ class Engine:
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none on a sharded target, where each rank's clock
-        differs and k must not (cost-aware then prices from the shared calibration alone)."""
-        return ev.timings.total if self.spmd is None else None
+        differs and k must not (cost-aware then prices from the shared calibration alone), and
+        none under another machine's curve."""
+        return ev.timings.total if self.spmd is None and self._observe_times else None
 
     def _agreed(self, x: mx.array) -> mx.array:
         """`x` as rank 0 has it, on every rank of a sharded target (lazy: no sync); else `x`."""

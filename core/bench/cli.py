@@ -53,6 +53,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-predict", action="store_true",
                    help="skip the predicted speedup (and the calibration it needs when the "
                    "engine has none)")  # fmt: skip
+    g.add_argument("--curve", default=None, metavar="PATH",
+                   help="price k choices and predictions with this verify-cost curve (calibrate "
+                   "--json, or a bench --json report's) instead of measuring one here: the "
+                   "policy then chooses as on the machine that measured it")  # fmt: skip
 
     g = parser.add_argument_group(
         "settings",
@@ -201,6 +205,36 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
     return name, text, args.prompt_tokens if args.prompt_tokens is not None else budget
 
 
+def _use_curve_file(args: argparse.Namespace, engine: Any, rows: list[BenchSetting],
+                    err: Any) -> str | None:  # fmt: skip
+    """--curve: the engine prices with that file's curve; where it came from, for the report.
+    Refused before any request when it cannot price these rows (too few rows or modes)."""
+    if not getattr(args, "curve", None):
+        return None
+    from rich.text import Text
+
+    from core.bench.predicted import needed_calibration
+    from core.dispatch import backend_name, read_curve_file
+
+    curve = read_curve_file(args.curve)
+    need = needed_calibration(rows)
+    if need is not None:
+        missing = [m for m in need["modes"] if m not in curve.modes]
+        if max(curve.rows) < need["rows"] or missing:
+            raise BenchError(
+                f"The curve in {args.curve} measured up to {max(curve.rows)} rows in "
+                f"{', '.join(curve.modes)}; these settings need {need['rows']} rows"
+                + (f" and {', '.join(missing)}." if missing else ".")
+            )
+    engine.set_cost_curve(curve, observed=False)
+    where = f"{curve.backend}" + (f", {curve.device_name}" if curve.device_name else "")
+    if curve.backend != backend_name():
+        err.print(Text(f"k choices and predictions are priced with the curve measured on {where} "
+                       f"({args.curve}); the times measured are this machine's.",
+                       style="yellow"))  # fmt: skip
+    return f"{args.curve} (measured on {where})"
+
+
 def _check_output_paths(args: argparse.Namespace) -> None:
     """Fail before a long run, not after it, when an output cannot be written there."""
     if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
@@ -289,6 +323,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         log.line("loaded")
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
+    curve_note = _use_curve_file(args, engine, rows, err)
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
@@ -332,6 +367,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             predict=not getattr(args, "no_predict", False),
         )  # fmt: skip
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if curve_note is not None and report.protocol.get("calibration"):
+        report.protocol["calibration"]["from"] = curve_note
     report.protocol["prompt"] = {
         "name": prompt_name,
         "kind": prompt_kind(prompt_name),

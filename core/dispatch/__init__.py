@@ -26,7 +26,13 @@ from core.dispatch.backend import (
 )
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
 from core.dispatch.cli import add_calibrate_arguments, run_calibrate_cli
-from core.dispatch.curve import CalibrationError, VerifyCostCurve, fastest_dispatch, verify_cost
+from core.dispatch.curve import (
+    CalibrationError,
+    VerifyCostCurve,
+    fastest_dispatch,
+    read_curve_file,
+    verify_cost,
+)
 from core.dispatch.kernels import (
     KernelPredictor,
     LinearShape,
@@ -67,5 +73,6 @@ __all__ = [
     "run_calibrate_cli",
     "shape_boundary",
     "verification_patches",
+    "read_curve_file",
     "verify_cost",
 ]

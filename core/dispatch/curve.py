@@ -8,9 +8,11 @@ cheaper of the measured kernel families per row count for `dispatch = fastest`.
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
@@ -193,3 +195,33 @@ def interpolate(table: dict[int, float], rows: int) -> float:
         r0, r1 = rs[i - 1], rs[i]
     t0, t1 = table[r0], table[r1]
     return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)
+
+
+def read_curve_file(path: str | Path) -> VerifyCostCurve:
+    """A curve from a file: `specdec-tui calibrate --json`'s, or the calibration a bench
+    report (`bench --json`) carries. Choices and predictions priced with it are those of the
+    machine that measured it, wherever they run (a CPU replaying an H200's policy)."""
+    p = Path(path).expanduser()
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CalibrationError(f"There is no curve file {p}.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CalibrationError(f"{p} is not a JSON curve ({exc}).") from exc
+    if isinstance(doc, dict) and "protocol" in doc:  # a bench report
+        cal = (doc.get("protocol") or {}).get("calibration")
+        if not isinstance(cal, dict) or not cal.get("t_verify_s"):
+            raise CalibrationError(
+                f"The bench report {p} carries no calibration (no speculative row, or "
+                "--no-predict)."
+            )
+        env = doc.get("environment") or {}
+        doc = {"backend": env.get("backend", "unknown"), "device_name": env.get("device_name", ""),
+               "context_len": cal.get("context", 0), "times": cal["t_verify_s"],
+               "draft_step_s": cal.get("draft_step_s"), "repeats": cal.get("repeats", 0)}  # fmt: skip
+    if not isinstance(doc, dict):
+        raise CalibrationError(f"{p} is not a curve: it holds no JSON object.")
+    curve = VerifyCostCurve.from_dict(doc)
+    if not any(curve.times.values()):  # said here, not mid-run
+        raise CalibrationError(f"The curve in {p} holds no measurements.")
+    return curve

@@ -467,3 +467,54 @@ def test_cli_on_the_default_pair(tmp_path):
     assert rows["fixed-4-tv1"]["acceptance"] == 1.0
     assert rows["fixed-4-tv1"]["rounds_per_request"] == 2.0  # 8 tokens, 4 per round, no bonus
     assert "SmolLM2" in doc["protocol"]["models"]["target"]
+
+
+def _curve_file(tmp_path: Path, rows: int) -> Path:
+    from core.dispatch import VerifyCostCurve
+
+    times = {r: 0.010 for r in range(1, rows + 1)}  # flat: an H200-like target, 1 ms drafts
+    curve = VerifyCostCurve("cuda", "NVIDIA H200", 600, {"auto": times}, draft_step_s=0.001)
+    path = tmp_path / "h200.json"
+    path.write_text(json.dumps(curve.to_dict()))
+    return path
+
+
+def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
+    """--curve: cost-aware chooses k as it would where the curve was measured (here a flat
+    GPU-like curve: it drafts, which on this CPU's own curve it would not), with no scaling by
+    this machine's round times, and the report says whose curve priced the rows."""
+    path, js = _curve_file(tmp_path, 9), tmp_path / "r.json"
+    rc = _run_cli([
+        "--target", TINY[0], "--draft", TINY[1], "--tokens", "12", "--seeds", "1",
+        "--invocations", "1", "--warmup", "0", "--no-quality", "--no-traced",
+        "--policy", "cost-aware", "--rule", "mentored", "--tv", "1", "--k", "2",
+        "--curve", str(path), "--json", str(js),
+    ])  # fmt: skip
+    assert rc == 0
+    doc = json.loads(js.read_text())
+    assert doc["protocol"]["calibration"]["from"] == f"{path} (measured on cuda, NVIDIA H200)"
+    spec = next(r for r in doc["results"] if r["name"] != "target-only")
+    drafted = {int(k): n for k, n in spec["prediction"]["rounds"].get("model", {}).items()}
+    assert drafted and min(drafted) >= 1, spec["prediction"]["rounds"]
+    err = " ".join(capsys.readouterr().err.split())
+    assert "priced with the curve measured on cuda, NVIDIA H200" in err
+
+
+def test_cli_refuses_a_curve_too_short_for_the_settings(tmp_path):
+    with pytest.raises(UserError, match="measured up to 3 rows in auto; these settings need 9"):
+        _run_cli(["--target", TINY[0], "--draft", TINY[1], "--policy", "cost-aware",
+                  "--curve", str(_curve_file(tmp_path, 3))])  # fmt: skip
+
+
+def test_another_machine_s_curve_is_not_scaled_by_this_one_s_rounds(engine, prompt_ids):
+    from core.dispatch import VerifyCostCurve
+
+    times = {r: 0.010 for r in range(1, 10)}
+    engine.set_cost_curve(VerifyCostCurve("cuda", "x", 64, {"auto": times}, draft_step_s=1e-3),
+                          observed=False)  # fmt: skip
+    s = Settings(policy="cost-aware", rule="mentored", tv_budget=1.0, max_tokens=10)
+    from core.bench.requests import run_request
+
+    req = run_request(engine, prompt_ids, s, None)
+    assert req.summary is not None and req.summary.rounds > 1
+    assert engine.policy_of("model").scale == [1.0, 1.0]  # observed=True moves it every round

@@ -696,3 +696,40 @@ def test_calibrate_arguments_defaults():
     dp.add_calibrate_arguments(p)
     a = p.parse_args([])
     assert (a.rows, a.repeats, a.context, a.modes, a.json) == (16, 5, 128, "auto", None)
+
+
+def _flat_curve(backend: str = "cuda", rows: int = 17) -> VerifyCostCurve:
+    times = {r: 0.010 for r in range(1, rows + 1)}
+    return VerifyCostCurve(backend, "NVIDIA H200", 600, {"auto": times}, draft_step_s=0.001)
+
+
+def test_a_curve_file_is_read_from_calibrate_or_from_a_bench_report(tmp_path) -> None:
+    """`calibrate --json` writes the curve; a bench report carries the one it priced with."""
+    curve = _flat_curve()
+    saved = tmp_path / "curve.json"
+    saved.write_text(json.dumps(curve.to_dict()))
+    back = dp.read_curve_file(saved)
+    assert back.times == curve.times and back.draft_step_s == 0.001 and back.backend == "cuda"
+    report = {"environment": {"backend": "cuda", "device_name": "NVIDIA H200"},
+              "protocol": {"calibration": {"context": 629, "draft_step_s": 0.004,
+                                           "t_verify_s": {"auto": {"1": 0.0047, "2": 0.0085}}}}}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    got = dp.read_curve_file(tmp_path / "report.json")
+    assert got.times == {"auto": {1: 0.0047, 2: 0.0085}} and got.draft_step_s == 0.004
+    assert (got.backend, got.device_name, got.context_len) == ("cuda", "NVIDIA H200", 629)
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (None, "There is no curve file"),
+    ("not json", "is not a JSON curve"),
+    ("[1, 2]", "holds no JSON object"),
+    ('{"protocol": {"calibration": null}}', "carries no calibration"),
+    ('{"backend": "cpu", "context_len": 1}', "is malformed"),
+    ('{"backend": "cpu", "context_len": 1, "times": {}}', "holds no measurements"),
+])  # fmt: skip
+def test_a_bad_curve_file_is_one_sentence(tmp_path, content: str | None, says: str) -> None:
+    path = tmp_path / "c.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(CalibrationError, match=says):
+        dp.read_curve_file(path)
