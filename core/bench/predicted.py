@@ -91,6 +91,13 @@ def source_price(engine: Any, source: str, curve: Any) -> Callable[[int], float]
         return model_draft_price(curve)
 
 
+def _foreign(curve: Any) -> bool:
+    """Whether the curve was measured on another backend than this process runs on."""
+    from core.dispatch import backend_name
+
+    return str(getattr(curve, "backend", "")) != backend_name()
+
+
 def _median(xs: Sequence[float]) -> float | None:
     xs = [x for x in xs if x > 0]
     return statistics.median(xs) if xs else None
@@ -99,11 +106,17 @@ def _median(xs: Sequence[float]) -> float | None:
 def attach_predictions(
     results: Sequence[BenchResult], baseline: BenchResult, curve: Any, engine: Any
 ) -> None:
-    """Fill predicted_speedup, efficiency and prediction on every speculative row of ours."""
+    """Fill predicted_speedup, efficiency and prediction on every speculative row of ours.
+
+    Under another machine's curve (bench --curve) the target step is that curve's one-row
+    forward, not this machine's, and there is no efficiency: the prediction is for there."""
     base_tok_s = _median(baseline.decode_all_tok_s)
     if curve is None or base_tok_s is None:
         return
-    t_step = 1.0 / base_tok_s
+    foreign = _foreign(curve)
+    t_step = curve.t_verify(1) if foreign else 1.0 / base_tok_s
+    step_from = ("the curve's one-row forward (another machine's)" if foreign
+                 else "target-only row, median decode tok/s")  # fmt: skip
     prices: dict[str, Callable[[int], float]] = {}
     for r in results:
         if r.engine != "specdec-tui" or not r.speculative or r.fallback_reason:
@@ -126,7 +139,7 @@ def attach_predictions(
         if mix is None or mix.speedup <= 0:
             continue
         ours = _median(r.decode_all_tok_s)
-        measured = ours / base_tok_s if ours is not None else None
+        measured = ours / base_tok_s if ours is not None and not foreign else None
         r.predicted_speedup = mix.speedup
         r.efficiency = measured / mix.speedup if measured is not None else None
         if main not in prices:
@@ -137,7 +150,7 @@ def attach_predictions(
                        k_max=k_max, k_min=0).best  # fmt: skip
         r.prediction = {
             "t_step_s": t_step,
-            "t_step_from": "target-only row, median decode tok/s",
+            "t_step_from": step_from,
             "mean_k": mix.k,
             "tokens_per_round": mix.tokens,
             "seconds_per_round": mix.seconds,

@@ -496,6 +496,9 @@ def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
     spec = next(r for r in doc["results"] if r["name"] != "target-only")
     drafted = {int(k): n for k, n in spec["prediction"]["rounds"].get("model", {}).items()}
     assert drafted and min(drafted) >= 1, spec["prediction"]["rounds"]
+    # predicted for there: that curve's one-row step, and no efficiency against times from here
+    assert spec["prediction"]["t_step_s"] == 0.010 and spec["efficiency"] is None
+    assert "another machine" in spec["prediction"]["t_step_from"]
     err = " ".join(capsys.readouterr().err.split())
     assert "priced with the curve measured on cuda, NVIDIA H200" in err
 
