@@ -275,7 +275,8 @@ class Engine:
         policy = self._policy_for(s, len(seq), drafter) if drafter is not None else None
         k = 0
         if policy is not None:
-            k = max(min(policy.next_k(), MAX_K, remaining - 1 if s.bonus else remaining), 0)
+            cap = min(MAX_K, remaining - 1 if s.bonus else remaining)
+            k = max(min(policy.next_k(cap), cap), 0)
         if drafter is not None and policy is not None and k > 0:
             # Outside the round, so its timings and the policy's observed costs stay its own.
             totals.draft_catch_up = max(totals.draft_catch_up, drafter.catch_up(seq, s.prefill_chunk))

@@ -22,9 +22,12 @@ __all__ = [  # expected_tokens and the curve readers stay importable from here
 
 
 class Policy(Protocol):
-    """What the engine needs from a policy."""
+    """What the engine needs from a policy.
 
-    def next_k(self) -> int: ...
+    `limit` is the most drafts the round can use (the request's last tokens); the engine clamps
+    to it anyway, and a policy that prices rounds chooses the best k within it instead."""
+
+    def next_k(self, limit: int | None = None) -> int: ...
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None: ...
 
@@ -35,7 +38,7 @@ class FixedPolicy:
     def __init__(self, k: int) -> None:
         self.k = k
 
-    def next_k(self) -> int:
+    def next_k(self, limit: int | None = None) -> int:
         return self.k
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
@@ -49,7 +52,7 @@ class AcceptanceRatePolicy:
         self.k, self.lo, self.hi, self.k_min, self.k_max = k, lo, hi, k_min, k_max
         self.k = min(max(k, k_min), k_max)
 
-    def next_k(self) -> int:
+    def next_k(self, limit: int | None = None) -> int:
         return self.k
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
@@ -69,7 +72,7 @@ class AcceptedLengthPolicy:
         self.alpha, self.k_min, self.k_max = alpha, k_min, k_max
         self.ema = float(max(k - 1, 0))
 
-    def next_k(self) -> int:
+    def next_k(self, limit: int | None = None) -> int:
         return min(max(round(self.ema) + 1, self.k_min), self.k_max)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
@@ -83,7 +86,7 @@ class HeuristicPolicy:
     def __init__(self, k: int, k_min: int, k_max: int) -> None:
         self.k, self.k_min, self.k_max = min(max(k, k_min), k_max), k_min, k_max
 
-    def next_k(self) -> int:
+    def next_k(self, limit: int | None = None) -> int:
         return self.k
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
@@ -170,7 +173,15 @@ class CostAwarePolicy:
         a = self.acceptance() if accept is None else accept
         return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
 
-    def next_k(self) -> int:
+    def next_k(self, limit: int | None = None) -> int:
+        if limit is not None and limit < self.k_max:
+            # The request's last tokens: the best k that fits, not the clamp of the best one.
+            # On a curve with a dear vector-kernel stretch they differ (H200, 72B shape: 7 rows
+            # cost five target steps, 8-16 rows two).
+            self._probing = False
+            return int(predict(self.cost, self.acceptance(), bonus=self.bonus,
+                               k_max=max(limit, self.k_min), k_min=self.k_min,
+                               scale=(self.scale[0], self.scale[1])).best.k)  # fmt: skip
         if self._cache is None:
             a = self.acceptance()
             scale = (self.scale[0], self.scale[1])

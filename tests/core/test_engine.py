@@ -746,3 +746,34 @@ def test_needs_curve_says_when_a_run_would_calibrate_first(target, close_draft) 
     engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: 1e-3, 2: 2e-3}}))
     assert not engine.needs_curve(aware)
     assert engine.needs_curve(aware.replace(dispatch="fastest"))  # it did not measure gemm
+
+
+def test_the_policy_is_told_how_many_drafts_the_request_can_still_use(target, close_draft):
+    """k is capped at the request's last tokens (one fewer with the bonus), and the policy is
+    asked with that cap, so a pricing policy picks the best k within it (core/policy.py)."""
+
+    class Recording:
+        def __init__(self) -> None:
+            self.limits: list[int | None] = []
+
+        def next_k(self, limit: int | None = None) -> int:
+            self.limits.append(limit)
+            return 4
+
+        def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
+            pass
+
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    policy = Recording()
+    engine._policy_for = lambda s, context, drafter: policy  # type: ignore[method-assign]
+    s = Settings(temperature=0.0, max_tokens=7, ignore_eos=True, k=4)
+    events, summary = run(engine, PROMPT, s)
+    assert len(summary.token_ids) == 7
+    asked = [lim for lim in policy.limits if lim is not None]  # None: the pipeline's question
+    assert len(asked) == len(events)
+    done = 0
+    for ev, limit in zip(events, asked, strict=True):
+        assert limit == 7 - done - 1  # the tokens left, less the bonus's
+        assert ev.proposed == min(4, limit)
+        done += len(ev.tokens)
+    assert asked[-1] < 4  # the request's end did cap the policy's k

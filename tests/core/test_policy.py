@@ -348,6 +348,20 @@ def test_cost_aware_two_unlucky_rounds_do_not_cost_a_long_wait():
     assert sum(k == 0 for k in ks) <= 4 and min(ks[-20:]) >= 7, ks
 
 
+def test_cost_aware_chooses_within_the_request_s_last_tokens():
+    """With 5 tokens left the engine can use k <= 5. On the H200's 72B curve 2-7 rows run the
+    vector kernel (6 rows: 261 ms, five target steps), so k = 5 is worse than a target step
+    at 88% acceptance: the best k within the limit is 0, where clamping the best k (10) gave 5."""
+    v = {1: 59.6, 2: 109.6, 3: 147.8, 4: 186.5, 5: 221.9, 6: 260.6, 7: 302.8}
+    p = CostAwarePolicy(lambda r: v.get(r, 107.0 if r <= 16 else 147.0) * 1e-3, 6.9e-3,
+                        k_max=15, prior=0.88, prior_weight=1e9, probe_every=0)  # fmt: skip
+    assert p.next_k() == 10 and p.next_k(limit=15) == 10  # a limit above k_max changes nothing
+    assert p.next_k(limit=5) == 0
+    a = p.acceptance()
+    assert p.rate(0, a) > max(p.rate(k, a) for k in range(1, 6))
+    assert p.next_k(limit=11) == 10  # within reach: the same choice
+
+
 def test_cost_aware_unseen_positions_take_the_pooled_rate():
     p = CostAwarePolicy(flat_curve, 1e-3, prior=0.5, prior_weight=2.0)
     assert p.acceptance() == [0.5] * len(p.acceptance())
