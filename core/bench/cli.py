@@ -205,16 +205,13 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
     return name, text, args.prompt_tokens if args.prompt_tokens is not None else budget
 
 
-def _use_curve_file(args: argparse.Namespace, engine: Any, rows: list[BenchSetting],
-                    err: Any) -> str | None:  # fmt: skip
-    """--curve: the engine prices with that file's curve; where it came from, for the report.
-    Refused before any request when it cannot price these rows (too few rows or modes)."""
+def _curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any | None:
+    """--curve, read and checked before the models load: a file that cannot price these rows
+    (too few rows or modes) is one sentence, not a failure after a long load."""
     if not getattr(args, "curve", None):
         return None
-    from rich.text import Text
-
     from core.bench.predicted import needed_calibration
-    from core.dispatch import backend_name, read_curve_file
+    from core.dispatch import read_curve_file
 
     curve = read_curve_file(args.curve)
     need = needed_calibration(rows)
@@ -226,6 +223,15 @@ def _use_curve_file(args: argparse.Namespace, engine: Any, rows: list[BenchSetti
                 f"{', '.join(curve.modes)}; these settings need {need['rows']} rows"
                 + (f" and {', '.join(missing)}." if missing else ".")
             )
+    return curve
+
+
+def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any) -> str:
+    """The engine prices with another machine's curve; where it came from, for the report."""
+    from rich.text import Text
+
+    from core.dispatch import backend_name
+
     engine.set_cost_curve(curve, observed=False)
     where = f"{curve.backend}" + (f", {curve.device_name}" if curve.device_name else "")
     if curve.backend != backend_name():
@@ -296,6 +302,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
     _check_output_paths(args)
     rows = settings_from_args(args)
+    curve = _curve_from_args(args, rows)
     prompt_name, text, budget = _prompt_from_args(args)
 
     first = rows[0].settings
@@ -323,7 +330,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         log.line("loaded")
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
-    curve_note = _use_curve_file(args, engine, rows, err)
+    curve_note = _use_curve(args, curve, engine, err) if curve is not None else None
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
