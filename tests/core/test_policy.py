@@ -362,6 +362,27 @@ def test_cost_aware_chooses_within_the_request_s_last_tokens():
     assert p.next_k(limit=11) == 10  # within reach: the same choice
 
 
+def test_cost_aware_stops_probing_a_source_the_evidence_says_cannot_pay():
+    """SmolLM2-135M with its own 4-bit draft on the H200 (the recorded calibration: one row
+    4.7 ms, 2-17 rows ~8 ms, a draft step 4.05 ms) pays only near full acceptance. At 55%
+    the probes (every 16 target steps at most, ~3 steps each) lost 10-15%; once the rounds
+    make even an optimistic acceptance too low to pay, the policy stops probing."""
+    p = CostAwarePolicy(lambda r: 4.71e-3 if r == 1 else 8.0e-3, 4.05e-3, k_max=16)
+    assert p.optimistic_acceptance() > 0.99  # no evidence: anything is plausible
+    rng = random.Random(0)
+    ks = []
+    for _ in range(256):
+        k = p.next_k()
+        n = 0
+        while n < k and rng.random() < 0.55:
+            n += 1
+        p.observe(k, n)
+        ks.append(k)
+    assert sum(k > 0 for k in ks) <= 6, ks  # a fixed 16-step wait drafted in ~22 of them
+    assert p.optimistic_acceptance() < 0.95  # a few rejected probes were enough here
+    assert all(k == 0 for k in ks[64:]), ks
+
+
 def test_cost_aware_unseen_positions_take_the_pooled_rate():
     p = CostAwarePolicy(flat_curve, 1e-3, prior=0.5, prior_weight=2.0)
     assert p.acceptance() == [0.5] * len(p.acceptance())
