@@ -1,10 +1,17 @@
 """Replay the cost-aware policy on a recorded H200 calibration: which k it chooses, how many
 target steps it runs and the speedup its choices are worth, with the acceptance drawn per
-position (seeded) and each round costing what the calibration prices times what the H200
-rounds measured (target steps 0.77x, pipelined; drafted rounds 1.1x). No GPU needed: the
-policy is host logic, and this is the machine it chose for.
+position (seeded) and each round costing what the calibration prices, times what the H200
+rounds measured against it. No GPU needed: the policy is host logic; the costs are the H200's.
 
-Run: python docs/benchmarks/policy/replay.py [--accept 0.88] [--seeds 3] [--tokens 256] [--fixed K]
+Two recorded cases (--case):
+- 72b: the 72B shape with the 0.5B draft at TV = 0.5 (88% per position), its two unlucky
+  opening rounds (3 of 7, 0 of 7) and the measured cost ratios (target steps 0.77x the
+  calibrated price, pipelined; drafted rounds 1.1x); k_max 15.
+- smollm2: SmolLM2-135M with its own 4-bit draft (the lookup bench's calibration), a source
+  that pays only near full acceptance; priced as calibrated; k_max 8.
+
+Run: python docs/benchmarks/policy/replay.py [--case 72b|smollm2] [--accept A] [--seeds 3]
+     [--tokens 256] [--fixed K]
 """
 
 from __future__ import annotations
@@ -16,18 +23,21 @@ from pathlib import Path
 
 from core.policy import CostAwarePolicy
 
-DATA = Path(__file__).parents[1] / "data" / "h200-2026-11-30" / "72b-key.json"
-# The measured round times against their calibrated prices (the cost-aware row's trace).
-STEP_RATIO, DRAFTED_RATIO = 0.77, 1.1
-# The row's first two rounds: 3 of 7 and 0 of 7 accepted, which sent the policy to k = 0.
-OPENING = [(7, 3), (7, 0)]
+DATA = Path(__file__).parents[1] / "data" / "h200-2026-11-30"
+CASES = {
+    "72b": {"file": "72b-key.json", "accept": 0.88, "k_max": 15, "step": 0.77, "drafted": 1.1,
+            "opening": [(7, 3), (7, 0)]},
+    "smollm2": {"file": "lookup-code-edit-pasted-t0.0.json", "accept": 0.55, "k_max": 8,
+                "step": 1.0, "drafted": 1.0, "opening": []},
+}  # fmt: skip
 
 
-def replay(accept: float, seed: int, tokens: int, fixed: int = 0) -> dict[str, object]:
-    cal = json.loads(DATA.read_text())["protocol"]["calibration"]
+def replay(case: str, accept: float, seed: int, tokens: int, fixed: int = 0) -> dict[str, object]:
+    c = CASES[case]
+    cal = json.loads((DATA / c["file"]).read_text())["protocol"]["calibration"]
     tv = {int(r): s for r, s in cal["t_verify_s"]["auto"].items()}
-    policy = CostAwarePolicy(lambda r: tv[min(r, max(tv))], cal["draft_step_s"], k_max=15)
-    rng, opening = random.Random(seed), list(OPENING)
+    policy = CostAwarePolicy(lambda r: tv[min(r, max(tv))], cal["draft_step_s"], k_max=c["k_max"])
+    rng, opening = random.Random(seed), list(c["opening"])
     ks: list[int] = []
     done, seconds = 0, 0.0
     while done < tokens:
@@ -38,26 +48,28 @@ def replay(accept: float, seed: int, tokens: int, fixed: int = 0) -> dict[str, o
             n = 0
             while n < k and rng.random() < accept:
                 n += 1
-        s = policy.priced(k) * (STEP_RATIO if k == 0 else DRAFTED_RATIO)
+        s = policy.priced(k) * (c["step"] if k == 0 else c["drafted"])
         policy.observe(k, n, s)
         ks.append(k)
         done, seconds = done + n + 1, seconds + s
-    step = tv[1] * STEP_RATIO
+    step = tv[1] * c["step"]
     drafted = [k for k in ks if k]
-    return {"seed": seed, "rounds": len(ks), "target_steps": len(ks) - len(drafted),
+    return {"case": case, "seed": seed, "rounds": len(ks), "target_steps": len(ks) - len(drafted),
             "mean_k": sum(drafted) / max(len(drafted), 1),
             "speedup": done / seconds * step, "first_rounds": ks[:24]}  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--accept", type=float, default=0.88, help="P(accept) per position")
+    ap.add_argument("--case", choices=sorted(CASES), default="72b")
+    ap.add_argument("--accept", type=float, default=None, help="P(accept) per position")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--fixed", type=int, default=0, help="propose this k every round instead")
     a = ap.parse_args()
+    accept = CASES[a.case]["accept"] if a.accept is None else a.accept
     for seed in range(a.seeds):
-        print(json.dumps(replay(a.accept, seed, a.tokens, a.fixed)))
+        print(json.dumps(replay(a.case, accept, seed, a.tokens, a.fixed)))
 
 
 if __name__ == "__main__":
