@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 
 import pytest
@@ -306,20 +307,32 @@ def test_cost_aware_all_accepted_reaches_long_proposals_quickly():
     assert ks[-1] == 31 and ks.index(31) <= 11, ks
 
 
+def simulate(
+    p: CostAwarePolicy, rounds: int, accept: float, *, seed: int = 0,
+    script: Sequence[tuple[int, int]] = (), seconds: Callable[[int], float] | None = None,
+) -> list[int]:  # fmt: skip
+    """`rounds` rounds of `p` against a pair accepting each reached position with P = accept
+    (seeded); `script` forces the first rounds' (k, accepted); `seconds(k)` times a round."""
+    rng, forced, ks = random.Random(seed), list(script), []
+    for _ in range(rounds):
+        k = p.next_k()
+        if forced:
+            k, n = forced.pop(0)
+        else:
+            n = 0
+            while n < k and rng.random() < accept:
+                n += 1
+        p.observe(k, n, None if seconds is None else seconds(k))
+        ks.append(k)
+    return ks
+
+
 def test_cost_aware_failed_probes_stay_rare():
     """A pair accepting 60% per position: k = 0 wins on this curve, and probing stays a
     small share of the rounds (a failed probe restarts at 1 after 16 target steps)."""
     curve = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6}
     p = CostAwarePolicy(lambda r: curve.get(r, 21.0) * 1e-3, 5e-3, k_max=31)
-    rng = random.Random(0)
-    ks = []
-    for _ in range(256):
-        k = p.next_k()
-        n = 0
-        while n < k and rng.random() < 0.6:
-            n += 1
-        ks.append(k)
-        p.observe(k, n)
+    ks = simulate(p, 256, 0.6)
     assert sum(k > 0 for k in ks) <= 256 // 8 and max(ks) <= 8, ks
 
 
@@ -331,19 +344,8 @@ def test_cost_aware_two_unlucky_rounds_do_not_cost_a_long_wait():
     v = {1: 59.6, 2: 109.6, 3: 147.8, 4: 186.5, 5: 221.9, 6: 260.6, 7: 302.8}
     p = CostAwarePolicy(lambda r: v.get(r, 107.0 if r <= 16 else 147.0) * 1e-3, 6.9e-3,
                         k_max=15)  # fmt: skip
-    script = [(7, 3), (7, 0)]
-    rng = random.Random(0)
-    ks = []
-    for _ in range(40):
-        k = p.next_k()
-        if script:
-            k, n = script.pop(0)
-        else:
-            n = 0
-            while n < k and rng.random() < 0.88:
-                n += 1
-        p.observe(k, n, p.priced(k) * (0.77 if k == 0 else 1.1))  # as the rounds measured
-        ks.append(k)
+    ks = simulate(p, 40, 0.88, script=[(7, 3), (7, 0)],
+                  seconds=lambda k: p.priced(k) * (0.77 if k == 0 else 1.1))  # as measured
     assert ks[2] == 0, ks  # the two rounds did make k = 0 the best guess
     assert sum(k == 0 for k in ks) <= 4 and min(ks[-20:]) >= 7, ks
 
@@ -369,15 +371,7 @@ def test_cost_aware_stops_probing_a_source_the_evidence_says_cannot_pay():
     make even an optimistic acceptance too low to pay, the policy stops probing."""
     p = CostAwarePolicy(lambda r: 4.71e-3 if r == 1 else 8.0e-3, 4.05e-3, k_max=16)
     assert p.optimistic_acceptance() > 0.99  # no evidence: anything is plausible
-    rng = random.Random(0)
-    ks = []
-    for _ in range(256):
-        k = p.next_k()
-        n = 0
-        while n < k and rng.random() < 0.55:
-            n += 1
-        p.observe(k, n)
-        ks.append(k)
+    ks = simulate(p, 256, 0.55)
     assert sum(k > 0 for k in ks) <= 6, ks  # a fixed 16-step wait drafted in ~22 of them
     assert p.optimistic_acceptance() < 0.95  # a few rejected probes were enough here
     assert all(k == 0 for k in ks[64:]), ks
