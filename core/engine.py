@@ -273,10 +273,8 @@ class Engine:
         if s.dispatch == "fastest":
             self._ensure_curve(s, len(seq))
         policy = self._policy_for(s, len(seq), drafter) if drafter is not None else None
-        k = 0
-        if policy is not None:
-            cap = min(MAX_K, remaining - 1 if s.bonus else remaining)
-            k = max(min(policy.next_k(cap), cap), 0)
+        cap = min(MAX_K, remaining - 1 if s.bonus else remaining)  # the drafts still usable
+        k = max(min(policy.next_k(cap), cap), 0) if policy is not None else 0
         if drafter is not None and policy is not None and k > 0:
             # Outside the round, so its timings and the policy's observed costs stay its own.
             totals.draft_catch_up = max(totals.draft_catch_up, drafter.catch_up(seq, s.prefill_chunk))
@@ -301,9 +299,8 @@ class Engine:
             yield ev
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
-        """A round's seconds for its policy; none on a sharded target, where each rank's clock
-        differs and k must not (cost-aware then prices from the shared calibration alone), and
-        none under another machine's curve."""
+        """A round's seconds for its policy; none under another machine's curve, or on a sharded
+        target, where each rank's clock differs and k must not (priced from the curve alone)."""
         return ev.timings.total if self.spmd is None and self._observe_times else None
 
     def _agreed(self, x: mx.array) -> mx.array:

@@ -113,8 +113,8 @@ class CostAwarePolicy:
     short probes that are all accepted raise the estimate for long proposals too (with a
     fixed prior, k stayed at 0-1 on the H200 while every draft was accepted).
     Choosing k = 0 teaches nothing, so the first round, and a round after a run of target
-    steps, proposes k >= 1 anyway (unless no k could pay even at full acceptance, as on MLX's
-    CPU backend): a pair whose acceptance rises (a new, easier passage) is noticed instead of
+    steps, proposes k >= 1 anyway (unless no k could pay at the most optimistic acceptance the
+    rounds allow, as on MLX's CPU backend even at full acceptance): a pair whose acceptance rises (a new, easier passage) is noticed instead of
     being written off for the rest of the run. The run before a probe is 1 target step after
     the policy first falls to k = 0, then doubles with each probe that leaves it there (2, 4,
     ... `probe_every`): two unlucky early rounds are evidence of little, and on the H200 (72B
@@ -180,15 +180,9 @@ class CostAwarePolicy:
             # On a curve with a dear vector-kernel stretch they differ (H200, 72B shape: 7 rows
             # cost five target steps, 8-16 rows two).
             self._probing = False
-            return int(predict(self.cost, self.acceptance(), bonus=self.bonus,
-                               k_max=max(limit, self.k_min), k_min=self.k_min,
-                               scale=(self.scale[0], self.scale[1])).best.k)  # fmt: skip
+            return self._best(max(limit, self.k_min))
         if self._cache is None:
-            a = self.acceptance()
-            scale = (self.scale[0], self.scale[1])
-            best = predict(self.cost, a, bonus=self.bonus, k_max=self.k_max, k_min=self.k_min,
-                           scale=scale).best  # fmt: skip
-            self._cache = int(best.k)
+            self._cache = self._best(self.k_max)
         self._probing = False
         if (
             self._cache == 0
@@ -201,6 +195,11 @@ class CostAwarePolicy:
             self._probing = True
             return max(best, min(self._probe_k, self.k_max))
         return self._cache
+
+    def _best(self, k_max: int) -> int:
+        """The rate-optimal k in k_min..k_max for the acceptance and costs seen so far."""
+        return int(predict(self.cost, self.acceptance(), bonus=self.bonus, k_max=k_max,
+                           k_min=self.k_min, scale=(self.scale[0], self.scale[1])).best.k)  # fmt: skip
 
     def probe_gap(self) -> int:
         """Target steps in a row before the next probe: 1, 1, 2, 4, ... up to probe_every."""

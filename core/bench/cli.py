@@ -230,11 +230,11 @@ def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any) -> s
     """The engine prices with another machine's curve; where it came from, for the report."""
     from rich.text import Text
 
-    from core.dispatch import backend_name
+    from core.dispatch import measured_elsewhere
 
     engine.set_cost_curve(curve, observed=False)
     where = f"{curve.backend}" + (f", {curve.device_name}" if curve.device_name else "")
-    if curve.backend != backend_name():
+    if measured_elsewhere(curve):
         err.print(Text(f"k choices and predictions are priced with the curve measured on {where} "
                        f"({args.curve}); the times measured are this machine's.",
                        style="yellow"))  # fmt: skip

@@ -91,13 +91,6 @@ def source_price(engine: Any, source: str, curve: Any) -> Callable[[int], float]
         return model_draft_price(curve)
 
 
-def _foreign(curve: Any) -> bool:
-    """Whether the curve was measured on another backend than this process runs on."""
-    from core.dispatch import backend_name
-
-    return str(getattr(curve, "backend", "")) != backend_name()
-
-
 def _median(xs: Sequence[float]) -> float | None:
     xs = [x for x in xs if x > 0]
     return statistics.median(xs) if xs else None
@@ -113,7 +106,9 @@ def attach_predictions(
     base_tok_s = _median(baseline.decode_all_tok_s)
     if curve is None or base_tok_s is None:
         return
-    foreign = _foreign(curve)
+    from core.dispatch import measured_elsewhere
+
+    foreign = measured_elsewhere(curve)
     t_step = curve.t_verify(1) if foreign else 1.0 / base_tok_s
     step_from = ("the curve's one-row forward (another machine's)" if foreign
                  else "target-only row, median decode tok/s")  # fmt: skip

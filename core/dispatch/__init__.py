@@ -30,6 +30,7 @@ from core.dispatch.curve import (
     CalibrationError,
     VerifyCostCurve,
     fastest_dispatch,
+    measured_elsewhere,
     read_curve_file,
     verify_cost,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "run_calibrate_cli",
     "shape_boundary",
     "verification_patches",
+    "measured_elsewhere",
     "read_curve_file",
     "verify_cost",
 ]

@@ -197,6 +197,14 @@ def interpolate(table: dict[int, float], rows: int) -> float:
     return max(t0 + (t1 - t0) * (rows - r0) / (r1 - r0), 0.0)
 
 
+def measured_elsewhere(curve: Any) -> bool:
+    """Whether the curve was measured on another backend than this process runs on: then its
+    prices are for there (bench --curve), and this machine's times say nothing against them."""
+    from core.dispatch.backend import backend_name
+
+    return str(getattr(curve, "backend", "")) != backend_name()
+
+
 def read_curve_file(path: str | Path) -> VerifyCostCurve:
     """A curve from a file: `specdec-tui calibrate --json`'s, or the calibration a bench
     report (`bench --json`) carries. Choices and predictions priced with it are those of the
