@@ -30,6 +30,7 @@ from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
 from tui.engine_events import MAX_RUNS, EngineEvents
 from tui.keys import KEYS, bindings, help_content, parse_arg
+from tui.ordering import RunSequencer
 from tui.profiles import ProfileActions, curve_from_dict
 from tui.stats import RoundStats, SourceStats
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
@@ -108,6 +109,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.run_count = 0  # every run so far, for their labels
         self.compare: tuple[RunRecord | None, RunRecord | None] = (None, None)
         self.run_id: int | None = None
+        self.sequencer = RunSequencer()  # a run's messages folded in the engine's order
         self.current: AssistantMessage | None = None
         self.last_run: tuple[list, RunSummary, Settings, str] | None = None
         self.models_loading = False
@@ -306,6 +308,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     def show_panel(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
+        self._refresh_panels()  # drawn now from the state as it is, not after the next refresh
 
     # -- command palette -----------------------------------------------------------------------
 

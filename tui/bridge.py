@@ -137,6 +137,7 @@ class RunStarted(Message):
     def __init__(self, run_id: int, prompt_ids: list[int], spans: list[tuple[int, int]],
                  roles: list[str]) -> None:
         super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.prompt_ids, self.spans, self.roles = run_id, prompt_ids, spans, roles
 
 
@@ -146,6 +147,7 @@ class ContextTrimmed(Message):
 
     def __init__(self, run_id: int, kept: list[dict[str, str]], dropped: int, window: int) -> None:
         super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.kept, self.dropped, self.window = run_id, kept, dropped, window
 
 
@@ -154,6 +156,7 @@ class RoundCommitted(Message):
 
     def __init__(self, run_id: int, event: RoundEvent) -> None:
         super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.event = run_id, event
 
 
@@ -162,6 +165,7 @@ class RunFinished(Message):
 
     def __init__(self, run_id: int, summary: RunSummary | None, prompt_ids: list[int]) -> None:
         super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
 
 
@@ -170,6 +174,7 @@ class EngineFailed(Message):
 
     def __init__(self, task: str, error: str, run_id: int | None = None) -> None:
         super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.task, self.error, self.run_id = task, error, run_id
 
 
@@ -254,6 +259,18 @@ def describe_error(exc: BaseException) -> str:
         return str(exc)
     text = str(exc).strip() or "no message"
     return f"{type(exc).__name__}: {text}"
+
+
+class _RunPoster:
+    """Posts one run's messages numbered 0, 1, 2, ...: RunFinished's number is how many came
+    before it, so the app can hold it until each of them was handled (tui/ordering.py)."""
+
+    def __init__(self, post: Callable[[Message], None]) -> None:
+        self._post, self._seq = post, itertools.count()
+
+    def __call__(self, message: Message) -> None:
+        message.seq = next(self._seq)  # type: ignore[attr-defined]
+        self._post(message)
 
 
 class EngineBridge:
@@ -367,19 +384,20 @@ class EngineBridge:
 
     def _do_generate(self, cmd: _Command) -> None:
         assert cmd.run_id is not None
+        post = _RunPoster(self._post)  # numbers the run's messages: the app replays them in order
         try:
             session = self._need_session()
-            prompt_ids = self._fit(session, cmd)  # a ContextError stops the turn: one sentence
+            prompt_ids = self._fit(session, cmd, post)  # a ContextError ends the turn: a sentence
         except Exception as exc:
-            self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
-            self._post(RunFinished(cmd.run_id, None, []))
+            post(EngineFailed("generate", describe_error(exc), cmd.run_id))
+            post(RunFinished(cmd.run_id, None, []))
             return
         messages = cmd.args["messages"]
         try:
             spans = [(int(a), int(b)) for a, b in session.message_spans(messages)]
         except Exception:  # a template that renders oddly: copies go unnamed, the run goes on
             spans = []
-        self._post(RunStarted(cmd.run_id, list(prompt_ids), spans,
+        post(RunStarted(cmd.run_id, list(prompt_ids), spans,
                               [m["role"] for m in messages]))
         summary: RunSummary | None = None
         try:
@@ -394,14 +412,15 @@ class EngineBridge:
                 if isinstance(item, RunSummary):
                     summary = item
                 else:
-                    self._post(RoundCommitted(cmd.run_id, item))
+                    post(RoundCommitted(cmd.run_id, item))
         except Exception as exc:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".
-            self._post(EngineFailed("generate", describe_error(exc), cmd.run_id))
-        self._post(RunFinished(cmd.run_id, summary, prompt_ids))
+            post(EngineFailed("generate", describe_error(exc), cmd.run_id))
+        post(RunFinished(cmd.run_id, summary, prompt_ids))
 
-    def _fit(self, session: EngineSession, cmd: _Command) -> list[int]:
+    def _fit(self, session: EngineSession, cmd: _Command,
+             post: Callable[[Message], None]) -> list[int]:
         """The turn's prompt ids, the oldest messages dropped when the conversation plus
         max_tokens would outgrow the model's context window (ContextTrimmed tells the app)."""
         messages = cmd.args["messages"]
@@ -416,7 +435,7 @@ class EngineBridge:
         )  # fmt: skip
         if dropped:
             cmd.args["messages"] = kept
-            self._post(ContextTrimmed(cmd.run_id, kept, dropped, window))
+            post(ContextTrimmed(cmd.run_id, kept, dropped, window))
         return ids
 
     def _do_calibrate(self, cmd: _Command) -> None:

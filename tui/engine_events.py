@@ -20,6 +20,7 @@ from tui.bridge import (
     RunStarted,
 )
 from tui.copies import PromptLayout, locate_copy
+from tui.ordering import RunSequencer
 from tui.widgets.chat import ChatView
 from tui.widgets.panels import KernelsPanel, ProfilePanel, RunRecord
 
@@ -27,14 +28,46 @@ MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found t
 
 
 class EngineEvents:
-    """Folds each engine message into the app's state; rounds repaint once per batch."""
+    """Folds each engine message into the app's state; rounds repaint once per batch.
+
+    A run's messages pass through one RunSequencer first, so they are folded in the order the
+    engine posted them whatever order Textual's queue hands them over in: a run is finished,
+    recorded and compared only after every one of its rounds was counted."""
+
+    sequencer: RunSequencer
 
     def on_run_started(self, message: RunStarted) -> None:
+        self._in_order(message)
+
+    def on_context_trimmed(self, message: ContextTrimmed) -> None:
+        self._in_order(message)
+
+    def on_round_committed(self, message: RoundCommitted) -> None:
+        self._in_order(message)
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        self._in_order(message)
+
+    def _in_order(self, message: RunStarted | ContextTrimmed | RoundCommitted | RunFinished
+                  | EngineFailed) -> None:
+        for ready in self.sequencer.push(message, ends_run=isinstance(message, RunFinished)):
+            if isinstance(ready, RunStarted):
+                self._run_started(ready)
+            elif isinstance(ready, ContextTrimmed):
+                self._context_trimmed(ready)
+            elif isinstance(ready, RoundCommitted):
+                self._round_committed(ready)
+            elif isinstance(ready, RunFinished):
+                self._run_finished(ready)
+            elif isinstance(ready, EngineFailed):
+                self._engine_failed(ready)
+
+    def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
             self.layout = PromptLayout(tuple(message.prompt_ids), tuple(message.spans),
                                        tuple(message.roles))
 
-    def on_context_trimmed(self, message: ContextTrimmed) -> None:
+    def _context_trimmed(self, message: ContextTrimmed) -> None:
         """The conversation outgrew the context: keep what the engine now sees, and say so."""
         if message.run_id != self.run_id:
             return
@@ -54,7 +87,7 @@ class EngineEvents:
         else:
             chat.add(note)
 
-    def on_round_committed(self, message: RoundCommitted) -> None:
+    def _round_committed(self, message: RoundCommitted) -> None:
         if message.run_id != self.run_id or self.current is None:
             return
         ev = message.event
@@ -88,7 +121,7 @@ class EngineEvents:
         self._refresh_panels()
         self._show_settings()
 
-    def on_run_finished(self, message: RunFinished) -> None:
+    def _run_finished(self, message: RunFinished) -> None:
         if message.run_id != self.run_id:
             return
         assistant = self.current
@@ -151,6 +184,12 @@ class EngineEvents:
         self.notify(message.text, severity="warning", timeout=8)
 
     def on_engine_failed(self, message: EngineFailed) -> None:
+        if message.run_id is not None:
+            self._in_order(message)  # a run's failure belongs before its finish
+        else:
+            self._engine_failed(message)
+
+    def _engine_failed(self, message: EngineFailed) -> None:
         titles = {"load": "could not load models", "generate": "generation failed",
                   "calibrate": "calibration failed", "bench": "benchmark failed"}
         self.notify(message.error, title=titles.get(message.task, message.task),
