@@ -133,6 +133,13 @@ def nll_delta(r: Row) -> float | None:
     return a - b if a is not None and b is not None else None
 
 
+def phase_pair(r: Row, phase: str) -> str:
+    """The prediction's ms for a phase of the traced request, and the ms it measured."""
+    x = (prediction(r, "phases") or {}).get(phase) or {}
+    return (f"{x['predicted_ms']:.0f} / {x['measured_ms']:.0f}"
+            if "predicted_ms" in x and "measured_ms" in x else "-")
+
+
 def peer_ratio(doc: Doc, r: Row) -> float | None:
     """A peer row: its median E2E over the median of our row it is paired with."""
     ours = next((o for o in rows(doc) if o.get("name") == r.get("peer_of")), None)
@@ -193,6 +200,8 @@ FIELDS: dict[str, Field] = {
     "draft_round_ms": lambda d, r: num(trace_median(r, "draft_ms"), ".1f"),
     "verify_round_ms": lambda d, r: num(trace_median(r, "verify_ms"), ".1f"),
     "first_round_ms": lambda d, r: num(trace(r)[0].get("total_ms") if trace(r) else None, ".1f"),
+    "draft_phase": lambda d, r: phase_pair(r, "draft"),
+    "verify_phase": lambda d, r: phase_pair(r, "verify"),
     "peer_ratio": lambda d, r: ratio(peer_ratio(d, r)),
     "paired_median": lambda d, r: ratio(statistics.median(paired(r)) if paired(r) else None),
     "paired_min_max": lambda d, r: f"{paired(r)[0]:.2f}-{paired(r)[-1]:.2f}x" if paired(r)
@@ -221,6 +230,7 @@ STATISTIC = {
     "acceptance": "acceptance = accepted over proposed drafts, all timed requests",
     "ttft": "TTFT and decode tok/s = medians over the timed requests",
     "draft": "phases = ms in the one traced request",
+    "draft_phase": "phase ms = core.bench.predicted's split of the traced request",
     "verify_round": "per round = the traced request's phase over its rounds",
     "round_ms": "per round = median over the traced request's rounds",
     "peer_ratio": "ours vs mlx-lm = mlx-lm's median E2E over ours",
@@ -231,13 +241,15 @@ STATISTIC = {
 
 
 def bench(cols: Sequence[tuple[str, str]], only: Sequence[str] | None = None,
-          labels: dict[str, str] | None = None) -> Callable[[list[Doc]], tuple[list[str], str]]:
-    """A table of one bench JSON: a row per result (or the named ones, in that order), a column
-    per (header, FIELDS key)."""
+          labels: dict[str, str] | None = None, where: Callable[[Row], Any] | None = None,
+          ) -> Callable[[list[Doc]], tuple[list[str], str]]:
+    """A table of one bench JSON: a row per result (or the named ones, in that order; or those
+    `where` accepts), a column per (header, FIELDS key)."""
 
     def render(docs: list[Doc]) -> tuple[list[str], str]:
         (doc,) = docs
         chosen = [row(doc, n) for n in only] if only else rows(doc)
+        chosen = [r for r in chosen if where is None or where(r)]
 
         def cells(r: Row) -> list[str]:
             out = [FIELDS[key](doc, r) for _, key in cols]
@@ -451,6 +463,14 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "bench-peer": bench(PEER_COLS, only=("target-only greedy", "mlx-lm target-only",
                                          "speculative greedy k=4", "mlx-lm speculative k=4")),
     "phases": bench(PHASE_COLS),
+    "phases-comm": bench((*PHASE_COLS[:5], ("comm", "comm"), PHASE_COLS[5],
+                          ("traced E2E", "traced_e2e"), ("tracing overhead", "overhead"))),
+    "prediction": bench((("Configuration", "name"), ("mean k", "mean_k"),
+                         ("Predicted", "predicted"), ("Measured (decode)", "decode"),
+                         ("Efficiency", "efficiency"), ("best k here (predicted)", "best_k"),
+                         ("draft ms, predicted / traced", "draft_phase"),
+                         ("verify ms, predicted / traced", "verify_phase")),
+                        where=lambda r: r.get("prediction")),
     "cpu-timing": bench((("Configuration", "label"), ("Min-max E2E", "min_max"), ("TTFT", "ttft"),
                          ("Decode tok/s", "tok_s"), ("Mean accepted length", "mal"),
                          ("Per-position acceptance", "ppa"))),
