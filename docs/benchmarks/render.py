@@ -158,7 +158,8 @@ def source_cell(r: Row, source: str) -> str:
         return "-"
     share = f"{v['share'] * 100:.0f}%" if v.get("share") is not None else "-"
     return (f"{v['rounds']} ({share}), {v['proposed'] / v['rounds']:.1f}, "
-            f"{pct(v.get('acceptance'))[:-3]}%, {num(v.get('mean_accepted_length'), '.2f')}")
+            f"{num(v.get('acceptance') and v['acceptance'] * 100, '.0f')}%, "
+            f"{num(v.get('mean_accepted_length'), '.2f')}")
 
 
 Field = Callable[[Doc, Row], str]
@@ -297,12 +298,14 @@ def min_match(docs: list[Doc]) -> tuple[list[str], str]:
     for d in docs:
         tag = {"-after": " (after)", "-kmax16": " (after)"}
         cmd = (d.get("protocol") or {}).get("command", "")
-        suffix = next((v for k, v in tag.items() if f"{k}.json" in cmd), "")
+        suffix = next((v for k, v in tag.items() if f"{k}.json" in cmd), None)
         for r in rows(d):
             if not r.get("per_source"):
                 continue
             label = r["name"].removesuffix("+flags")
-            out.append([f"`{label}`{suffix}", *(FIELDS[c](d, r) for c in cols)])
+            after = suffix if suffix is not None else (
+                " (before the probe change)" if label.startswith("hybrid") else "")
+            out.append([f"`{label}`{after}", *(FIELDS[c](d, r) for c in cols)])
     stat = ("counted on the CPU, greedy, one seed; lookup and model cells: rounds (share of "
             "rounds), drafts a round, acceptance, mean accepted length; predicted = "
             "core.prediction's speedup over a pipelined H200 target step (`bench --curve`)")
