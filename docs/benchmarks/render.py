@@ -508,8 +508,16 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
 # -- rewriting the pages -----------------------------------------------------------------------
 
 
-def _load(page: Path, src: str) -> list[Doc]:
-    return [json.loads((page.parent / s.strip()).read_text()) for s in src.split(",")]
+def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Doc]:
+    """The files a block names, each parsed once per page (values quote the same files)."""
+    cache = {} if cache is None else cache
+    out = []
+    for s in src.split(","):
+        path = (page.parent / s.strip()).resolve()
+        if path not in cache:
+            cache[path] = json.loads(path.read_text())
+        out.append(cache[path])
+    return out
 
 
 def _link(src: str) -> str:
@@ -519,17 +527,18 @@ def _link(src: str) -> str:
 def render_page(page: Path) -> str:
     """The page with every generated block and value rewritten from its data."""
     text = page.read_text()
+    cache: dict[Path, Doc] = {}
 
     def block(m: re.Match[str]) -> str:
         name, src = m["name"], m["src"]
         if name not in TABLES:
             raise KeyError(f"{page.name}: no table {name!r} in render.py's TABLES")
-        lines, stat = TABLES[name](_load(page, src))
+        lines, stat = TABLES[name](_load(page, src, cache))
         body = "\n".join(lines) + f"\n\n*{stat[0].upper() + stat[1:]}. Data: {_link(src)}.*\n"
         return m.group(1) + body + m.group(5)
 
     def value(m: re.Match[str]) -> str:
-        (doc,) = _load(page, m["src"])
+        (doc,) = _load(page, m["src"], cache)
         return m.group(1) + FIELDS[m["field"]](doc, row(doc, m["row"])) + m.group(6)
 
     return VALUE.sub(value, BLOCK.sub(block, text))
