@@ -1,0 +1,586 @@
+"""Every table of docs/benchmarks/*.md, rendered from the raw JSON beside it (issue 21).
+
+A page marks each table it generates, and each number of its prose that quotes the data:
+
+    <!-- generated: NAME from data/FILE.json[, data/OTHER.json] -->
+    ...table, then one line naming its statistic and its data files...
+    <!-- end generated -->
+
+    ... hybrid gained <!-- value: data/FILE.json | ROW | FIELD -->1.02x<!-- /value --> ...
+
+NAME is a key of TABLES (a function of the loaded files), ROW a result's `name` in the bench
+JSON, FIELD a key of FIELDS. Paths are relative to the page. `python docs/benchmarks/render.py`
+rewrites every block and value in place; `--check` rewrites nothing and exits 1 naming each one
+that differs from its data (tests/core/test_benchmark_docs.py runs it).
+
+Medians, minima and ratios are recomputed from each row's raw timings (`e2e_s`), not copied
+from the bench's summary fields; every field is read with .get(), so a JSON with more keys
+(provenance, say) renders the same. A new section: a JSON file in data/, a block in the page,
+and, if no existing NAME fits, one line in TABLES.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parents[1]))  # the project root, for core.bench.report
+
+from core.bench.report import md_table, num, pct, ratio, secs  # noqa: E402
+
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w.-]+) from (?P<src>[^>]*?) -->\n)(?P<body>.*?)"
+                   r"(<!-- end generated -->)", re.S)  # fmt: skip
+VALUE = re.compile(r"(<!-- value: (?P<src>[^|>]+?) \| (?P<row>[^|>]+?) \| (?P<field>[\w.:-]+) -->)"
+                   r"(?P<body>.*?)(<!-- /value -->)", re.S)  # fmt: skip
+
+Doc = dict[str, Any]
+Row = dict[str, Any]
+
+
+# -- one row's numbers, from its raw timings ------------------------------------------------
+
+
+def rows(doc: Doc) -> list[Row]:
+    return list(doc.get("results") or [])
+
+
+def row(doc: Doc, name: str) -> Row:
+    for r in rows(doc):
+        if r.get("name") == name:
+            return r
+    raise KeyError(f"no row {name!r} (rows: {', '.join(str(r.get('name')) for r in rows(doc))})")
+
+
+def e2e(r: Row) -> list[float]:
+    return [float(x) for x in r.get("e2e_s") or []]
+
+
+def median(r: Row) -> float | None:
+    xs = e2e(r)
+    return statistics.median(xs) if xs else r.get("median_e2e_s")
+
+
+def baseline(doc: Doc) -> Row | None:
+    """Target-only of the same call: the first specdec-tui row that does not speculate."""
+    for r in rows(doc):
+        s = r.get("settings") or {}
+        if s.get("mode") == "target-only" and r.get("engine", "specdec-tui") == "specdec-tui":
+            return r
+    return None
+
+
+def speedup(doc: Doc, r: Row) -> float | None:
+    """Target-only's median E2E over this row's median E2E."""
+    b = baseline(doc)
+    mb, mr = (median(b) if b else None), median(r)
+    return mb / mr if mb and mr else None
+
+
+def min_max(r: Row) -> str:
+    xs = e2e(r)
+    return f"{min(xs):.3f}-{max(xs):.3f}" if xs else "-"
+
+
+def median_mm(r: Row) -> str:
+    """Median E2E with the row's min-max beside it: '1.161 s (1.104-1.308)'."""
+    return f"{secs(median(r))} ({min_max(r)})" if e2e(r) else secs(median(r))
+
+
+def trace(r: Row) -> list[dict[str, Any]]:
+    return list(r.get("trace") or [])
+
+
+def per_round(r: Row, phase: str) -> float | None:
+    """The traced request's phase over its rounds (ms a round)."""
+    t, ph = trace(r), r.get("phase_ms") or {}
+    return ph[phase] / len(t) if t and phase in ph else None
+
+
+def per_draft_step(r: Row) -> float | None:
+    """The traced request's draft phase over the drafts it proposed (ms a draft step)."""
+    drafted = sum(x.get("proposed", 0) for x in trace(r))
+    return (r.get("phase_ms") or {}).get("draft", 0.0) / drafted if drafted else None
+
+
+def trace_median(r: Row, key: str) -> float | None:
+    xs = [x[key] for x in trace(r) if key in x]
+    return statistics.median(xs) if xs else None
+
+
+def overhead(r: Row) -> float | None:
+    """Median over seeds of traced / untraced E2E of the same seed, minus 1."""
+    xs = r.get("traced_ratios") or []
+    return statistics.median(xs) - 1.0 if xs else r.get("tracing_overhead")
+
+
+def prediction(r: Row, key: str) -> Any:
+    return (r.get("prediction") or {}).get(key)
+
+
+def quality(r: Row, key: str) -> Any:
+    return (r.get("quality") or {}).get(key)
+
+
+def nll_delta(r: Row) -> float | None:
+    a, b = quality(r, "target_nll"), quality(r, "target_nll_baseline")
+    return a - b if a is not None and b is not None else None
+
+
+def phase_pair(r: Row, phase: str) -> str:
+    """The prediction's ms for a phase of the traced request, and the ms it measured."""
+    x = (prediction(r, "phases") or {}).get(phase) or {}
+    return (f"{x['predicted_ms']:.0f} / {x['measured_ms']:.0f}"
+            if "predicted_ms" in x and "measured_ms" in x else "-")
+
+
+def peer_ratio(doc: Doc, r: Row) -> float | None:
+    """A peer row: its median E2E over the median of our row it is paired with."""
+    ours = next((o for o in rows(doc) if o.get("name") == r.get("peer_of")), None)
+    mo, mp = (median(ours) if ours else None), median(r)
+    return mp / mo if mo and mp else None
+
+
+def paired(r: Row) -> list[float]:
+    return sorted(p["ratio"] for p in (r.get("paired_ratio") or {}).get("pairs") or [])
+
+
+def source_cell(r: Row, source: str) -> str:
+    """Rounds (share), drafts a round, acceptance, mean accepted length; '-' if unused."""
+    v = (r.get("per_source") or {}).get(source)
+    if not v or not v.get("rounds"):
+        return "-"
+    share = f"{v['share'] * 100:.0f}%" if v.get("share") is not None else "-"
+    return (f"{v['rounds']} ({share}), {v['proposed'] / v['rounds']:.1f}, "
+            f"{num(v.get('acceptance') and v['acceptance'] * 100, '.0f')}%, "
+            f"{num(v.get('mean_accepted_length'), '.2f')}")
+
+
+Field = Callable[[Doc, Row], str]
+FIELDS: dict[str, Field] = {
+    "label": lambda d, r: str(r.get("label", r.get("name"))),
+    "name": lambda d, r: f"`{r.get('name')}`",
+    "acceptance": lambda d, r: pct(r.get("acceptance")),
+    "rounds": lambda d, r: num(r.get("rounds_per_request"), ".1f"),
+    "rounds0": lambda d, r: num(r.get("rounds_per_request"), ".0f"),
+    "median": lambda d, r: secs(median(r)),
+    "median_mm": lambda d, r: median_mm(r),
+    "min_max": lambda d, r: f"{min_max(r)} s",
+    "requests": lambda d, r: str(len(e2e(r))),
+    "ratio": lambda d, r: ratio(speedup(d, r)),
+    "predicted": lambda d, r: ratio(r.get("predicted_speedup")),
+    "efficiency": lambda d, r: num(r.get("efficiency"), ".2f"),
+    "decode": lambda d, r: ratio(prediction(r, "measured_decode_speedup")),
+    "mean_k": lambda d, r: num(prediction(r, "mean_k"), ".1f"),
+    "best_k": lambda d, r: (f"{prediction(r, 'best_k')} ({ratio(prediction(r, 'best_speedup'))})"
+                            if prediction(r, "best_k") is not None else "-"),
+    "overhead": lambda d, r: pct(overhead(r)),
+    "ttft": lambda d, r: secs(r.get("ttft_s")),
+    "tok_s": lambda d, r: num(r.get("decode_tok_s"), ".1f"),
+    "mal": lambda d, r: num(r.get("mean_accepted_length"), ".2f"),
+    "ppa": lambda d, r: " ".join(f"{x:.2f}" for x in r.get("per_position_acceptance") or [])
+    or "-",
+    "nll": lambda d, r: num(quality(r, "target_nll")),
+    "nll_base": lambda d, r: num(quality(r, "target_nll_baseline")),
+    "nll_delta": lambda d, r: num(nll_delta(r), "+.3f"),
+    "tv": lambda d, r: num(quality(r, "mean_tv")),
+    "kernel": lambda d, r: str(r.get("kernel") or "-"),
+    "outside": lambda d, r: num(r.get("outside_rounds_ms"), ".1f"),
+    "traced_e2e": lambda d, r: secs(r.get("traced_e2e_s")),
+    "traced_rounds": lambda d, r: str(len(trace(r))),
+    "draft_step_ms": lambda d, r: num(per_draft_step(r), ".1f"),
+    "tokens_round": lambda d, r: num(sum(x.get("tokens", 0) for x in trace(r)) / len(trace(r))
+                                     if trace(r) else None, ".1f"),
+    "round_ms": lambda d, r: num(trace_median(r, "total_ms"), ".1f"),
+    "draft_round_ms": lambda d, r: num(trace_median(r, "draft_ms"), ".1f"),
+    "verify_round_ms": lambda d, r: num(trace_median(r, "verify_ms"), ".1f"),
+    "first_round_ms": lambda d, r: num(trace(r)[0].get("total_ms") if trace(r) else None, ".1f"),
+    "draft_phase": lambda d, r: phase_pair(r, "draft"),
+    "verify_phase": lambda d, r: phase_pair(r, "verify"),
+    "peer_ratio": lambda d, r: ratio(peer_ratio(d, r)),
+    "paired_median": lambda d, r: ratio(statistics.median(paired(r)) if paired(r) else None),
+    "paired_min_max": lambda d, r: f"{paired(r)[0]:.2f}-{paired(r)[-1]:.2f}x" if paired(r)
+    else "-",
+    "lookup": lambda d, r: source_cell(r, "lookup"),
+    "model": lambda d, r: source_cell(r, "model"),
+    "target_steps": lambda d, r: str(((r.get("per_source") or {}).get("none") or {})
+                                     .get("rounds", 0)),
+    "tokens_per_round": lambda d, r: num(prediction(r, "tokens_per_round"), ".2f"),
+}
+for _phase in ("draft", "verify", "sample", "cache", "comm", "other"):
+    FIELDS[_phase] = lambda d, r, p=_phase: num((r.get("phase_ms") or {}).get(p), ".1f")
+    FIELDS[f"{_phase}_round"] = lambda d, r, p=_phase: num(per_round(r, p), ".1f")
+
+# What each column shows, for the line under its table (only the columns a table has).
+STATISTIC = {
+    "median": "median E2E of each row's timed requests",
+    "median_mm": "median E2E of each row's timed requests, their min-max in brackets",
+    "ratio": "vs target-only = target-only's median E2E over the row's median E2E",
+    "predicted": "predicted = core.prediction's decode speedup for the row's measured acceptance",
+    "efficiency": "efficiency = measured decode speedup (median decode tok/s over "
+    "target-only's) over predicted",
+    "decode": "measured (decode) = median decode tok/s over target-only's",
+    "overhead": "tracing overhead = median over seeds of traced over untraced E2E, minus 1",
+    "rounds": "rounds = mean rounds a timed request",
+    "acceptance": "acceptance = accepted over proposed drafts, all timed requests",
+    "ttft": "TTFT and decode tok/s = medians over the timed requests",
+    "draft": "phases = ms in the one traced request",
+    "draft_phase": "phase ms = core.bench.predicted's split of the traced request",
+    "verify_round": "per round = the traced request's phase over its rounds",
+    "round_ms": "per round = median over the traced request's rounds",
+    "peer_ratio": "ours vs mlx-lm = mlx-lm's median E2E over ours",
+    "paired_median": "paired = each seed's mlx-lm E2E over ours right before it (median, "
+    "min-max)",
+    "nll": "NLL = mean target NLL per generated token (first invocation)",
+}
+
+
+def bench(cols: Sequence[tuple[str, str]], only: Sequence[str] | None = None,
+          labels: dict[str, str] | None = None, where: Callable[[Row], Any] | None = None,
+          ) -> Callable[[list[Doc]], tuple[list[str], str]]:
+    """A table of one bench JSON: a row per result (or the named ones, in that order; or those
+    `where` accepts), a column per (header, FIELDS key)."""
+
+    def render(docs: list[Doc]) -> tuple[list[str], str]:
+        (doc,) = docs
+        chosen = [row(doc, n) for n in only] if only else rows(doc)
+        chosen = [r for r in chosen if where is None or where(r)]
+
+        def cells(r: Row) -> list[str]:
+            out = [FIELDS[key](doc, r) for _, key in cols]
+            if labels and r.get("name") in labels and cols[0][1] == "label":
+                out[0] = labels[r["name"]]
+            return out
+
+        stat = "; ".join(STATISTIC[k] for _, k in cols if k in STATISTIC)
+        return md_table([h for h, _ in cols], map(cells, chosen)), stat
+
+    return render
+
+
+# -- tables over several files, or not of a bench ---------------------------------------------
+
+
+def lookup_matrix(docs: list[Doc]) -> tuple[list[str], str]:
+    """A row per call (prompt, temperature): target-only's median, then each row's ratio."""
+    names = ("lossless-fixed-4:bonus=true+flags", "lookup+flags", "hybrid-cost-aware+flags")
+    present = [n for n in names if any(r.get("name") == n for d in docs for r in rows(d))]
+    heads = {names[0]: "model draft", names[1]: "lookup", names[2]: "hybrid"}
+    out = []
+    for d in docs:
+        p = d.get("protocol") or {}
+        temp = (row(d, rows(d)[0]["name"]).get("settings") or {}).get("temperature", 0)
+        b = baseline(d)
+        cells = [f"{(p.get('prompt') or {}).get('name', '?')}, "
+                 + ("greedy" if not temp else f"T = {temp:g}"),
+                 median_mm(b) if b else "-"]
+        for n in present:
+            r = next((x for x in rows(d) if x.get("name") == n), None)
+            cells.append(f"{ratio(speedup(d, r))}: {median_mm(r)}" if r else "-")
+        out.append(cells)
+    stat = ("target-only: median E2E of its timed requests, their min-max in brackets; other "
+            "columns: target-only's median over the row's median, then the row's median E2E, "
+            "min-max in brackets")
+    return md_table(["Prompt, temperature", "target-only", *(heads[n] for n in present)],
+                    out), stat
+
+
+def min_match(docs: list[Doc]) -> tuple[list[str], str]:
+    """Lookup and hybrid rows of the min-match files: counts per source, predicted speedup."""
+    cols = ("rounds0", "lookup", "model", "target_steps", "tokens_per_round", "predicted")
+    out = []
+    for d in docs:
+        tag = {"-after": " (after)", "-kmax16": " (after)"}
+        cmd = (d.get("protocol") or {}).get("command", "")
+        suffix = next((v for k, v in tag.items() if f"{k}.json" in cmd), None)
+        for r in rows(d):
+            if not r.get("per_source"):
+                continue
+            label = r["name"].removesuffix("+flags")
+            after = suffix if suffix is not None else (
+                " (before the probe change)" if label.startswith("hybrid") else "")
+            out.append([f"`{label}`{after}", *(FIELDS[c](d, r) for c in cols)])
+    stat = ("counted on the CPU, greedy, one seed; lookup and model cells: rounds (share of "
+            "rounds), drafts a round, acceptance, mean accepted length; predicted = "
+            "core.prediction's speedup over a pipelined H200 target step (`bench --curve`)")
+    return md_table(("Row", "rounds", "lookup rounds", "model rounds", "target steps",
+                     "tokens/round", "predicted (H200)"), out), stat
+
+
+def calibration(docs: list[Doc]) -> tuple[list[str], str]:
+    """A calibration file: ms per R rows in each mode, and the predicted kernel."""
+    (c,) = docs
+    modes = list(c.get("times") or {})
+    rs = sorted({int(k) for m in modes for k in c["times"][m]})
+    kern = c.get("kernels") or {}
+    out = [[str(R), *(num(c["times"][m].get(str(R), None) and c["times"][m][str(R)] * 1e3, ".1f")
+                      for m in modes), kern.get(str(R), "-")] for R in rs]
+    stat = (f"one target forward over R rows, median of {c.get('repeats', '?')}, ms, the KV "
+            f"length advancing from {c.get('context_len', '?')} to {c.get('context_end', '?')}")
+    return md_table(("R", *modes, "predicted kernel"), out), stat
+
+
+def calibration_row(docs: list[Doc]) -> tuple[list[str], str]:
+    """A calibration file's one mode, transposed: R, ms, ms per row."""
+    (c,) = docs
+    t = next(iter((c.get("times") or {}).values()))
+    rs = sorted(t, key=int)
+    return (md_table(("R (rows verified)", *rs),
+                     [["ms", *(f"{t[R] * 1e3:.1f}" for R in rs)],
+                      ["ms per row", *(f"{t[R] * 1e3 / int(R):.1f}" for R in rs)]]),
+            f"one target forward over R rows, median of {c.get('repeats', '?')}")
+
+
+def host_cost(docs: list[Doc]) -> tuple[list[str], str]:
+    (d,) = docs
+    by: dict[int, dict[str, dict[str, float]]] = {}
+    for x in d.get("rows") or []:
+        by.setdefault(x["context"], {})[x["method"].split(" ")[0]] = x
+    out = [[f"{n:,}", *(f"{by[n][m][s]:.{p}f} ms" for m, p in (("suffix", 3), ("scan", 1))
+                        for s in ("median_ms", "p90_ms"))] for n in sorted(by)]
+    rounds = (d.get("environment") or {}).get("rounds", "?")
+    return (md_table(("context", "suffix index, median", "p90", "scan n = 4..2, median", "p90"),
+                     out), f"median and p90 over {rounds} rounds")
+
+
+def step_costs(docs: list[Doc]) -> tuple[list[str], str]:
+    """The 0.5B step in the `steps` call, the morning call, and probe C (ms)."""
+    steps, morning, probe = docs
+    keys = ("per_step_s", "pipelined_s", "chained8_s", "fused_chained8_s",
+            "mlx_lm_generate_step_s")
+    out = []
+    for name, d in (("`steps` call (slow host)", steps),
+                    ("morning call (fast host, before merging projections)", morning)):
+        m = (d.get("models") or {}).get("shape:qwen2.5-0.5b") or {}
+        out.append([name, *(num(m.get(k) and m[k] * 1e3, ".2f") for k in keys)])
+    c = probe.get("default") or {}
+    out.append(["`probe` call C, default settings", "-",
+                num(c.get("shape:qwen2.5-0.5b/pipelined"), ".2f"),
+                num(c.get("shape:qwen2.5-0.5b/chained8"), ".2f"), "-", "-"])
+    return (md_table(("0.5B step, ms", "per step", "pipelined", "chained x8",
+                      "compiled, chained x8", "mlx-lm"), out),
+            "ms a 0.5B decode step, median of the repeats (core.stepcost; probe.py)")
+
+
+def seed_m2(docs: list[Doc]) -> tuple[list[str], str]:
+    """The seed's table (`seed` call) with the seed's own M2 numbers beside it."""
+    doc, m2 = docs
+    ref = m2.get("rows") or {}
+
+    def m2_cell(name: str) -> str:
+        x = ref.get(name)
+        if not x:
+            return "-"
+        extra = [f"{x['e2e_s']:.3f} s"] if "e2e_s" in x else []
+        extra += [pct(x["acceptance"])] if "acceptance" in x else []
+        return ratio(x["ratio"]) + (f" ({', '.join(extra)})" if extra else "")
+
+    cells = [[FIELDS[k](doc, r) for k in ("label", "acceptance", "rounds", "median_mm", "ratio")]
+             + [m2_cell(r["name"])] for r in rows(doc)]
+    return (md_table(("Configuration", "Acceptance", "Rounds/request", "Median E2E (min-max)",
+                      "vs target-only", "seed on an M2"), cells),
+            "; ".join((STATISTIC["median_mm"], STATISTIC["ratio"],
+                       "seed on an M2: " + m2.get("source", "?"))))
+
+
+def dispatch_matrix(docs: list[Doc]) -> tuple[list[str], str]:
+    """k by dispatch (`ours` call): ratio to target-only, verify ms a round."""
+    (doc,) = docs
+
+    def cell(name: str) -> str:
+        r = row(doc, name)
+        return f"{ratio(speedup(doc, r))} (verify {num(per_round(r, 'verify'), '.1f')} ms/round)"
+
+    b = "fixed-8-tv1:bonus=true"
+    out = [["k = 4 (5 rows)", cell("fixed-4-tv1:bonus=true,dispatch=gemv"),
+            cell("fixed-4-tv1:bonus=true,dispatch=gemm"), "-"],
+           ["k = 8 (9 rows)", cell(f"{b},dispatch=gemv"), cell(f"{b},dispatch=gemm"), cell(b)],
+           ["k = 7, dispatch = fastest", "", "", cell("fixed-8-tv1:k=7,bonus=true,dispatch=fastest")]]
+    return (md_table(("", "dispatch = gemv (row by row)",
+                      "dispatch = gemm (padded to the matrix kernel)", "auto (MLX decides)"), out),
+            STATISTIC["ratio"] + "; " + STATISTIC["verify_round"])
+
+
+def cost_aware_runs(docs: list[Doc]) -> tuple[list[str], str]:
+    """The three CPU cost-aware runs, a row each: ratios, TTFT / decode tok/s."""
+    out = []
+    for i, d in enumerate(docs, 1):
+        t = baseline(d) or {}
+        fixed = row(d, "fixed-4-tv1:bonus=true")
+        ca, ca1 = row(d, "cost-aware"), row(d, "cost-aware:rule=mentored,tv_budget=1.0")
+        out.append([str(i), ratio(speedup(d, fixed)), ratio(speedup(d, ca)), ratio(speedup(d, ca1)),
+                    f"{num(ca.get('ttft_s'), '.2f')} s / {num(ca.get('decode_tok_s'), '.1f')}",
+                    f"{num(t.get('ttft_s'), '.2f')} s / {num(t.get('decode_tok_s'), '.1f')}"])
+    return (md_table(("Run", "fixed-4, TV = 1", "cost-aware (lossless)", "cost-aware (TV = 1)",
+                      "cost-aware TTFT / decode tok/s", "target-only TTFT / decode tok/s"), out),
+            STATISTIC["ratio"] + "; " + STATISTIC["ttft"])
+
+
+def tp_pair(docs: list[Doc]) -> tuple[list[str], str]:
+    """TP = 2 beside TP = 1, a row per configuration."""
+    tp2, tp1 = docs
+    out = []
+    for r2 in rows(tp2):
+        r1 = row(tp1, r2["name"])
+        m1, m2 = median(r1), median(r2)
+        out.append([str(r2.get("label")), median_mm(r1), median_mm(r2),
+                    ratio(m1 / m2 if m1 and m2 else None), ratio(speedup(tp1, r1)),
+                    ratio(speedup(tp2, r2)), pct(overhead(r1)), pct(overhead(r2)),
+                    num((r2.get("phase_ms") or {}).get("comm"), ".1f")])
+    return (md_table(("Configuration", "TP = 1 median E2E", "TP = 2 median E2E",
+                      "TP = 2 over TP = 1", "vs target-only, TP = 1", "vs target-only, TP = 2",
+                      "tracing overhead, TP = 1", "TP = 2", "TP = 2 comm ms (traced)"), out),
+            "median E2E of each row's timed requests, min-max in brackets; TP = 2 over TP = 1 "
+            "= TP = 1's median over TP = 2's; " + STATISTIC["ratio"] + "; "
+            + STATISTIC["overhead"] + "; comm = the traced request's collectives")
+
+
+# -- the tables the pages use: NAME -> renderer ------------------------------------------------
+
+SEED_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
+             ("Rounds/request", "rounds"), ("Median E2E (min-max)", "median_mm"),
+             ("vs target-only", "ratio"))
+PRED_COLS = (*SEED_COLS, ("Predicted", "predicted"), ("Measured (decode)", "decode"),
+             ("Efficiency", "efficiency"))
+PHASE_COLS = (("Configuration", "name"), ("draft", "draft"), ("verify", "verify"),
+              ("sample", "sample"), ("cache", "cache"), ("prefill + outside rounds", "outside"))
+PEER_COLS = (("Row", "label"), ("Median E2E (min-max)", "median_mm"), ("vs mlx-lm (medians)",
+             "peer_ratio"), ("paired: median", "paired_median"), ("min-max", "paired_min_max"),
+             ("per round (traced, median)", "round_ms"))
+LOOKUP_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
+               ("Rounds/request", "rounds"), ("Median E2E (min-max)", "median_mm"),
+               ("vs target-only", "ratio"), ("Predicted", "predicted"),
+               ("Measured (decode)", "decode"), ("Efficiency", "efficiency"),
+               ("Tracing overhead", "overhead"))
+
+TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
+    "bench-seed": bench(SEED_COLS),
+    "bench-predicted": bench(PRED_COLS),
+    "bench-lookup": bench(LOOKUP_COLS),
+    "bench-peer": bench(PEER_COLS, only=("target-only greedy", "mlx-lm target-only",
+                                         "speculative greedy k=4", "mlx-lm speculative k=4")),
+    "phases": bench(PHASE_COLS),
+    "phases-comm": bench((*PHASE_COLS[:5], ("comm", "comm"), PHASE_COLS[5],
+                          ("traced E2E", "traced_e2e"), ("tracing overhead", "overhead"))),
+    "prediction": bench((("Configuration", "name"), ("mean k", "mean_k"),
+                         ("Predicted", "predicted"), ("Measured (decode)", "decode"),
+                         ("Efficiency", "efficiency"), ("best k here (predicted)", "best_k"),
+                         ("draft ms, predicted / traced", "draft_phase"),
+                         ("verify ms, predicted / traced", "verify_phase")),
+                        where=lambda r: r.get("prediction")),
+    "cpu-timing": bench((("Configuration", "label"), ("Min-max E2E", "min_max"), ("TTFT", "ttft"),
+                         ("Decode tok/s", "tok_s"), ("Mean accepted length", "mal"),
+                         ("Per-position acceptance", "ppa"))),
+    "cpu-phases": bench((("Configuration", "label"), ("draft", "draft"), ("verify", "verify"),
+                         ("sample", "sample"), ("cache", "cache"), ("other", "other"),
+                         ("prefill + outside rounds", "outside"), ("traced E2E", "traced_e2e"),
+                         ("tracing overhead", "overhead"), ("predicted kernel", "kernel"))),
+    "cpu-nll": bench((("Configuration", "label"), ("Target NLL/token", "nll"),
+                      ("Target-only NLL/token", "nll_base"), ("Difference", "nll_delta"),
+                      ("Mean per-step TV", "tv"))),
+    "per-round": bench((("Configuration", "name"), ("rounds", "traced_rounds"),
+                        ("draft ms per step", "draft_step_ms"),
+                        ("verify ms per round", "verify_round"),
+                        ("sample ms per round", "sample_round"),
+                        ("tokens per round", "tokens_round")),
+                       only=("target-only", "fixed-8-tv1:bonus=true", "fixed-8-tv1:k=15,bonus=true",
+                             "fixed-8-tv1:k=15,bonus=true,fused_draft=true",
+                             "fixed-8-tv1:k=31,bonus=true")),
+    "lookup-matrix": lookup_matrix,
+    "min-match": min_match,
+    "calibration": calibration,
+    "calibration-row": calibration_row,
+    "host-cost": host_cost,
+    "step-costs": step_costs,
+    "seed-m2": seed_m2,
+    "dispatch-matrix": dispatch_matrix,
+    "cost-aware-runs": cost_aware_runs,
+    "tp-pair": tp_pair,
+}
+
+
+# -- rewriting the pages -----------------------------------------------------------------------
+
+
+def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Doc]:
+    """The files a block names, each parsed once per page (values quote the same files)."""
+    cache = {} if cache is None else cache
+    out = []
+    for s in src.split(","):
+        path = (page.parent / s.strip()).resolve()
+        if path not in cache:
+            cache[path] = json.loads(path.read_text())
+        out.append(cache[path])
+    return out
+
+
+def _link(src: str) -> str:
+    return ", ".join(f"[{s.strip()}]({s.strip()})" for s in src.split(","))
+
+
+def render_page(page: Path) -> str:
+    """The page with every generated block and value rewritten from its data."""
+    text = page.read_text()
+    cache: dict[Path, Doc] = {}
+
+    def block(m: re.Match[str]) -> str:
+        name, src = m["name"], m["src"]
+        if name not in TABLES:
+            raise KeyError(f"{page.name}: no table {name!r} in render.py's TABLES")
+        lines, stat = TABLES[name](_load(page, src, cache))
+        body = "\n".join(lines) + f"\n\n*{stat[0].upper() + stat[1:]}. Data: {_link(src)}.*\n"
+        return m.group(1) + body + m.group(5)
+
+    def value(m: re.Match[str]) -> str:
+        (doc,) = _load(page, m["src"], cache)
+        return m.group(1) + FIELDS[m["field"]](doc, row(doc, m["row"])) + m.group(6)
+
+    return VALUE.sub(value, BLOCK.sub(block, text))
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    return sorted(p for p in root.rglob("*.md") if "data" not in p.relative_to(root).parts)
+
+
+def check(root: Path = ROOT) -> list[str]:
+    """Each generated block or value that differs from its data, as 'page: what'."""
+    problems = []
+    for page in pages(root):
+        old, new = page.read_text(), render_page(page)
+        if old == new:
+            continue
+        olds = [m.group(0) for m in (*BLOCK.finditer(old), *VALUE.finditer(old))]
+        news = [m.group(0) for m in (*BLOCK.finditer(new), *VALUE.finditer(new))]
+        for o, n in zip(olds, news, strict=True):
+            if o != n:
+                head = o.splitlines()[0][:120]
+                problems.append(f"{page.relative_to(root)}: {head} differs from its data")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 on a mismatch")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the benchmarks folder")
+    args = ap.parse_args(argv)
+    if args.check:
+        problems = check(args.root)
+        for p in problems:
+            print(p)
+        return 1 if problems else 0
+    for page in pages(args.root):
+        new = render_page(page)
+        if new != page.read_text():
+            page.write_text(new)
+            print(f"rewrote {page.relative_to(args.root)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
