@@ -1,7 +1,7 @@
 """The `specdec-tui` command: no subcommand opens the TUI; the rest are headless.
 
 Headless subcommands never import Textual; each lives in the package that owns its idea
-(core.bench, core.dispatch, core.profile) and registers its own flags here. Building the
+(core.bench, core.calibrate_cli, core.profile) and registers its own flags here. Building the
 parser imports those packages, and with them MLX: `--help` lists every flag, in a second or
 two, but never loads Textual.
 """
@@ -35,7 +35,7 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; subcommand modules add their own flags."""
-    from core import bench, dispatch, profile
+    from core import bench, calibrate_cli, profile
     from core.drafting import registry
 
     parser = argparse.ArgumentParser(
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=argparse.SUPPRESS,
                    help="calibrate this profile's models (and fused draft)")  # fmt: skip
     p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    dispatch.add_calibrate_arguments(p)
+    calibrate_cli.add_calibrate_arguments(p)
 
     p = sub.add_parser("profiles", help="list, show, diff and export saved profiles")
     profile.add_profiles_arguments(p)
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_bench_cli(args)
         if args.command == "calibrate":
-            from core.dispatch import run_calibrate_cli
+            from core.calibrate_cli import run_calibrate_cli
 
             return run_calibrate_cli(args)
         if args.command == "profiles":

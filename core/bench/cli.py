@@ -11,6 +11,7 @@ import contextlib
 import shlex
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from core.bench.prompts import (
     read_prompt,
 )
 from core.bench.protocol import run_protocol
-from core.bench.report import print_table
+from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting, describe
 from core.distributed import is_rank0, rank0_only
 from core.drafting import registry
@@ -389,8 +390,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "vocab_size": pair.vocab_size,
     }
     print_table(report, console)
-    for flag, render in (("markdown", report.to_markdown), ("json", report.to_json),
-                         ("csv", report.to_csv)):  # fmt: skip
+    for flag, render in (("markdown", partial(report_markdown, report)), ("json", report.to_json),
+                         ("csv", partial(report_csv, report))):  # fmt: skip
         path = getattr(args, flag, None)
         if path:
             _write(path, render())

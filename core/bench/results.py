@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.acceptance import PositionTally
-from core.bench.report import pct, ratio, report_csv, report_markdown, secs
+from core.bench.fmt import pct, ratio, secs
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
 
@@ -313,12 +313,6 @@ class BenchReport:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False)
-
-    def to_csv(self) -> str:
-        return report_csv(self)
-
-    def to_markdown(self) -> str:
-        return report_markdown(self)
 
     def summary_text(self) -> str:
         """A few lines for a small panel (the TUI): name, acceptance, median E2E, ratio."""

@@ -25,7 +25,6 @@ from core.dispatch.backend import (
     mlx_device_query,
 )
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
-from core.dispatch.cli import add_calibrate_arguments, run_calibrate_cli
 from core.dispatch.curve import (
     CalibrationError,
     VerifyCostCurve,
@@ -58,7 +57,6 @@ __all__ = [
     "LinearShape",
     "ShapePrediction",
     "VerifyCostCurve",
-    "add_calibrate_arguments",
     "backend_info",
     "backend_name",
     "calibrate",
@@ -71,7 +69,6 @@ __all__ = [
     "plain_attention",
     "predict_kernel",
     "resolve_verify_attention",
-    "run_calibrate_cli",
     "shape_boundary",
     "verification_patches",
     "measured_elsewhere",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from core.profile.export import diff_settings, export_csv, summary_metrics
-from core.profile.files import shipped_presets_dir, user_profiles_dir
+from core.profile.files import PROFILES_ENV, shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
 from core.settings import Settings
@@ -60,7 +61,8 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
             store, unavailable = ProfileStore.default(override), None
         except ProfileError as exc:  # no folder of its own: the presets still list
             unavailable = str(exc)
-            folder = Path(override).expanduser() if override else user_profiles_dir()
+            chosen = override or os.environ.get(PROFILES_ENV)
+            folder = Path(chosen).expanduser() if chosen else user_profiles_dir()
             store = ProfileStore(folder, presets=shipped_presets_dir())
         _print_list(console, store, unavailable)
     elif command == "show":

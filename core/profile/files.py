@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import importlib.util
 import json
 import os
 import tomllib
@@ -72,27 +73,40 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
 # --------------------------------------------------------------------------- places
 
 
+PRESETS_PACKAGE = "specdec_tui_presets"  # the top-level profiles/ folder, as the wheel ships it
+PROFILES_ENV = "SPECDEC_TUI_PROFILES"  # where user profiles go, when --profiles-dir is not given
+
+
 def shipped_presets_dir() -> Path | None:
-    """The repository's profiles/ folder (the presets), when this checkout has one."""
+    """The shipped presets: the checkout's profiles/ folder, or the installed package's copy.
+
+    The checkout comes first (an editable install runs from it); an installed wheel carries
+    the same files as the package `specdec_tui_presets` (pyproject.toml maps it to profiles/)."""
     path = Path(__file__).resolve().parents[2] / "profiles"
-    return path if path.is_dir() else None
+    if path.is_dir() and any(path.glob("*.toml")):
+        return path
+    spec = importlib.util.find_spec(PRESETS_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if Path(location).is_dir():
+            return Path(location)
+    return None
 
 
 def user_profiles_dir() -> Path:
-    """The per-user profiles folder, used where the working directory has no profiles/."""
+    """The per-user profiles folder (the platform's user data folder), the default for saves."""
     return Path(platformdirs.user_data_dir(APP_NAME)) / "profiles"
 
 
 def profiles_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """Where profiles live: the override, else ./profiles/ when present, else the user data dir."""
-    if override is not None:
-        path = Path(override).expanduser()
+    """Where profiles are read and saved: `--profiles-dir`, else $SPECDEC_TUI_PROFILES, else the
+    user data folder. Never the working folder: run from a checkout, saves would land among
+    the shipped presets and in `git status`."""
+    chosen = override if override is not None else os.environ.get(PROFILES_ENV) or None
+    if chosen is not None:
+        path = Path(chosen).expanduser()
         if path.exists() and not path.is_dir():
             raise ProfileError(f"The profiles folder {path} is a file, not a folder.")
         return path
-    local = Path.cwd() / "profiles"
-    if local.is_dir():
-        return local
     path = user_profiles_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ import pytest
 
 from core import bench
 from core.bench.quality import _Scorer
+from core.bench.report import report_markdown
 from core.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
@@ -304,7 +305,7 @@ def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):
     # more than one source in a row: a section of its own
     row.sources = {"model": bench_tally(4, 2), "lookup": bench_tally(8, 8)}
     row.plain_steps = 2
-    text = report.to_markdown()
+    text = report_markdown(report)
     assert "### Per draft source" in text
     assert "| hybrid | lookup | 1 | 25.0% | 8.0 | 100.0% | 8.00 |" in text
     assert "| hybrid | target steps | 2 | 50.0% | - | - | - |" in text
@@ -348,7 +349,7 @@ def test_greedy_check_reports_a_forced_divergence(engine, prompt_ids):
     assert d.logit_margin is not None and math.isfinite(d.logit_margin)
     # This engine's target prefers its own token there: the margin, computed from it, is < 0.
     assert d.logit_margin < 0
-    assert "first divergence from target-only at generated token" in report.to_markdown()
+    assert "first divergence from target-only at generated token" in report_markdown(report)
 
 
 def test_first_divergence():
@@ -395,7 +396,7 @@ def test_peer_rows_time_mlx_lm_on_the_same_models(engine, prompt_ids, tiny_pair)
     # Same models, greedy, same vocabulary slice: mlx-lm's text is ours, token for token.
     assert tgt.greedy_match is True and spec.greedy_match is True
     assert 0.0 <= spec.acceptance <= 1.0 and tgt.acceptance is None
-    assert "### Against mlx-lm" in report.to_markdown()
+    assert "### Against mlx-lm" in report_markdown(report)
 
 
 def test_cancel_stops_the_run(engine, prompt_ids):

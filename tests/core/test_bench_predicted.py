@@ -19,6 +19,7 @@ from core import bench
 from core.acceptance import PositionTally
 from core.bench import peer as P
 from core.bench.predicted import EFFICIENCY_FLOOR, attach_predictions, needed_calibration
+from core.bench.report import report_markdown
 from core.bench.results import BenchResult, BenchSetting
 from core.dispatch import VerifyCostCurve
 from core.settings import Settings
@@ -93,7 +94,7 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
     k2 = next(row for row in csv.DictReader(io.StringIO(report.to_csv())) if row["name"] == "k2")
     assert float(k2["predicted_speedup"]) == pytest.approx(report.result("k2").predicted_speedup)
     assert float(k2["efficiency"]) == pytest.approx(report.result("k2").efficiency)
-    md = report.to_markdown()
+    md = report_markdown(report)
     assert "| vs target-only | Predicted | Efficiency |" in md
     assert "### Predicted against measured" in md
     console = Console(file=io.StringIO(), width=220, record=True)
@@ -152,9 +153,9 @@ def test_a_row_below_the_floor_says_which_phase_took_the_difference():
     d = r.prediction["diagnosis"]
     assert d.startswith("k3: measured 1.20x against 3.08x predicted")
     assert "draft took the difference: 120.0 ms in the traced request against 30.0 ms" in d
-    md = bench.BenchReport({}, {"calibration": {"from": "test"}, "tokens": 1, "seeds": 1,
-                                "invocations": 1, "warmup": 0, "prompt_tokens": 1,
-                                "nll_basis": "-"}, [base, r]).to_markdown()  # fmt: skip
+    md = report_markdown(bench.BenchReport(
+        {}, {"calibration": {"from": "test"}, "tokens": 1, "seeds": 1, "invocations": 1,
+             "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}, [base, r]))  # fmt: skip
     assert f"- {d}" in md
     # a lookup row: drafting is free, so its rounds are priced at their verification alone
     look = _row("lookup", s.replace(draft_source="lookup"), [150.0])
@@ -237,7 +238,7 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
                     if r["name"] == "mlx-lm target-only")  # fmt: skip
     assert float(peer_csv["paired_ratio_median"]) == pytest.approx(
         report.result("mlx-lm target-only").paired_ratio["median"])  # fmt: skip
-    md = report.to_markdown()
+    md = report_markdown(report)
     assert "paired ours/mlx-lm: median | IQR | min-max | pairs |" in md
     console = Console(file=io.StringIO(), width=220, record=True)
     bench.print_table(report, console)

@@ -692,8 +692,10 @@ def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, ca
 def test_calibrate_arguments_defaults():
     import argparse
 
+    from core.calibrate_cli import add_calibrate_arguments
+
     p = argparse.ArgumentParser()
-    dp.add_calibrate_arguments(p)
+    add_calibrate_arguments(p)
     a = p.parse_args([])
     assert (a.rows, a.repeats, a.context, a.modes, a.json) == (16, 5, 128, "auto", None)
 

@@ -495,16 +495,19 @@ def test_saved_files_are_readable_by_others_not_private_temp_modes(store: Profil
 # --------------------------------------------------------------------------- where profiles live
 
 
-def test_profiles_dir_prefers_override_then_local_then_user_data(
+def test_profiles_dir_prefers_override_then_environment_then_user_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(files_mod.PROFILES_ENV, raising=False)
     user = tmp_path / "user-data"
     monkeypatch.setattr(files_mod.platformdirs, "user_data_dir", lambda app: str(user / app))
     assert profiles_dir(None) == user / "specdec-tui" / "profiles"
     assert (user / "specdec-tui" / "profiles").is_dir()
-    (tmp_path / "profiles").mkdir()
-    assert profiles_dir(None) == tmp_path / "profiles"
+    (tmp_path / "profiles").mkdir()  # a profiles/ in the working folder (a checkout) is not used
+    assert profiles_dir(None) == user / "specdec-tui" / "profiles"
+    monkeypatch.setenv(files_mod.PROFILES_ENV, str(tmp_path / "from-env"))
+    assert profiles_dir(None) == tmp_path / "from-env"
     assert profiles_dir(str(tmp_path / "elsewhere")) == tmp_path / "elsewhere"
     (tmp_path / "afile").write_text("")
     with pytest.raises(ProfileError, match="is a file, not a folder"):
@@ -678,7 +681,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     import core
 
-    stubs = {"core.bench": "add_bench_arguments", "core.dispatch": "add_calibrate_arguments"}
+    stubs = {"core.bench": "add_bench_arguments", "core.calibrate_cli": "add_calibrate_arguments"}
     for module, hook in stubs.items():
         try:
             importlib.import_module(module)
