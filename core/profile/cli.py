@@ -159,6 +159,12 @@ def _print_show(console: Any, profile: Profile) -> None:
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
         info.add_row(key, Text(_fmt(env.get(key))))
+    from core.models.identity import describe_models  # imports MLX: only when showing a run
+    from core.version import version_text
+
+    info.add_row("measured by", Text(version_text(env)))
+    for role, line in describe_models(run.summary.models).items():  # 'unknown' in old runs
+        info.add_row(role, Text(line))  # a spec is what the user typed: text, not markup
     prompt = run.prompt if len(run.prompt) <= 60 else run.prompt[:57] + "..."
     info.add_row("prompt", Text(prompt or "-"))
     info.add_row("calibration", "yes" if run.calibration else "-")

@@ -21,8 +21,10 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 
 from core.errors import UserError
 from core.events import PHASES, RunSummary
+from core.models.identity import human_count
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
+from core.version import version_text
 from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
 
 A_STYLE, B_STYLE = "bold cyan", "bold magenta"
@@ -90,14 +92,50 @@ def _metrics(run: ComparedRun) -> list[tuple[str, float | None]]:
     return summary_metrics(RecordedRun(run.environment, (), run.summary))
 
 
+def model_cells(run: ComparedRun, role: str) -> tuple[str, str, str]:
+    """A run's model in `role` as (spec and kind, what pins its weights, what it is)."""
+    models = run.summary.models if run.summary is not None else None
+    if models is None:
+        return ("unknown", "unknown", "unknown")  # a run recorded before identities
+    m = models.get(role)
+    if m is None:
+        return ("none", "-", "-")
+    size = f"{m.architecture or '?'}, {human_count(m.parameters)}, {m.layers} layers"
+    return (f"{m.spec} ({m.kind})", m.origin, f"{size}, {m.quantization}")
+
+
+def models_differ(a: ComparedRun, b: ComparedRun) -> list[str]:
+    """The roles whose models differ between two runs that both name theirs."""
+    if a.summary is None or b.summary is None or not a.summary.models or not b.summary.models:
+        return []
+    return [role for role in ("target", "draft")
+            if model_cells(a, role) != model_cells(b, role)]  # fmt: skip
+
+
+def model_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
+    """Which models each ran and which code measured, a difference highlighted."""
+    rows = []
+    for role in ("target", "draft"):
+        for label, va, vb in zip(("", " weights", " model"), model_cells(a, role),
+                                 model_cells(b, role), strict=True):  # fmt: skip
+            style = DIFF_STYLE if va != vb and "unknown" not in (va, vb) else ""
+            name = Text(("≠ " if style else "") + role + label, style or "dim")
+            rows.append((name, Text(va, style), Text(vb, style), Text("")))
+    va, vb = version_text(a.environment), version_text(b.environment)
+    style = DIFF_STYLE if va != vb else ""
+    rows.append((Text("measured by", "dim"), Text(va, style), Text(vb, style), Text("")))
+    return rows
+
+
 def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
-    """Where each ran, then the metrics `profiles diff` compares, with B / A coloured by which
-    side is better (green: B, red: A) where one direction is better."""
+    """Where each ran and what, then the metrics `profiles diff` compares, with B / A coloured
+    by which side is better (green: B, red: A) where one direction is better."""
     rows = []
     for key in ("backend", "device_name"):
         va, vb = a.environment.get(key), b.environment.get(key)
         style = DIFF_STYLE if va and vb and va != vb else ""
         rows.append((Text(key, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), Text("")))
+    rows += model_rows(a, b)
     ma, mb = dict(_metrics(a)), dict(_metrics(b))
     labels = list(dict.fromkeys(label for label, _ in (*_metrics(a), *_metrics(b))))
     for label in labels:
@@ -279,6 +317,10 @@ class CompareScreen(Screen[None]):
         text.append(f"   {changed} setting{' differs' if changed == 1 else 's differ'}", "dim")
         warnings = [f"{r.label} has no recorded run" for r in (a, b) if r.summary is None]
         warnings += [f"{r.label}'s settings changed after its run" for r in (a, b) if r.stale]
+        differ = models_differ(a, b)
+        if differ:
+            warnings.append(f"they ran different models ({' and '.join(differ)}): the numbers "
+                            "compare models, not settings")  # fmt: skip
         ea, eb = a.environment.get("device_name"), b.environment.get("device_name")
         if ea and eb and ea != eb:
             warnings.append("they ran on different devices")
