@@ -24,7 +24,6 @@ from core.events import PHASES, RunSummary
 from core.models.identity import human_count
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
-from core.version import version_text
 from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
 
 A_STYLE, B_STYLE = "bold cyan", "bold magenta"
@@ -92,16 +91,30 @@ def _metrics(run: ComparedRun) -> list[tuple[str, float | None]]:
     return summary_metrics(RecordedRun(run.environment, (), run.summary))
 
 
-def model_cells(run: ComparedRun, role: str) -> tuple[str, str, str]:
-    """A run's model in `role` as (spec and kind, what pins its weights, what it is)."""
+CELL = 24  # characters a model cell shows: both columns fit beside the metric names
+
+
+def _cut(text: str) -> str:
+    """At most CELL characters, keeping the end (a path's file name, a spec's options)."""
+    return text if len(text) <= CELL else "…" + text[-(CELL - 1):]
+
+
+def model_cells(run: ComparedRun, role: str) -> tuple[str, str, str, str]:
+    """A run's model in `role`: spec and kind, what pins its weights, size, quantization."""
     models = run.summary.models if run.summary is not None else None
     if models is None:
-        return ("unknown", "unknown", "unknown")  # a run recorded before identities
+        return ("unknown",) * 4  # a run recorded before identities
     m = models.get(role)
     if m is None:
-        return ("none", "-", "-")
+        return ("none", "-", "-", "-")
+    if m.shape is not None:
+        pins = f"{m.shape}, seed {m.seed}"
+    else:
+        pins = m.sha256[:12] if m.sha256 else "sha256 unknown"
+    if m.base is not None:
+        pins = f"{m.base}: {pins}"
     size = f"{m.architecture or '?'}, {human_count(m.parameters)}, {m.layers} layers"
-    return (f"{m.spec} ({m.kind})", m.origin, f"{size}, {m.quantization}")
+    return (f"{m.spec} ({m.kind})", pins, size, m.quantization)
 
 
 def models_differ(a: ComparedRun, b: ComparedRun) -> list[str]:
@@ -112,18 +125,26 @@ def models_differ(a: ComparedRun, b: ComparedRun) -> list[str]:
             if model_cells(a, role) != model_cells(b, role)]  # fmt: skip
 
 
+def _tool(env: dict[str, Any]) -> str:
+    """The code that measured, short: '0.1.0 at 0123abcd', '+ edits' when the tree was dirty."""
+    commit = env.get("specdec_tui_commit")
+    text = str(env.get("specdec_tui") or "unknown")
+    if commit:
+        text += f" at {str(commit)[:8]}" + (" + edits" if env.get("specdec_tui_dirty") else "")
+    return text
+
+
 def model_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
     """Which models each ran and which code measured, a difference highlighted."""
     rows = []
-    for role in ("target", "draft"):
-        for label, va, vb in zip(("", " weights", " model"), model_cells(a, role),
-                                 model_cells(b, role), strict=True):  # fmt: skip
-            style = DIFF_STYLE if va != vb and "unknown" not in (va, vb) else ""
-            name = Text(("≠ " if style else "") + role + label, style or "dim")
-            rows.append((name, Text(va, style), Text(vb, style), Text("")))
-    va, vb = version_text(a.environment), version_text(b.environment)
-    style = DIFF_STYLE if va != vb else ""
-    rows.append((Text("measured by", "dim"), Text(va, style), Text(vb, style), Text("")))
+    cells = [(role, label, va, vb) for role in ("target", "draft")
+             for label, va, vb in zip(("", " weights", " size", " bits"), model_cells(a, role),
+                                      model_cells(b, role), strict=True)]  # fmt: skip
+    cells.append(("measured by", "", _tool(a.environment), _tool(b.environment)))
+    for role, label, va, vb in cells:
+        style = DIFF_STYLE if va != vb and "unknown" not in (va, vb) else ""
+        name = Text(("≠ " if style else "") + role + label, style or "dim")
+        rows.append((name, Text(_cut(va), style), Text(_cut(vb), style), Text("")))
     return rows
 
 
