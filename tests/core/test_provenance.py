@@ -129,7 +129,9 @@ def test_a_target_only_run_names_no_draft(tiny_pair) -> None:
     assert profile.run.summary.models["draft"] is None
 
 
-def test_an_old_run_file_without_models_still_loads(tmp_path, tiny_pair, capsys) -> None:
+def test_an_old_run_file_without_models_still_loads(tmp_path, tiny_pair, capsys,
+                                                   monkeypatch) -> None:  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "400")  # lines unwrapped, whatever the terminal
     store = ProfileStore(tmp_path)
     store.save(_recorded(tiny_pair, Settings(k=2), "old"))
     path = tmp_path / ("old" + RUN_SUFFIX)
@@ -148,7 +150,8 @@ def test_an_old_run_file_without_models_still_loads(tmp_path, tiny_pair, capsys)
     assert "target │ unknown" in out and "draft │ unknown" in out
 
 
-def test_profiles_show_names_the_models(tmp_path, tiny_pair, capsys) -> None:
+def test_profiles_show_names_the_models(tmp_path, tiny_pair, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
     ProfileStore(tmp_path).save(_recorded(tiny_pair, Settings(k=2)))
     from core.cli import main
 
@@ -292,3 +295,15 @@ def test_the_environment_names_the_tool_version_and_commit() -> None:
     assert env["specdec_tui_commit"] == head and isinstance(env["specdec_tui_dirty"], bool)
     assert version_text(env).startswith(f"specdec-tui {project['version']} at {head[:12]}")
     assert version_text({"specdec_tui": "0.1.0", "specdec_tui_commit": None}) == "specdec-tui 0.1.0"
+
+
+def test_profiles_diff_shows_both_runs_models(tmp_path, tiny_pair, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # room for both models' lines unwrapped
+    store = ProfileStore(tmp_path)
+    store.save(_recorded(tiny_pair, Settings(k=2), "a"))
+    store.save(_recorded(load_pair("shape:tiny,seed=1", "shape:tiny-draft"), Settings(k=2), "b"))
+    from core.cli import main
+
+    assert main(["--profiles-dir", str(tmp_path), "profiles", "diff", "a", "b"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "shape tiny, seed 0" in out and "shape tiny, seed 1" in out
