@@ -266,7 +266,8 @@ class Spmd:
         model.set_dtype(compute_dtype(own))
         mx.eval(model.parameters())
         name = local.name if local.exists() else source
-        return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config))
+        return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config),
+                           source=str(folder))
 
 
 def mlx_source(spec: str) -> str | None:

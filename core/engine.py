@@ -60,6 +60,8 @@ def _untrimmable(model: nn.Module, role: str) -> str | None:
 class Engine:
     """Owns the target's cache, the draft sources, and runs the decode loop over them."""
 
+    models: dict[str, Any] | None = None  # the pair's ModelIdentity per role (from_pair)
+
     def __init__(
         self,
         target: nn.Module,
@@ -103,11 +105,12 @@ class Engine:
     def from_pair(cls, pair: Any) -> Engine:
         """Build from a core.models.ModelPair, with the kernel predictor for the target."""
         from core.dispatch import KernelPredictor
+        from core.models.identity import pair_identities
 
         predictor = None
         with contextlib.suppress(Exception):  # prediction is informative, never required
             predictor = KernelPredictor(pair.target.model)
-        return cls(
+        engine = cls(
             pair.target.model,
             pair.draft.model if pair.draft is not None else None,
             vocab_size=pair.vocab_size,
@@ -116,6 +119,8 @@ class Engine:
             speculation_ok=pair.speculation_ok,
             speculation_reason=pair.speculation_reason,
         )
+        engine.models = pair_identities(pair)  # every RunSummary names them
+        return engine
 
     @property
     def target_model(self) -> nn.Module:
@@ -251,7 +256,7 @@ class Engine:
         self._settle(seq)
         e2e = time.perf_counter() - t_start
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
-        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback)
+        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback, self.models)
 
     def _drafting_rounds(
         self,

@@ -104,16 +104,26 @@ class RunSummary:
     # Per draft source: rounds, proposed, accepted, per-position acceptance, mean accepted
     # length; "none" counts the speculative-mode rounds with nothing proposed (target steps).
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The models that ran: {"target": ModelIdentity, "draft": ModelIdentity or None (none ran,
+    # as in target-only)} (core/models/identity.py); None when the engine was not told (an
+    # Engine built from bare modules) or the record predates identities: shown as unknown.
+    models: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        from core.models.identity import identities_to_dict
+
+        d = dataclasses.asdict(dataclasses.replace(self, models=None))
         d["per_position_acceptance"] = list(self.per_position_acceptance)
         d["token_ids"] = list(self.token_ids)
+        d["models"] = identities_to_dict(self.models)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        from core.models.identity import identities_from_dict
+
         d = dict(d)
         d["per_position_acceptance"] = tuple(d.get("per_position_acceptance", ()))
         d["token_ids"] = tuple(d.get("token_ids", ()))
+        d["models"] = identities_from_dict(d.get("models"))
         return cls(**d)

@@ -65,8 +65,10 @@ class RunTotals:
         t_start: float,
         stop: str,
         fallback: str | None,
+        models: dict[str, Any] | None = None,
     ) -> RunSummary:
-        """The RunSummary of a finished run (`fallback`: why it ran target-only)."""
+        """The RunSummary of a finished run (`fallback`: why it ran target-only; `models`:
+        the loaded pair's identities, of which a target-only run names the target alone)."""
         ttft = (self.first_token_at - t_start) if self.first_token_at else e2e
         n = len(self.tokens)
         # Decoding is timed from the end of the first token's round, so only the tokens of
@@ -76,8 +78,11 @@ class RunTotals:
         later = n - self.first_round_tokens
         decode_tok_s = later / decode_time if later > 0 and decode_time > 0 else 0.0
         pos = self.positions
+        mode = s.mode if fallback is None else "target-only"
+        if models is not None and mode == "target-only":
+            models = {**models, "draft": None}
         return RunSummary(
-            mode=s.mode if fallback is None else "target-only",
+            mode=mode,
             tokens=n,
             rounds=self.rounds,
             prompt_tokens=n_prompt,
@@ -97,4 +102,5 @@ class RunTotals:
             token_ids=tuple(self.tokens),
             fallback_reason=fallback,
             per_source=self.per_source(),
+            models=models,
         )

@@ -218,7 +218,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         item("profile", self.profile_name or "-", "italic")
         self.query_one("#status", Static).update(text)
         if self.is_mounted:
-            self.query_one(ProfilePanel).show_settings(s, self.profile_name)
+            self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
 
     def _state_text(self) -> str:
         if self.models_loading:

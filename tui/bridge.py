@@ -56,6 +56,8 @@ class PairInfo:
     families: dict[int, str] = field(default_factory=dict)  # rows -> kernel family
     predicted_boundary: int | None = None  # R where most weights switch to a matrix kernel
     environment: dict[str, Any] = field(default_factory=dict)  # core.profile.record_environment()
+    # core.models.identity.ModelIdentity per role ("target", "draft"); None: not known
+    models: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

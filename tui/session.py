@@ -87,6 +87,7 @@ class MLXSession:
             families=families,
             predicted_boundary=boundary,
             environment=record_environment(),
+            models=engine.models,
         )
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:

@@ -313,6 +313,9 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     if others and not (args.target and args.draft):
         err.print(Text(f"settings name different models; all rows run on {target} / {draft}",
                        style="yellow"))  # fmt: skip
+    # Every row runs on the one pair loaded here, so its settings say so (a profile's own
+    # target, often "default", is not what ran under --target).
+    rows = [BenchSetting(b.name, b.settings.replace(target=target, draft=draft)) for b in rows]
     from core.distributed import current_spmd
     from core.engine import Engine
     from core.models import check_request, load_pair, pair_context_window
@@ -384,6 +387,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "cut_to_tokens": budget,
     }
     report.protocol["models"] = {
+        **report.protocol.get("models", {}),  # the identities, from run_protocol
         "target": f"{pair.target.spec} ({pair.target.name})",
         "draft": f"{pair.draft.spec} ({pair.draft.name})" if pair.draft is not None else None,
         "random_weights": bool(pair.target.random_weights),
@@ -399,17 +403,17 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     if getattr(args, "trace", None) and is_rank0():
         from core.profile.chrome_trace import write_trace
 
-        count = write_trace(args.trace, traced_requests(report))
+        count = write_trace(args.trace, traced_requests(report, report.environment))
         console.print(f"wrote {args.trace} ({count} traced requests): open it in ui.perfetto.dev")
     return 0
 
 
-def traced_requests(report: Any) -> list[Any]:
+def traced_requests(report: Any, environment: dict[str, Any] | None = None) -> list[Any]:
     """One Chrome-trace process per setting's traced request, in the report's row order."""
     from core.profile.chrome_trace import TracedRequest
 
     return [
-        TracedRequest(r.name, r.traced_rounds, r.traced_summary)
+        TracedRequest(r.name, r.traced_rounds, r.traced_summary, environment)
         for r in report.results
         if r.traced_summary is not None
     ]

@@ -20,6 +20,7 @@ from core.bench.peer import (
     with_peer_counterparts,
 )
 from core.bench.predicted import attach_predictions, calibration_for, needed_calibration
+from core.bench.provenance import models_protocol, stamp_models
 from core.bench.quality import NLL_BASIS, assess_quality, plan_references
 from core.bench.requests import record_timed, record_traced, run_request
 from core.bench.results import (
@@ -176,6 +177,7 @@ def run_protocol(
         if decode is not None and r.outputs:
             _decode_texts(r, decode)
     link_peers(out)
+    models = stamp_models(out, getattr(engine, "models", None))
     if curve is not None:
         attach_predictions(out, baseline, curve, engine)
 
@@ -205,6 +207,8 @@ def run_protocol(
         else None,
         "calibration": _calibration_summary(curve, curve_from),
     }
+    if models is not None:
+        protocol["models"] = models_protocol(models)
     return BenchReport(environment=environment, protocol=protocol, results=out)
 
 

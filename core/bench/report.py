@@ -11,6 +11,7 @@ import io
 from typing import Any
 
 from core.bench.fmt import md_table, num, pct, ratio, secs
+from core.bench.provenance import provenance_markdown
 from core.bench.results import BenchReport, BenchResult
 from core.events import PHASES
 
@@ -101,6 +102,7 @@ def report_markdown(report: BenchReport) -> str:
     models = p.get("models") or {}
     if models:
         out.append(f"Target {models.get('target')}, draft {models.get('draft')}.  ")
+    out.extend(provenance_markdown(report))  # each model in full, and the tool's commit
     prompt = p.get("prompt") or {}
     out.append(
         f"Prompt {prompt.get('name', '-')} ({p['prompt_tokens']} tokens after the chat "
@@ -217,6 +219,7 @@ CSV_COLUMNS = (
     "target_nll", "target_nll_baseline", "mean_tv", "greedy_match", "ours_vs_peer",
     "predicted_speedup", "efficiency", "paired_ratio_median", "paired_ratio_q1",
     "paired_ratio_q3", "paired_ratio_min", "paired_ratio_max", "paired_ratio_n",
+    "target", "draft", "target_sha256", "draft_sha256",
 )  # fmt: skip
 
 
@@ -234,6 +237,8 @@ def report_csv(report: BenchReport) -> str:
         for k, v in (r.paired_ratio or {}).items():
             if k != "pairs":
                 flat[f"paired_ratio_{k}"] = v
+        for role, m in (r.models or {}).items():
+            flat[f"{role}_sha256"] = m.sha256 if m is not None else None
         w.writerow(["" if flat.get(c) is None else flat.get(c) for c in CSV_COLUMNS])
     return buf.getvalue()
 

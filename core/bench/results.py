@@ -15,6 +15,7 @@ from typing import Any
 from core.acceptance import PositionTally
 from core.bench.fmt import pct, ratio, secs
 from core.events import RoundEvent, RunSummary
+from core.models.identity import identities_to_dict
 from core.settings import Settings
 
 
@@ -150,6 +151,9 @@ class BenchResult:
     predicted_speedup: float | None = None
     efficiency: float | None = None
     prediction: dict[str, Any] | None = None
+    # The models this row ran (core.models.identity.ModelIdentity per role; no draft for a
+    # target-only row); None when the engine did not know them (core.bench.provenance).
+    models: dict[str, Any] | None = None
 
     # -- derived numbers ---------------------------------------------------------------
 
@@ -287,6 +291,7 @@ class BenchResult:
                 "text": self.sample_text,
             },
             "trace": self.trace,
+            "models": identities_to_dict(self.models),
         }
 
 

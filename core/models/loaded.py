@@ -44,6 +44,7 @@ class LoadedModel:
     random_weights: bool = False
     kind: str = "mlx"  # "gguf", "mlx", "self", "shape"
     config: dict[str, Any] = field(default_factory=dict)  # an mlx-lm config.json dict
+    source: str | None = None  # the folder the weights were read from (a Hub model's snapshot)
 
     @property
     def vocab_rows(self) -> int:

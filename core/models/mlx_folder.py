@@ -47,7 +47,8 @@ def load_mlx(path_or_repo: str, *, spec: str | None = None) -> LoadedModel:
     model.set_dtype(compute_dtype(own))
     mx.eval(model.parameters())
     name = folder.name if Path(path_or_repo).expanduser().exists() else path_or_repo
-    return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config))
+    return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config),
+                       source=str(folder))
 
 
 def _download_repo(repo: str) -> Path:

@@ -30,6 +30,7 @@ from core import atomic
 from core.errors import UserError
 from core.events import ORIGINS, PHASES, RoundEvent, RunSummary
 from core.profile.records import Profile, ProfileError
+from core.version import version_text
 
 # Track ids inside every request's process, and the order they are shown in.
 HOST_TID, DRAFT_TID, TARGET_TID = 1, 2, 3
@@ -56,6 +57,7 @@ class TracedRequest:
     name: str
     rounds: Sequence[RoundEvent]
     summary: RunSummary
+    environment: dict[str, Any] | None = None  # where it ran and which code measured it
 
 
 def profile_request(profile: Profile) -> TracedRequest:
@@ -65,7 +67,8 @@ def profile_request(profile: Profile) -> TracedRequest:
             f"Profile {profile.name!r} has no recorded run to export; record one from the app "
             "or the bench first."
         )
-    return TracedRequest(profile.name, profile.run.rounds, profile.run.summary)
+    run = profile.run
+    return TracedRequest(profile.name, run.rounds, run.summary, dict(run.environment))
 
 
 def _us(seconds: float) -> int:
@@ -138,6 +141,7 @@ def _phase_args(ev: RoundEvent, phase: str) -> dict[str, Any]:
 
 def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
     """The events of one request (process `pid`), metadata first, then by track and time."""
+    from core.models.identity import describe_models, identities_to_dict  # MLX only on use
     s = request.summary
     rounds = list(request.rounds)
     lengths = [_round_length(ev) for ev in rounds]
@@ -146,11 +150,14 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
     prefill = max(s.ttft_s - to_first, 0.0) if first is not None else 0.0
     prefill_track = DRAFT_TID if s.mode == "draft-only" else TARGET_TID
 
+    models = s.models or {}
+    ran = ", ".join(f"{role} {m.spec}" for role, m in models.items() if m is not None)
     meta = [
         _metadata(pid, 0, "process_name", {"name": request.name}),
         _metadata(pid, 0, "process_sort_index", {"sort_index": pid}),
-        _metadata(pid, 0, "process_labels", {"labels": f"{s.mode}, {s.tokens} tokens"}),
-    ]
+        _metadata(pid, 0, "process_labels", {
+            "labels": f"{s.mode}, {s.tokens} tokens, {ran or 'models unknown'}"}),
+    ]  # fmt: skip
     for order, (tid, track) in enumerate(TRACKS):
         meta.append(_metadata(pid, tid, "thread_name", {"name": track}))
         meta.append(_metadata(pid, tid, "thread_sort_index", {"sort_index": order}))
@@ -202,6 +209,10 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
         "traced": s.traced,
         "fallback_reason": s.fallback_reason,
         "outside_rounds_ms": _ms(max(s.e2e_s - sum(lengths), 0.0)),
+        # Which models ran (core/models/identity.py) and which code measured them.
+        "models": describe_models(s.models),
+        "model_identities": identities_to_dict(s.models),
+        "measured_by": version_text(request.environment or {}),
     }))  # fmt: skip
     if first_token_us is not None:
         events.append({"name": "first token", "cat": "token", "ph": "i", "s": "t",

@@ -161,6 +161,12 @@ def _print_show(console: Any, profile: Profile) -> None:
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
         info.add_row(key, Text(_fmt(env.get(key))))
+    from core.models.identity import describe_models  # imports MLX: only when showing a run
+    from core.version import version_text
+
+    info.add_row("measured by", Text(version_text(env)))
+    for role, line in describe_models(run.summary.models).items():  # 'unknown' in old runs
+        info.add_row(role, Text(line))  # a spec is what the user typed: text, not markup
     prompt = run.prompt if len(run.prompt) <= 60 else run.prompt[:57] + "..."
     info.add_row("prompt", Text(prompt or "-"))
     info.add_row("calibration", "yes" if run.calibration else "-")
@@ -197,6 +203,12 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     for key in ("backend", "device_name"):
         table.add_row(key, Text(_fmt(a.run.environment.get(key))),
                       Text(_fmt(b.run.environment.get(key))))  # fmt: skip
+    from core.models.identity import describe_models  # imports MLX: only when runs are shown
+
+    ma, mb = describe_models(a.run.summary.models), describe_models(b.run.summary.models)
+    for role in ("target", "draft"):  # a difference here means the runs compare models
+        style = "bold yellow" if ma.get(role) != mb.get(role) else ""
+        table.add_row(role, Text(ma.get(role, "none"), style), Text(mb.get(role, "none"), style))
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
         table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")

@@ -7,6 +7,7 @@ through the bridge's session factory so that panels, keys and snapshots see know
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +19,7 @@ import pytest
 
 from core.acceptance import PositionTally
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
+from core.models.identity import ModelIdentity
 from core.profile import ProfileStore
 from core.settings import Settings
 from tui.app import SpecDecApp
@@ -34,6 +36,23 @@ ACCEPT_PATTERN = (2, 4, 0, 3, 4, 1, 2, 4)
 # draft_source lookup / hybrid: rounds i % 4 in (0, 1) find a repeat to copy; these are the
 # copies the target keeps there (the other rounds: a target step, or the model under hybrid).
 LOOKUP_ACCEPT = (4, 3, 0, 0, 1, 4, 0, 0)
+
+
+FAKE_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def fake_models(target: str, draft: str | None) -> dict[str, ModelIdentity | None]:
+    """Identities as a real session names them (core/models/identity.py), made up per spec:
+    a SmolLM2-like target whose sha256 follows its spec, and a 4-bit self-draft of it."""
+    sha = hashlib.sha256(target.encode()).hexdigest()
+    kind = "default" if target == "default" else "gguf"
+    t = ModelIdentity(target, kind, "SmolLM2-135M (fake)", "llama", 134_515_008, 30, 4, 32,
+                      (("4", 210), ("8", 1)), sha)  # fmt: skip
+    d = None
+    if draft:
+        d = ModelIdentity(draft, "self", "self:bits=3 (fake)", "llama", 134_515_008, 30, 4, 32,
+                          (("4", 211),), sha, base=target)  # fmt: skip
+    return {"target": t, "draft": d}
 
 
 @dataclass
@@ -90,7 +109,10 @@ class FakeSession:
             eos_ids=frozenset({EOS}), kernels=kernels,
             families={r: "qmv" if r < 8 else "qmm" for r in range(1, 18)},
             predicted_boundary=8,
-            environment={"backend": script.backend, "device_name": "scripted"},
+            environment={"backend": script.backend, "device_name": "scripted",
+                         "specdec_tui": "0.1.0", "specdec_tui_commit": FAKE_COMMIT,
+                         "specdec_tui_dirty": False},
+            models=fake_models(target, draft),
         )
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
@@ -187,7 +209,11 @@ class FakeSession:
                 cancel.wait(self.script.delay_s)  # a cancel ends the wait, as a round would
             yield ev
         summary = summarize(events, settings_source(), stop, len(prompt_ids))
-        yield dataclasses.replace(summary, fallback_reason=self.script.fallback_reason)
+        models = self.info.models
+        if summary.mode == "target-only":  # as the engine: a target-only run ran no draft
+            models = {**models, "draft": None}
+        yield dataclasses.replace(summary, fallback_reason=self.script.fallback_reason,
+                                  models=models)
 
     def needs_curve(self, settings: Settings) -> bool:
         return self.script.needs_curve and settings.policy == "cost-aware"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -521,13 +522,14 @@ def test_summarize_matches_rounds() -> None:
     """The fake's summary is what the panels compare; keep it honest."""
     import threading
 
-    from tests.tui.conftest import FakeSession
+    from tests.tui.conftest import FakeSession, fake_models
 
     s = Settings(k=4)
     items = list(FakeSession(Script(rounds=8), "t", "d").generate([1], s, threading.Event(),
                                                                    lambda: s))
     rounds, summary = items[:-1], items[-1]
-    assert summary == summarize(rounds, s, "length", 1)
+    assert summary == dataclasses.replace(summarize(rounds, s, "length", 1),
+                                          models=fake_models("t", "d"))
     assert summary.accepted == sum(min(a, 4) for a in (2, 4, 0, 3, 4, 1, 2, 4))
 
 

@@ -200,3 +200,52 @@ async def test_compare_a_profile_with_the_live_run_and_nothing_yet(make_app, pro
         await pilot.pause()
         a, b = app.screen.pair
         assert (a.label, b.label) == ("plain", "run 1 (this session)")
+
+
+async def test_compare_highlights_runs_of_different_models(make_app, profiles) -> None:
+    """A run, then a profile with another target and a run on it: the compare screen says they
+    ran different models and highlights which; the Profile panel names the loaded pair."""
+    from core.profile import ProfileStore
+    from tui.screens.compare import DIFF_STYLE
+    from tui.widgets.panels import ProfilePanel
+
+    ProfileStore(profiles, presets=None).save(Profile("other", Settings(target="other.gguf")))
+    app = make_app(Settings())
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        app.show_panel("profile")
+        await pilot.pause()
+        shown = " ".join(str(app.query_one("#profile-models").render()).split())
+        assert ("target default (default, llama, 135M parameters, 30 layers, 4-bit g32 + "
+                "8-bit x1, sha256 37a8eec1ce19)") in shown  # fmt: skip
+        assert "draft self:bits=4 (self, llama" in shown and "specdec-tui 0.1.0 at 0123456789ab" in shown
+        app.switch_profile("other")
+        await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "other.gguf")
+        await chat(pilot, "second")
+        assert "target other.gguf (gguf, llama" in str(app.query_one(ProfilePanel)
+                                                        .query_one("#profile-models").render())
+        app.action_compare_runs()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        a, b = screen.pair
+        assert (a.summary.models["target"].spec, b.summary.models["target"].spec) == (
+            "default", "other.gguf")
+        note = " ".join(str(screen.query_one("#compare-note").render()).split())
+        assert "they ran different models (target and draft)" in note
+        table = screen.query_one("#cmp-results", DataTable)
+        rows = {str(table.get_row_at(i)[0]): table.get_row_at(i) for i in range(table.row_count)}
+        target = rows["≠ target"]
+        assert (str(target[1]), str(target[2])) == ("default (default)", "other.gguf (gguf)")
+        assert target[1].style == target[2].style == DIFF_STYLE
+        assert "≠ target weights" in rows and "target size" in rows  # same shape, not same bytes
+        assert rows["measured by"][1].style == ""
+
+
+def test_runs_recorded_before_identities_compare_as_unknown_not_different() -> None:
+    from tui.screens.compare import model_rows, models_differ
+
+    a = _run("a", Settings(), None)
+    b = _run("b", Settings(), None)
+    assert models_differ(a, b) == []
+    assert all(not str(r[0]).startswith("≠") for r in model_rows(a, b))

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 
 from core.errors import UserError
 from core.events import PHASES, RunSummary
+from core.models.identity import human_count
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
 from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
@@ -90,14 +91,72 @@ def _metrics(run: ComparedRun) -> list[tuple[str, float | None]]:
     return summary_metrics(RecordedRun(run.environment, (), run.summary))
 
 
+CELL = 24  # characters a model cell shows: both columns fit beside the metric names
+
+
+def _cut(text: str) -> str:
+    """At most CELL characters, keeping the end (a path's file name, a spec's options)."""
+    return text if len(text) <= CELL else "…" + text[-(CELL - 1):]
+
+
+def model_cells(run: ComparedRun, role: str) -> tuple[str, str, str, str]:
+    """A run's model in `role`: spec and kind, what pins its weights, size, quantization."""
+    models = run.summary.models if run.summary is not None else None
+    if models is None:
+        return ("unknown",) * 4  # a run recorded before identities
+    m = models.get(role)
+    if m is None:
+        return ("none", "-", "-", "-")
+    if m.shape is not None:
+        pins = f"{m.shape}, seed {m.seed}"
+    else:
+        pins = m.sha256[:12] if m.sha256 else "sha256 unknown"
+    if m.base is not None:
+        pins = f"{m.base}: {pins}"
+    size = f"{m.architecture or '?'}, {human_count(m.parameters)}, {m.layers} layers"
+    return (f"{m.spec} ({m.kind})", pins, size, m.quantization)
+
+
+def models_differ(a: ComparedRun, b: ComparedRun) -> list[str]:
+    """The roles whose models differ between two runs that both name theirs."""
+    if a.summary is None or b.summary is None or not a.summary.models or not b.summary.models:
+        return []
+    return [role for role in ("target", "draft")
+            if model_cells(a, role) != model_cells(b, role)]  # fmt: skip
+
+
+def _tool(env: dict[str, Any]) -> str:
+    """The code that measured, short: '0.1.0 at 0123abcd', '+ edits' when the tree was dirty."""
+    commit = env.get("specdec_tui_commit")
+    text = str(env.get("specdec_tui") or "unknown")
+    if commit:
+        text += f" at {str(commit)[:8]}" + (" + edits" if env.get("specdec_tui_dirty") else "")
+    return text
+
+
+def model_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
+    """Which models each ran and which code measured, a difference highlighted."""
+    rows = []
+    cells = [(role, label, va, vb) for role in ("target", "draft")
+             for label, va, vb in zip(("", " weights", " size", " bits"), model_cells(a, role),
+                                      model_cells(b, role), strict=True)]  # fmt: skip
+    cells.append(("measured by", "", _tool(a.environment), _tool(b.environment)))
+    for role, label, va, vb in cells:
+        style = DIFF_STYLE if va != vb and "unknown" not in (va, vb) else ""
+        name = Text(("≠ " if style else "") + role + label, style or "dim")
+        rows.append((name, Text(_cut(va), style), Text(_cut(vb), style), Text("")))
+    return rows
+
+
 def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, Text]]:
-    """Where each ran, then the metrics `profiles diff` compares, with B / A coloured by which
-    side is better (green: B, red: A) where one direction is better."""
+    """Where each ran and what, then the metrics `profiles diff` compares, with B / A coloured
+    by which side is better (green: B, red: A) where one direction is better."""
     rows = []
     for key in ("backend", "device_name"):
         va, vb = a.environment.get(key), b.environment.get(key)
         style = DIFF_STYLE if va and vb and va != vb else ""
         rows.append((Text(key, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), Text("")))
+    rows += model_rows(a, b)
     ma, mb = dict(_metrics(a)), dict(_metrics(b))
     labels = list(dict.fromkeys(label for label, _ in (*_metrics(a), *_metrics(b))))
     for label in labels:
@@ -279,6 +338,10 @@ class CompareScreen(Screen[None]):
         text.append(f"   {changed} setting{' differs' if changed == 1 else 's differ'}", "dim")
         warnings = [f"{r.label} has no recorded run" for r in (a, b) if r.summary is None]
         warnings += [f"{r.label}'s settings changed after its run" for r in (a, b) if r.stale]
+        differ = models_differ(a, b)
+        if differ:
+            warnings.append(f"they ran different models ({' and '.join(differ)}): the numbers "
+                            "compare models, not settings")  # fmt: skip
         ea, eb = a.environment.get("device_name"), b.environment.get("device_name")
         if ea and eb and ea != eb:
             warnings.append("they ran on different devices")

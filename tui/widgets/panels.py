@@ -418,12 +418,33 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
     return [(name, col(a, f), col(b, f)) for name, f in spec]
 
 
+def models_text(info: PairInfo | None) -> Text:
+    """The loaded models in full (core/models/identity.py) and the code that runs them."""
+    from core.models.identity import describe_models
+    from core.version import version_text
+
+    if info is None:
+        return Text("models: none loaded", "dim")
+    text = Text()
+    if info.models is None:  # a session that cannot say (identities unknown): the specs alone
+        described = {"target": f"{info.target_spec} (identity unknown)",
+                     "draft": f"{info.draft_spec or 'none'} (identity unknown)"}  # fmt: skip
+    else:
+        described = describe_models(info.models)
+    for role, line in described.items():
+        text.append(f"{role:<7}", "dim")
+        text.append(line + "\n")  # a spec is what the user typed: Text, never markup
+    text.append(version_text(info.environment), "dim")
+    return text
+
+
 class ProfilePanel(VerticalScroll):
     """Active settings, two runs compared side by side, the saved profiles, the benchmark."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="profile-name", classes="section")
         yield DataTable(id="settings-table", cursor_type="none", show_header=False)
+        yield Static(id="profile-models")
         yield Label("compare runs (A: previous or profile, B: latest)", classes="section")
         yield Button("any two runs side by side (x)", id="open-compare", compact=True)
         yield DataTable(id="compare-table", cursor_type="none")
@@ -445,12 +466,15 @@ class ProfilePanel(VerticalScroll):
             event.stop()
             self.app.action_compare_runs()  # type: ignore[attr-defined]
 
-    def show_settings(self, settings: Settings, profile_name: str | None) -> None:
+    def show_settings(
+        self, settings: Settings, profile_name: str | None, info: PairInfo | None = None
+    ) -> None:
         # Called on every repaint (once per batch of rounds): rebuild only on a change, since
         # refilling the table costs a relayout of the panel.
-        if getattr(self, "_shown_settings", None) == (settings, profile_name):
+        if getattr(self, "_shown_settings", None) == (settings, profile_name, info):
             return
-        self._shown_settings = (settings, profile_name)
+        self._shown_settings = (settings, profile_name, info)
+        self.query_one("#profile-models", Static).update(models_text(info))
         name = profile_name or "(unsaved)"
         # Names, model specs and string settings come from files a user wrote: Text, not markup.
         self.query_one("#profile-name", Static).update(Text(f"active settings: profile {name}"))

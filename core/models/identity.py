@@ -1,0 +1,357 @@
+"""Which model ran: one value a bench result, a saved run, a trace and the app all carry.
+
+A number is only worth what is known about what produced it. `ModelIdentity` names a loaded
+model as the user gave it (the spec), where it came from (its kind), what it is (architecture,
+parameters, layers, quantization) and which bytes it was (the weights file's sha256), or, for
+random weights, the shape and seed that draw them again. `identify(loaded)` builds it from a
+`LoadedModel`; `to_dict`/`from_dict` carry it through JSON, and a record written before it
+existed reads as unknown.
+
+Hashing is paid once per file: the sha256 of a file is cached by path, size and mtime, in
+this process and in a small file in the model cache, so reloading the same GGUF costs a stat.
+The default model's sha256 is pinned (core/models/fetch.py checks it before every load). A
+Hugging Face download names each weights file by its sha256 already (the blob name), so a Hub
+model costs no hashing at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+KINDS = ("default", "gguf", "folder", "hub", "self", "shape", "unknown")
+UNKNOWN = "unknown"
+HASH_CACHE_NAME = "sha256-cache.json"
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """A model as it ran: spec, kind, architecture, size, quantization, and its bytes' origin.
+
+    `sha256` is the weights file's digest (for a folder of several files: the digest of their
+    `sha256sum` listing, sorted by name); a self-draft carries its target's, with `base`
+    naming that target's spec; a shape has none, its `shape` and `seed` draw the same weights.
+    `tensor_bits` counts weight matrices (linear layers and embeddings) per bit width,
+    "dense" for unquantized ones: more than one key means mixed precision.
+    """
+
+    spec: str
+    kind: str = UNKNOWN
+    name: str = ""
+    architecture: str | None = None
+    parameters: int | None = None
+    layers: int | None = None
+    bits: int | None = None  # the commonest bit width of the quantized matrices; None: dense
+    group_size: int | None = None
+    tensor_bits: tuple[tuple[str, int], ...] = ()
+    sha256: str | None = None
+    revision: str | None = None  # a Hub model's commit
+    base: str | None = None  # a self-draft's target spec
+    shape: str | None = None
+    seed: int | None = None
+    random_weights: bool = False
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def quantization(self) -> str:
+        """'4-bit g64', 'dense', or the commonest width with the others: '4-bit g32 + 8-bit x1'."""
+        counts = dict(self.tensor_bits)
+        if self.bits is None:
+            main = "dense" if counts or self.kind != UNKNOWN else UNKNOWN
+        else:
+            main = f"{self.bits}-bit g{self.group_size}" if self.group_size else f"{self.bits}-bit"
+        others = [
+            (k, n) for k, n in self.tensor_bits if k != (str(self.bits) if self.bits else "dense")
+        ]
+        if not others:
+            return main
+        return main + "".join(f" + {k if k == 'dense' else k + '-bit'} x{n}" for k, n in others)
+
+    @property
+    def origin(self) -> str:
+        """What pins the weights: the sha256, the shape and seed, or the target derived from."""
+        if self.shape is not None:
+            pins = f"shape {self.shape}, seed {self.seed}"
+        elif self.sha256:
+            pins = f"sha256 {self.sha256[:12]}"
+            if self.revision:
+                pins += f", revision {self.revision[:12]}"
+        else:
+            pins = "sha256 unknown"
+        return f"derived from {self.base}: {pins}" if self.base is not None else pins
+
+    def summary(self) -> str:
+        """One line: 'shape:tiny (shape, llama, 107k parameters, 2 layers, 4-bit g64, shape
+        tiny, seed 0)'."""
+        if self.kind == UNKNOWN:
+            return f"{self.spec} (unknown)"
+        parts = [self.kind, self.architecture or "architecture unknown",
+                 f"{human_count(self.parameters)} parameters",
+                 "? layers" if self.layers is None
+                 else f"{self.layers} layer{'' if self.layers == 1 else 's'}",
+                 self.quantization, self.origin]  # fmt: skip
+        return f"{self.spec} ({', '.join(parts)})"
+
+    # -- (de)serialising ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["tensor_bits"] = dict(self.tensor_bits)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelIdentity:
+        """Tolerant: keys it does not know are ignored, missing ones read as unknown."""
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in d.items() if k in known}
+        kept["spec"] = str(kept.get("spec", UNKNOWN))
+        tb = kept.get("tensor_bits") or {}
+        kept["tensor_bits"] = tuple((str(k), int(v)) for k, v in dict(tb).items())
+        return cls(**kept)
+
+
+def human_count(n: int | None) -> str:
+    """107k, 135M, 72.7B; '?' when unknown."""
+    if n is None:
+        return "?"
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            value = n / div
+            return f"{value:.3g}{unit}"
+    return str(n)
+
+
+def identities_from_dict(d: Any) -> dict[str, ModelIdentity | None] | None:
+    """A record's `models` ({"target": {...}, "draft": {...} or None}) read back; None if absent."""
+    if not isinstance(d, dict):
+        return None
+    return {role: ModelIdentity.from_dict(v) if isinstance(v, dict) else None
+            for role, v in d.items()}  # fmt: skip
+
+
+def identities_to_dict(models: dict[str, ModelIdentity | None] | None) -> dict[str, Any] | None:
+    if models is None:
+        return None
+    return {role: m.to_dict() if m is not None else None for role, m in models.items()}
+
+
+def describe_models(models: dict[str, ModelIdentity | None] | None) -> dict[str, str]:
+    """Per role, the one-line summary ('unknown' for records written before identities)."""
+    if models is None:
+        return {"target": UNKNOWN, "draft": UNKNOWN}
+    return {role: m.summary() if m is not None else "none" for role, m in models.items()}
+
+
+# -- building one from a loaded model -----------------------------------------------------
+
+
+def identify(loaded: Any, base: ModelIdentity | None = None) -> ModelIdentity:
+    """The identity of a `core.models.LoadedModel`; `base` is the target a `self:` draft
+    derives from (its file's sha256 is the draft's too)."""
+    from core.models.spec import parse_options
+
+    spec = loaded.spec
+    kind = _kind(loaded)
+    bits, group, tensor_bits = _quantization(loaded.model)
+    config = loaded.config or {}
+    arch = config.get("model_type") or getattr(
+        getattr(loaded.model, "args", None), "model_type", None
+    )
+    out: dict[str, Any] = {
+        "spec": spec, "kind": kind, "name": loaded.name, "architecture": arch,
+        "parameters": count_parameters(loaded.model), "layers": _layers(loaded),
+        "bits": bits, "group_size": group, "tensor_bits": tensor_bits,
+        "random_weights": bool(loaded.random_weights),
+    }  # fmt: skip
+    if kind == "shape":
+        name, options = parse_options(spec, "shape:")
+        out["shape"] = name
+        out["seed"] = int(options.get("seed", 0) or 0)
+    elif kind == "self":
+        if base is not None:
+            out["base"] = base.spec
+            out["sha256"] = base.sha256
+            out["shape"], out["seed"] = base.shape, base.seed
+    elif kind == "default":
+        from core.models.fetch import DEFAULT_GGUF_SHA256
+
+        out["sha256"] = DEFAULT_GGUF_SHA256  # fetch_default checked it before the load
+    elif kind == "gguf":
+        path = Path(getattr(loaded, "source", None) or spec).expanduser()
+        out["sha256"] = file_sha256(path) if path.is_file() else None
+    elif kind in ("folder", "hub"):
+        folder = Path(getattr(loaded, "source", None) or spec).expanduser()
+        if folder.is_dir():
+            out["sha256"] = folder_sha256(folder)
+            if folder.parent.name == "snapshots":  # the Hugging Face cache's layout
+                out["revision"] = folder.name
+    return ModelIdentity(**out)
+
+
+def pair_identities(pair: Any) -> dict[str, ModelIdentity | None]:
+    """{"target": ..., "draft": ... or None} of a `ModelPair`."""
+    target = identify(pair.target)
+    draft = None
+    if pair.draft is not None:
+        draft = target if pair.draft is pair.target else identify(pair.draft, base=target)
+    return {"target": target, "draft": draft}
+
+
+def _kind(loaded: Any) -> str:
+    if loaded.spec == "default":
+        return "default"
+    if loaded.kind in ("shape", "self", "gguf"):
+        return str(loaded.kind)
+    if loaded.kind == "mlx":
+        return "folder" if Path(loaded.spec).expanduser().is_dir() else "hub"
+    return UNKNOWN
+
+
+def _layers(loaded: Any) -> int | None:
+    with contextlib.suppress(Exception):
+        return int(loaded.num_layers)
+    n = (loaded.config or {}).get("num_hidden_layers")
+    return int(n) if isinstance(n, int) else None
+
+
+def _modules(model: Any) -> list[Any]:
+    """Every leaf module once (a truncated self-draft shares modules; tied heads share one)."""
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+
+    seen: set[int] = set()
+    out = []
+    for _, m in tree_flatten(model.leaf_modules(), is_leaf=lambda x: isinstance(x, nn.Module)):
+        if isinstance(m, nn.Module) and id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+    return out
+
+
+def _quantized(m: Any) -> bool:
+    return "scales" in m and isinstance(getattr(m, "bits", None), int)
+
+
+def _shards(m: Any) -> int:
+    """How many ranks share this module's weight (mlx's sharded linears), else 1."""
+    if "Sharded" not in type(m).__name__:
+        return 1
+    group = getattr(m, "group", None)
+    return int(group.size()) if group is not None else 1
+
+
+def count_parameters(model: Any) -> int | None:
+    """Parameters as the checkpoint counts them: a quantized matrix as its rows x columns,
+    not its packed words, scales and biases; a sharded one as the whole matrix."""
+    from mlx.utils import tree_flatten
+
+    try:
+        total = 0
+        for m in _modules(model):
+            n = _shards(m)
+            if _quantized(m):
+                rows, packed = m.weight.shape[-2:]
+                total += rows * packed * 32 // m.bits * n
+                if "bias" in m:
+                    total += m.bias.size * (n if "AllToSharded" in type(m).__name__ else 1)
+            else:
+                for key, v in tree_flatten(m.parameters()):
+                    scale = n if key == "weight" or "AllToSharded" in type(m).__name__ else 1
+                    total += v.size * scale
+        return total
+    except Exception:  # an unusual module layout: unknown rather than wrong
+        return None
+
+
+def _quantization(model: Any) -> tuple[int | None, int | None, tuple[tuple[str, int], ...]]:
+    """(commonest bits, its group size, matrices per width) over linear layers and embeddings."""
+    import mlx.nn as nn
+
+    widths: Counter[str] = Counter()
+    params: Counter[tuple[int, int]] = Counter()
+    for m in _modules(model):
+        if _quantized(m):
+            widths[str(m.bits)] += 1
+            params[(m.bits, m.group_size)] += 1
+        elif isinstance(m, (nn.Linear, nn.Embedding)) or "Sharded" in type(m).__name__:
+            widths["dense"] += 1
+    ordered = tuple(sorted(widths.items(), key=lambda kv: (-kv[1], kv[0])))
+    if not params:
+        return None, None, ordered
+    bits, group = params.most_common(1)[0][0]
+    return bits, group, ordered
+
+
+# -- file digests, cached by path, size and mtime ------------------------------------------
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _cache_file() -> Path:
+    from core.models.loaded import cache_dir
+
+    return cache_dir() / HASH_CACHE_NAME
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256, hashed once per (path, size, mtime): later loads read the cache."""
+    path = Path(path).resolve()
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key in _HASHES:
+        return _HASHES[key]
+    if _SHA256_RE.fullmatch(path.name):  # a Hugging Face blob is named by its content's sha256
+        _HASHES[key] = path.name
+        return path.name
+    stored = _read_cache()
+    entry = stored.get(str(path))
+    if isinstance(entry, dict) and entry.get("size") == st.st_size \
+            and entry.get("mtime_ns") == st.st_mtime_ns and isinstance(entry.get("sha256"), str):  # fmt: skip
+        _HASHES[key] = entry["sha256"]
+        return entry["sha256"]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    digest = h.hexdigest()
+    _HASHES[key] = digest
+    stored[str(path)] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+    _write_cache(stored)
+    return digest
+
+
+def folder_sha256(folder: Path) -> str | None:
+    """A folder's weights: the one file's sha256, or the digest of the `sha256sum` listing of
+    its *.safetensors files sorted by name; None when it has none."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    digests = [(file_sha256(f), f.name) for f in files]
+    if len(digests) == 1:
+        return digests[0][0]
+    listing = "".join(f"{d}  {name}\n" for d, name in digests)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(data: dict[str, Any]) -> None:
+    from core.atomic import write_atomic
+
+    with contextlib.suppress(OSError):  # a read-only cache only costs a hash per process
+        _cache_file().parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(_cache_file(), json.dumps(data, indent=1, sort_keys=True))
