@@ -317,14 +317,16 @@ class Engine:
         until a setting it depends on changes (an adaptive k keeps what it learnt from earlier
         messages). Each source has its own: a lookup's acceptance is not the model's."""
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft, s.draft_source)
+               s.dispatch, s.fused_draft, s.draft_source, s.greedy)
         kept = self._policies.get(drafter.name)
         if kept is None or kept[0] != sig:
-            price = None
+            price, view = None, self.cost_curve
             if s.policy == "cost-aware":
                 self._ensure_curve(s, context)
-                price = drafter.price(self.cost_curve)
-            kept = (sig, make_policy(s, self.cost_curve, price))
+                # priced as this run drafts and accepts: sampled steps cost more than greedy
+                view = self.cost_curve.for_sampling(s.greedy)
+                price = drafter.price(view)
+            kept = (sig, make_policy(s, view, price))
             self._policies[drafter.name] = kept
         return kept[1]
 

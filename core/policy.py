@@ -142,11 +142,12 @@ class CostAwarePolicy:
         prior: float = 0.5,
         prior_weight: float = 2.0,
         probe_every: int = 16,
+        t_accept: Callable[[int], float] | None = None,
     ) -> None:
         t_draft = as_price(t_draft)
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         # The round's price and its expected tokens: one formula with the bench and the app.
-        self.cost = RoundCost(t_verify, t_draft, t_overhead=t_overhead)
+        self.cost = RoundCost(t_verify, t_draft, t_overhead=t_overhead, t_accept=t_accept)
         self.k_min, self.k_max, self.bonus = k_min, min(k_max, MAX_K), bonus
         self.prior, self.prior_weight = prior, prior_weight
         self.hits = [0] * MAX_K  # observed counts only; the prior enters in acceptance()
@@ -257,8 +258,9 @@ def make_policy(
     cost_curve: object | None = None,
     draft_price: Callable[[int], float] | None = None,
 ) -> Policy:
-    """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s) and
-    prices drafting with `draft_price(k)` (the drafter's; k draft steps of the curve without)."""
+    """The policy a Settings names; cost-aware needs a curve (t_verify(rows), draft_step_s,
+    t_accept: read through `for_sampling(settings.greedy)`) and prices drafting with
+    `draft_price(k)` (the drafter's; k draft steps of the curve without)."""
     s = settings
     if s.policy == "fixed":
         return FixedPolicy(s.k)
@@ -283,5 +285,6 @@ def make_policy(
             k_max=s.k_max,
             k_min=0,
             bonus=s.bonus,
+            t_accept=getattr(cost_curve, "t_accept", None),
         )
     raise ValueError(f"unknown policy {s.policy!r}")

@@ -4,7 +4,8 @@ One formula, read by the cost-aware policy (which k to propose next), the bench 
 speedup of every speculative row, against which its measurement is judged) and the app. A
 round that proposes k drafts costs
 
-    seconds(k) = t_draft(k) + t_verify(k + 1) + t_overhead        (k = 0: one target step)
+    seconds(k) = t_draft(k) + t_verify(k + 1) + t_accept(k + 1) + t_overhead
+                                                                   (k = 0: one target step)
 
 and commits E[tokens](k) = sum_j prod_{i<=j} a_i accepted drafts, plus one correction when a
 draft was rejected, plus the bonus token when none was (a_i = P(accept i | reached i), the
@@ -13,8 +14,11 @@ commits one token per t_step, so the predicted speedup of proposing k is
 E[tokens](k) / seconds(k) x t_step.
 
 The inputs are all measured: t_verify(rows) from a calibration (core.dispatch), t_draft(k) the
-draft source's price (k draft steps for a model, nothing for a lookup), t_step the target's
-step (t_verify(1) by default, or a measured pipelined step), and the acceptance.
+draft source's price (k draft steps for a model, greedy or sampled as the run drafts: a sampled
+step also turns the vocabulary into q and draws from it; nothing for a lookup), t_accept(rows)
+the acceptance on the device (the "sample" phase), t_step the target's step (t_verify(1) by
+default, or a measured pipelined step), and the acceptance. Read the curve through
+`curve.for_sampling(settings.greedy)` so the draft step and the acceptance are the run's.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class RoundCost:
     t_draft: Callable[[int], float]  # a number is one step's cost: k steps of it
     t_step: float | None = None
     t_overhead: float = 0.0
+    t_accept: Callable[[int], float] | None = None  # rows -> seconds of the acceptance
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "t_draft", as_price(self.t_draft))
@@ -91,7 +96,8 @@ class RoundCost:
             from core.drafting.model import model_draft_price
 
             draft_price = model_draft_price(curve)
-        return cls(verify_cost(curve, dispatch), draft_price, t_step, t_overhead)
+        return cls(verify_cost(curve, dispatch), draft_price, t_step, t_overhead,
+                   getattr(curve, "t_accept", None))
 
     @property
     def step(self) -> float:
@@ -105,9 +111,17 @@ class RoundCost:
         """The target's part of a round: k + 1 rows verified, or one step when k = 0."""
         return self.t_verify(k + 1) if k > 0 else self.step
 
+    def accept_s(self, k: int) -> float:
+        """The acceptance over k + 1 rows (a target step's sampling is inside t_step)."""
+        return self.t_accept(k + 1) if k > 0 and self.t_accept is not None else 0.0
+
+    def other_s(self, k: int) -> float:
+        """What a round proposing k costs besides drafting and verifying."""
+        return self.accept_s(k) + self.t_overhead
+
     def seconds(self, k: int) -> float:
         """The whole round proposing k."""
-        return self.draft_s(k) + self.verify_s(k) + self.t_overhead
+        return self.draft_s(k) + self.verify_s(k) + self.other_s(k)
 
 
 @dataclass(frozen=True)
@@ -140,7 +154,7 @@ def predict_k(
     cost-aware policy's observed / calibrated correction)."""
     return _prediction(
         k, expected_tokens(k, accept, bonus), cost.draft_s(k), cost.verify_s(k),
-        cost.t_overhead, scale, cost.step,
+        cost.other_s(k), scale, cost.step,
     )  # fmt: skip
 
 
@@ -168,7 +182,7 @@ def predict_schedule(
             tokens += c * expected_tokens(k, accept, bonus)
             draft += c * cost.draft_s(k)
             verify += c * cost.verify_s(k)
-            other += c * cost.t_overhead
+            other += c * cost.other_s(k)
     if n <= 0:
         return None
     return _prediction(ks / n, tokens / n, draft / n, verify / n, other / n, 1.0, parts[0][0].step)

@@ -112,12 +112,15 @@ def attach_predictions(
     t_step = curve.t_verify(1) if foreign else 1.0 / base_tok_s
     step_from = ("the curve's one-row forward (another machine's)" if foreign
                  else "target-only row, median decode tok/s")  # fmt: skip
-    prices: dict[str, Callable[[int], float]] = {}
     for r in results:
         if r.engine != "specdec-tui" or not r.speculative or r.fallback_reason:
             continue
         s = Settings.from_dict(r.settings)
-        verify = verify_cost(curve, s.dispatch)
+        # The row's own sampling: a sampled draft step and acceptance cost more than greedy ones.
+        view = curve.for_sampling(s.greedy) if hasattr(curve, "for_sampling") else curve
+        t_accept = getattr(view, "t_accept", None)
+        verify = verify_cost(view, s.dispatch)
+        prices: dict[str, Callable[[int], float]] = {}
         parts = []
         main = s.draft_source
         sources = getattr(r, "sources", {}) or {}
@@ -126,10 +129,11 @@ def attach_predictions(
                 parts.append((RoundCost(verify, lambda k: 0.0, t_step), counts, []))
                 continue
             if src not in prices:
-                prices[src] = source_price(engine, src, curve)
+                prices[src] = source_price(engine, src, view)
             tally = sources.get(src)
             accept = list(tally.reached_rates()) if tally is not None else r.per_position_acceptance
-            parts.append((RoundCost(verify, prices[src], t_step), counts, accept))
+            parts.append((RoundCost(verify, prices[src], t_step, t_accept=t_accept), counts,
+                          accept))
         mix = predict_schedule(parts, s.bonus)
         if mix is None or mix.speedup <= 0:
             continue
@@ -138,11 +142,11 @@ def attach_predictions(
         r.predicted_speedup = mix.speedup
         r.efficiency = measured / mix.speedup if measured is not None else None
         if main not in prices:
-            prices[main] = source_price(engine, main, curve)
+            prices[main] = source_price(engine, main, view)
         accept = r.per_position_acceptance
         k_max = min(max(s.k, s.k_max if s.policy != "fixed" else s.k), MAX_K)
-        best = predict(RoundCost(verify, prices[main], t_step), accept, bonus=s.bonus,
-                       k_max=k_max, k_min=0).best  # fmt: skip
+        best = predict(RoundCost(verify, prices[main], t_step, t_accept=t_accept), accept,
+                       bonus=s.bonus, k_max=k_max, k_min=0).best  # fmt: skip
         r.prediction = {
             "t_step_s": t_step,
             "t_step_from": step_from,
@@ -160,7 +164,7 @@ def attach_predictions(
             "rounds": {
                 src: {str(k): n for k, n in sorted(c.items())} for src, c in r.proposals.items()
             },  # fmt: skip
-            "phases": _phase_check(r, verify, prices, t_step),
+            "phases": _phase_check(r, verify, prices, t_step, t_accept),
             "diagnosis": None,
         }
         if r.efficiency is not None and r.efficiency < EFFICIENCY_FLOOR:
@@ -169,14 +173,15 @@ def attach_predictions(
 
 def _phase_check(
     r: BenchResult, verify: Callable[[int], float], prices: dict[str, Callable[[int], float]],
-    t_step: float,
+    t_step: float, t_accept: Callable[[int], float] | None = None,
 ) -> dict[str, dict[str, float]] | None:  # fmt: skip
     """The traced request's rounds priced phase by phase, next to what its trace measured
-    (ms per request): draft, verify, and the rest (sample, cache, other: predicted 0)."""
+    (ms per request): draft, verify, and the rest (sample: the calibrated acceptance; cache and
+    other: predicted 0)."""
     if not r.phase_ms or not r.trace:
         return None
     s = Settings.from_dict(r.settings)
-    draft = ver = 0.0
+    draft = ver = rest_s = 0.0
     for t in r.trace:
         k = int(t.get("proposed", 0))
         if k <= 0:
@@ -185,6 +190,7 @@ def _phase_check(
         price = prices.get(t.get("source") or s.draft_source)
         draft += price(k) if price is not None else 0.0
         ver += verify(k + 1)
+        rest_s += t_accept(k + 1) if t_accept is not None else 0.0
     ph = r.phase_ms
     # A sharded target's collectives (comm) are inside its calibrated verification cost.
     rest = sum(v for p, v in ph.items() if p not in ("draft", "verify", "comm"))
@@ -192,7 +198,7 @@ def _phase_check(
     return {
         "draft": {"predicted_ms": draft * 1e3, "measured_ms": ph.get("draft", 0.0)},
         "verify": {"predicted_ms": ver * 1e3, "measured_ms": verify_ms},
-        "sample, cache and other": {"predicted_ms": 0.0, "measured_ms": rest},
+        "sample, cache and other": {"predicted_ms": rest_s * 1e3, "measured_ms": rest},
     }
 
 

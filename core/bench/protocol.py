@@ -224,6 +224,9 @@ def _calibration_summary(curve: Any, source: str | None) -> dict[str, Any] | Non
         "rows": max(curve.rows) if curve.rows else None,
         "repeats": curve.repeats,
         "draft_step_s": curve.draft_step_s,
+        "draft_step_sampled_s": getattr(curve, "draft_step_sampled_s", None),
+        "accept_s": {m: {str(r): t for r, t in sorted(tab.items())}
+                     for m, tab in (getattr(curve, "accept_s", None) or {}).items()},
         "t_verify_s": {
             m: {str(r): t for r, t in sorted(tab.items())} for m, tab in curve.times.items()
         },

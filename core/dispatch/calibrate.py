@@ -15,6 +15,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 
 from core.dispatch.backend import BackendInfo, current_backend
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
@@ -33,6 +34,7 @@ MODE_SETTINGS = {  # mode -> (dispatch, verify_attention)
     "plain": ("auto", "plain"),
 }
 DRAFT_CHAIN = 8  # draft steps per timed chain
+ACCEPT_ROWS = (1, 2, 4, 8, 16, 32, 64)  # row counts the acceptance is timed at (<= rows asked)
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
 
@@ -70,6 +72,64 @@ def _draft_stepper(
     return lambda y: model(y[None], cache=cache)[0, -1:]
 
 
+def _time_draft_chain(
+    step: Callable[[mx.array], mx.array], vocab: int, sampled: bool, rng: Any
+) -> float:
+    """Seconds per draft step as the engine drafts (core/drafting/model.py): DRAFT_CHAIN steps
+    chained on the device with async_eval and one wait at the end; sampled, each step also
+    turns its logits into q (softmax over the vocabulary) and draws from it, and the q rows
+    are gathered as the acceptance needs them."""
+    from core.sampling import LogitsConfig, sample, to_probs
+
+    cfg = LogitsConfig(temperature=1.0)
+    keys = mx.random.split(mx.random.key(int(rng.integers(0, 2**31))), DRAFT_CHAIN)
+    y = mx.array(rng.integers(0, vocab, (1,)), dtype=mx.int32)
+    mx.eval(y, keys)
+    qs = []
+    t0 = time.perf_counter()
+    for i in range(DRAFT_CHAIN):
+        logits = step(y)[:, :vocab]
+        if sampled:
+            q = to_probs(logits, cfg)
+            qs.append(q)
+            y = sample(q, keys[i])
+        else:
+            y = mx.argmax(logits, axis=-1)
+        mx.async_eval(y)
+    mx.eval(y, *([mx.concatenate(qs)] if qs else []))
+    return (time.perf_counter() - t0) / DRAFT_CHAIN
+
+
+def _time_acceptance(
+    rows: Sequence[int], vocab: int, passes: int, warmup: int, rng: Any
+) -> dict[str, dict[int, float]]:
+    """Median seconds of the round's acceptance on the device (the engine's "sample" phase)
+    over R verified rows: greedy (argmax and match) and sampled (softmax of the target's rows
+    and the mentored rule, the costlier sampled one), each ending in the round's one sync."""
+    from core.sampling import LogitsConfig, accept_greedy, accept_sampled, to_probs
+
+    cfg = LogitsConfig(temperature=1.0)
+    out: dict[str, dict[int, list[float]]] = {"greedy": {}, "sampled": {}}
+    for p in range(passes):
+        for r in rows:
+            k = r - 1
+            logits = mx.array(rng.standard_normal((r, vocab), dtype=np.float32))
+            q = mx.softmax(mx.array(rng.standard_normal((k, vocab), dtype=np.float32)), axis=-1)
+            drafts = mx.array(rng.integers(0, vocab, (k,)), dtype=mx.int32)
+            key = mx.random.key(p * 1000 + r)
+            mx.eval(logits, q, drafts, key)
+            for kind in ("greedy", "sampled"):
+                t0 = time.perf_counter()
+                if kind == "greedy":
+                    v = accept_greedy(mx.argmax(logits, axis=-1), drafts)
+                else:
+                    v = accept_sampled(to_probs(logits, cfg), q, drafts, "mentored", 0.5, key)
+                mx.eval(v.n_accepted, v.next_token, v.tv_sum)
+                if p >= warmup:
+                    out[kind].setdefault(r, []).append(time.perf_counter() - t0)
+    return {kind: {r: statistics.median(v) for r, v in tab.items()} for kind, tab in out.items()}
+
+
 def calibrate(
     target_model: nn.Module,
     draft_model: nn.Module | None = None,
@@ -96,7 +156,6 @@ def calibrate(
     """
     # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
     # (which core.cached_model imports) takes over a second to import.
-    import numpy as np
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
     from core.cached_model import cache_offset, prefill
@@ -153,31 +212,27 @@ def calibrate(
     context_end = cache_offset(cache)
     del cache
 
-    draft_s = None
+    draft_s = sampled_s = None
     if draft_model is not None:
         dcache = make_prompt_cache(draft_model)
         dvocab = min(vocab, _known_vocab(draft_model))
         prefill(draft_model, dcache, prompt % dvocab)
         step = _draft_stepper(draft_model, dcache, fused_draft)
-        steps = []
+        chains: dict[bool, list[float]] = {False: [], True: []}
         for p in range(passes):
-            # The engine's draft loop: DRAFT_CHAIN greedy steps chained on the device with
-            # async_eval and one wait at the end; the per-step cost is the chain's share.
-            y = mx.array(rng.integers(0, dvocab, (1,)), dtype=mx.int32)
-            mx.eval(y)
-            t0 = time.perf_counter()
-            for _ in range(DRAFT_CHAIN):
-                y = mx.argmax(step(y)[:, :dvocab], axis=-1)
-                mx.async_eval(y)
-            mx.eval(y)
-            dt = (time.perf_counter() - t0) / DRAFT_CHAIN
-            if p >= warmup:
-                steps.append(dt)
+            for sampled in (False, True):
+                dt = _time_draft_chain(step, dvocab, sampled, rng)
+                if p >= warmup:
+                    chains[sampled].append(dt)
+                trim_prompt_cache(dcache, DRAFT_CHAIN)  # the draft's KV length stays put
             done += 1
             if progress is not None:
                 progress(done, total, "draft step")
-        draft_s = statistics.median(steps)
+        draft_s = statistics.median(chains[False])
+        sampled_s = statistics.median(chains[True])
         del dcache
+    accept = _time_acceptance([r for r in ACCEPT_ROWS if r <= max(row_list)] or [1], vocab,
+                              passes, warmup, rng)
 
     return VerifyCostCurve(
         backend=b.backend,
@@ -186,6 +241,8 @@ def calibrate(
         context_len=context,
         times=times,
         draft_step_s=draft_s,
+        draft_step_sampled_s=sampled_s,
+        accept_s=accept,
         kernels={r: predictor.family(r) for r in row_list},
         role_kernels={r: predictor.role_kernels(r) for r in row_list},
         predicted_boundary=predictor.forward_boundary(),

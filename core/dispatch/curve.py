@@ -48,6 +48,13 @@ class VerifyCostCurve:
     repeats: int = 0
     context_end: int = 0  # KV length after the last timed call
     calls: int = 0  # target forwards run (each advanced the KV length by one)
+    # A sampled draft step (softmax over the vocabulary and a draw, as the engine drafts for the
+    # lossless and mentored rules) costs more than a greedy one: 4.7 against 3.4 ms for a 0.5B
+    # draft on an H200, the term the prediction missed at k = 31 (docs/benchmarks/h200-edition3.md).
+    draft_step_sampled_s: float | None = None
+    # The acceptance on the device per verified row count ("sample" phase), greedy and sampled.
+    accept_s: dict[str, dict[int, float]] = field(default_factory=dict)
+    sampling: str | None = None  # the view for_sampling() chose: "greedy" | "sampled" | None
 
     @property
     def modes(self) -> list[str]:
@@ -75,6 +82,23 @@ class VerifyCostCurve:
         if not table:
             raise CalibrationError("The calibration holds no measurements.")
         return interpolate(table, rows)
+
+    def for_sampling(self, greedy: bool) -> VerifyCostCurve:
+        """The curve as a run with this sampling pays it: `draft_step_s` becomes the sampled
+        step where one was measured, and t_accept reads that rule's acceptance costs."""
+        import dataclasses
+
+        kind = "greedy" if greedy else "sampled"
+        step = self.draft_step_s
+        if not greedy and self.draft_step_sampled_s is not None:
+            step = self.draft_step_sampled_s
+        return dataclasses.replace(self, draft_step_s=step, sampling=kind)
+
+    def t_accept(self, rows: int) -> float:
+        """Seconds of the acceptance over `rows` verified rows (0.0 where it was not measured:
+        old curves, or a view not chosen with for_sampling)."""
+        table = self.accept_s.get(self.sampling or "greedy")
+        return interpolate(table, rows) if table else 0.0
 
     def cost_per_row(self, mode: str = "auto") -> dict[int, float]:
         table = self.times[self._mode(mode)]
@@ -118,6 +142,10 @@ class VerifyCostCurve:
             "repeats": self.repeats,
             "created": self.created,
             "draft_step_s": self.draft_step_s,
+            "draft_step_sampled_s": self.draft_step_sampled_s,
+            "accept_s": {
+                m: {str(r): t for r, t in sorted(tab.items())} for m, tab in self.accept_s.items()
+            },
             "times": {
                 m: {str(r): t for r, t in sorted(tab.items())} for m, tab in self.times.items()
             },
@@ -136,6 +164,7 @@ class VerifyCostCurve:
                 str(m): {int(r): float(t) for r, t in tab.items()} for m, tab in d["times"].items()
             }
             draft = d.get("draft_step_s")
+            sampled = d.get("draft_step_sampled_s")
             pb = d.get("predicted_boundary")
             return cls(
                 backend=str(d["backend"]),
@@ -154,6 +183,9 @@ class VerifyCostCurve:
                 repeats=int(d.get("repeats", 0)),
                 context_end=int(d.get("context_end", 0)),
                 calls=int(d.get("calls", 0)),
+                draft_step_sampled_s=None if sampled is None else float(sampled),
+                accept_s={str(m): {int(r): float(t) for r, t in tab.items()}
+                          for m, tab in (d.get("accept_s") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CalibrationError(f"The stored calibration is malformed ({exc!r}).") from exc
@@ -226,7 +258,9 @@ def read_curve_file(path: str | Path) -> VerifyCostCurve:
         env = doc.get("environment") or {}
         doc = {"backend": env.get("backend", "unknown"), "device_name": env.get("device_name", ""),
                "context_len": cal.get("context", 0), "times": cal["t_verify_s"],
-               "draft_step_s": cal.get("draft_step_s"), "repeats": cal.get("repeats", 0)}  # fmt: skip
+               "draft_step_s": cal.get("draft_step_s"), "repeats": cal.get("repeats", 0),
+               "draft_step_sampled_s": cal.get("draft_step_sampled_s"),
+               "accept_s": cal.get("accept_s")}  # fmt: skip
     if not isinstance(doc, dict):
         raise CalibrationError(f"{p} is not a curve: it holds no JSON object.")
     curve = VerifyCostCurve.from_dict(doc)

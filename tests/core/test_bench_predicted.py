@@ -19,7 +19,7 @@ from core import bench
 from core.acceptance import PositionTally
 from core.bench import peer as P
 from core.bench.predicted import EFFICIENCY_FLOOR, attach_predictions, needed_calibration
-from core.bench.report import report_markdown
+from core.bench.report import report_csv, report_markdown
 from core.bench.results import BenchResult, BenchSetting
 from core.dispatch import VerifyCostCurve
 from core.settings import Settings
@@ -91,7 +91,7 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
     doc = json.loads(report.to_json())
     for row in doc["results"]:
         assert {"predicted_speedup", "efficiency", "prediction"} <= set(row)
-    k2 = next(row for row in csv.DictReader(io.StringIO(report.to_csv())) if row["name"] == "k2")
+    k2 = next(row for row in csv.DictReader(io.StringIO(report_csv(report))) if row["name"] == "k2")
     assert float(k2["predicted_speedup"]) == pytest.approx(report.result("k2").predicted_speedup)
     assert float(k2["efficiency"]) == pytest.approx(report.result("k2").efficiency)
     md = report_markdown(report)
@@ -234,7 +234,7 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
     doc = json.loads(report.to_json())
     row = next(x for x in doc["results"] if x["name"] == "mlx-lm target-only")
     assert row["paired_ratio"]["n"] == 4 and len(row["paired_ratio"]["pairs"]) == 4
-    peer_csv = next(r for r in csv.DictReader(io.StringIO(report.to_csv()))
+    peer_csv = next(r for r in csv.DictReader(io.StringIO(report_csv(report)))
                     if r["name"] == "mlx-lm target-only")  # fmt: skip
     assert float(peer_csv["paired_ratio_median"]) == pytest.approx(
         report.result("mlx-lm target-only").paired_ratio["median"])  # fmt: skip

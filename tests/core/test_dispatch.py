@@ -617,10 +617,14 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, m
     draft = charged(tiny_llama(layers=1, vocab=128, seed=1), clock, lambda _: 1e-3)
     plain = calibrate(target, draft, rows=[1, 2], repeats=5, context=8)
     assert plain.draft_step_s == pytest.approx(1e-3) and compiled == []
+    assert plain.draft_step_sampled_s == pytest.approx(1e-3)  # the fake clock charges the model
+    assert set(plain.accept_s) == {"greedy", "sampled"}
+    assert set(plain.accept_s["sampled"]) == {1, 2}  # the acceptance at the rows asked for
     fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, fused_draft=True)
     assert fused.draft_step_s == pytest.approx(0.25e-3)
-    # every pass (warm-up included) chains DRAFT_CHAIN compiled steps, each one position on
-    assert compiled == list(range(8, 8 + (1 + 5) * chain))
+    # every pass (warm-up included) chains DRAFT_CHAIN compiled steps greedy, then sampled,
+    # each one position on from the prompt's end (the cache is trimmed back after a chain)
+    assert compiled == list(range(8, 8 + chain)) * (2 * (1 + 5))
 
 
 def test_calibration_refuses_bad_requests():
