@@ -27,6 +27,7 @@ from core.dispatch.backend import (
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
 from core.dispatch.cli import add_calibrate_arguments, run_calibrate_cli
 from core.dispatch.curve import (
+    CalibrationCancelled,
     CalibrationError,
     VerifyCostCurve,
     fastest_dispatch,
@@ -53,6 +54,7 @@ from core.dispatch.patches import (
 __all__ = [
     "CALIBRATION_MODES",
     "BackendInfo",
+    "CalibrationCancelled",
     "CalibrationError",
     "KernelPredictor",
     "LinearShape",
