@@ -353,3 +353,24 @@ def test_a_calibration_stops_when_cancelled() -> None:
                   progress=progress, cancel=cancel)  # fmt: skip
     assert seen == [1, 2, 3]  # not one forward more
     assert "cancelled" in one_sentence(exc.value)
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+def test_a_lost_peer_sentence_does_not_promise_a_message_a_killed_rank_never_left(
+    monkeypatch,
+) -> None:
+    import core.distributed as D
+
+    class Group:
+        def rank(self) -> int:
+            return 1
+
+        def size(self) -> int:
+            return 2
+
+    monkeypatch.setattr(D, "_group", Group())
+    said = D.lost_peer_sentence(RuntimeError("[ring] Recv failed with errno=104"))
+    assert said is not None and "rank 1 of 2 lost its peers" in said
+    assert "unless it was killed" in said and "its own message says why" not in said
