@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.atomic import write_atomic
-from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
+from core.dispatch.calibrate import CALIBRATION_MODES, calibrate, calibration_tokens
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import ROLES
 
@@ -91,11 +91,35 @@ def curve_summary(curve: VerifyCostCurve) -> str:
     return "\n".join(lines)
 
 
+def check_json_path(path: str | Path) -> None:
+    """--json, checked before the models load: its folder must exist (a typo once created
+    /nonexistent) and the path must not be a folder."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise CalibrationError(f"--json {path} is a folder, not a file.")
+    if not target.resolve().parent.is_dir():
+        raise CalibrationError(f"--json {path}: the folder {target.resolve().parent} does not exist.")
+
+
+def check_context(args: argparse.Namespace, modes: list[str], window: int | None, model: str) -> None:
+    """Refuse a calibration that would outgrow the model's context window, before it runs
+    (as `chat` and `bench` refuse such a request): past it the times are of a broken model."""
+    need = calibration_tokens(args.rows, args.repeats, args.context, len(modes))
+    if window is None or need <= window:
+        return
+    room = window - (need - args.context)
+    hint = (f"use --context {room} or less" if room >= 1
+            else "use fewer --rows, --repeats or --modes")  # fmt: skip
+    raise CalibrationError(
+        f"--context {args.context:,} with these rows and repeats reaches {need:,} tokens, past "
+        f"{model}'s context window of {window:,} tokens; {hint}."
+    )
+
+
 def write_curve_json(curve: VerifyCostCurve, path: str | Path) -> Path:
     """Write the curve as JSON, atomically: an interrupted write leaves the old file or none."""
     target = Path(path).expanduser()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, json.dumps(curve.to_dict(), indent=2) + "\n")
     except OSError as exc:
         raise CalibrationError(
@@ -110,12 +134,14 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     from rich.progress import Progress as RichProgress
     from rich.text import Text
 
-    from core.models import load_pair
+    from core.models import load_pair, pair_context_window
 
     modes = parse_modes(args.modes)
     for name in ("rows", "repeats", "context"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    if args.json:
+        check_json_path(args.json)
     target, draft, fused = args.target or "default", args.draft, False
     if getattr(args, "profile", None):  # its models and fused draft; --target/--draft win
         from core.profile import load_profile
@@ -129,6 +155,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     spmd = current_spmd()  # launched over ranks: the sharded target's curve, rank 0 prints
     load = load_pair if spmd is None else spmd.load_pair
     pair = load(target, draft)
+    check_context(args, modes, pair_context_window(pair), pair.target.name)
     console = Console()
     err = Console(stderr=True)
     with RichProgress(console=err, transient=True) as bar:
@@ -147,6 +174,9 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
             progress=progress,
             fused_draft=fused,
         )
+    curve.target_spec, curve.target_name = pair.target.spec, pair.target.name
+    if pair.draft is not None:
+        curve.draft_spec, curve.draft_name = pair.draft.spec, pair.draft.name
     console.print(curve_table(curve))
     console.print(curve_summary(curve))
     if args.json and is_rank0():

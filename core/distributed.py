@@ -145,7 +145,8 @@ def lost_peer_sentence(exc: BaseException) -> str | None:
         return None
     return (
         f"rank {_group.rank()} of {_group.size()} lost its peers inside a collective ({msg}): "
-        "another rank ended first, and its own message says why."
+        "another rank ended first; its own output says why, unless it was killed (a signal, "
+        "or out of memory) and left none."
     )
 
 
@@ -382,7 +383,7 @@ def _say_when_terminated(rank_: int, size: int) -> None:
         return
     text = (
         f"specdec-tui: rank {rank_} of {size} was stopped: another rank ended first (or the "
-        "launch was interrupted), and its own message says why.\n"
+        "launch was interrupted); its own output says why, unless it was killed and left none.\n"
     ).encode()
 
     def end(*_: Any) -> None:

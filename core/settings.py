@@ -21,6 +21,7 @@ POLICIES = ("fixed", "acceptance-rate", "accepted-length", "heuristic", "cost-aw
 DISPATCH = ("auto", "gemv", "gemm", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
+MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError
 
 
 class SettingsError(UserError, ValueError):
@@ -77,6 +78,8 @@ class Settings:
             _check_range(name, getattr(self, name), 0, MAX_K)
         if self.k_min > self.k_max:
             raise SettingsError(f"k_min ({self.k_min}) must not exceed k_max ({self.k_max}).")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise SettingsError(f"seed must be between 0 and 2**64 - 1; got {self.seed!r}.")
         if self.max_tokens < 1:
             raise SettingsError(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.repetition_context < 1:
@@ -140,8 +143,21 @@ def _coerce(name: str, value: Any, want: type) -> Any:
         or (want is str and isinstance(value, str))
     )
     if not ok:
-        raise SettingsError(f"Setting {name} must be {type_words(want)}, got {value!r}.")
+        raise SettingsError(f"Setting {name} must be {type_words(want)}, got {shown(value)}.")
     return want(value)
+
+
+def shown(value: Any) -> str:
+    """A value a user wrote, as they wrote it: a TOML date is 1979-05-27, not
+    datetime.date(1979, 5, 27); strings keep their quotes so an empty one is seen."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    iso = getattr(value, "isoformat", None)
+    return str(iso()) if callable(iso) else type(value).__name__
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -17,7 +17,13 @@ class SettingsActions:
     """`action_*` for the keys in tui.keys.KEYS: settings changes, cancel, calibrate, bench."""
 
     def action_tv_step(self, delta: float) -> None:
-        self.apply(tv_budget=round(self.settings.tv_budget + delta, 4))
+        """A step stops at the ends of [0, 1] and says so (`[` at 0 was an error toast)."""
+        tv = min(max(round(self.settings.tv_budget + delta, 4), 0.0), 1.0)
+        if tv == self.settings.tv_budget:
+            end = "0 (lossless)" if tv == 0.0 else "1 (accept every draft)"
+            self.notify(f"TV budget is already {end}.", timeout=1.5)
+            return
+        self.apply(tv_budget=tv)
 
     def action_tv_set(self, value: float) -> None:
         self.apply(tv_budget=float(value))
@@ -57,9 +63,13 @@ class SettingsActions:
             msg.refresh_view(show, self.stats if msg is self.current else None)
 
     def action_cancel(self) -> None:
-        if self.run_id is not None or self.benchmarking:
+        if self.run_id is not None or self.benchmarking or self.calibrating:
             if self.bridge.cancel():
-                self.notify("cancelling after this round", timeout=2)
+                # A calibration's forward cannot be cut short: say so, not nothing.
+                measuring = self.calibrating or (self.run_id is not None
+                                                 and self.calibration_label is not None)
+                self.notify("cancelling the calibration: it stops after the forward under way"
+                            if measuring else "cancelling after this round", timeout=3)
             return
         prompt = self.query_one("#prompt", Input)
         if prompt.has_focus:

@@ -149,6 +149,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.query_one(Legend).render_legend(self.show_rejected)
         self._show_settings()
         self._refresh_profiles()
+        self.note_unreadable_profiles()
         self.query_one(ProfilePanel).show_compare(None, None)
         self.query_one(ProfilePanel).show_bench(None, "")
         self.query_one(ProfilePanel).show_bench_results([])

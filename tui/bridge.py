@@ -94,8 +94,13 @@ class EngineSession(Protocol):
     ) -> Iterable[RoundEvent | RunSummary]: ...
 
     def calibrate(
-        self, settings: Settings, progress: Callable[[float, str], None]
-    ) -> CurveInfo: ...
+        self,
+        settings: Settings,
+        progress: Callable[[float, str], None],
+        cancel: threading.Event,
+    ) -> CurveInfo:
+        """Measure the curve; raise core.dispatch.CalibrationCancelled once `cancel` is set."""
+        ...
 
     def needs_curve(self, settings: Settings) -> bool: ...
 
@@ -218,6 +223,15 @@ class Calibrated(Message):
         self.curve = curve
 
 
+class CalibrationStopped(Message):
+    """A calibration was cancelled (Esc) before it measured all; `run_id` is the chat turn it
+    ran before (first use), which then ends without generating."""
+
+    def __init__(self, run_id: int | None) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
 class CalibrationProgress(Message):
     """Calibration progress in [0, 1] with what it is measuring."""
 
@@ -251,6 +265,9 @@ class _Command:
     args: dict[str, Any]
     cancel: threading.Event = field(default_factory=threading.Event)
     run_id: int | None = None
+
+
+_CANCELLABLE = ("generate", "bench", "calibrate")  # every long command the app starts
 
 
 def describe_error(exc: BaseException) -> str:
@@ -319,15 +336,16 @@ class EngineBridge:
                                            "settings": settings}))
 
     def cancel(self) -> bool:
-        """Ask the running command to stop at the end of its round; False if none is running."""
+        """Ask the running command to stop at the end of its round (a calibration: after the
+        forward under way); False if none is running."""
         active = self._active
         pending = False
         with self._queue.mutex:
             for cmd in self._queue.queue:
-                if cmd is not None and cmd.kind in ("generate", "bench"):
+                if cmd is not None and cmd.kind in _CANCELLABLE:
                     cmd.cancel.set()
                     pending = True
-        if active is not None and active.kind in ("generate", "bench"):
+        if active is not None and active.kind in _CANCELLABLE:
             active.cancel.set()
             return True
         return pending
@@ -404,10 +422,13 @@ class EngineBridge:
         summary: RunSummary | None = None
         try:
             settings = cmd.args["settings"]
-            if session.needs_curve(settings):
-                # The run would calibrate silently before its first token (~30 s on a CPU):
-                # do it here, where the Kernels panel shows the progress and then the curve.
-                self._calibrate(session, settings, "first use, ")
+            # The run would calibrate silently before its first token (~30 s on a CPU): do it
+            # here, where the Kernels panel shows the progress and then the curve.
+            if session.needs_curve(settings) and not self._calibrate(
+                session, settings, cmd, "first use, "
+            ):
+                self._post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
+                return
             for item in session.generate(
                 prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
             ):
@@ -441,13 +462,26 @@ class EngineBridge:
         return ids
 
     def _do_calibrate(self, cmd: _Command) -> None:
-        self._calibrate(self._need_session(), cmd.args["settings"])
+        self._calibrate(self._need_session(), cmd.args["settings"], cmd)
 
-    def _calibrate(self, session: EngineSession, settings: Settings, prefix: str = "") -> None:
+    def _calibrate(self, session: EngineSession, settings: Settings, cmd: _Command,
+                   prefix: str = "") -> bool:
+        """Measure the curve; False (and CalibrationStopped posted) when Esc cancelled it."""
+        from core.dispatch.curve import CalibrationCancelled
+
         def progress(fraction: float, label: str) -> None:
             self._post(CalibrationProgress(fraction, prefix + label))
 
-        self._post(Calibrated(session.calibrate(settings, progress)))
+        if cmd.cancel.is_set():  # cancelled while queued
+            self._post(CalibrationStopped(cmd.run_id))
+            return False
+        try:
+            curve = session.calibrate(settings, progress, cmd.cancel)
+        except CalibrationCancelled:
+            self._post(CalibrationStopped(cmd.run_id))
+            return False
+        self._post(Calibrated(curve))
+        return True
 
     def _do_bench(self, cmd: _Command) -> None:
         session = self._need_session()

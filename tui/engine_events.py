@@ -10,6 +10,7 @@ from tui.bridge import (
     BenchProgress,
     Calibrated,
     CalibrationProgress,
+    CalibrationStopped,
     ContextTrimmed,
     EngineFailed,
     EngineNotice,
@@ -218,6 +219,18 @@ class EngineEvents:
         self.calibration_label = None
         self.curve = message.curve
         self.notify("calibration done: see the Kernels panel", timeout=2)
+        self._show_settings()
+        self._refresh_panels(all_panels=True)
+
+    def on_calibration_stopped(self, message: CalibrationStopped) -> None:
+        """Esc stopped a calibration: the curve stays as it was; a turn it ran before ends
+        without generating (it once went on to its first round after the whole calibration)."""
+        self.calibrating = False
+        self.calibration_label = None
+        if message.run_id is not None and message.run_id == self.run_id \
+                and self.current is not None:
+            self.current.note = "cancelled during the first-use calibration: nothing generated"
+        self.notify("calibration cancelled: the curve is as it was", timeout=3)
         self._show_settings()
         self._refresh_panels(all_panels=True)
 

@@ -26,11 +26,23 @@ class ProfileActions:
         return self._store
 
     def _profile_names(self) -> list[str]:
-        try:
-            return self.store().names()
+        try:  # an unreadable file is skipped here (note_unreadable_profiles says so)
+            return [info.name for info in self.store().list() if info.error is None]
         except UserError as exc:
             self.notify(str(exc), severity="error")
             return []
+
+    def note_unreadable_profiles(self) -> None:
+        """At start: a profile file that cannot be read (corrupt, nested 500 deep, 50 MB) is
+        left out of the lists, and said once, instead of closing the app on mount."""
+        try:
+            infos = self.store().list()
+        except UserError:
+            return  # _profile_names says why
+        for info in infos:
+            if info.error is not None:
+                self.notify(f"Skipped profile {info.name}: {info.error}", title="profiles",
+                            severity="warning", timeout=8)  # fmt: skip
 
     def _refresh_profiles(self) -> None:
         self.query_one(ProfilePanel).show_profiles(self._profile_names(), self.profile_name)

@@ -142,8 +142,10 @@ class MLXSession:
     def needs_curve(self, settings: Settings) -> bool:
         return self.engine.needs_curve(settings)
 
-    def calibrate(self, settings: Settings, progress: Callable[[float, str], None]) -> CurveInfo:
-        """Measure verify cost for 1..k_max+1 rows (at least 9, past CUDA's GEMM switch)."""
+    def calibrate(self, settings: Settings, progress: Callable[[float, str], None],
+                  cancel: threading.Event | None = None) -> CurveInfo:
+        """Measure verify cost for 1..k_max+1 rows (at least 9, past CUDA's GEMM switch);
+        `cancel` set (Esc) stops it after the forward under way (CalibrationCancelled)."""
         from core.dispatch import calibrate
 
         def report(done: int, total: int, label: str) -> None:
@@ -160,7 +162,11 @@ class MLXSession:
             progress=report,
             modes=modes,
             fused_draft=settings.fused_draft,
+            cancel=cancel,
         )
+        curve.target_spec, curve.target_name = self.pair.target.spec, self.pair.target.name
+        if self.pair.draft is not None:
+            curve.draft_spec, curve.draft_name = self.pair.draft.spec, self.pair.draft.name
         self.engine.set_cost_curve(curve)
         return curve_info(curve)
 

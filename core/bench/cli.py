@@ -25,7 +25,7 @@ from core.bench.prompts import (
     prompt_names,
     read_prompt,
 )
-from core.bench.protocol import run_protocol
+from core.bench.protocol import check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting, describe
 from core.distributed import is_rank0, rank0_only
@@ -37,6 +37,7 @@ from core.settings import (
     RULES,
     VERIFY_ATTENTION,
     Settings,
+    SettingsError,
     type_words,
 )
 from core.user_text import prompt_text
@@ -149,6 +150,8 @@ def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
         key = key.strip().replace("-", "_")
         if not eq or not hasattr(defaults, key):
             raise BenchError(f"--profile {spec}: {part!r} is not a known key=value setting.")
+        if key in out:  # `k=2,k=3` once kept the last silently
+            raise BenchError(f"--profile {spec} sets {key} twice; give it once.")
         want = type(getattr(defaults, key))
         raw = raw.strip()
         try:
@@ -179,13 +182,33 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     for spec in specs:
         name, extra = _parse_overrides(spec)
         profile = load_profile(name, override_dir)
-        s = profile.settings.replace(**extra, **flags)
+        try:
+            s = profile.settings.replace(**extra)
+        except SettingsError as exc:
+            raise BenchError(f"--profile {spec}: {_lower_first(str(exc))}") from None
+        s = _with_flags(s, flags)
         rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
     if not rows:
         flags.setdefault("mode", "speculative")
-        s = Settings().replace(**flags)
+        s = _with_flags(Settings(), flags)
         rows.append(BenchSetting(describe(s), s))
     return rows
+
+
+def _with_flags(s: Settings, flags: dict[str, Any]) -> Settings:
+    """The command line's flags over a row's settings; an out-of-range one names its flag."""
+    try:
+        return s.replace(**flags)
+    except SettingsError as exc:
+        flag = next((f"--{a.replace('_', '-')}" for a, f in _FLAG_FIELDS.items()
+                     if f in flags and str(exc).startswith(f)), None)  # fmt: skip
+        if flag is None:
+            raise
+        raise BenchError(f"{flag}: {_lower_first(str(exc))}") from None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text else text
 
 
 def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
@@ -196,7 +219,13 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
         path = Path(args.prompt_file).expanduser()
         try:
             text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
+        except IsADirectoryError:
+            raise BenchError(f"The prompt file {path} is a folder.") from None
+        except OSError as exc:  # "[Errno 2] ..." is not a sentence
+            from core.profile.files import reason
+
+            raise BenchError(f"Could not read the prompt file {path}: {reason(exc)}.") from None
+        except UnicodeDecodeError as exc:
             raise BenchError(f"Could not read the prompt file {path}: {exc}.") from None
         if not text:
             raise BenchError(f"The prompt file {path} is empty.")
@@ -227,8 +256,10 @@ def _curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any 
     return curve
 
 
-def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any) -> str:
-    """The engine prices with another machine's curve; where it came from, for the report."""
+def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any, pair: Any) -> str:
+    """The engine prices with another machine's curve; where it came from, for the report.
+    A curve measured on other models than this pair's is said in a sentence (still used:
+    pricing a laptop's small pair with an H200's large one is the point of some replays)."""
     from rich.text import Text
 
     from core.dispatch import measured_elsewhere
@@ -239,22 +270,51 @@ def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any) -> s
         err.print(Text(f"k choices and predictions are priced with the curve measured on {where} "
                        f"({args.curve}); the times measured are this machine's.",
                        style="yellow"))  # fmt: skip
+    other = curve.models_differ(pair.target.name,
+                                pair.draft.name if pair.draft is not None else None)
+    if other is not None:
+        err.print(Text(f"{args.curve}: {_lower_first(other)}", style="yellow"))
     return f"{args.curve} (measured on {where})"
 
 
 def _check_output_paths(args: argparse.Namespace) -> None:
-    """Fail before a long run, not after it, when an output cannot be written there."""
+    """Fail before a long run, not after it, when an output cannot be written there: its
+    folder exists and takes a new file (tried, not guessed from permission bits), it is not
+    a folder, and no two outputs name one file."""
     if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
         raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
+    seen: dict[Path, str] = {}
     for flag in ("markdown", "json", "csv", "trace"):
         value = getattr(args, flag, None)
         if value is None:
             continue
-        parent = Path(value).expanduser().resolve().parent
+        path = Path(value).expanduser()
+        if path.is_dir():
+            raise BenchError(f"--{flag} {value} is a folder, not a file.")
+        resolved = path.resolve()
+        if resolved in seen:
+            raise BenchError(f"--{seen[resolved]} and --{flag} both name {value}; give each "
+                             "output its own file.")  # fmt: skip
+        seen[resolved] = flag
+        parent = resolved.parent
         if not parent.is_dir():
             raise BenchError(f"--{flag} {value}: the folder {parent} does not exist.")
-        if Path(value).is_dir():
-            raise BenchError(f"--{flag} {value} is a folder, not a file.")
+        _check_writable(flag, value, parent)
+
+
+def _check_writable(flag: str, value: str, folder: Path) -> None:
+    """Create and remove a scratch file where the output will go (root ignores mode bits,
+    a read-only mount or an immutable folder does not: only trying tells)."""
+    import tempfile
+
+    from core.profile.files import reason
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".specdec-check-"):
+            pass
+    except OSError as exc:
+        raise BenchError(f"--{flag} {value}: the folder {folder} cannot be written "
+                         f"({reason(exc)}).") from None  # fmt: skip
 
 
 @rank0_only  # launched over ranks: one report, not one per rank
@@ -303,6 +363,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
     _check_output_paths(args)
     rows = settings_from_args(args)
+    check_seeds(rows, args.seeds)
     curve = _curve_from_args(args, rows)
     prompt_name, text, budget = _prompt_from_args(args)
 
@@ -334,7 +395,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         log.line("loaded")
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
-    curve_note = _use_curve(args, curve, engine, err) if curve is not None else None
+    curve_note = _use_curve(args, curve, engine, err, pair) if curve is not None else None
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
@@ -394,17 +455,43 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "vocab_size": pair.vocab_size,
     }
     print_table(report, console)
+    return _write_outputs(args, report, console)
+
+
+def _write_outputs(args: argparse.Namespace, report: Any, console: Any) -> int:
+    """Every output asked for; one that fails does not cost the others (a run's results are
+    never lost to one bad path), and the failures end the command in one sentence."""
+    from rich.text import Text
+
+    from core.errors import UserError
+
+    failed: list[str] = []
+    wrote = 0
     for flag, render in (("markdown", partial(report_markdown, report)), ("json", report.to_json),
                          ("csv", partial(report_csv, report))):  # fmt: skip
         path = getattr(args, flag, None)
         if path:
-            _write(path, render())
+            try:
+                _write(path, render())
+            except (UserError, ValueError) as exc:
+                failed.append(str(exc).rstrip("."))
+                continue
+            wrote += 1
             console.print(Text(f"wrote {path}"))
     if getattr(args, "trace", None) and is_rank0():
         from core.profile.chrome_trace import write_trace
 
-        count = write_trace(args.trace, traced_requests(report, report.environment))
-        console.print(f"wrote {args.trace} ({count} traced requests): open it in ui.perfetto.dev")
+        try:
+            count = write_trace(args.trace, traced_requests(report, report.environment))
+        except UserError as exc:
+            failed.append(str(exc).rstrip("."))
+        else:
+            wrote += 1
+            console.print(Text(f"wrote {args.trace} ({count} traced requests): open it in "
+                               "ui.perfetto.dev"))  # fmt: skip
+    if failed:
+        rest = " (the other outputs were written)" if wrote else ""
+        raise BenchError("; ".join(failed) + rest + ".")
     return 0
 
 

@@ -37,6 +37,19 @@ from core.bench.results import (
 Progress = Callable[[int, int, str], None]
 
 
+def check_seeds(rows: Sequence[BenchSetting], seeds: int) -> None:
+    """Seeds run seed .. seed + seeds - 1: refuse a row whose last seed would pass what
+    mlx.random.key takes (a TypeError after the models loaded, before this check)."""
+    from core.settings import MAX_SEED
+
+    for b in rows:
+        if b.settings.seed + seeds - 1 > MAX_SEED:
+            raise BenchError(
+                f"{b.name}: seed {b.settings.seed} with {seeds} seeds goes past the largest "
+                f"seed, 2**64 - 1; use a seed of at most {MAX_SEED - seeds + 1}."
+            )
+
+
 def run_protocol(
     engine: Any,
     prompt_ids: Sequence[int],
@@ -80,6 +93,7 @@ def run_protocol(
     rows = as_bench_settings(settings_list)
     if not rows:
         raise BenchError("There is no setting to benchmark.")
+    check_seeds(rows, seeds)
     rows = _with_baseline(rows)
     if peer is not None:
         rows = with_peer_counterparts(rows, peer.k)

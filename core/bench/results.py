@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable
@@ -295,6 +296,17 @@ class BenchResult:
         }
 
 
+def finite(value: Any) -> Any:
+    """`value` with NaN and infinities (anywhere in dicts, lists, tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 @dataclass
 class BenchReport:
     """Everything one benchmark run measured, with the renderings people and scripts read."""
@@ -317,7 +329,9 @@ class BenchReport:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        """JSON with every non-finite number as null: a NaN or inf from a bad input (a curve)
+        must not fail the dump after the whole run (JSON has no NaN; readers choke on it)."""
+        return json.dumps(finite(self.to_dict()), indent=1, allow_nan=False)
 
     def summary_text(self) -> str:
         """A few lines for a small panel (the TUI): name, acceptance, median E2E, ratio."""

@@ -26,6 +26,7 @@ from core.dispatch.backend import (
 )
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate
 from core.dispatch.curve import (
+    CalibrationCancelled,
     CalibrationError,
     VerifyCostCurve,
     fastest_dispatch,
@@ -52,6 +53,7 @@ from core.dispatch.patches import (
 __all__ = [
     "CALIBRATION_MODES",
     "BackendInfo",
+    "CalibrationCancelled",
     "CalibrationError",
     "KernelPredictor",
     "LinearShape",

@@ -18,7 +18,7 @@ import mlx.nn as nn
 import numpy as np
 
 from core.dispatch.backend import BackendInfo, current_backend
-from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import KernelPredictor
 from core.dispatch.patches import verification_patches
 from core.introspect import vocab_size
@@ -37,6 +37,23 @@ DRAFT_CHAIN = 8  # draft steps per timed chain
 ACCEPT_ROWS = (1, 2, 4, 8, 16, 32, 64)  # row counts the acceptance is timed at (<= rows asked)
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
+
+
+def calibration_tokens(
+    rows: int | Sequence[int], repeats: int, context: int, modes: int = 1, warmup: int = 1
+) -> int:
+    """The longest KV length a calibration reaches: `context` plus one per timed or warm-up
+    call, plus the widest verification's rows. Checked against the model's context window
+    before the first forward (the CLI), as `chat` and `bench` check a request."""
+    row_list = _row_list(rows)
+    calls = modes * (warmup + repeats) * len(row_list)
+    return context + calls - 1 + max(row_list)
+
+
+def _check_cancel(cancel: Any) -> None:
+    """Stop between forwards when asked (a forward itself cannot be interrupted)."""
+    if cancel is not None and cancel.is_set():
+        raise CalibrationCancelled("The calibration was cancelled; the curve is as it was.")
 
 
 def _row_list(rows: int | Sequence[int]) -> list[int]:
@@ -143,6 +160,7 @@ def calibrate(
     seed: int = 0,
     warmup: int = 1,
     fused_draft: bool = False,
+    cancel: Any = None,
 ) -> VerifyCostCurve:
     """Measure one target forward over R rows for R in `rows` (1..rows), per mode.
 
@@ -153,6 +171,8 @@ def calibrate(
     every R sees the same spread of lengths; each timed call is one forward and one mx.eval.
     The draft's single-token step is timed as the engine runs it: a chain of steps with no
     host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
+    `cancel` (a threading.Event) is checked before every forward: set, the calibration raises
+    CalibrationCancelled after the forward under way.
     """
     # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
     # (which core.cached_model imports) takes over a second to import.
@@ -181,6 +201,7 @@ def calibrate(
             "The target's cache cannot be rewound, so verification cannot be calibrated."
         )
     prompt = mx.array(rng.integers(0, vocab, context), dtype=mx.int32)
+    _check_cancel(cancel)
     prefill(target_model, cache, prompt)
 
     passes = warmup + repeats
@@ -193,6 +214,7 @@ def calibrate(
         samples: dict[int, list[float]] = {r: [] for r in row_list}
         for p in range(passes):
             for r in row_list:
+                _check_cancel(cancel)
                 toks = mx.array(rng.integers(0, vocab, (1, r)), dtype=mx.int32)
                 mx.eval(toks)
                 t0 = time.perf_counter()
@@ -220,6 +242,7 @@ def calibrate(
         step = _draft_stepper(draft_model, dcache, fused_draft)
         chains: dict[bool, list[float]] = {False: [], True: []}
         for p in range(passes):
+            _check_cancel(cancel)
             for sampled in (False, True):
                 dt = _time_draft_chain(step, dvocab, sampled, rng)
                 if p >= warmup:

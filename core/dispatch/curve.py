@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
 
 # A measured boundary is the first R whose verification costs this fraction less than the
 # previous measured R: a 10% drop is far above run-to-run noise of a median, and far below
@@ -25,6 +28,10 @@ BOUNDARY_DROP = 0.10
 
 class CalibrationError(UserError, ValueError):
     """A calibration request or a stored curve a user gave that cannot be used (one sentence)."""
+
+
+class CalibrationCancelled(CalibrationError):
+    """A calibration stopped at a user's request (Esc in the app) before it measured all."""
 
 
 @dataclass
@@ -55,6 +62,12 @@ class VerifyCostCurve:
     # The acceptance on the device per verified row count ("sample" phase), greedy and sampled.
     accept_s: dict[str, dict[int, float]] = field(default_factory=dict)
     sampling: str | None = None  # the view for_sampling() chose: "greedy" | "sampled" | None
+    # The models it was measured on (LoadedModel spec and name; "" when unknown, e.g. a curve
+    # written before they were recorded): `bench --curve` warns when they are not the run's.
+    target_spec: str = ""
+    target_name: str = ""
+    draft_spec: str = ""
+    draft_name: str = ""
 
     @property
     def modes(self) -> list[str]:
@@ -139,6 +152,8 @@ class VerifyCostCurve:
             "context_len": self.context_len,
             "context_end": self.context_end,
             "calls": self.calls,
+            "models": {"target": self.target_spec, "target_name": self.target_name,
+                       "draft": self.draft_spec, "draft_name": self.draft_name},
             "repeats": self.repeats,
             "created": self.created,
             "draft_step_s": self.draft_step_s,
@@ -157,24 +172,38 @@ class VerifyCostCurve:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> VerifyCostCurve:
-        """Inverse of to_dict; a malformed document raises CalibrationError (one sentence)."""
+    def from_dict(cls, d: Mapping[str, Any], where: str = "The stored calibration") -> VerifyCostCurve:
+        """Inverse of to_dict; a malformed document raises CalibrationError, one sentence that
+        starts with `where` and says what is wrong in words (never a Python repr)."""
+        if not isinstance(d, Mapping):
+            raise CalibrationError(f"{where} is not a curve: it holds no JSON object.")
+        for key in ("times", "backend", "context_len"):
+            if key not in d:
+                raise CalibrationError(f"{where} is malformed: it has no {key!r}.")
         try:
-            times = {
-                str(m): {int(r): float(t) for r, t in tab.items()} for m, tab in d["times"].items()
-            }
+            if not isinstance(d["times"], Mapping):
+                raise TypeError("'times' is not an object of modes")
+            times: dict[str, dict[int, float]] = {}
+            for m, tab in d["times"].items():
+                if not isinstance(tab, Mapping):
+                    raise TypeError(f"the times of mode {m!r} are not an object of rows")
+                times[str(m)] = {_rows(r): _seconds(t, f"the time of {m} at {r} rows")
+                                 for r, t in tab.items()}  # fmt: skip
             draft = d.get("draft_step_s")
             sampled = d.get("draft_step_sampled_s")
             pb = d.get("predicted_boundary")
+            models = d.get("models") or {}
+            if not isinstance(models, Mapping):
+                raise TypeError("'models' is not an object")
             return cls(
                 backend=str(d["backend"]),
                 device_name=str(d.get("device_name", "")),
                 context_len=int(d["context_len"]),
                 times=times,
-                draft_step_s=None if draft is None else float(draft),
-                kernels={int(r): str(k) for r, k in d.get("kernels", {}).items()},
+                draft_step_s=None if draft is None else _seconds(draft, "draft_step_s"),
+                kernels={_rows(r): str(k) for r, k in d.get("kernels", {}).items()},
                 role_kernels={
-                    int(r): {str(a): str(b) for a, b in v.items()}
+                    _rows(r): {str(a): str(b) for a, b in v.items()}
                     for r, v in d.get("role_kernels", {}).items()
                 },
                 predicted_boundary=None if pb is None else int(pb),
@@ -186,9 +215,49 @@ class VerifyCostCurve:
                 draft_step_sampled_s=None if sampled is None else float(sampled),
                 accept_s={str(m): {int(r): float(t) for r, t in tab.items()}
                           for m, tab in (d.get("accept_s") or {}).items()},
+                target_spec=str(models.get("target") or ""),
+                target_name=str(models.get("target_name") or ""),
+                draft_spec=str(models.get("draft") or ""),
+                draft_name=str(models.get("draft_name") or ""),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CalibrationError(f"The stored calibration is malformed ({exc!r}).") from exc
+        except CalibrationError as exc:
+            raise CalibrationError(f"{where} is malformed: {exc}") from None
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            detail = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+            raise CalibrationError(f"{where} is malformed: {detail}.") from None
+
+    def models_differ(self, target_name: str, draft_name: str | None) -> str | None:
+        """A sentence when this curve was measured on other models than these (by name), else
+        None; a curve that recorded no models says nothing either way."""
+        if not self.target_name:
+            return None
+        other_target = self.target_name != target_name
+        other_draft = bool(self.draft_name) and draft_name is not None \
+            and self.draft_name != draft_name
+        if not (other_target or other_draft):
+            return None
+        measured = self.target_name + (f" / {self.draft_name}" if self.draft_name else "")
+        used = target_name + (f" / {draft_name}" if draft_name else "")
+        return (f"The curve was measured on {measured}, not on {used}: its prices are those "
+                "models', so the k choices and predictions may not fit this pair.")
+
+
+def _rows(r: Any) -> int:
+    """A row count key ("8" in JSON), positive."""
+    n = int(r)
+    if n < 1:
+        raise CalibrationError(f"row count {r!r} is not a positive integer.")
+    return n
+
+
+def _seconds(value: Any, what: str) -> float:
+    """A measured time: a finite number of seconds, not negative (NaN priced k as 'inf')."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CalibrationError(f"{what} is not a number.")
+    t = float(value)
+    if not math.isfinite(t) or t < 0:
+        raise CalibrationError(f"{what} is {value}, not a finite, non-negative number of seconds.")
+    return t
 
 
 def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
@@ -243,27 +312,51 @@ def read_curve_file(path: str | Path) -> VerifyCostCurve:
     machine that measured it, wherever they run (a CPU replaying an H200's policy)."""
     p = Path(path).expanduser()
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        text = read_bounded(p, JSON_MAX_BYTES, "curve file").decode("utf-8-sig")
+        check_depth(text, str(p))
+        doc = json.loads(text)
     except FileNotFoundError:
         raise CalibrationError(f"There is no curve file {p}.") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CalibrationError(f"{p} is not a JSON curve ({exc}).") from exc
+    except IsADirectoryError:
+        raise CalibrationError(f"The curve file {p} is a folder.") from None
+    except UntrustedFileError as exc:
+        raise CalibrationError(str(exc)) from None
+    except OSError as exc:
+        raise CalibrationError(f"Could not read the curve file {p}: {exc.strerror or exc}.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+        raise CalibrationError(f"{p} is not a JSON curve ({detail}).") from None
     if isinstance(doc, dict) and "protocol" in doc:  # a bench report
-        cal = (doc.get("protocol") or {}).get("calibration")
+        protocol = doc.get("protocol") if isinstance(doc.get("protocol"), dict) else {}
+        cal = protocol.get("calibration")
         if not isinstance(cal, dict) or not cal.get("t_verify_s"):
             raise CalibrationError(
                 f"The bench report {p} carries no calibration (no speculative row, or "
                 "--no-predict)."
             )
-        env = doc.get("environment") or {}
+        env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
         doc = {"backend": env.get("backend", "unknown"), "device_name": env.get("device_name", ""),
                "context_len": cal.get("context", 0), "times": cal["t_verify_s"],
                "draft_step_s": cal.get("draft_step_s"), "repeats": cal.get("repeats", 0),
                "draft_step_sampled_s": cal.get("draft_step_sampled_s"),
-               "accept_s": cal.get("accept_s")}  # fmt: skip
+               "accept_s": cal.get("accept_s"),
+               "models": _report_models(protocol.get("models"))}  # fmt: skip
     if not isinstance(doc, dict):
         raise CalibrationError(f"{p} is not a curve: it holds no JSON object.")
-    curve = VerifyCostCurve.from_dict(doc)
+    curve = VerifyCostCurve.from_dict(doc, f"The curve file {p}")
     if not any(curve.times.values()):  # said here, not mid-run
         raise CalibrationError(f"The curve in {p} holds no measurements.")
     return curve
+
+
+def _report_models(models: Any) -> dict[str, str]:
+    """A bench report's "spec (name)" model entries as a curve's models."""
+    out: dict[str, str] = {}
+    if not isinstance(models, dict):
+        return out
+    for role in ("target", "draft"):
+        value = models.get(role)
+        if isinstance(value, str):
+            m = re.fullmatch(r"(.*) \((.*)\)", value)
+            out[role], out[f"{role}_name"] = (m.group(1), m.group(2)) if m else (value, value)
+    return out

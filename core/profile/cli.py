@@ -73,9 +73,7 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
         csv_path, trace_path = getattr(args, "csv_path", None), getattr(args, "trace_path", None)
         if csv_path is None and trace_path is None:
             raise ProfileError("profiles export needs --csv PATH or --trace PATH (or both).")
-        for path in (csv_path, trace_path):  # a typo must not replace a profile's .toml
-            if path is not None and not getattr(args, "force", False) and Path(path).exists():
-                raise ProfileError(f"{path} already exists; pass --force to replace it.")
+        _check_export_paths(csv_path, trace_path, getattr(args, "force", False))
         profile = load_profile(args.name, override)
         if csv_path is not None:
             count = export_csv(profile, csv_path)
@@ -90,6 +88,22 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
     else:  # argparse refuses other actions; kept for direct callers
         raise ProfileError(f"Unknown profiles action {command!r}.")
     return 0
+
+
+def _check_export_paths(csv_path: str | None, trace_path: str | None, force: bool) -> None:
+    """Before anything is read or written: a folder is said as one (not "pass --force" first),
+    one file for both outputs is refused, and an existing file needs --force (a typo must not
+    replace a profile's .toml)."""
+    given = [(flag, p) for flag, p in (("--csv", csv_path), ("--trace", trace_path)) if p]
+    for flag, path in given:
+        if Path(path).expanduser().is_dir():
+            raise ProfileError(f"{flag} {path} is a folder; give a file name in it.")
+    if len(given) == 2 and Path(given[0][1]).expanduser().resolve() == \
+            Path(given[1][1]).expanduser().resolve():
+        raise ProfileError(f"--csv and --trace both name {csv_path}; give each its own file.")
+    for _, path in given:
+        if not force and Path(path).expanduser().exists():
+            raise ProfileError(f"{path} already exists; pass --force to replace it.")
 
 
 def _fmt(value: Any) -> str:

@@ -25,6 +25,13 @@ from core import atomic
 from core.events import RoundEvent, RunSummary
 from core.profile.records import Profile, ProfileError, RecordedRun
 from core.settings import Settings, SettingsError
+from core.untrusted import (
+    JSON_MAX_BYTES,
+    TOML_MAX_BYTES,
+    UntrustedFileError,
+    check_depth,
+    read_bounded,
+)
 
 SCHEMA = 2  # of both files; bump it and add a migration when a stored key changes meaning
 TOML_SUFFIX = ".toml"
@@ -294,9 +301,12 @@ def _summary_from(summary: Any) -> RunSummary:
 # --------------------------------------------------------------------------- reading
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes, bounded (core/untrusted.py): a profile folder is shared and copied."""
     try:
-        return path.read_bytes()
+        return read_bounded(path, limit, "profile file")
+    except UntrustedFileError as exc:
+        raise ProfileError(str(exc)) from None
     except FileNotFoundError:
         raise ProfileError(f"There is no profile file at {path}.") from None
     except OSError as exc:
@@ -305,20 +315,28 @@ def _read_bytes(path: Path) -> bytes:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A NAME.toml parsed, or the sentence saying why it cannot be."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, TOML_MAX_BYTES)
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = data.decode("utf-8-sig")  # a BOM (Windows editors) is not corruption
+        check_depth(text, str(path))
+        return tomllib.loads(text)
+    except UntrustedFileError as exc:
+        raise ProfileError(str(exc)) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ProfileError(
             f"{path} is corrupt (not valid TOML: {_first_line(exc)}), so it was left untouched."
         ) from None
 
 
 def _read_run(path: Path) -> RecordedRun:
-    data = _read_bytes(path)
+    data = _read_bytes(path, JSON_MAX_BYTES)
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = data.decode("utf-8-sig")
+        check_depth(text, str(path))
+        doc = json.loads(text)
+    except UntrustedFileError as exc:
+        raise ProfileError(str(exc)) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProfileError(
             f"{path} is corrupt (not valid JSON: {_first_line(exc)}), so it was left untouched."
         ) from None

@@ -15,7 +15,8 @@ from core.errors import UserError
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
 
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+MAX_NAME = 100
+NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._+-]{{0,{MAX_NAME - 1}}}")
 
 
 class ProfileError(UserError):
@@ -65,10 +66,18 @@ class ProfileInfo:
 
 
 def validate_name(name: str) -> str:
-    """Refuse names that could escape the folder or hide as dotfiles (one sentence)."""
+    """Refuse names that could escape the folder or hide as dotfiles (one sentence).
+
+    A name ending in .toml is refused too: saved as `x.toml.toml`, it listed as `x.toml`, but
+    `show`, `export` and `--profile x.toml` read `x.toml` as a path and found nothing."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ProfileError(
-            f"Profile name {name!r} is not allowed: use up to 100 letters, digits, '.', '_', "
-            "'+' or '-', starting with a letter or digit, and no path separators."
+            f"Profile name {name!r} is not allowed: use up to {MAX_NAME} letters, digits, '.', "
+            "'_', '+' or '-', starting with a letter or digit, and no path separators."
+        )
+    if name.lower().endswith(".toml"):
+        raise ProfileError(
+            f"Profile name {name!r} is not allowed: a name ending in .toml is read as a file "
+            f"path; use {name[:-5]!r}."
         )
     return name

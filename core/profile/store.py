@@ -24,7 +24,13 @@ from core.profile.files import (
     reason,
     shipped_presets_dir,
 )
-from core.profile.records import NAME_RE, Profile, ProfileError, ProfileInfo, validate_name
+from core.profile.records import (
+    MAX_NAME,
+    Profile,
+    ProfileError,
+    ProfileInfo,
+    validate_name,
+)
 
 _MAX_FREE_NAME_TRIES = 10_000
 
@@ -167,7 +173,7 @@ class ProfileStore:
                 continue
             for path in sorted(folder.glob("*" + TOML_SUFFIX)):
                 name = path.name[: -len(TOML_SUFFIX)]
-                if name in found or not NAME_RE.fullmatch(name):
+                if name in found or not _allowed(name):
                     continue
                 description, error = "", None
                 try:
@@ -187,7 +193,7 @@ class ProfileStore:
                 continue
             for path in sorted(folder.glob("*" + TOML_SUFFIX)):
                 name = path.name[: -len(TOML_SUFFIX)]
-                if not NAME_RE.fullmatch(name):
+                if not _allowed(name):
                     try:
                         validate_name(name)
                     except ProfileError as exc:
@@ -202,10 +208,23 @@ def load_profile(spec: str, profiles_dir_override: str | None = None) -> Profile
     return ProfileStore.default(profiles_dir_override).load(spec)
 
 
+def _allowed(name: str) -> bool:
+    """Whether a file's stem is a name `validate_name` takes (else `skipped()` says why)."""
+    try:
+        validate_name(name)
+    except ProfileError:
+        return False
+    return True
+
+
 def _candidates(name: str) -> Iterator[str]:
+    """`name`, then `name-2`, `name-3`, ...: a long name is shortened so that each candidate
+    is itself an allowed name (a 100-character name once became a 102-character one that
+    `list` skipped and `show` refused)."""
     yield name
     for i in range(2, _MAX_FREE_NAME_TRIES):
-        yield f"{name}-{i}"
+        suffix = f"-{i}"
+        yield name[: MAX_NAME - len(suffix)] + suffix
 
 
 def _same_dir(a: Path, b: Path) -> bool:

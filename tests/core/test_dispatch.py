@@ -648,7 +648,8 @@ def _fake_pair(monkeypatch: pytest.MonkeyPatch) -> list:
 
     def load_pair(target_spec, draft_spec):
         asked.append((target_spec, draft_spec))
-        return types.SimpleNamespace(target=types.SimpleNamespace(model=target), draft=None)
+        loaded = types.SimpleNamespace(model=target, spec=target_spec, name="tiny", config={})
+        return types.SimpleNamespace(target=loaded, draft=None)
 
     import core.models
 
@@ -662,6 +663,7 @@ def test_calibrate_cli_prints_the_table_and_writes_json(monkeypatch, tmp_path, c
     from core.cli import main
 
     out = tmp_path / "curves" / "cpu.json"
+    out.parent.mkdir()  # a missing folder is refused, as bench refuses one (issue 24)
     code = main(["calibrate", "--rows", "3", "--repeats", "1", "--context", "8",
                  "--modes", "auto,plain", "--json", str(out)])  # fmt: skip
     assert code == 0
@@ -689,8 +691,8 @@ def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, ca
     blocker.write_text("x")
     code = main(["calibrate", "--rows", "1", "--repeats", "1", "--context", "4",
                  "--json", str(blocker / "sub" / "c.json")])  # fmt: skip
-    assert code == 2
-    assert "Could not write the calibration" in capsys.readouterr().err
+    assert code == 2  # refused before the models load, not after the run
+    assert f"the folder {blocker / 'sub'} does not exist" in capsys.readouterr().err
 
 
 def test_calibrate_arguments_defaults():

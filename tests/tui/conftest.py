@@ -218,9 +218,13 @@ class FakeSession:
     def needs_curve(self, settings: Settings) -> bool:
         return self.script.needs_curve and settings.policy == "cost-aware"
 
-    def calibrate(self, settings: Settings, progress) -> CurveInfo:  # noqa: ANN001
+    def calibrate(self, settings: Settings, progress, cancel=None) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")
         for r in range(1, 10):
+            if cancel is not None and cancel.is_set():  # as core.dispatch.calibrate: per forward
+                from core.dispatch.curve import CalibrationCancelled
+
+                raise CalibrationCancelled("The calibration was cancelled.")
             progress(r / 9, f"auto: {r} rows")
             if r == 1:
                 hold(self.script.calibrate_gate)

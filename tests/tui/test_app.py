@@ -199,7 +199,8 @@ async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
         await blur_input(pilot)
         await pilot.press("left_square_bracket", "plus")
         assert app.settings.tv_budget == 0.0 and app.settings.k == MAX_K
-        assert any("tv_budget" in w for w in warnings(app))
+        # TV's step stops at 0 with a note, not a warning (issue 24: test_hostile_app.py)
+        assert not any("tv_budget" in w for w in warnings(app))
         assert any("k must be" in w for w in warnings(app))
 
 

@@ -58,6 +58,7 @@ class AssistantMessage(Vertical):
         self.border_title = Text(model_name)  # a GGUF's own name may hold brackets: not markup
         self.summary: RunSummary | None = None
         self.error: str | None = None
+        self.note: str | None = None  # why a turn ended without a summary (not an error)
         self.finished = False
         self._body = Static("", classes="body")
         self._footer = Static("…", classes="footer")
@@ -103,6 +104,8 @@ class AssistantMessage(Vertical):
         if self.transcript.rejected_count:
             parts.append(f"{self.transcript.rejected_count} rejected")
         out = Text(" · ".join(parts), "dim")
+        if self.note:
+            out.append(("  " if parts else "") + self.note, "yellow")
         if self.error:
             out.append(("  " if parts else "") + f"error: {self.error}", "red")
         return out
