@@ -110,3 +110,17 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, new: bool =
         fsync_dir(dest.parent)
     finally:
         unlink_quietly(tmp)
+
+
+def reason(exc: OSError) -> str:
+    """An OSError as the tail of a sentence a user can act on."""
+    known = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exceeded",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only",
+    }
+    if exc.errno in known:
+        return known[exc.errno]
+    return (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()

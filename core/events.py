@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.identity import identities_from_dict, identities_to_dict
+
 # Where a committed token came from: a model draft the target accepted, a copied (looked-up)
 # draft it accepted, its correction after a rejection, its bonus after a full acceptance, or
 # one model alone.
@@ -110,8 +112,6 @@ class RunSummary:
     models: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from core.models.identity import identities_to_dict
-
         d = dataclasses.asdict(dataclasses.replace(self, models=None))
         d["per_position_acceptance"] = list(self.per_position_acceptance)
         d["token_ids"] = list(self.token_ids)
@@ -120,8 +120,6 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSummary:
-        from core.models.identity import identities_from_dict
-
         d = dict(d)
         d["per_position_acceptance"] = tuple(d.get("per_position_acceptance", ()))
         d["token_ids"] = tuple(d.get("token_ids", ()))

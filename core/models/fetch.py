@@ -154,7 +154,7 @@ def _scratch_dir(folder: Path) -> Iterator[str]:
 
 
 def _why(exc: OSError) -> str:
-    from core.profile.files import reason
+    from core.atomic import reason
 
     return reason(exc)
 

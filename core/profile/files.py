@@ -9,7 +9,6 @@ newer or corrupt one is refused in one sentence and never touched. Every failure
 from __future__ import annotations
 
 import dataclasses
-import errno
 import importlib.util
 import json
 import os
@@ -22,6 +21,7 @@ import platformdirs
 import tomli_w
 
 from core import atomic
+from core.atomic import reason
 from core.events import RoundEvent, RunSummary
 from core.profile.records import Profile, ProfileError, RecordedRun
 from core.settings import Settings, SettingsError
@@ -45,20 +45,6 @@ _TOML_HEADER = (
 
 
 # --------------------------------------------------------------------------- sentences
-
-
-def reason(exc: OSError) -> str:
-    """An OSError as the tail of a sentence a user can act on."""
-    known = {
-        errno.ENOSPC: "the disk is full",
-        errno.EDQUOT: "the disk quota is exceeded",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.EROFS: "the file system is read-only",
-    }
-    if exc.errno in known:
-        return known[exc.errno]
-    return (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()
 
 
 def _lower_first(text: str) -> str:
