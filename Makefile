@@ -22,7 +22,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/specdec-tui fetch
 	$(BIN)/ruff check core tui tests
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto --dist loadscope $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV)
