@@ -19,6 +19,20 @@ __all__ = ["md_table", "num", "pct", "ratio", "secs", "print_table", "report_csv
            "report_markdown", "source_rows"]
 
 
+OVERHEAD_FLAG = 0.05  # traced over untraced E2E above this: the phase split is distorted
+
+
+def overhead_flagged(r: BenchResult) -> bool:
+    """Whether tracing slowed this row's traced request by more than OVERHEAD_FLAG."""
+    return r.tracing_overhead is not None and r.tracing_overhead > OVERHEAD_FLAG
+
+
+def overhead_cell(r: BenchResult) -> str:
+    """The tracing overhead, in bold past OVERHEAD_FLAG."""
+    text = pct(r.tracing_overhead)
+    return f"**{text}**" if overhead_flagged(r) else text
+
+
 def _config(r: BenchResult) -> str:
     return r.label if r.label == r.name else f"{r.label} (`{r.name}`)"
 
@@ -154,10 +168,14 @@ def report_markdown(report: BenchReport) -> str:
             ("Configuration", *shown, "prefill + outside rounds", "traced E2E",
              "tracing overhead", "predicted kernel"),
             ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown),
-              num(r.outside_rounds_ms, ".1f"), secs(r.traced_e2e_s), pct(r.tracing_overhead),
+              num(r.outside_rounds_ms, ".1f"), secs(r.traced_e2e_s), overhead_cell(r),
               r.kernel or "-") for r in report.results if r.phase_ms),
         )  # fmt: skip
         out.append("")
+        over = [r.name for r in report.results if overhead_flagged(r)]
+        if over:
+            out.append(f"Tracing overhead above {OVERHEAD_FLAG:.0%} (**bold**): {', '.join(over)}; "
+                       "its phase split is of a slower run than the untraced requests timed.\n")
     out.append("### What was given up\n")
     out.append(f"NLL basis: {p['nll_basis']}. The baseline is target-only with the same "
                "temperature, top-p and repetition penalty, same seeds.\n")  # fmt: skip
@@ -278,6 +296,10 @@ def print_table(report: BenchReport, console: Any) -> None:
             r.kernel or "-",
         )
     console.print(table)
+    over = [f"{r.name} {pct(r.tracing_overhead)}" for r in report.results if overhead_flagged(r)]
+    if over:
+        console.print(Text(f"tracing overhead above {OVERHEAD_FLAG:.0%}: " + ", ".join(over)
+                           + " (their phase splits are of slower runs)", "yellow"))
     mixed = [r for r in report.results if len(r.per_source) > 1]
     if mixed:
         by_source = Table(title="per draft source (share: of the speculative rounds)",

@@ -243,3 +243,17 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
     console = Console(file=io.StringIO(), width=220, record=True)
     bench.print_table(report, console)
     assert "paired request by request" in console.export_text()
+
+
+def test_a_tracing_overhead_above_five_percent_is_flagged() -> None:
+    from core.bench.report import OVERHEAD_FLAG, overhead_cell, overhead_flagged
+
+    class Row:
+        tracing_overhead: float | None = None
+
+    row = Row()
+    assert not overhead_flagged(row) and overhead_cell(row) == "-"
+    row.tracing_overhead = OVERHEAD_FLAG - 0.001
+    assert not overhead_flagged(row) and "**" not in overhead_cell(row)
+    row.tracing_overhead = 0.062
+    assert overhead_flagged(row) and overhead_cell(row) == "**6.2%**"

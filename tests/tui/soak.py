@@ -196,7 +196,9 @@ async def soak(
             before = answers.last() if answers else None
             app.query_one("#prompt", Input).value = rng.choice(PROMPTS)
             await pilot.press("enter")
-            assert app.query(AssistantMessage).last() is not before, "enter did not start a turn"
+            assert app.query(AssistantMessage).last() is not before, (
+                f"enter did not start turn {turn}: busy={app.busy}, loaded={app.info is not None},"
+                f" notes={[n.message for n in app._notifications][-3:]}")
             if cancel:
                 await _wait(pilot, lambda: app.stats.rounds or app.run_id is None, turn_timeout)
                 await pilot.press("escape")
