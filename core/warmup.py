@@ -275,8 +275,8 @@ def warm_up(
 ) -> WarmupRecord:
     """Run every shape the timed work will use once, on fresh caches, inside a CompileWatch.
 
-    `rows`: the verification row counts; `prompt_tokens`: the prefill's length (at least one
-    `chunk`, so the chunk's shape is warm too); `modes`: calibration modes whose dispatch and
+    `rows`: the verification row counts; `prompt_tokens`: the prefill's length (the timed
+    work's prompt, prefilled in `chunk`s as the engine does; one chunk when not known); `modes`: calibration modes whose dispatch and
     attention overrides the verifications run under. `lockstep` (a sharded target: every rank
     must run the same forwards) runs all `settle_tries` steps instead of stopping when settled.
     `backend` fakes the machine in tests (core.dispatch.backend_info(query=...)).
@@ -289,7 +289,7 @@ def warm_up(
         return WarmupRecord(False, backend="cpu",
                             reason="the CPU backend compiles no kernels at first use")  # fmt: skip
     chunk = chunk or PREFILL_CHUNK
-    n_prompt = max(prompt_tokens, chunk)
+    n_prompt = prompt_tokens if prompt_tokens > 0 else chunk
     row_list = sorted({int(r) for r in rows if int(r) >= 1}) or [1]
     record = WarmupRecord(True, backend=b.backend, rows=row_list, prompt_tokens=n_prompt)
     t0 = clock()
