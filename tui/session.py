@@ -52,7 +52,11 @@ class MLXSession:
         # Every verification size and both sampling paths once, before the first message: on
         # a fresh GPU the compiles happen here, said in the status line (core.warmup's notices,
         # forwarded by the bridge), not as a first answer that hangs for a minute.
-        self.warmup = warm_up_engine(self.engine, rows=range(1, MAX_K + 2),
+        # Settings change while the app runs: every row count, each kind of logits processing
+        # (top-p, repetition penalty) and the fused draft step, not just the defaults.
+        every = [Settings(), Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1,
+                                      fused_draft=True)]  # fmt: skip
+        self.warmup = warm_up_engine(self.engine, every, rows=range(1, MAX_K + 2),
                                      label=self.pair.target.name)  # fmt: skip
         self.tokenizer = self.pair.target.tokenizer
         # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
