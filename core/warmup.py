@@ -143,9 +143,13 @@ class CompileWatch:
             noticed = self.noticed
         if noticed:
             grew = self.cache_growth_bytes
-            cache = f" (kernel cache +{_mb(grew)})" if grew else ""
-            self._emit("done", f"compiled GPU kernels for {self.label} in {self.seconds:.0f} s"
-                       f"{cache}", grew)  # fmt: skip
+            if grew == 0:  # a disk cache that did not grow: slow, but nothing was compiled
+                text = (f"first use of {self.label} took {self.seconds:.0f} s; no kernel was "
+                        "compiled (the kernel cache did not grow)")
+            else:
+                cache = f" (kernel cache +{_mb(grew)})" if grew else ""
+                text = f"compiled GPU kernels for {self.label} in {self.seconds:.0f} s{cache}"
+            self._emit("done", text, grew)
 
     def _watch(self) -> None:
         next_at = None

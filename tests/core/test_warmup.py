@@ -68,6 +68,18 @@ def test_a_stall_is_said_within_a_second_then_its_time(tmp_path, caplog):
     assert [r.compile_notice.kind for r in said] == kinds
 
 
+def test_a_stall_without_cache_growth_is_not_called_a_compile(tmp_path):
+    gate = threading.Event()
+    notices = []
+    with CompileWatch("tiny", on_notice=lambda n: (notices.append(n), gate.set()),
+                      threshold_s=0.05, interval_s=60.0, cache_dir=tmp_path,
+                      log_notices=False) as w:  # fmt: skip
+        assert gate.wait(30)
+    assert w.cache_growth_bytes == 0
+    assert notices[-1].text.startswith("first use of tiny took ")
+    assert notices[-1].text.endswith("no kernel was compiled (the kernel cache did not grow)")
+
+
 def test_notices_to_shows_each_notice_once():
     shown = []
     gate = threading.Event()
