@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_atomic
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate, calibration_tokens
@@ -116,16 +116,26 @@ def check_context(args: argparse.Namespace, modes: list[str], window: int | None
     )
 
 
-def write_curve_json(curve: VerifyCostCurve, path: str | Path) -> Path:
-    """Write the curve as JSON, atomically: an interrupted write leaves the old file or none."""
+def write_curve_json(
+    curve: VerifyCostCurve, path: str | Path, warmup: dict[str, Any] | None = None
+) -> Path:
+    """Write the curve as JSON, atomically: an interrupted write leaves the old file or none.
+    `warmup`: core.warmup's record of the compile warm-up before the first timed call."""
     target = Path(path).expanduser()
+    doc = curve.to_dict()
+    if warmup is not None:
+        doc["warmup"] = warmup
     try:
-        write_atomic(target, json.dumps(curve.to_dict(), indent=2) + "\n")
+        write_atomic(target, json.dumps(doc, indent=2) + "\n")
     except OSError as exc:
         raise CalibrationError(
             f"Could not write the calibration to {target}: {exc.strerror or exc}."
         ) from exc
     return target
+
+
+def _ms(times: list[float]) -> str:
+    return ", ".join(f"{t * 1e3:.1f}" for t in times) + " ms"
 
 
 def run_calibrate_cli(args: argparse.Namespace) -> int:
@@ -158,6 +168,19 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     check_context(args, modes, pair_context_window(pair), pair.target.name)
     console = Console()
     err = Console(stderr=True)
+    # Every row count and mode once before the first timed call: a sample never holds a
+    # compile, and a fresh GPU says it is compiling rather than looking hung.
+    from core.warmup import notices_to, warm_up
+
+    with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
+        warmup = warm_up(
+            pair.target.model, pair.draft.model if pair.draft is not None else None,
+            vocab=pair.vocab_size, rows=range(1, args.rows + 1), prompt_tokens=args.context,
+            modes=modes, fused_draft=fused, label=pair.target.name, lockstep=spmd is not None,
+        )  # fmt: skip
+    if warmup.ran and not warmup.settled:
+        err.print(Text(f"the warm-up's single-row steps did not settle ({_ms(warmup.settle_s)}): "
+                       "the first samples may be slow", style="yellow"))  # fmt: skip
     with RichProgress(console=err, transient=True) as bar:
         task = bar.add_task("calibrating", total=None)
 
@@ -180,6 +203,6 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     console.print(curve_table(curve))
     console.print(curve_summary(curve))
     if args.json and is_rank0():
-        path = write_curve_json(curve, args.json)
+        path = write_curve_json(curve, args.json, warmup.to_dict())
         console.print(Text(f"wrote {path}"))
     return 0

@@ -119,6 +119,11 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     ids = chat_prompt_ids(tok, [{"role": "user", "content": prompt}])
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
+    # First use on a GPU compiles kernels (a minute on a fresh CUDA machine): said, not silent.
+    from core.warmup import notices_to, warm_up_engine
+
+    with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
+        warm_up_engine(engine, [settings], prompt_tokens=len(ids), label=pair.target.name)
     detok = tok.detokenizer
     detok.reset()
     summary = None

@@ -115,6 +115,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.models_loading = False
         self.calibrating = False
         self.calibration_label: str | None = None
+        self.compiling: str | None = None  # a first use compiling GPU kernels: its latest line
         self.fallback_reason: str | None = None  # from the last RunSummary
         self.benchmarking = False
         self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
@@ -222,6 +223,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
 
     def _state_text(self) -> str:
+        if self.compiling:  # a first use stalled on GPU kernel compilation: never looks hung
+            return self.compiling
         if self.models_loading:
             return "loading models…"
         if self.info is None:
@@ -237,6 +240,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         return "ready"
 
     def _state_style(self) -> str:
+        if self.compiling:
+            return "yellow"
         if self.info is None:
             return "red"
         return "yellow" if (self.run_id is not None or self.models_loading or self.calibrating

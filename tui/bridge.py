@@ -194,19 +194,31 @@ class EngineNotice(Message):
         self.text = text
 
 
+class KernelsCompiling(Message):
+    """A first use is compiling GPU kernels (core.warmup.CompileNotice: kind "started",
+    "progress" or "done", its text and elapsed seconds): the status line says so until done."""
+
+    def __init__(self, notice: Any) -> None:
+        super().__init__()
+        self.notice = notice
+
+
 class _Forward(logging.Handler):
     def __init__(self, post: Callable[[Message], None]) -> None:
         super().__init__(logging.WARNING)
         self.post = post
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.post(EngineNotice(record.getMessage()))
+        notice = getattr(record, "compile_notice", None)  # from core.warmup's timer thread
+        self.post(KernelsCompiling(notice) if notice is not None
+                  else EngineNotice(record.getMessage()))  # fmt: skip
 
 
 @contextlib.contextmanager
 def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
-    """While the block runs, core's WARNINGs become EngineNotice messages (the CLI prints its
-    own sentences; in the app nobody else would show them)."""
+    """While the block runs, core's WARNINGs become EngineNotice messages, and its compile
+    notices KernelsCompiling (the CLI prints its own sentences; in the app nobody else would
+    show them)."""
     handler, logger = _Forward(post), logging.getLogger("core")
     logger.addHandler(handler)
     try:
@@ -379,7 +391,8 @@ class EngineBridge:
                 return
             self._active = cmd
             try:
-                getattr(self, f"_do_{cmd.kind}")(cmd)
+                with core_warnings_to(self._post):  # a load, a calibration, a bench may warn
+                    getattr(self, f"_do_{cmd.kind}")(cmd)
             except Exception as exc:  # every failure becomes a notification; the thread lives on
                 self._post(EngineFailed(cmd.kind, describe_error(exc), cmd.run_id))
                 if cmd.kind == "bench":
@@ -397,8 +410,7 @@ class EngineBridge:
     def _do_load(self, cmd: _Command) -> None:
         self._post(ModelsLoading(cmd.args["target"], cmd.args["draft"]))
         self._session = None
-        with core_warnings_to(self._post):
-            session = self._factory(cmd.args["target"], cmd.args["draft"])
+        session = self._factory(cmd.args["target"], cmd.args["draft"])
         self._session = session
         self._post(ModelsLoaded(session.info, session.decode))
 

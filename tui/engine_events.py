@@ -14,6 +14,7 @@ from tui.bridge import (
     ContextTrimmed,
     EngineFailed,
     EngineNotice,
+    KernelsCompiling,
     ModelsLoaded,
     ModelsLoading,
     RoundCommitted,
@@ -183,6 +184,19 @@ class EngineEvents:
 
     def on_engine_notice(self, message: EngineNotice) -> None:
         self.notify(message.text, severity="warning", timeout=8)
+
+    def on_kernels_compiling(self, message: KernelsCompiling) -> None:
+        """A first use compiling GPU kernels: a notification when it starts and when it ends,
+        the status line with its elapsed time in between."""
+        notice = message.notice
+        if notice.kind == "done":
+            self.compiling = None
+            self.notify(notice.text, timeout=8)
+        else:
+            self.compiling = notice.text
+            if notice.kind == "started":
+                self.notify(notice.text, severity="warning", timeout=8)
+        self._show_settings()
 
     def on_engine_failed(self, message: EngineFailed) -> None:
         if message.run_id is not None:

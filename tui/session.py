@@ -45,9 +45,19 @@ class MLXSession:
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.engine import Engine
         from core.models import load_pair, pair_context_window
+        from core.warmup import warm_up_engine
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
+        # Every verification size and both sampling paths once, before the first message: on
+        # a fresh GPU the compiles happen here, said in the status line (core.warmup's notices,
+        # forwarded by the bridge), not as a first answer that hangs for a minute.
+        # Settings change while the app runs: every row count, each kind of logits processing
+        # (top-p, repetition penalty) and the fused draft step, not just the defaults.
+        every = [Settings(), Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1,
+                                      fused_draft=True)]  # fmt: skip
+        self.warmup = warm_up_engine(self.engine, every, rows=range(1, MAX_K + 2),
+                                     label=self.pair.target.name)  # fmt: skip
         self.tokenizer = self.pair.target.tokenizer
         # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
         self.context_window = pair_context_window(self.pair)
@@ -151,9 +161,15 @@ class MLXSession:
         def report(done: int, total: int, label: str) -> None:
             progress(done / total if total else 0.0, label)
 
+        from core.warmup import warm_up
+
         draft = self.pair.draft.model if self.pair.draft is not None else None
         rows = min(MAX_K + 1, max(settings.k_max + 1, 9))
         modes = ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
+        # A mode or a fused draft the load's warm-up did not run compiles here, not in a sample.
+        warm_up(self.pair.target.model, draft, vocab=self.pair.vocab_size, rows=range(1, rows + 1),
+                prompt_tokens=128, modes=modes, fused_draft=settings.fused_draft,
+                label=self.pair.target.name)  # fmt: skip
         curve = calibrate(
             self.pair.target.model,
             draft,

@@ -423,7 +423,15 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
-    with bar:
+    from core.warmup import notices_to
+
+    def compile_notice(n: Any) -> None:  # a fresh GPU compiling before the first timing
+        if log is not None:
+            log.line(n.text)
+        else:
+            err.print(Text(n.text, style="yellow"))
+
+    with bar, notices_to(compile_notice):
         task = bar.add_task("benchmark", total=None)
 
         def progress(done: int, total: int, label: str) -> None:
@@ -438,6 +446,10 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             peer=peer, quality=not args.no_quality,
             predict=not getattr(args, "no_predict", False),
         )  # fmt: skip
+    warm = report.environment.get("warmup") or {}
+    if warm.get("ran") and not warm.get("settled"):
+        err.print(Text("the compile warm-up's single-row steps did not settle: the first timed "
+                       "requests may still include compiles", style="yellow"))  # fmt: skip
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if curve_note is not None and report.protocol.get("calibration"):
         report.protocol["calibration"]["from"] = curve_note

@@ -68,6 +68,7 @@ def run_protocol(
     environment: dict[str, Any] | None = None,
     quality: bool = True,
     predict: bool = True,
+    compile_warmup: bool | None = None,
 ) -> BenchReport:
     """Run the seed's protocol on `engine` and return the report (no printing, no files).
 
@@ -83,8 +84,11 @@ def run_protocol(
     when none match); those rows of ours are timed request by request against mlx-lm's
     (ours, then the peer's, per seed), after the other rows, and each pair's ratio is kept.
     `predict`: every speculative row also gets core.prediction's speedup and its efficiency
-    (core.bench.predicted), from the engine's calibration or one measured here first. Call on
-    the engine's thread; `progress(done, total, label)` after every request.
+    (core.bench.predicted), from the engine's calibration or one measured here first.
+    Before all of it, on a GPU backend (always with `compile_warmup=True`, never with False),
+    core.warmup runs every shape the rows and the calibration will use, so no calibration
+    sample or timed request includes a kernel compile; its record is `environment["warmup"]`.
+    Call on the engine's thread; `progress(done, total, label)` after every request.
     """
     if tokens < 1 or seeds < 1 or invocations < 1 or warmup < 0:
         raise BenchError("tokens, seeds and invocations must be at least 1 and warmup at least 0.")
@@ -129,6 +133,10 @@ def run_protocol(
     def check_cancel() -> None:
         if cancel is not None and cancel.is_set():
             raise BenchCancelled("The benchmark was cancelled before it finished.")
+
+    # Kernels compiled before anything is timed, calibration included (seen, not silent).
+    check_cancel()
+    warmup_record = _compile_warmup(engine, prompt_ids, prepared, compile_warmup)
 
     # The calibration the predictions read, before any request: cost-aware rows price with it.
     curve, curve_from = None, None
@@ -199,6 +207,8 @@ def run_protocol(
         from core.profile import record_environment
 
         environment = record_environment()  # the same record profiles keep
+    # Whether this machine compiled kernels first (a copy: the caller's record is shared).
+    environment = {**environment, "warmup": warmup_record}
     protocol = {
         "tokens": tokens,
         "seeds": seeds,
@@ -224,6 +234,25 @@ def run_protocol(
     if models is not None:
         protocol["models"] = models_protocol(models)
     return BenchReport(environment=environment, protocol=protocol, results=out)
+
+
+def _compile_warmup(engine: Any, prompt_ids: Sequence[int], rows: list[BenchSetting],
+                    force: bool | None) -> dict[str, Any]:
+    """core.warmup over every row's shapes and the calibration's (rows and modes), at the
+    prompt's length; the record the report keeps."""
+    from core.warmup import WarmupRecord, verify_rows, warm_up_engine
+
+    if force is False:
+        return WarmupRecord(False, reason="turned off").to_dict()
+    settings = [b.settings for b in rows]
+    need = needed_calibration(rows)
+    extra = need["rows"] if need is not None else 0
+    modes = need["modes"] if need is not None else ("auto",)
+    record = warm_up_engine(
+        engine, settings, prompt_tokens=len(prompt_ids), rows=verify_rows(settings, extra),
+        modes=modes, force=bool(force),
+    )  # fmt: skip
+    return record.to_dict()
 
 
 def _calibration_summary(curve: Any, source: str | None) -> dict[str, Any] | None:

@@ -649,7 +649,7 @@ def _fake_pair(monkeypatch: pytest.MonkeyPatch) -> list:
     def load_pair(target_spec, draft_spec):
         asked.append((target_spec, draft_spec))
         loaded = types.SimpleNamespace(model=target, spec=target_spec, name="tiny", config={})
-        return types.SimpleNamespace(target=loaded, draft=None)
+        return types.SimpleNamespace(target=loaded, draft=None, vocab_size=96)  # as a ModelPair
 
     import core.models
 
@@ -677,6 +677,8 @@ def test_calibrate_cli_prints_the_table_and_writes_json(monkeypatch, tmp_path, c
     assert f"measured {'none' if measured is None else f'R = {measured}'}" in text
     assert ("agrees" if curve.prediction_agrees else "DISAGREES") in text
     assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temp file left behind
+    warm = json.loads(out.read_text())["warmup"]  # the compile warm-up: none on the CPU
+    assert warm["ran"] is False and "CPU" in warm["reason"] and warm["settled"] is None
 
 
 def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, capsys):

@@ -12,7 +12,7 @@ from textual.widgets._toast import Toast
 
 from core.profile import ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import FakeSession, Script, chat, ready, wait_for
+from tests.tui.conftest import GATE_S, FakeSession, Script, chat, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
@@ -171,3 +171,36 @@ async def test_a_warning_while_loading_reaches_the_user(profiles: Path) -> None:
         await pilot.pause()
         assert not any(n.message == "after the load" for n in app._notifications)
         assert not any(type(h).__name__ == "_Forward" for h in logging.getLogger("core").handlers)
+
+
+async def test_a_compile_at_load_shows_in_the_status_line_until_done(profiles: Path) -> None:
+    """A first use that stalls on GPU kernel compilation (core.warmup's watch, as the real
+    session's warm-up runs it while loading) is said at once: a notification and the status
+    line, then the final "compiled in N s". The load holds until the status line showed it."""
+    import threading
+
+    from core.warmup import CompileWatch
+
+    shown = threading.Event()
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        with CompileWatch("fake [model]", threshold_s=0.05, interval_s=60.0):
+            assert shown.wait(GATE_S)
+        return FakeSession(Script(), target, draft)
+
+    app = SpecDecApp(Settings(), factory, profiles_dir=profiles,
+                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    said = "compiling GPU kernels for fake [model]: first use on this machine"
+
+    def status() -> str:
+        return str(app.query_one("#status", Static).render())
+
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: said in status())
+        assert [n.severity for n in app._notifications if n.message == said] == ["warning"]
+        shown.set()
+        await ready(pilot)
+        await wait_for(pilot, lambda: any(n.message.startswith("compiled GPU kernels for fake "
+                                                               "[model] in ")
+                                          for n in app._notifications))  # fmt: skip
+        assert app.compiling is None and said not in status() and "ready" in status()

@@ -12,13 +12,21 @@
 #   3. carrying .device/c:  source .device/c/model.sh && <benchmark>   (--default-model only)
 # Later calls on the same warm machine start with:
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
+# A fresh machine compiles MLX's CUDA kernels at first use (a minute or more per model, said
+# by the app, chat, bench and calibrate; kept out of every timed number). To pay for that once,
+# not per lease, bring the kernel cache back and carry it (kcache.sh, beside this script):
+#   end a benchmark call with   ; bash docs/benchmarks/h200/kcache.sh save "$OUT"
+#   here:                       bash docs/benchmarks/h200/kcache.sh take FILES_AT
+#   start the next call with    bash docs/benchmarks/h200/kcache.sh restore  (carrying .device/kcache)
+# Packing again keeps .device/kcache.
 set -euo pipefail
 MLX_VERSION=0.32.4
 MLX_LM_VERSION=0.32.2
 root="$(git rev-parse --show-toplevel)"
 cd "$root"
 grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
-rm -rf .device && mkdir -p .device/a .device/b .device/c .device/tmp
+rm -rf .device/a .device/b .device/c .device/tmp  # .device/kcache (kcache.sh) is kept
+mkdir -p .device/a .device/b .device/c .device/tmp
 plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
