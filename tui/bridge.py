@@ -439,7 +439,7 @@ class EngineBridge:
             if session.needs_curve(settings) and not self._calibrate(
                 session, settings, cmd, "first use, "
             ):
-                self._post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
+                post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
                 return
             for item in session.generate(
                 prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
