@@ -76,45 +76,30 @@ def _known_vocab(model: nn.Module) -> int:
     return v
 
 
-def _draft_stepper(
-    model: nn.Module, cache: list[Any], fused: bool
-) -> Callable[[mx.array], mx.array]:
-    """step(token[1]) -> logits[1, V] for the draft, compiled when `fused` and supported."""
-    if fused:
-        from core.drafting.compiled import CompiledDecodeStep, supports
+def _time_proposal(state: Any, seq: list[int], vocab: int, sampled: bool, fused: bool,
+                   rng: Any) -> float:
+    """Seconds per draft step as the engine drafts: one ModelDrafter.propose of DRAFT_CHAIN
+    steps (core/drafting/model.py: the same decode, penalty, softmax and draw per step, chained
+    with async_eval), evaluated with its q rows. Sampled, each step also turns its logits into
+    q over the vocabulary and draws from it. The cache is trimmed back afterwards."""
+    from core.cached_model import cache_offset
+    from core.drafting.base import DraftRequest
+    from core.drafting.model import ModelDrafter
+    from core.sampling import LogitsConfig
 
-        if supports(model) is None:
-            fused_step = CompiledDecodeStep(model)
-            return lambda y: fused_step.step(y, cache)
-    return lambda y: model(y[None], cache=cache)[0, -1:]
-
-
-def _time_draft_chain(
-    step: Callable[[mx.array], mx.array], vocab: int, sampled: bool, rng: Any
-) -> float:
-    """Seconds per draft step as the engine drafts (core/drafting/model.py): DRAFT_CHAIN steps
-    chained on the device with async_eval and one wait at the end; sampled, each step also
-    turns its logits into q (softmax over the vocabulary) and draws from it, and the q rows
-    are gathered as the acceptance needs them."""
-    from core.sampling import LogitsConfig, sample, to_probs
-
-    cfg = LogitsConfig(temperature=1.0)
+    cfg = LogitsConfig(temperature=1.0 if sampled else 0.0)
     keys = mx.random.split(mx.random.key(int(rng.integers(0, 2**31))), DRAFT_CHAIN)
-    y = mx.array(rng.integers(0, vocab, (1,)), dtype=mx.int32)
-    mx.eval(y, keys)
-    qs = []
+    mx.eval(keys)
     t0 = time.perf_counter()
-    for i in range(DRAFT_CHAIN):
-        logits = step(y)[:, :vocab]
-        if sampled:
-            q = to_probs(logits, cfg)
-            qs.append(q)
-            y = sample(q, keys[i])
-        else:
-            y = mx.argmax(logits, axis=-1)
-        mx.async_eval(y)
-    mx.eval(y, *([mx.concatenate(qs)] if qs else []))
-    return (time.perf_counter() - t0) / DRAFT_CHAIN
+    proposal = ModelDrafter(state).propose(
+        DraftRequest(seq, DRAFT_CHAIN, vocab, cfg, keys, None, compiled=fused)
+    )
+    mx.eval(proposal.tokens, *([] if proposal.q is None else [proposal.q]))
+    dt = (time.perf_counter() - t0) / DRAFT_CHAIN
+    from mlx_lm.models.cache import trim_prompt_cache
+
+    trim_prompt_cache(state.cache, cache_offset(state.cache) - len(state.seq))
+    return dt
 
 
 def _time_acceptance(
@@ -236,24 +221,25 @@ def calibrate(
 
     draft_s = sampled_s = None
     if draft_model is not None:
-        dcache = make_prompt_cache(draft_model)
+        from core.cached_model import CachedModel
+
         dvocab = min(vocab, _known_vocab(draft_model))
-        prefill(draft_model, dcache, prompt % dvocab)
-        step = _draft_stepper(draft_model, dcache, fused_draft)
+        state = CachedModel(draft_model, make_prompt_cache(draft_model))
+        seq = [int(t) for t in (prompt % dvocab).tolist()]
+        state.prefill(seq[:-1])  # the last token is the round's to feed, as in the engine
         chains: dict[bool, list[float]] = {False: [], True: []}
         for p in range(passes):
             _check_cancel(cancel)
             for sampled in (False, True):
-                dt = _time_draft_chain(step, dvocab, sampled, rng)
+                dt = _time_proposal(state, seq, dvocab, sampled, fused_draft, rng)
                 if p >= warmup:
                     chains[sampled].append(dt)
-                trim_prompt_cache(dcache, DRAFT_CHAIN)  # the draft's KV length stays put
             done += 1
             if progress is not None:
                 progress(done, total, "draft step")
         draft_s = statistics.median(chains[False])
         sampled_s = statistics.median(chains[True])
-        del dcache
+        del state
     accept = _time_acceptance([r for r in ACCEPT_ROWS if r <= max(row_list)] or [1], vocab,
                               passes, warmup, rng)
 

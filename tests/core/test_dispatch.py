@@ -622,9 +622,9 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, m
     assert set(plain.accept_s["sampled"]) == {1, 2}  # the acceptance at the rows asked for
     fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, fused_draft=True)
     assert fused.draft_step_s == pytest.approx(0.25e-3)
-    # every pass (warm-up included) chains DRAFT_CHAIN compiled steps greedy, then sampled,
-    # each one position on from the prompt's end (the cache is trimmed back after a chain)
-    assert compiled == list(range(8, 8 + chain)) * (2 * (1 + 5))
+    # every pass (warm-up included) proposes DRAFT_CHAIN compiled steps greedy, then sampled,
+    # the first feeding the prompt's last token (the cache trimmed back after each proposal)
+    assert compiled == list(range(7, 7 + chain)) * (2 * (1 + 5))
 
 
 def test_calibration_refuses_bad_requests():
