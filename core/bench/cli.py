@@ -326,7 +326,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
 
         if missing := missing_packages():
             raise PeerUnavailable(
-                f"--peer transformers-pld needs torch, transformers and gguf; "
+                f"--peer transformers-pld needs torch, transformers, gguf and accelerate; "
                 f"{', '.join(missing)} will not import here."
             )
     needs_draft = args.peer == "mlx-lm" or any(b.settings.mode != "target-only" for b in rows)

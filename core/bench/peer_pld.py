@@ -25,6 +25,7 @@ from core.errors import UserError
 
 PLD = "transformers-pld"
 NUM_TOKENS = 10  # transformers' own example value for prompt_lookup_num_tokens
+PACKAGES = ("torch", "transformers", "gguf", "accelerate")  # transformers' GGUF loading needs all
 NGRAM = 3  # its default max_matching_ngram_size (2 in some versions: recorded either way)
 
 
@@ -34,7 +35,7 @@ class PeerUnavailable(UserError):
 
 def missing_packages() -> list[str]:
     """The packages the peer needs that do not import here."""
-    return [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
+    return [m for m in PACKAGES if importlib.util.find_spec(m) is None]
 
 
 def gguf_path_of(spec: str) -> Path:
@@ -74,7 +75,7 @@ def load_pld_peer(spec: str, num_tokens: int = NUM_TOKENS, ngram: int = NGRAM) -
     missing = missing_packages()
     if missing:
         raise PeerUnavailable(
-            f"--peer {PLD} needs torch, transformers and gguf, and {', '.join(missing)} "
+            f"--peer {PLD} needs torch, transformers, gguf and accelerate, and {', '.join(missing)} "
             f"{'does' if len(missing) == 1 else 'do'} not import here (pip install them; they "
             "are not dependencies of specdec-tui)."
         )
@@ -85,7 +86,7 @@ def load_pld_peer(spec: str, num_tokens: int = NUM_TOKENS, ngram: int = NGRAM) -
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda else torch.float32
     model = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, torch_dtype=dtype
+        str(path.parent), gguf_file=path.name, dtype=dtype
     )
     device = "cuda" if cuda else "cpu"
     model = model.to(device).eval()
@@ -120,18 +121,19 @@ def pld_request(
     import torch
 
     ids = torch.tensor([list(prompt_ids)], device=peer.device)
-    kw: dict[str, Any] = {}
-    if speculative:
-        kw = {"prompt_lookup_num_tokens": peer.num_tokens,
-              "max_matching_ngram_size": peer.ngram}  # fmt: skip
     config = copy.deepcopy(peer.model.generation_config)
-    config.eos_token_id = None  # EOS ignored, as our bench rows: exactly `tokens` tokens
+    # EOS ignored, as our bench rows: an id no step can produce (None falls back to the
+    # model's own EOS), so every request is exactly `tokens` long.
+    config.eos_token_id = int(peer.model.config.vocab_size)
     config.pad_token_id = 0
-    config.do_sample, config.max_new_tokens = False, tokens
+    config.do_sample, config.max_new_tokens, config.min_new_tokens = False, tokens, None
+    if speculative:
+        config.prompt_lookup_num_tokens = peer.num_tokens
+        config.max_matching_ngram_size = peer.ngram
     clock = _Clock()
     with torch.inference_mode():
         out = peer.model.generate(ids, attention_mask=torch.ones_like(ids),
-                                  generation_config=config, streamer=clock, **kw)  # fmt: skip
+                                  generation_config=config, streamer=clock)
         if peer.device == "cuda":
             torch.cuda.synchronize()
     e2e = time.perf_counter() - clock.t0

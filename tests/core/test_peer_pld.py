@@ -3,8 +3,6 @@ and, where torch, transformers and gguf import, a short real run on the default 
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from core.bench import peer_pld
@@ -14,12 +12,12 @@ from core.errors import UserError
 from core.settings import Settings
 from tests.core.test_bench import TINY, _run_cli
 
-HAVE_HF = all(importlib.util.find_spec(m) for m in ("torch", "transformers", "gguf"))
+HAVE_HF = not peer_pld.missing_packages()
 
 
 def test_the_peer_is_refused_in_one_sentence_where_a_package_is_missing(monkeypatch) -> None:
     monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch", "gguf"])
-    with pytest.raises(UserError, match=r"needs torch, transformers and gguf; torch, gguf will "
+    with pytest.raises(UserError, match=r"needs torch, transformers, gguf and accelerate; torch, gguf will "
                        r"not import here\.$"):  # fmt: skip
         _run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-pld"])
     with pytest.raises(peer_pld.PeerUnavailable, match=r"torch, gguf do not import here"):
@@ -43,7 +41,7 @@ def test_our_lookup_row_is_its_counterpart() -> None:
 
 
 @pytest.mark.real_model
-@pytest.mark.skipif(not HAVE_HF, reason="torch, transformers and gguf are not installed here "
+@pytest.mark.skipif(not HAVE_HF, reason="torch, transformers, gguf or accelerate is not installed here "
                     "(optional: only the transformers-pld peer uses them)")  # fmt: skip
 def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
     from core.bench import run_protocol

@@ -8,8 +8,9 @@
 #
 # Two calls of at most 10 minutes, on a machine set up by pack.sh --default-model (its three
 # set-up calls; the third brings the model). The machine has torch 2.11 and transformers 5.17;
-# the gguf package travels as a wheel in .whl/ (ignored by git: carry it):
-#   here, once:   python3 -m pip download -q --no-deps --only-binary=:all: -d .whl gguf==0.17.1
+# the gguf and accelerate packages (transformers' GGUF loading needs both) travel as wheels in
+# .whl/ (ignored by git: carry it; if the machine already has accelerate, its wheel is unused):
+#   here, once:   python3 -m pip download -q --no-deps --only-binary=:all: -d .whl gguf==0.19.0 accelerate==1.15.0
 #   call 1 (carry .whl, .device/c):  source .device/c/model.sh && PART=1 bash docs/benchmarks/h200/lookup3.sh $OUT
 #   call 2 (same warm machine):      export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
 #                                    PART=2 bash docs/benchmarks/h200/lookup3.sh $OUT
@@ -26,10 +27,11 @@ PART=${PART:-1}
 W=/tmp/lookup3-$PART; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
 T=${TOKENS:-256}
-if ls .whl/gguf-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/gguf-*.whl 2>&1 | tail -2
-fi
-python3 -c "import torch, transformers, gguf; print('torch', torch.__version__, 'transformers', transformers.__version__, 'gguf ok')" \
+for pkg in gguf accelerate; do
+  python3 -c "import $pkg" 2>/dev/null || python3 -m pip install -q --no-deps --no-index \
+    --target /tmp/site .whl/$pkg-*.whl 2>&1 | tail -2
+done
+python3 -c "import torch, transformers, gguf, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'gguf ok')" \
   2>&1 | tee "$W/versions.txt"
 COPYING="rewrite-paragraph code-edit-pasted code-refactor-pasted code-refactor"
 ROWS="--profile target-only --profile lookup --profile hybrid-cost-aware"
