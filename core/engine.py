@@ -29,6 +29,7 @@ from core.cached_model import CachedModel
 from core.dispatch import verification_patches
 from core.drafting import registry
 from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
+from core.drafting.plan import Plan, plan_round
 from core.errors import UserError
 from core.events import CommittedToken, RoundEvent, RunSummary
 from core.policy import Policy, make_policy
@@ -100,6 +101,7 @@ class Engine:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
+        self._clock = time.perf_counter  # what catch-ups are timed with (tests count with theirs)
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -268,40 +270,47 @@ class Engine:
         source: Callable[[], Settings],
         cancel: threading.Event | None,
     ) -> Iterator[RoundEvent]:
-        """One speculative round from the source the settings route to; when it has nothing
-        to propose, or its policy wants k = 0, plain target steps, pipelined until it might."""
+        """One speculative round from the first offer whose source's policy wants to draft;
+        when none does, plain target steps, pipelined until one might (asked after each)."""
         if s.lookup_min_match != self._lookup_min_match:  # sources are built with it
             self._lookup_min_match, self._drafters = s.lookup_min_match, {}
-        router = self.drafter(s.draft_source)
-        name = router.route(seq)
-        drafter = self.drafter(name) if name is not None else None
         if s.dispatch == "fastest":
             self._ensure_curve(s, len(seq))
-        policy = self._policy_for(s, len(seq), drafter) if drafter is not None else None
-        cap = min(MAX_K, remaining - 1 if s.bonus else remaining)  # the drafts still usable
-        k = max(min(policy.next_k(cap), cap), 0) if policy is not None else 0
-        if drafter is not None and policy is not None and k > 0:
-            # Outside the round, so its timings and the policy's observed costs stay its own.
-            totals.draft_catch_up = max(totals.draft_catch_up, drafter.catch_up(seq, s.prefill_chunk))
-            ev = self._speculative_round(seq, s, k, key, totals.rounds, drafter)
-            policy.observe(ev.proposed, ev.accepted, self._observed_s(ev))
+        plan = self._plan(seq, s, remaining)
+        drafter, policy, asked = plan.drafter, plan.policy, plan.declined
+        if drafter is not None and policy is not None:
+            # Outside the round's timer; a catch-up after the first (a model's lag behind target
+            # steps or copies) is charged to its policy: a hybrid's model pays its way or stops.
+            t0 = self._clock()
+            absorbed = drafter.catch_up(seq, s.prefill_chunk)
+            caught = self._clock() - t0 if drafter.name in totals.caught_up else 0.0
+            totals.caught_up.add(drafter.name)
+            totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
+            ev = self._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
+            seconds = self._observed_s(ev)
+            policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
             yield ev
             return
+        done = 0
 
-        def drafts_next() -> bool:
-            """After each target step: would the next round draft (the route changed, or the
-            policy now wants k > 0)? Then the step already queued is the last one."""
-            if policy is not None and policy.next_k() > 0:
-                return True
-            return router.route(seq) != name
+        def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
+            nonlocal asked
+            after = self._plan(seq, s, remaining - done - 1)
+            asked = after.declined
+            return after.drafter is not None
 
-        for ev in self._single_model_rounds(
-            seq, s, "target-only", key, totals.rounds, remaining, source, cancel,
-            stop_after=drafts_next,
-        ):  # fmt: skip
-            if policy is not None:
-                policy.observe(0, 0, self._observed_s(ev))
+        for ev in self._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
+                                            source, cancel, stop_after=drafts_next):  # fmt: skip
+            done += 1
+            for p in asked:  # the policies that said 0 for this step
+                p.observe(0, 0, self._observed_s(ev))
             yield ev
+
+    def _plan(self, seq: Sequence[int], s: Settings, remaining: int) -> Plan:
+        """Who drafts after `seq`, how many (core.drafting.plan); host work only."""
+        cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
+        return plan_round(self.drafter(s.draft_source), self.drafter,
+                          lambda d: self._policy_for(s, len(seq), d), seq, cap)  # fmt: skip
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
@@ -326,7 +335,8 @@ class Engine:
                 # priced as this run drafts and accepts: sampled steps cost more than greedy
                 view = self.cost_curve.for_sampling(s.greedy)
                 price = drafter.price(view)
-            kept = (sig, make_policy(s, view, price))
+            copies = bool(getattr(drafter, "copies", False))
+            kept = (sig, make_policy(s, view, price, copies=copies))
             self._policies[drafter.name] = kept
         return kept[1]
 
@@ -386,15 +396,8 @@ class Engine:
 
         draft = self._draft.model if self._draft is not None else None
         modes = ("auto", "gemm") if s.dispatch == "fastest" else ("auto",)
-        return calibrate(
-            self._target.model,
-            draft,
-            rows=s.k_max + 1,
-            repeats=3,
-            context=max(context, 16),
-            modes=modes,
-            fused_draft=s.fused_draft,
-        )
+        return calibrate(self._target.model, draft, rows=s.k_max + 1, repeats=3,
+                         context=max(context, 16), modes=modes, fused_draft=s.fused_draft)  # fmt: skip
 
     # -- rounds ------------------------------------------------------------------------------
 

@@ -229,3 +229,94 @@ def predict(
         raise ValueError(f"k_max {k_max} is below k_min {k_min}")
     per_k = tuple(predict_k(cost, k, accept, bonus, scale[k > 0]) for k in range(k_min, k_max + 1))
     return Prediction(per_k, cost.step, bonus)
+
+
+# -- copies: how far a copy runs ------------------------------------------------------------
+# A copy (core.drafting.lookup) is not a draft of independent guesses: once it matches, it
+# usually runs on (SmolLM2 on the H200: 0.9-1.0 per position from the 4th on, ~0.3 at the
+# first). What predicts its tokens is the distribution of how far copies of its kind ran.
+
+FIRST_PRIOR = 0.5  # P(a copy's first token is kept), before any evidence
+RUN_ON_PRIOR = 0.8  # P(it runs on past a kept token), before any evidence
+RUN_PRIOR_WEIGHT = 2.0  # rounds' worth of weight the prior carries
+
+
+@dataclass
+class RunLengths:
+    """How far copies of one kind ran: the empirical distribution of accepted run lengths.
+
+    A round that kept n of its k drafts (n < k) ran exactly n; one that kept all k ran at
+    least k (cut short by its own proposal, not by the text: censored). `went[j]` counts runs
+    seen to go past length j and `risk[j]` those that could have been seen to (the
+    Kaplan-Meier counts), so went[j] / risk[j] is P(run > j | run >= j)."""
+
+    went: list[int]
+    risk: list[int]
+
+    @classmethod
+    def empty(cls, size: int = 64) -> RunLengths:
+        return cls([0] * size, [0] * size)
+
+    def observe(self, accepted: int, proposed: int) -> None:
+        """One round that proposed `proposed` copies and kept `accepted`."""
+        for j in range(min(accepted + 1, proposed, len(self.risk))):
+            self.risk[j] += 1
+            self.went[j] += j < accepted
+
+    @property
+    def rounds(self) -> int:
+        return self.risk[0]
+
+    def survival(self, k: int, prior: Sequence[float] | None = None) -> list[float]:
+        """P(run >= j) for j = 1..k, from run_hazards(self, prior)."""
+        out, reach = [], 1.0
+        for c in run_hazards(self, k, prior):
+            reach *= c
+            out.append(reach)
+        return out
+
+
+def run_hazards(
+    runs: RunLengths | None, k: int, prior: Sequence[float] | None = None,
+    weight: float = RUN_PRIOR_WEIGHT,
+) -> list[float]:  # fmt: skip
+    """P(run > j | run >= j) for j = 0..k-1: the counts smoothed towards `prior` (default: the
+    first-token prior, then RUN_ON_PRIOR). Past the last length seen, the prior. These are the
+    per-position acceptances expected_tokens multiplies, so E[tokens] of a copy of k is
+    expected_tokens(k, run_hazards(...), bonus): the run-length model in the one formula."""
+    base = list(prior) if prior is not None else [FIRST_PRIOR] + [RUN_ON_PRIOR] * max(k - 1, 0)
+    out = []
+    for j in range(k):
+        p = acceptance_at(base, j)
+        if runs is None or j >= len(runs.risk):
+            out.append(p)
+        else:
+            out.append((runs.went[j] + weight * p) / (runs.risk[j] + weight))
+    return out
+
+
+def pooled_run_prior(pooled: RunLengths, k: int) -> list[float]:
+    """The prior for one kind's runs: all kinds' runs, whose first-token rate is smoothed
+    towards FIRST_PRIOR and whose later positions towards their own run-on rate (all lengths
+    past the first pooled, smoothed towards RUN_ON_PRIOR): a length no copy reached yet is
+    assumed to run on as the reached ones did, not to fail like a first token."""
+    went_on = sum(pooled.went[1:])
+    risk_on = sum(pooled.risk[1:])
+    on = (went_on + RUN_PRIOR_WEIGHT * RUN_ON_PRIOR) / (risk_on + RUN_PRIOR_WEIGHT)
+    return run_hazards(pooled, k, [FIRST_PRIOR] + [on] * max(k - 1, 0))
+
+
+def copy_acceptance(kind: RunLengths | None, pooled: RunLengths, k: int) -> list[float]:
+    """Per-position acceptance of a copy of one kind: its own runs, smoothed towards all
+    kinds' (pooled_run_prior). Feed it to predict() / predict_k() like any acceptance."""
+    return run_hazards(kind, k, pooled_run_prior(pooled, k))
+
+
+def optimistic_hazards(kind: RunLengths | None, accept: Sequence[float]) -> list[float]:
+    """Each position's acceptance plus two standard errors of its own evidence, capped at 1:
+    the best a kind's copies can plausibly do, near 1 where nothing was seen."""
+    out = []
+    for j, a in enumerate(accept):
+        n = (kind.risk[j] if kind is not None and j < len(kind.risk) else 0) + RUN_PRIOR_WEIGHT
+        out.append(min(1.0, a + 2.0 * math.sqrt(max(a * (1.0 - a), 0.0) / n)))
+    return out

@@ -26,6 +26,7 @@ class RunTotals:
     tv_sum: float = 0.0
     tv_count: int = 0
     draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
+    caught_up: set[str] = field(default_factory=set)  # sources past their first catch-up
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
     first_round_tokens: int = 0  # committed by the round that brought the first token

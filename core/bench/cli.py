@@ -106,9 +106,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--trace", default=None, metavar="PATH",
                    help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
     g.add_argument("--peer", choices=PEERS, default=None,
-                   help="also time mlx-lm's own loops (greedy) on the same models")  # fmt: skip
+                   help="also time mlx-lm's own loops, or transformers' prompt lookup on the "
+                        "same GGUF (needs torch, transformers, gguf), greedy, paired with ours")  # fmt: skip
     g.add_argument("--peer-k", type=int, default=None,
-                   help="draft length for the peer (default: the first fixed-k setting's k)")  # fmt: skip
+                   help="draft length for the peer (mlx-lm: the first fixed-k setting's k; "
+                        "transformers-pld: prompt_lookup_num_tokens, 10)")  # fmt: skip
+    g.add_argument("--peer-ngram", type=int, default=None,
+                   help="transformers-pld: max_matching_ngram_size (default 3)")  # fmt: skip
 
 
 _FLAG_FIELDS = {
@@ -382,7 +386,15 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     from core.models import check_request, load_pair, pair_context_window
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
-    needs_draft = args.peer is not None or any(b.settings.mode != "target-only" for b in rows)
+    if args.peer == "transformers-pld":  # refused before any model loads
+        from core.bench.peer_pld import PeerUnavailable, missing_packages
+
+        if missing := missing_packages():
+            raise PeerUnavailable(
+                f"--peer transformers-pld needs torch, transformers, gguf and accelerate; "
+                f"{', '.join(missing)} will not import here."
+            )
+    needs_draft = args.peer == "mlx-lm" or any(b.settings.mode != "target-only" for b in rows)
     log = None if err.is_terminal else LogLines(err)
     loading = Text(f"loading {target} / {draft}")
     if log is not None:
@@ -399,7 +411,14 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
-    peer = None
+    peer: Any = None
+    if args.peer == "transformers-pld":
+        from core.bench.peer_pld import NGRAM, NUM_TOKENS, load_pld_peer
+
+        k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
+        if not (1 <= k <= 64 and 1 <= n <= 16):
+            raise BenchError(f"--peer-k must be 1-64 and --peer-ngram 1-16, got {k} and {n}.")
+        peer = load_pld_peer(target, k, n)
     if args.peer == "mlx-lm":
         k = args.peer_k
         if k is None:

@@ -19,7 +19,7 @@ from core.bench.quality import divergence_margin, first_divergence, scorer_for
 from core.bench.results import BenchResult, BenchSetting, Divergence
 from core.settings import Settings
 
-PEERS = ("mlx-lm",)
+PEERS = ("mlx-lm", "transformers-pld")
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,21 @@ class _PeerRequest:
     round_ms: list[float]
 
 
-def is_peer_match(s: Settings, mode: str, k: int) -> bool:
-    """Whether a row of ours runs what mlx-lm's loop of `mode` runs (greedy, fixed k, bonus)."""
+def is_peer_match(s: Settings, mode: str, k: int, peer: str = "mlx-lm") -> bool:
+    """Whether a row of ours runs what the peer's loop of `mode` runs: greedy; for mlx-lm's
+    speculative loop a fixed k with the bonus, for transformers' prompt lookup our lookup
+    (its k our own: the comparison is of how far each copies)."""
     same = s.mode == mode and s.greedy and s.repetition_penalty == 1.0
+    if mode == "speculative" and peer == "transformers-pld":
+        return same and s.draft_source == "lookup"
     if mode == "speculative":
-        same = same and s.policy == "fixed" and s.k == k and s.bonus
+        same = same and s.policy == "fixed" and s.k == k and s.bonus and s.draft_source == "model"
     return same
 
 
-def with_peer_counterparts(rows: list[BenchSetting], k: int) -> list[BenchSetting]:
+def with_peer_counterparts(
+    rows: list[BenchSetting], k: int, peer: str = "mlx-lm"
+) -> list[BenchSetting]:
     """Greedy rows of ours that mlx-lm's loops are compared with (added when none match)."""
     base = rows[0].settings
     greedy = {"temperature": 0.0, "rule": "greedy", "repetition_penalty": 1.0, "top_p": 1.0}
@@ -63,29 +69,39 @@ def with_peer_counterparts(rows: list[BenchSetting], k: int) -> list[BenchSettin
         name = "target-only greedy"
         out.append(BenchSetting(name, base.replace(mode="target-only", **greedy)))
         names.add(name)
-    if not any(is_peer_match(b.settings, "speculative", k) for b in rows):
-        s = base.replace(mode="speculative", policy="fixed", k=k, bonus=True, **greedy)
-        out.append(BenchSetting(f"speculative greedy k={k}", s))
+    if not any(is_peer_match(b.settings, "speculative", k, peer) for b in rows):
+        if peer == "transformers-pld":
+            s = base.replace(mode="speculative", draft_source="lookup", policy="cost-aware",
+                             k_min=0, k_max=32, bonus=True, **greedy)  # fmt: skip
+            out.append(BenchSetting("lookup greedy", s))
+        else:
+            s = base.replace(mode="speculative", policy="fixed", k=k, bonus=True, **greedy)
+            out.append(BenchSetting(f"speculative greedy k={k}", s))
     return out
 
 
-def paired_counterparts(rows: Sequence[BenchSetting], peer: Peer) -> dict[bool, BenchSetting]:
+def paired_counterparts(rows: Sequence[BenchSetting], peer: Any) -> dict[bool, BenchSetting]:
     """The row of ours each of mlx-lm's loops runs against, request by request (False:
     target-only, True: speculative): the first greedy row that runs what that loop runs."""
     out: dict[bool, BenchSetting] = {}
     for speculative, mode in ((False, "target-only"), (True, "speculative")):
         if speculative and peer.draft is None:
             continue
-        match = next((b for b in rows if is_peer_match(b.settings, mode, peer.k)), None)
+        match = next((b for b in rows if is_peer_match(b.settings, mode, peer.k, peer.name)),
+                     None)  # fmt: skip
         if match is not None:
             out[speculative] = match
     return out
 
 
 def _peer_request(
-    peer: Peer, prompt_ids: Sequence[int], tokens: int, speculative: bool
+    peer: Any, prompt_ids: Sequence[int], tokens: int, speculative: bool
 ) -> _PeerRequest:
-    """One mlx-lm request from a fresh cache (mlx-lm builds one per call)."""
+    """One request of the peer's from a fresh cache (mlx-lm builds one per call)."""
+    if peer.name == "transformers-pld":
+        from core.bench.peer_pld import pld_request
+
+        return _PeerRequest(*pld_request(peer, prompt_ids, tokens, speculative))  # type: ignore[arg-type]
     from mlx_lm.generate import generate_step, speculative_generate_step
 
     V = peer.vocab_size
@@ -131,7 +147,7 @@ def _peer_request(
 
 
 def run_peer(
-    peer: Peer,
+    peer: Any,
     prompt_ids: Sequence[int],
     tokens: int,
     seeds: int,
@@ -156,7 +172,7 @@ def run_peer(
     paired = paired or {}
     out = []
     for speculative in kinds:
-        settings = {
+        settings: dict[str, Any] = {
             "mode": "speculative" if speculative else "target-only",
             "rule": "greedy",
             "tv_budget": 0.0,
@@ -169,6 +185,12 @@ def run_peer(
             "engine": peer.name,
         }
         name = f"{peer.name} speculative k={peer.k}" if speculative else f"{peer.name} target-only"
+        if peer.name == "transformers-pld":
+            settings |= {"draft_source": "prompt-lookup", "prompt_lookup_num_tokens": peer.k,
+                         "max_matching_ngram_size": peer.ngram, "dtype": peer.dtype,
+                         "device": peer.device}  # fmt: skip
+            name = (f"{peer.name} k={peer.k} ngram={peer.ngram}" if speculative
+                    else f"transformers greedy ({peer.dtype})")  # fmt: skip
         r = BenchResult(name, name, settings, engine=peer.name)
         mine = paired.get(speculative) if ours is not None else None
         for _ in range(warmup):
@@ -244,9 +266,10 @@ def link_peers(results: list[BenchResult]) -> None:
     for r in results:
         if r.engine == "specdec-tui":
             continue
-        mode, k = r.settings["mode"], r.settings["k"]
+        mode, k, kind = r.settings["mode"], r.settings["k"], r.settings["engine"]
         match = next(
-            (o for o in ours if is_peer_match(Settings.from_dict(o.settings), mode, k)), None
+            (o for o in ours if is_peer_match(Settings.from_dict(o.settings), mode, k, kind)),
+            None,
         )
         if match is not None and match.median_e2e_s and r.median_e2e_s:
             r.peer_of = match.name

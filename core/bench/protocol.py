@@ -100,7 +100,7 @@ def run_protocol(
     check_seeds(rows, seeds)
     rows = _with_baseline(rows)
     if peer is not None:
-        rows = with_peer_counterparts(rows, peer.k)
+        rows = with_peer_counterparts(rows, peer.k, peer.name)
     prepared = [
         BenchSetting(b.name, b.settings.replace(max_tokens=tokens, ignore_eos=True, traced=False))
         for b in rows
@@ -224,7 +224,7 @@ def run_protocol(
         "greedy_reference": "same engine" if reference is engine else "another engine",
         "peer": peer.name if peer is not None else None,
         "peer_order": (
-            "after the other rows: per invocation and seed, a request of ours then mlx-lm's "
+            f"after the other rows: per invocation and seed, a request of ours then {peer.name}'s "
             "(ABAB...), each pair's ratio kept"
         )
         if peer is not None

@@ -199,10 +199,12 @@ def report_markdown(report: BenchReport) -> str:
             )
     peers = [r for r in report.results if r.engine != "specdec-tui"]
     if peers:
-        out.append("\n### Against mlx-lm (greedy, same models, same protocol)\n")
+        who = peers[0].engine
+        what = ("the same GGUF dequantized" if who == "transformers-pld" else "same models")
+        out.append(f"\n### Against {who} (greedy, {what}, same protocol)\n")
         out.append(
-            "Paired: each of mlx-lm's requests ran right after one of ours with the same seed "
-            "(ABAB...); a pair's ratio is our speed over mlx-lm's (its E2E over ours), so a "
+            f"Paired: each of {who}'s requests ran right after one of ours with the same seed "
+            f"(ABAB...); a pair's ratio is our speed over {who}'s (its E2E over ours), so a "
             "ratio range that stays on one side of 1.00x is not the host's noise.\n"
         )
 
@@ -212,8 +214,8 @@ def report_markdown(report: BenchReport) -> str:
                     secs(ours.median_e2e_s if ours else None), ratio(r.ours_vs_peer),
                     *paired_cells(r))  # fmt: skip
 
-        out += md_table(("mlx-lm row", "its median E2E", "ours", "our median E2E",
-                         "ours vs mlx-lm (medians)", "paired ours/mlx-lm: median", "IQR",
+        out += md_table((f"{who} row", "its median E2E", "ours", "our median E2E",
+                         f"ours vs {who} (medians)", f"paired ours/{who}: median", "IQR",
                          "min-max", "pairs"), map(paired, peers))  # fmt: skip
     with_text = [r for r in report.results if r.outputs]
     if with_text:

@@ -63,6 +63,31 @@ class Proposal:
         return int(self.tokens.shape[0])
 
 
+@dataclass(frozen=True)
+class Offer:
+    """What a source could propose after the committed tokens, known on the host before any
+    device work: the policy reads it to choose k before the round (and after every pipelined
+    target step, to decide whether the next round drafts at all).
+
+    `available` caps k (a copy has only so many tokens after its match; None: any k);
+    `kind` groups proposals whose acceptance behaves alike (a copy's match length), so a
+    policy can keep statistics per kind."""
+
+    source: str
+    available: int | None = None
+    kind: int = 0
+
+
+def offers_of(drafter: Any, seq: Sequence[int]) -> list[Offer]:
+    """The offers of `drafter` after `seq`, best first: its own `offers(seq)` where it has one,
+    else one offer from the source its `route(seq)` names (none when it names none)."""
+    offers = getattr(drafter, "offers", None)
+    if offers is not None:
+        return list(offers(seq))
+    name = drafter.route(seq)
+    return [Offer(name)] if name is not None else []
+
+
 def empty_proposal(source: str) -> Proposal:
     """Nothing to propose: the round becomes a plain target step."""
     return Proposal(mx.array([], dtype=mx.uint32), None, source, ())

@@ -18,17 +18,25 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.drafting.base import DraftRequest, Proposal, empty_proposal
+from core.drafting.base import DraftRequest, Offer, Proposal, empty_proposal
 from core.drafting.registry import DraftResources
 from core.drafting.suffix_index import SuffixIndex
 
 DEFAULT_MIN_MATCH = 2  # a repeat of one token (", the") predicts too little to pay a verify
 
 
+def match_kind(length: int) -> int:
+    """The kind of a copy, for its run-length statistics: the match length's octave (2-3, 4-7,
+    8-15, 16-31, 32+). A copy that already agrees on 16 tokens runs on more often than one
+    that agrees on 2, so their acceptance is learnt apart."""
+    return min(max(length, 1).bit_length(), 6)
+
+
 class LookupDrafter:
     """Proposes the continuation of the longest earlier repeat of the committed tokens."""
 
     name = "lookup"
+    copies = True  # deterministic copies: the cost-aware policy models their run lengths
 
     def __init__(self, min_match: int = DEFAULT_MIN_MATCH) -> None:
         self.min_match = min_match
@@ -49,6 +57,17 @@ class LookupDrafter:
         self.catch_up(seq)
         return self.name if self.index.repeat_length() >= self.min_match else None
 
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        """The copy after `seq`, if its match is long enough: how many tokens truly follow the
+        earlier occurrence (no cap where the text's end is already periodic: the match spans
+        a whole period, so the loop's copy goes on), and the match's kind."""
+        self.catch_up(seq)
+        match = self.index.longest_repeat()
+        if match is None or match.length < self.min_match:
+            return []
+        period = len(self.index) - (match.end + 1)
+        available = None if match.length >= period else period
+        return [Offer(self.name, available, match_kind(match.length))]
 
     def propose(self, request: DraftRequest) -> Proposal:
         self.catch_up(request.seq)
@@ -100,6 +119,11 @@ class HybridDrafter:
 
     def route(self, seq: Sequence[int]) -> str | None:
         return self.lookup.route(seq) or self.model.name
+
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        """The lookup's copy first, then the model: the engine takes the first whose own
+        policy wants to draft, so each source is asked on its own evidence."""
+        return [*self.lookup.offers(seq), *self.model.offers(seq)]
 
     def _pick(self, seq: Sequence[int]) -> Any:
         return self.lookup if self.lookup.route(seq) else self.model

@@ -14,7 +14,7 @@ from typing import Any
 import mlx.core as mx
 
 from core.cached_model import PREFILL_CHUNK, CachedModel
-from core.drafting.base import DraftRequest, DraftUnavailable, Proposal
+from core.drafting.base import DraftRequest, DraftUnavailable, Offer, Proposal
 from core.drafting.registry import DraftResources
 from core.sampling import penalize, sample, to_probs
 
@@ -44,6 +44,8 @@ class ModelDrafter:
     def route(self, seq: Sequence[int]) -> str | None:
         return self.name  # a model always has something to propose
 
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        return [Offer(self.name)]
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
         return self.state_.catch_up(seq, chunk)
