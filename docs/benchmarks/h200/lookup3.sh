@@ -33,7 +33,7 @@ for pkg in gguf accelerate; do
 done
 python3 -c "import torch, transformers, gguf, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'gguf ok')" \
   2>&1 | tee "$W/versions.txt"
-COPYING="rewrite-paragraph code-edit-pasted code-refactor-pasted code-refactor"
+COPYING=${PROMPTS:-"rewrite-paragraph code-edit-pasted code-refactor-pasted code-refactor"}
 ROWS="--profile target-only --profile lookup --profile hybrid-cost-aware"
 bench() {  # name, temperature, prompt, extra args...
   local name=$1 temp=$2 p=$3; shift 3
