@@ -357,7 +357,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
 
     check = prompt_check(prompt_name) if prompt_name in prompt_names() else None
 
-    def task(ids: list[int]) -> bool:  # the answer: the text before the first EOS
+    def check_task(ids: list[int]) -> bool:  # the answer: the text before the first EOS
         assert check is not None
         end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
         return check(decode(ids[:end]))
@@ -380,7 +380,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             warmup=args.warmup, traced=not args.no_traced, progress=progress, decode=decode,
             peer=peer, quality=not args.no_quality,
             predict=not getattr(args, "no_predict", False),
-            task=task if check is not None else None,
+            task=check_task if check is not None else None,
             task_name=check.describe() if check is not None else None,
         )  # fmt: skip
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
