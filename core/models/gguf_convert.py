@@ -21,6 +21,7 @@ sha256 is itself remembered by path, size and mtime, so a later load hashes noth
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -50,6 +51,7 @@ _CHUNK_WEIGHTS = 1 << 22  # rows per conversion step: ~4M weights (16 MB of floa
 Progress = Callable[[int, int, str], None]  # (bytes done, bytes in all, tensor name)
 
 
+@functools.cache
 def readable_types() -> frozenset[str]:
     """Tensor types this loader reads: MLX's own plus every type gguf-py dequantizes."""
     from gguf import quants

@@ -196,6 +196,13 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
                        f"{(r.get('sample_output') or {}).get('seed')}: {json.dumps(text[:300])}")  # fmt: skip
         out.append("")
 
+    from core.bench import prompt_names
+
+    missing = [n for n in prompt_names() if n not in {name for name, _ in reports}]
+    if missing:
+        out.append("## Not measured yet\n")
+        out.append("Shipped prompts with no report in the data folder (run_cpu.sh PROMPT adds "
+                   f"one): {', '.join(missing)}.\n")  # fmt: skip
     out.append("## Commands\n")
     out.append("```")
     for _, doc in reports:
