@@ -74,3 +74,35 @@ def test_the_protocol_reports_task_success_beside_nll(engine, tiny_pair):
                                invocations=1, warmup=0, traced=False, predict=False)  # fmt: skip
     assert "Task success" not in plain.to_markdown()
     assert all(r.task_success is None for r in plain.results)
+
+
+def test_the_real_pair_page_is_written_from_the_raw_reports(engine, tiny_pair, tmp_path):
+    """docs/benchmarks/real-pair/make_page.py: each sweep row's numbers are the JSON's, and the
+    predicted column waits for the H200 curve."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "docs/benchmarks/real-pair/make_page.py"
+    spec = importlib.util.spec_from_file_location("make_page", script)
+    assert spec is not None and spec.loader is not None
+    make_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_page)
+    prompt_ids = tiny_pair.target.tokenizer.encode("count: 1 2 3")
+    rows = [Settings(k=2, rule="greedy", temperature=0.0)] + [
+        Settings(k=2, rule="mentored", temperature=0.7, tv_budget=tv) for tv in (0.0, 1.0)]
+    report = bench.run_protocol(engine, prompt_ids, rows, tokens=6, seeds=1, invocations=1,
+                                warmup=0, traced=False, predict=False,
+                                task=lambda ids: True, task_name="number 3")  # fmt: skip
+    doc = json.loads(report.to_json())
+    doc["protocol"].update(prompt={"name": "math-boxes"}, command="specdec-tui bench ...",
+                           models={"target": "t", "draft": "d", "vocab_size": 512})  # fmt: skip
+    (tmp_path / "math-boxes.json").write_text(json.dumps(doc))
+    reports = make_page.load_reports(tmp_path)
+    page = make_page.page(reports, None, tmp_path / "no-curve.json", tmp_path)
+    full = next(r for r in doc["results"] if r["settings"].get("tv_budget") == 1.0
+                and r["settings"]["rule"] == "mentored")  # fmt: skip
+    line = next(s for s in page.splitlines() if s.startswith("| math-boxes | 1.00 |"))
+    assert f"{full['quality']['target_nll']:.3f}" in line and "100%" in line
+    assert "not yet measured" in line
+    assert "| math-boxes | T = 0, greedy |" in page and "## Not measured yet" in page
