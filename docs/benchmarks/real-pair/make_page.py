@@ -136,6 +136,10 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
                "outputs the prompt's check passed (checkable prompts only). Predicted H200 "
                "speedup: core.prediction with the row's per-position acceptance at its k "
                "and the H200's curve for these shapes; best k in brackets.\n")  # fmt: skip
+    n_scored = len(proto["seed_values"]) * proto["tokens"]
+    out.append(f"Each row's NLL is over {n_scored} generated tokens ({len(proto['seed_values'])} "
+               f"seed(s) x {proto['tokens']}): one sampled text per seed, so a difference of a "
+               "few tenths between rows can be the sample, not the budget.\n")  # fmt: skip
     if curve is None:
         out.append(f"The H200 curve ({rel(curve_path)}) "
                    "is not here yet: the predicted column says so.\n")  # fmt: skip
