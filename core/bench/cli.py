@@ -21,6 +21,7 @@ from core.bench.peer import PEERS, Peer
 from core.bench.prompts import (
     DEFAULT_PROMPT,
     fit_prompt_ids,
+    prompt_check,
     prompt_kind,
     prompt_names,
     read_prompt,
@@ -438,6 +439,13 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
+    check = prompt_check(prompt_name) if prompt_name in prompt_names() else None
+
+    def check_task(ids: list[int]) -> bool:  # the answer: the text before the first EOS
+        assert check is not None
+        end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
+        return check(decode(ids[:end]))
+
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
@@ -464,6 +472,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             warmup=args.warmup, traced=not args.no_traced, progress=progress, decode=decode,
             peer=peer, quality=not args.no_quality,
             predict=not getattr(args, "no_predict", False),
+            task=check_task if check is not None else None,
+            task_name=check.describe() if check is not None else None,
         )  # fmt: skip
     warm = report.environment.get("warmup") or {}
     if warm.get("ran") and not warm.get("settled"):

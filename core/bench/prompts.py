@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from core.bench.errors import BenchError
+from core.bench.tasks import CHECK_PREFIX, TaskCheck, parse_check
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 # "rewrite": a pasted text to return with small changes, where most of the answer is a copy
 # (the lookup draft source's case; code-edit-pasted is the same idea for code).
-PROMPT_KINDS = ("code", "creative", "rewrite")
+# "math": a computation with one right answer (a `# check: number` prompt).
+PROMPT_KINDS = ("code", "creative", "rewrite", "math")
 DEFAULT_PROMPT = "creative-seed-vault"
 
 
@@ -26,7 +28,7 @@ def prompt_names() -> list[str]:
 
 
 def prompt_kind(name: str) -> str:
-    """'code', 'creative' or 'rewrite' (a shipped prompt's kind is the first word of its name)."""
+    """'code', 'creative', 'rewrite' or 'math' (a shipped prompt's kind: its name's first word)."""
     head = name.split("-", 1)[0]
     return head if head in PROMPT_KINDS else "other"
 
@@ -53,12 +55,28 @@ def read_prompt(name: str) -> tuple[str, int | None]:
         raise BenchError(
             f"There is no shipped prompt named {name!r}; known: {', '.join(prompt_names())}."
         )
+    text, budget, _ = _parsed(path)
+    return text, budget
+
+
+def prompt_check(name: str) -> TaskCheck | None:
+    """The program that checks a shipped prompt's answer (its `# check:` line), if any."""
+    read_prompt(name)  # an unknown name is refused the same way
+    text, _, line = _parsed(PROMPTS_DIR / f"{name}.txt")
+    return parse_check(line, text, name) if line else None
+
+
+def _parsed(path: Path) -> tuple[str, int | None, str | None]:
+    """A prompt file's text and its leading `# prompt-tokens:` / `# check:` lines."""
     text = path.read_text(encoding="utf-8")
-    budget = None
-    first, _, rest = text.partition("\n")
-    if first.startswith("# prompt-tokens:"):
-        budget, text = int(first.split(":", 1)[1]), rest
-    return text.strip(), budget
+    budget, check = None, None
+    while text.startswith(("# prompt-tokens:", CHECK_PREFIX)):
+        first, _, text = text.partition("\n")
+        if first.startswith(CHECK_PREFIX):
+            check = first
+        else:
+            budget = int(first.split(":", 1)[1])
+    return text.strip(), budget, check
 
 
 def fit_prompt_ids(tokenizer: Any, text: str, n_tokens: int | None) -> tuple[list[int], str]:

@@ -69,6 +69,8 @@ def run_protocol(
     quality: bool = True,
     predict: bool = True,
     compile_warmup: bool | None = None,
+    task: Callable[[list[int]], bool] | None = None,
+    task_name: str | None = None,
 ) -> BenchReport:
     """Run the seed's protocol on `engine` and return the report (no printing, no files).
 
@@ -83,7 +85,9 @@ def run_protocol(
     the same engine). `peer` adds mlx-lm rows (and greedy rows of ours to compare them with,
     when none match); those rows of ours are timed request by request against mlx-lm's
     (ours, then the peer's, per seed), after the other rows, and each pair's ratio is kept.
-    `predict`: every speculative row also gets core.prediction's speedup and its efficiency
+    `task` (a checkable prompt's check of one output's token ids) marks each row's first
+    invocation outputs passed or failed: task success beside NLL. `predict`: every
+    speculative row also gets core.prediction's speedup and its efficiency
     (core.bench.predicted), from the engine's calibration or one measured here first.
     Before all of it, on a GPU backend (always with `compile_warmup=True`, never with False),
     core.warmup runs every shape the rows and the calibration will use, so no calibration
@@ -198,6 +202,8 @@ def run_protocol(
         r.speedup_vs_target = base_med / med if base_med and med else None
         if decode is not None and r.outputs:
             _decode_texts(r, decode)
+        if task is not None:
+            r.task_passed = [bool(task(list(ids))) for ids in r.outputs.values()]
     link_peers(out)
     models = stamp_models(out, getattr(engine, "models", None))
     if curve is not None:
@@ -230,6 +236,7 @@ def run_protocol(
         if peer is not None
         else None,
         "calibration": _calibration_summary(curve, curve_from),
+        "task_check": task_name if task is not None else None,
     }
     if models is not None:
         protocol["models"] = models_protocol(models)

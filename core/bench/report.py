@@ -179,11 +179,15 @@ def report_markdown(report: BenchReport) -> str:
     out.append("### What was given up\n")
     out.append(f"NLL basis: {p['nll_basis']}. The baseline is target-only with the same "
                "temperature, top-p and repetition penalty, same seeds.\n")  # fmt: skip
+    checked = p.get("task_check")
+    if checked:
+        out.append(f"Task success: the share of each row's outputs (text before the first EOS) "
+                   f"that pass the prompt's check ({checked}).\n")  # fmt: skip
     out += md_table(
         ("Configuration", "Target NLL/token", "Target-only NLL/token", "Difference",
-         "Mean per-step TV", "Greedy match"),
+         "Mean per-step TV", *(("Task success",) if checked else ()), "Greedy match"),
         ((r.name, num(r.target_nll), num(r.target_nll_baseline), num(r.nll_delta, "+.3f"),
-          num(r.mean_tv),
+          num(r.mean_tv), *((pct(r.task_success),) if checked else ()),
           "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**"))
          for r in report.results),
     )  # fmt: skip
@@ -236,7 +240,7 @@ CSV_COLUMNS = (
     "acceptance", "rounds_per_request", "mean_accepted_length", "median_e2e_s", "min_e2e_s",
     "max_e2e_s", "ttft_s", "decode_tok_s", "speedup_vs_target",
     *(f"{p}_ms" for p in PHASES), "outside_rounds_ms", "traced_e2e_s", "tracing_overhead", "kernel",
-    "target_nll", "target_nll_baseline", "mean_tv", "greedy_match", "ours_vs_peer",
+    "target_nll", "target_nll_baseline", "mean_tv", "task_success", "greedy_match", "ours_vs_peer",
     "predicted_speedup", "efficiency", "paired_ratio_median", "paired_ratio_q1",
     "paired_ratio_q3", "paired_ratio_min", "paired_ratio_max", "paired_ratio_n",
     "target", "draft", "target_sha256", "draft_sha256",
@@ -275,7 +279,7 @@ def print_table(report: BenchReport, console: Any) -> None:
     table = Table(title="benchmark", title_justify="left")
     for col in ("configuration", "acceptance", "rounds/req", "median E2E", "min-max",
                 "TTFT", "tok/s", "vs target", "predicted", "efficiency", "NLL Δ", "mean TV",
-                "greedy", "kernel"):  # fmt: skip
+                "task", "greedy", "kernel"):  # fmt: skip
         table.add_column(col, no_wrap=col == "configuration")
     for r in report.results:
         d = r.to_dict()
@@ -294,6 +298,7 @@ def print_table(report: BenchReport, console: Any) -> None:
             num(r.efficiency, ".2f"),
             num(diff, "+.3f"),
             num(r.mean_tv),
+            pct(r.task_success),
             gm,
             r.kernel or "-",
         )

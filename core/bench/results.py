@@ -135,6 +135,8 @@ class BenchResult:
     traced_summary: RunSummary | None = None
     target_nll: float | None = None
     target_nll_baseline: float | None = None
+    # A checkable prompt's verdict on each seed's output (first invocation), in seed order.
+    task_passed: list[bool] = field(default_factory=list)
     greedy_match: bool | None = None
     divergence: Divergence | None = None
     fallback_reason: str | None = None
@@ -168,6 +170,11 @@ class BenchResult:
         if self.target_nll is None or self.target_nll_baseline is None:
             return None
         return self.target_nll - self.target_nll_baseline
+
+    @property
+    def task_success(self) -> float | None:
+        """Share of this row's outputs the prompt's check passed (None: not a checked prompt)."""
+        return sum(self.task_passed) / len(self.task_passed) if self.task_passed else None
 
     @property
     def timed_requests(self) -> int:
@@ -276,6 +283,8 @@ class BenchResult:
                 "target_nll": self.target_nll,
                 "target_nll_baseline": self.target_nll_baseline,
                 "mean_tv": self.mean_tv,
+                "task_success": self.task_success,
+                "task_passed": list(self.task_passed),
             },
             "greedy_match": self.greedy_match,
             "divergence": self.divergence.to_dict() if self.divergence else None,

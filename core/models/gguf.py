@@ -1,9 +1,11 @@
-"""GGUF files as mlx-lm llama models: weights renamed, Q/K rows un-permuted, quantization kept.
+"""GGUF files as mlx-lm llama or qwen2 models: weights renamed, Q/K rows un-permuted, quantized.
 
-llama.cpp's GGUF holds a llama's tensors under its own names, with Q/K rows permuted for
-interleaved RoPE and blocks of 32 weights quantized (Q4_0/Q4_1/Q8_0, mixed per tensor), and
-the tokenizer in its metadata. This module turns all of that into an ordinary HF-layout
-mlx-lm llama and a TokenizerWrapper; anything it cannot read is one ModelLoadError sentence.
+llama.cpp's GGUF holds a model's tensors under its own names, with a llama's Q/K rows permuted
+for interleaved RoPE, blocks of weights quantized (types mixed per tensor), and the tokenizer
+in its metadata. This module turns all of that into an ordinary HF-layout mlx-lm model and a
+TokenizerWrapper; anything it cannot read is one ModelLoadError sentence. Files of only the
+types `mx.load` reads right (F32, F16, Q4_0, Q4_1, Q8_0) are read by it directly; any other
+file goes through `gguf_convert` (llama.cpp's gguf-py, converted once and cached).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.atomic import atomic_writer
+from core.atomic import atomic_writer, write_atomic
+from core.models.gguf_convert import NATIVE, TOKENIZER_FILE, cached_or_converted
 from core.models.gguf_header import read_gguf_header
 from core.models.loaded import (
     LoadedModel,
@@ -28,8 +31,9 @@ from core.models.loaded import (
     wrap_tokenizer,
 )
 
-# GGUF Q4_0 / Q4_1 / Q8_0 blocks are 32 weights wide.
+# GGUF Q4_0 / Q4_1 / Q8_0 blocks are 32 weights wide; converted tensors use groups of 32 too.
 GGUF_GROUP_SIZE = 32
+ARCHITECTURES = ("llama", "qwen2")  # mlx_lm.models modules of the same names
 GGUF_MAGIC = b"GGUF"
 
 _GGUF_NAMES = {
@@ -54,8 +58,13 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def load_gguf(path: Path, *, spec: str | None = None, name: str | None = None) -> LoadedModel:
-    """Load a llama-architecture GGUF into mlx-lm's llama, keeping Q4_0/Q4_1/Q8_0 quantized.
+def load_gguf(
+    path: Path, *, spec: str | None = None, name: str | None = None, progress: bool = False
+) -> LoadedModel:
+    """Load a llama or qwen2 GGUF into mlx-lm, keeping its tensors quantized.
+
+    ``progress`` shows a first load's conversion on stderr (else core logs a warning, which
+    the app shows).
 
     RoPE: llama.cpp stores Q/K rows permuted for its interleaved rotary layout. We un-permute
     them (rows of weight, scales and biases alike) instead of setting
@@ -66,14 +75,20 @@ def load_gguf(path: Path, *, spec: str | None = None, name: str | None = None) -
     spec = spec or str(path)
     # MLX's GGUF reader trusts every length and offset in the file (a broken header is a
     # segfault), so the header is walked and checked in Python first.
-    read_gguf_header(path, spec)
-    path = _writable_copy(Path(path))
+    header = read_gguf_header(path, spec)
+    tokenizer_file = None
     try:
-        weights, meta = mx.load(str(path), return_metadata=True)
-    except (ValueError, RuntimeError, OSError, TypeError) as exc:
+        if all(t.type_name in NATIVE for t in header.tensors):
+            weights, meta = mx.load(str(_writable_copy(Path(path))), return_metadata=True)
+        else:
+            weights, meta, folder = cached_or_converted(Path(path), spec, progress)
+            tokenizer_file = folder / TOKENIZER_FILE
+    except ModelLoadError:
+        raise
+    except (ValueError, RuntimeError, OSError, TypeError, KeyError) as exc:
         raise ModelLoadError(f"{spec} is not a readable GGUF file ({first_line(exc)}).") from exc
     try:
-        return _build(weights, meta, spec, name)
+        return _build(weights, meta, spec, name, tokenizer_file)
     except ModelLoadError:
         raise
     except Exception as exc:  # metadata that parses but makes no model: one sentence, no trace
@@ -83,7 +98,11 @@ def load_gguf(path: Path, *, spec: str | None = None, name: str | None = None) -
 
 
 def _build(
-    weights: dict[str, mx.array], meta: dict[str, Any], spec: str, name: str | None
+    weights: dict[str, mx.array],
+    meta: dict[str, Any],
+    spec: str,
+    name: str | None,
+    tokenizer_file: Path | None = None,
 ) -> LoadedModel:
     """The model and tokenizer from what mx.load read (a checked header, any metadata)."""
     arch = _meta(meta, "general.architecture")
@@ -91,9 +110,9 @@ def _build(
         raise ModelLoadError(
             f"{spec} is not a GGUF model file (it has no architecture or tensors)."
         )
-    if arch != "llama":
+    if arch not in ARCHITECTURES:
         raise ModelLoadError(
-            f"{spec} is a {arch!r} GGUF; only llama-architecture GGUF files load here (convert "
+            f"{spec} is a {arch!r} GGUF; only llama and qwen2 GGUF files load here (convert "
             "others to an mlx-lm folder with mlx_lm.convert)."
         )
     if "rope_freqs.weight" in weights:
@@ -101,13 +120,14 @@ def _build(
             f"{spec} uses per-frequency RoPE factors (Llama 3.1 style), which this GGUF loader "
             "does not read; use an mlx-lm folder of the model instead."
         )
-    config = _gguf_llama_config(meta, weights, spec)
+    config = _gguf_config(meta, weights, spec, arch)
     _check_config(config, weights, spec)
     weights = _gguf_to_mlx_names(weights, config)
 
-    from mlx_lm.models import llama
+    import importlib
 
-    model = llama.Model(llama.ModelArgs.from_dict(config))
+    family = importlib.import_module(f"mlx_lm.models.{arch}")
+    model = family.Model(family.ModelArgs.from_dict(config))
     quant = _quantization_of(weights)
 
     def predicate(p: str, m: nn.Module) -> bool | dict[str, Any]:
@@ -124,7 +144,7 @@ def _build(
     model.eval()
     mx.eval(model.parameters())
     config["quantization"] = quantization_config(model)
-    tokenizer = gguf_tokenizer(meta, spec)
+    tokenizer = gguf_tokenizer(meta, spec, tokenizer_file)
     display = name or _meta(meta, "general.name") or Path(spec).stem
     return LoadedModel(model, tokenizer, spec, str(display), kind="gguf", config=config)
 
@@ -156,40 +176,42 @@ def _meta(meta: dict[str, Any], key: str, default: Any = None) -> Any:
     return value
 
 
-def _gguf_llama_config(
-    meta: dict[str, Any], weights: dict[str, mx.array], spec: str
+def _gguf_config(
+    meta: dict[str, Any], weights: dict[str, mx.array], spec: str, arch: str = "llama"
 ) -> dict[str, Any]:
+    """mlx-lm's config from the ``{arch}.*`` metadata (llama and qwen2 share the keys)."""
+
     def need(key: str) -> Any:
-        value = _meta(meta, f"llama.{key}")
+        value = _meta(meta, f"{arch}.{key}")
         if value is None:
-            raise ModelLoadError(f"{spec} lacks the GGUF metadata key llama.{key}.")
+            raise ModelLoadError(f"{spec} lacks the GGUF metadata key {arch}.{key}.")
         return value
 
     hidden = int(need("embedding_length"))
     heads = int(need("attention.head_count"))
-    vocab = _meta(meta, "llama.vocab_size") or len(_meta(meta, "tokenizer.ggml.tokens") or [])
+    vocab = _meta(meta, f"{arch}.vocab_size") or len(_meta(meta, "tokenizer.ggml.tokens") or [])
     config: dict[str, Any] = {
-        "model_type": "llama",
+        "model_type": arch,
         "hidden_size": hidden,
         "num_hidden_layers": int(need("block_count")),
         "intermediate_size": int(need("feed_forward_length")),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(_meta(meta, "llama.attention.head_count_kv", heads)),
-        "head_dim": int(_meta(meta, "llama.rope.dimension_count", hidden // heads)),
+        "num_key_value_heads": int(_meta(meta, f"{arch}.attention.head_count_kv", heads)),
+        "head_dim": int(_meta(meta, f"{arch}.rope.dimension_count", hidden // heads)),
         # stored as float32: 1e-5 arrives as 9.9999997e-06; keep the intended decimal
         "rms_norm_eps": float(f"{float(need('attention.layer_norm_rms_epsilon')):.6g}"),
-        "rope_theta": float(_meta(meta, "llama.rope.freq_base", 10000.0)),
-        "max_position_embeddings": int(_meta(meta, "llama.context_length", 4096)),
+        "rope_theta": float(_meta(meta, f"{arch}.rope.freq_base", 10000.0)),
+        "max_position_embeddings": int(_meta(meta, f"{arch}.context_length", 4096)),
         "vocab_size": int(vocab or weights["token_embd.weight"].shape[0]),
         "tie_word_embeddings": "output.weight" not in weights,
         "rope_traditional": False,
         "torch_dtype": "bfloat16",
     }
-    scaling = _meta(meta, "llama.rope.scaling.type")
+    scaling = _meta(meta, f"{arch}.rope.scaling.type")
     if scaling == "linear":
         config["rope_scaling"] = {
             "type": "linear",
-            "factor": float(_meta(meta, "llama.rope.scaling.factor")),
+            "factor": float(_meta(meta, f"{arch}.rope.scaling.factor")),
         }
     elif scaling not in (None, "none"):
         raise ModelLoadError(
@@ -232,6 +254,7 @@ def _check_config(config: dict[str, Any], weights: dict[str, mx.array], spec: st
 
 def _gguf_to_mlx_names(weights: dict[str, mx.array], config: dict[str, Any]) -> dict[str, mx.array]:
     """Rename llama.cpp tensors to mlx-lm's and undo llama.cpp's Q/K row permutation."""
+    arch = config["model_type"]
     out: dict[str, mx.array] = {}
     for key, value in weights.items():
         base, _, suffix = key.rpartition(".")
@@ -244,14 +267,14 @@ def _gguf_to_mlx_names(weights: dict[str, mx.array], config: dict[str, Any]) -> 
         elif base.startswith("blk."):
             _, idx, part = base.split(".", 2)
             if part not in _GGUF_NAMES:
-                raise ModelLoadError(f"Unexpected GGUF tensor {key} in a llama model.")
+                raise ModelLoadError(f"Unexpected GGUF tensor {key} in a {arch} model.")
             new = f"model.layers.{idx}.{_GGUF_NAMES[part]}"
-            if part == "attn_q":
-                value = _unpermute_rows(value, config["num_attention_heads"])
-            elif part == "attn_k":
-                value = _unpermute_rows(value, config["num_key_value_heads"])
+            # llama.cpp permutes only a llama's Q/K rows (qwen2 keeps NEOX RoPE, unpermuted)
+            if arch == "llama" and part in ("attn_q", "attn_k"):
+                heads = "num_attention_heads" if part == "attn_q" else "num_key_value_heads"
+                value = _unpermute_rows(value, config[heads])
         else:
-            raise ModelLoadError(f"Unexpected GGUF tensor {key} in a llama model.")
+            raise ModelLoadError(f"Unexpected GGUF tensor {key} in a {arch} model.")
         out[f"{new}.{suffix}"] = value
     return out
 
@@ -286,17 +309,23 @@ _LLAMA3_REGEX = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-_PRE_TOKENIZERS = ("smollm", "gpt2", "default", "llama-bpe", "llama3")
+# Qwen2's: llama3's with single digits (llama.cpp's LLM_ARCH 'qwen2' pre-tokenizer).
+_QWEN2_REGEX = _LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
+_SPLIT_REGEX = {"llama-bpe": _LLAMA3_REGEX, "llama3": _LLAMA3_REGEX, "qwen2": _QWEN2_REGEX}
+_PRE_TOKENIZERS = ("smollm", "gpt2", "default", "llama-bpe", "llama3", "qwen2")
 
 
-def gguf_tokenizer(meta: dict[str, Any], spec: str = "this GGUF") -> Any:
+def gguf_tokenizer(
+    meta: dict[str, Any], spec: str = "this GGUF", cache_file: Path | None = None
+) -> Any:
     """Rebuild the tokenizer stored in GGUF metadata as a TokenizerWrapper.
 
     Byte-level BPE (``tokenizer.ggml.model == 'gpt2'``) only: vocab and merges from the
     metadata, the pre-tokenizer from llama.cpp's named rule, token types 3/4 as special
-    tokens, the chat template and EOS from the metadata.
+    tokens, the chat template and EOS from the metadata. With ``cache_file`` (a converted
+    file's cache) the rebuilt tokenizer is saved there once and read from it afterwards:
+    rebuilding Qwen's 151,936 tokens and 151,387 merges costs seconds.
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     kind = _meta(meta, "tokenizer.ggml.model")
@@ -312,21 +341,57 @@ def gguf_tokenizer(meta: dict[str, Any], spec: str = "this GGUF") -> Any:
             f"(known: {', '.join(_PRE_TOKENIZERS)})."
         )
     tokens: list[str] = list(_meta(meta, "tokenizer.ggml.tokens"))
+
+    def token(key: str) -> str | None:
+        idx = _meta(meta, f"tokenizer.ggml.{key}_token_id")
+        return tokens[idx] if idx is not None and 0 <= idx < len(tokens) else None
+
+    bos = token("bos")
+    source: dict[str, Any]
+    if cache_file is not None and cache_file.is_file():
+        source = {"tokenizer_file": str(cache_file)}
+    else:
+        tok = _bpe_tokenizer(meta, pre, tokens, bos)
+        source = {"tokenizer_object": tok}
+        if cache_file is not None:
+            try:  # read back from the file: no deep copy of the object either
+                write_atomic(cache_file, tok.to_str())
+                source = {"tokenizer_file": str(cache_file)}
+            except OSError:
+                pass
+    hf = PreTrainedTokenizerFast(
+        **source,
+        bos_token=bos,
+        eos_token=token("eos"),
+        unk_token=token("unknown"),
+        pad_token=token("padding"),
+        chat_template=_meta(meta, "tokenizer.chat_template"),
+        clean_up_tokenization_spaces=False,
+    )
+    return wrap_tokenizer(hf, byte_level=True)
+
+
+def _bpe_tokenizer(meta: dict[str, Any], pre: str, tokens: list[str], bos: str | None) -> Any:
+    """The `tokenizers` BPE the metadata describes (vocab, merges, pre-tokenizer, specials)."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
     merges = [tuple(m.split(" ", 1)) for m in _meta(meta, "tokenizer.ggml.merges", [])]
     types = _meta(meta, "tokenizer.ggml.token_type") or [1] * len(tokens)
     vocab = {t: i for i, t in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-    byte_level = pre_tokenizers.ByteLevel(
-        add_prefix_space=False, use_regex=pre != "llama-bpe" and pre != "llama3"
-    )
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=pre not in _SPLIT_REGEX)
     if pre == "smollm":
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Digits(individual_digits=True), byte_level]
         )
-    elif pre in ("llama-bpe", "llama3"):
+    elif pre in _SPLIT_REGEX:
         tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Split(Regex(_LLAMA3_REGEX), behavior="isolated"), byte_level]
+            [pre_tokenizers.Split(Regex(_SPLIT_REGEX[pre]), behavior="isolated"), byte_level]
         )
+        if pre == "qwen2":  # Qwen2's tokenizer.json normalizes to NFC first
+            from tokenizers import normalizers
+
+            tok.normalizer = normalizers.NFC()
     else:
         tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
@@ -336,25 +401,10 @@ def gguf_tokenizer(meta: dict[str, Any], spec: str = "this GGUF") -> Any:
         if ty in (3, 4)
     ]
     tok.add_special_tokens(specials)
-
-    def token(key: str) -> str | None:
-        idx = _meta(meta, f"tokenizer.ggml.{key}_token_id")
-        return tokens[idx] if idx is not None and 0 <= idx < len(tokens) else None
-
-    bos = token("bos")
     if _meta(meta, "tokenizer.ggml.add_bos_token", False) and bos is not None:
         from tokenizers import processors
 
         tok.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, vocab[bos])]
         )
-    hf = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=bos,
-        eos_token=token("eos"),
-        unk_token=token("unknown"),
-        pad_token=token("padding"),
-        chat_template=_meta(meta, "tokenizer.chat_template"),
-        clean_up_tokenization_spaces=False,
-    )
-    return wrap_tokenizer(hf, byte_level=True)
+    return tok

@@ -8,8 +8,10 @@ MLX will follow is walked here first, the way gguflib walks it, and checked agai
 version, counts, every string and array length, every value and element type, every tensor's
 dimensions, type, offset and size. A malformed file is one `ModelLoadError` sentence.
 
-Types are limited to what MLX reads correctly and the loader uses: tensors F32, F16, Q4_0,
-Q4_1 and Q8_0; metadata of every scalar type but float64, strings, and flat arrays of them.
+Tensors may be of any ggml type llama.cpp's gguf package knows (their sizes are checked here;
+`gguf_convert` reads those MLX does not); a type nothing here reads is one "unsupported"
+sentence, never "malformed". Metadata: every scalar type but float64, strings, and flat
+arrays of them.
 """
 
 from __future__ import annotations
@@ -38,20 +40,17 @@ VALUE_TYPES: dict[int, tuple[str, int | None]] = {
 }  # fmt: skip
 UINT32, STRING, ARRAY, FLOAT64 = 4, 8, 9, 12
 
-# ggml tensor types MLX loads correctly: name, weights per block, bytes per block.
-TENSOR_TYPES: dict[int, tuple[str, int, int]] = {
-    0: ("F32", 1, 4),
-    1: ("F16", 1, 2),
-    2: ("Q4_0", 32, 18),
-    3: ("Q4_1", 32, 20),
-    8: ("Q8_0", 32, 34),
-}
-_OTHER_TENSOR_TYPES = {
-    4: "Q4_2", 5: "Q4_3", 6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K",
-    13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS",
-    19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
-    26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16",
-}  # fmt: skip
+def _tensor_types() -> dict[int, tuple[str, int, int]]:
+    """ggml tensor types by id: name, weights per block, bytes per block (from gguf-py)."""
+    from gguf.constants import GGML_QUANT_SIZES
+
+    return {int(t): (t.name, *GGML_QUANT_SIZES[t]) for t in GGML_QUANT_SIZES}
+
+
+# Every ggml type llama.cpp's gguf package knows (the header's sizes are checked for each);
+# which of them load is `gguf_convert.readable_types()`.
+TENSOR_TYPES: dict[int, tuple[str, int, int]] = _tensor_types()
+_REMOVED_TENSOR_TYPES = {4: "Q4_2", 5: "Q4_3"}  # dropped from ggml; gguf-py no longer knows them
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,16 @@ class GGUFHeader:
 
 class _Malformed(Exception):
     """A clause saying what is wrong; `read_gguf_header` turns it into the sentence."""
+
+
+class _Unsupported(Exception):
+    """A valid file with a tensor type nothing here reads: said as unsupported, not malformed."""
+
+
+def _readable() -> frozenset[str]:
+    from core.models.gguf_convert import readable_types
+
+    return readable_types()
 
 
 class _Reader:
@@ -200,9 +209,13 @@ def _tensor(r: _Reader, i: int) -> TensorInfo:
             raise _Malformed(f"dimension {j} of {label} is {d}")
     ttype = r.u32(f"the type of {label}")
     if ttype not in TENSOR_TYPES:
-        known = ", ".join(t[0] for t in TENSOR_TYPES.values())
-        what = _OTHER_TENSOR_TYPES.get(ttype, f"unknown type {ttype}")
-        raise _Malformed(f"{label} is {what}, and only {known} tensors load here")
+        what = _REMOVED_TENSOR_TYPES.get(ttype, f"of unknown ggml type {ttype}")
+        raise _Unsupported(f"{label} is {what}, a tensor type that is unsupported here")
+    if TENSOR_TYPES[ttype][0] not in _readable():
+        raise _Unsupported(
+            f"{label} is {TENSOR_TYPES[ttype][0]}, a tensor type that is unsupported here "
+            "(neither MLX nor llama.cpp's gguf package reads it)"
+        )
     offset = r.u64(f"the data offset of {label}")
     _, per_block, block_bytes = TENSOR_TYPES[ttype]
     if per_block > 1 and dims[0] % per_block:
@@ -280,3 +293,5 @@ def _checked(buf: mmap.mmap | bytes, size: int, spec: str) -> GGUFHeader:
         return _parse(buf, size)
     except _Malformed as exc:
         raise ModelLoadError(f"{spec} is a malformed GGUF file: {exc}.") from None
+    except _Unsupported as exc:
+        raise ModelLoadError(f"{spec} cannot be loaded: {exc}.") from None

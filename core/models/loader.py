@@ -56,7 +56,7 @@ def load_model(
         if path.is_dir():
             return load_mlx(str(path), spec=spec)
         if is_gguf(path):
-            return load_gguf(path, spec=spec)
+            return load_gguf(path, spec=spec, progress=progress)
         raise ModelLoadError(
             f"{spec} is neither a GGUF file nor an mlx-lm model folder (it does not start "
             "with the GGUF magic bytes)."
