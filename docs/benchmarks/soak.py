@@ -7,8 +7,8 @@ TV / k / mode / rule / policy / rejected keys and profile switches between turns
 mid-round every few turns, and after every turn the checks (the app answered, it shows the
 settings the engine ran with, nothing failed unseen). Here the engine is the real one
 (tui.session.MLXSession on the default pair) and memory is sampled from Python (allocated
-blocks, live objects) and from MLX (active memory), so a leak shows as growth that does not
-stop. `--context` lowers the context window so the chat also drops its oldest turns (and the
+blocks, live objects, counted after Textual's and Rich's bounded memo caches are emptied)
+and from MLX (active memory), so a leak shows as growth that does not stop. `--context` lowers the context window so the chat also drops its oldest turns (and the
 engine re-prefills) within a few minutes. Prints a Markdown summary; exits 1 if a check failed.
 """
 
@@ -115,7 +115,8 @@ def summary(report: SoakReport, extra: dict, args: argparse.Namespace) -> dict:
         "turn_s_last_tenth_median": round(statistics.median(lat[-tenth:]), 3) if lat else None,
         "samples": [
             {"turn": s.turn, "py_blocks": s.blocks, "py_objects": s.objects,
-             "widgets": s.widgets, "mlx_active_mib": round((s.mlx_active or 0) / 2**20, 1)}
+             "widgets": s.widgets, "mlx_active_mib": round((s.mlx_active or 0) / 2**20, 1),
+             "textual_memo_entries": s.memo_entries}
             for s in samples
         ],  # fmt: skip
         "thread_errors": report.thread_errors,
