@@ -227,7 +227,7 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
         except IsADirectoryError:
             raise BenchError(f"The prompt file {path} is a folder.") from None
         except OSError as exc:  # "[Errno 2] ..." is not a sentence
-            from core.profile.files import reason
+            from core.atomic import reason
 
             raise BenchError(f"Could not read the prompt file {path}: {reason(exc)}.") from None
         except UnicodeDecodeError as exc:
@@ -312,7 +312,7 @@ def _check_writable(flag: str, value: str, folder: Path) -> None:
     a read-only mount or an immutable folder does not: only trying tells)."""
     import tempfile
 
-    from core.profile.files import reason
+    from core.atomic import reason
 
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specdec-check-"):
@@ -329,7 +329,9 @@ def _write(path: str, text: str) -> None:
     try:
         write_atomic(dest, text)
     except OSError as exc:
-        raise BenchError(f"Could not write the report {dest}: {exc.strerror or exc}.") from None
+        from core.atomic import reason
+
+        raise BenchError(f"Could not write the report {dest}: {reason(exc)}.") from None
 
 
 class LogLines:

@@ -262,7 +262,7 @@ def write_trace(path: str | os.PathLike[str], requests: Iterable[TracedRequest])
     try:
         atomic.write_atomic(dest, text)
     except OSError as exc:
-        from core.profile.files import reason
+        from core.atomic import reason
 
         raise TraceError(f"Could not write the trace {dest}: {reason(exc)}; nothing was "
                          "changed.") from None  # fmt: skip

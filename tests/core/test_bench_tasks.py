@@ -6,6 +6,7 @@ import pytest
 
 from core import bench
 from core.bench.errors import BenchError
+from core.bench.report import report_markdown
 from core.bench.tasks import parse_check
 from core.settings import Settings
 
@@ -68,11 +69,11 @@ def test_the_protocol_reports_task_success_beside_nll(engine, tiny_pair):
         assert len(r.task_passed) == 2 and r.task_success == 0.5
         assert r.to_dict()["quality"]["task_success"] == 0.5
     assert all(len(ids) == 4 for ids in seen)
-    page = report.to_markdown()
+    page = report_markdown(report)
     assert "Task success" in page and "(number 3)" in page and "50.0%" in page
     plain = bench.run_protocol(engine, prompt_ids, [Settings(k=2)], tokens=4, seeds=1,
                                invocations=1, warmup=0, traced=False, predict=False)  # fmt: skip
-    assert "Task success" not in plain.to_markdown()
+    assert "Task success" not in report_markdown(plain)
     assert all(r.task_success is None for r in plain.results)
 
 

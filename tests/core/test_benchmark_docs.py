@@ -98,9 +98,15 @@ def test_every_table_of_a_page_is_generated() -> None:
         "| Goal | Measured | Met? |",
         "| Goal (issue 7) | Measured (same call) | Met? |",
         "| Improvement | Without | With | Call |",
+        # a list of scripts: no numbers
+        "| script | what it does |",
     }
+    # pages written whole by their own script from raw JSON, and checked by its own test
+    whole_pages = {"real-pair.md"}  # real-pair/make_page.py; tests/core/test_bench_tasks.py
     loose = []
     for page in render.pages(BENCH):
+        if page.name in whole_pages:
+            continue
         text = render.BLOCK.sub("", page.read_text())
         text = re.sub(r"```.*?```", "", text, flags=re.S)
         for m in re.finditer(r"^(\|.*\|)\n\|[-|: ]+\|$", text, flags=re.M):

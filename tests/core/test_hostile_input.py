@@ -326,7 +326,7 @@ def test_a_cache_folder_that_cannot_be_written_is_a_sentence(monkeypatch, capsys
 
 
 def test_calibrate_past_the_context_window_is_refused_before_it_runs(capsys, monkeypatch) -> None:
-    import core.dispatch.cli as dcli
+    import core.calibrate_cli as dcli
 
     monkeypatch.setattr(dcli, "calibrate", lambda *a, **k: pytest.fail("calibration ran"))
     msg = refused(capsys, ["calibrate", "--context", "100000", *TINY], "--context 100,000",

@@ -311,7 +311,8 @@ def test_list_shows_the_presets_when_the_profiles_folder_cannot_be_made(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setattr(files.platformdirs, "user_data_dir", lambda app: str(blocker / "data"))
-    monkeypatch.chdir(tmp_path)  # no ./profiles here
+    monkeypatch.delenv(files.PROFILES_ENV, raising=False)  # the user data folder, as a user has
+    monkeypatch.chdir(tmp_path)
     assert cli.main(["profiles", "list"]) == 0
     out = capsys.readouterr()
     assert "target-only" in out.out and "preset" in out.out
