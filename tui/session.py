@@ -16,11 +16,15 @@ from core.settings import MAX_K, Settings
 from tui.bridge import CurveInfo, PairInfo, ShapeKernel
 
 
-def curve_info(curve: Any) -> CurveInfo:
-    """A core.dispatch.VerifyCostCurve as the plain numbers the Kernels panel draws."""
+def curve_info(curve: Any, greedy: bool | None = None) -> CurveInfo:
+    """A core.dispatch.VerifyCostCurve as the plain numbers the Kernels panel draws; with
+    `greedy` given, the draft step is the one a run sampling that way pays (for_sampling)."""
+    step = curve.draft_step_s
+    if greedy is not None and hasattr(curve, "for_sampling"):
+        step = curve.for_sampling(greedy).draft_step_s
     return CurveInfo(
         t_verify={r: float(curve.t_verify(r)) for r in curve.rows},
-        draft_step_s=curve.draft_step_s,
+        draft_step_s=step,
         boundary=curve.boundary(),
         predicted_boundary=curve.predicted_boundary,
         kernels={int(r): str(k) for r, k in curve.kernels.items()},
@@ -184,7 +188,7 @@ class MLXSession:
         if self.pair.draft is not None:
             curve.draft_spec, curve.draft_name = self.pair.draft.spec, self.pair.draft.name
         self.engine.set_cost_curve(curve)
-        return curve_info(curve)
+        return curve_info(curve, settings.greedy)
 
     def bench(
         self,

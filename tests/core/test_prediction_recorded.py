@@ -88,3 +88,13 @@ def test_a_curve_without_the_new_terms_prices_as_before(tmp_path: Path) -> None:
     cost = RoundCost.from_curve(again.for_sampling(False))
     assert cost.seconds(8) == pytest.approx(8 * 0.004 + 0.02 + 0.002)
     assert cost.seconds(0) == pytest.approx(0.01)  # a target step pays no acceptance
+
+
+def test_the_app_view_of_a_curve_prices_the_run_s_own_draft_step() -> None:
+    from tui.session import curve_info
+
+    curve = VerifyCostCurve("cuda", "H200", 100, {"auto": {1: 0.01, 9: 0.02}},
+                            draft_step_s=0.003, draft_step_sampled_s=0.005)  # fmt: skip
+    assert curve_info(curve).draft_step_s == 0.003
+    assert curve_info(curve, greedy=True).draft_step_s == 0.003
+    assert curve_info(curve, greedy=False).draft_step_s == 0.005
