@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+
 from core.profile.files import PROFILES_ENV
 
 
@@ -13,3 +15,22 @@ def pytest_configure() -> None:
     # --profiles-dir writes here, not into the user data folder of whoever runs the suite.
     # One folder per process: parallel workers (pytest-xdist) never save over each other.
     os.environ[PROFILES_ENV] = tempfile.mkdtemp(prefix="specdec-profiles-")
+
+
+# The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the
+# two-rank runs), started first: with one pytest-xdist worker per core (make test), each then
+# runs beside the short modules instead of after them, where they made a tail of minutes.
+SLOW_FIRST = (
+    "tests/core/test_bench.py",
+    "tests/tui/test_soak.py",
+    "tests/core/test_lookup.py",
+    "tests/core/test_compiled_step.py",
+    "tests/core/test_engine.py",
+    "tests/core/test_distributed.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow modules first, each kept whole and in its own order (the sort is stable)."""
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
