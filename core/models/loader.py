@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from core.models import fetch
+from core.models.fetch import DEFAULT_NAME, fetch_default
 from core.models.gguf import is_gguf, load_gguf
 from core.models.loaded import LoadedModel, ModelLoadError
 from core.models.mlx_folder import load_mlx
@@ -41,8 +41,8 @@ def load_model(
             "The model spec is empty; use 'default', a .gguf file, an mlx-lm folder or repo id, or 'shape:NAME'."
         )
     if spec == "default":
-        path = fetch.fetch_default(progress=progress)
-        return load_gguf(path, spec=spec, name=fetch.DEFAULT_NAME)
+        path = fetch_default(progress=progress)
+        return load_gguf(path, spec=spec, name=DEFAULT_NAME)
     if spec.startswith("self:"):
         if target is None:
             raise ModelLoadError(

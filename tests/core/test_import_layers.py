@@ -32,6 +32,8 @@ def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
             targets = [f"{base}.{a.name}" for a in node.names]
+            if base in mods and base != name:
+                found.add(base)  # `from pkg import x` reads pkg itself, even from inside it
         else:
             continue
         for target in targets:
