@@ -27,13 +27,10 @@ others' collectives ("connection to a peer was lost"), and mlx.launch terminates
 one exits non-zero (NCCL would otherwise wait forever); either way every survivor ends with a
 sentence, not a hang.
 
-Communication in the trace: in traced rounds only, each `mx.distributed.all_sum` (which the
-sharded layers look up at call time) is priced, not waited for: a probe times one collective
-of each size once per process (outside any round's clock, every rank probing the same sizes
-in the same order, as they run the same loop), and a traced round charges each collective it
-queues that price, carved out of the phase it happened in as "comm" (core/trace.py). Barriers
-around every collective (two a layer) serialised what the untraced round overlaps: a traced
-72B round on two H200s took 3.3 times an untraced one. Untraced rounds pass straight through.
+Communication in the trace: in traced rounds only, `mx.distributed.all_sum` (which the
+sharded layers look up at call time) runs between barriers and its seconds go to the round's
+"comm" phase (core/trace.py), carved out of the phase it happened in; waiting for a slower
+rank counts as communication. Untraced rounds pass straight through: no extra syncs.
 """
 
 from __future__ import annotations
@@ -340,31 +337,10 @@ def _pair_without_draft(target: Any) -> Any:
 # -- communication in the trace ------------------------------------------------------------
 
 _plain_all_sum: Callable[..., mx.array] | None = None
-_probed: dict[tuple[tuple[int, ...], str], float] = {}  # (shape, dtype) -> seconds, median
-PROBE_REPEATS = 5
-
-
-def probe_all_sum(shape: tuple[int, ...], dtype: mx.Dtype) -> float:
-    """Seconds of one all_sum of this shape and dtype, measured once per process (the median
-    of PROBE_REPEATS after one untimed call), with the device idle before each."""
-    key = (tuple(shape), str(dtype))
-    if key not in _probed:
-        assert _plain_all_sum is not None
-        z = mx.zeros(shape, dtype=dtype)
-        mx.eval(z)
-        times = []
-        for i in range(PROBE_REPEATS + 1):
-            mx.synchronize()
-            t0 = time.perf_counter()
-            mx.eval(_plain_all_sum(z))
-            if i:
-                times.append(time.perf_counter() - t0)
-        _probed[key] = sorted(times)[len(times) // 2]
-    return _probed[key]
 
 
 def install_comm_meter() -> None:
-    """Price `mx.distributed.all_sum` in traced rounds (once per process; see the module
+    """Meter `mx.distributed.all_sum` in traced rounds (once per process; see the module
     docstring). Outside a traced round it is one Python call more, never a sync."""
     global _plain_all_sum
     if _plain_all_sum is not None:
@@ -376,14 +352,14 @@ def install_comm_meter() -> None:
     @functools.wraps(plain)
     def all_sum(x: mx.array, *args: Any, **kwargs: Any) -> mx.array:
         timer = active_timer()
-        if timer is not None:
-            key = (tuple(x.shape), str(x.dtype))
-            if key not in _probed:  # a new size: probed now, off the round's clock
-                t0 = time.perf_counter()
-                probe_all_sum(x.shape, x.dtype)
-                timer.skip(time.perf_counter() - t0)
-            timer.add_comm(_probed[key])
-        return plain(x, *args, **kwargs)
+        if timer is None:
+            return plain(x, *args, **kwargs)
+        mx.eval(x)  # what feeds the collective is the phase's own time
+        t0 = time.perf_counter()
+        y = plain(x, *args, **kwargs)
+        mx.eval(y)
+        timer.add_comm(time.perf_counter() - t0)
+        return y
 
     mx.distributed.all_sum = all_sum
 
@@ -394,7 +370,6 @@ def uninstall_comm_meter() -> None:
     if _plain_all_sum is not None:
         mx.distributed.all_sum = _plain_all_sum
         _plain_all_sum = None
-    _probed.clear()
 
 
 # -- a rank's output and its end -----------------------------------------------------------

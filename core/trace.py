@@ -5,9 +5,8 @@ finish it (mx.eval) before the clock is read. That barrier costs overlap, which 
 untraced mode exists: it never syncs inside a round and reports `total` alone.
 
 Communication (a sharded target, core/distributed.py) is metered from outside: while a traced
-round is open on a thread (`active_timer`), the collectives' meter adds each collective's
-probed price, and the next `mark` moves that much from the phase to "comm"; time spent probing
-a new size is skipped, off the round's clock.
+round is open on a thread (`active_timer`), the collectives' meter adds the seconds it waited
+inside them, and the next `mark` moves them from that phase to "comm".
 """
 
 from __future__ import annotations
@@ -42,11 +41,6 @@ class RoundTimer:
     def add_comm(self, seconds: float) -> None:
         """Seconds spent inside a collective; the next `mark` charges them to "comm"."""
         self._comm += seconds
-
-    def skip(self, seconds: float) -> None:
-        """Leave `seconds` just spent (a one-off probe) out of the round and its phase."""
-        self._start += seconds
-        self._last += seconds
 
     def _charge(self, phase: str, elapsed: float) -> None:
         comm, self._comm = min(self._comm, elapsed), 0.0

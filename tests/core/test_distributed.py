@@ -171,16 +171,11 @@ def test_comm_is_carved_out_of_the_phase_it_happened_in() -> None:
     assert active_timer() is None  # untraced rounds are never metered
 
 
-def test_the_meter_prices_all_sum_in_traced_rounds_without_waiting(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A traced round charges each collective its probed price instead of waiting around it
-    (two barriers a layer serialised a sharded round); each size is probed once, and only
-    from inside a traced round."""
-    calls: list[tuple[int, ...]] = []
+def test_the_meter_times_all_sum_only_inside_traced_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[mx.array] = []
 
     def slow_sum(x: mx.array, *args: Any, **kwargs: Any) -> mx.array:
-        calls.append(tuple(x.shape))
+        calls.append(x)
         time.sleep(0.01)
         return x
 
@@ -189,35 +184,15 @@ def test_the_meter_prices_all_sum_in_traced_rounds_without_waiting(
     try:
         timer = RoundTimer(traced=False)
         mx.distributed.all_sum(mx.ones(3))
-        assert timer.finish().comm == 0.0 and calls == [(3,)]  # untraced: no probe
-        for _ in range(2):  # the second round finds the size probed already
-            timer = RoundTimer(traced=True)
-            for _ in range(3):
-                mx.distributed.all_sum(mx.ones(3))
-            time.sleep(0.1)  # the phase's own work: comm is carved out of at most its time
-            timer.mark("verify")
-            t = timer.finish()
-            price = dist._probed[((3,), str(mx.float32))]
-            assert price >= 0.009  # the probe timed the collective itself
-            assert t.comm == pytest.approx(3 * price)
-        assert len(calls) == 1 + (dist.PROBE_REPEATS + 1) + 2 * 3
+        assert timer.finish().comm == 0.0
+        timer = RoundTimer(traced=True)
+        mx.distributed.all_sum(mx.ones(3))
+        timer.mark("verify")
+        assert timer.finish().comm >= 0.009
+        assert len(calls) == 2
     finally:
         dist.uninstall_comm_meter()
-    assert mx.distributed.all_sum is slow_sum and dist._probed == {}
-
-
-def test_a_skipped_span_leaves_the_round_and_its_phase(monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.trace as trace
-
-    now = [100.0]
-    monkeypatch.setattr(trace.time, "perf_counter", lambda: now[0])
-    timer = RoundTimer(traced=True)
-    now[0] += 1.0  # the phase's own second
-    now[0] += 5.0  # a probe ...
-    timer.skip(5.0)  # ... left out
-    timer.mark("verify")
-    t = timer.finish()
-    assert t.verify == pytest.approx(1.0) and t.total == pytest.approx(1.0)
+    assert mx.distributed.all_sum is slow_sum
 
 
 def test_rounds_recorded_before_comm_existed_still_load() -> None:
