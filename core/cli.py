@@ -1,7 +1,7 @@
 """The `specdec-tui` command: no subcommand opens the TUI; the rest are headless.
 
 Headless subcommands never import Textual; each lives in the package that owns its idea
-(core.bench, core.calibrate_cli, core.profile) and registers its own flags here. Building the
+(core.bench, core.dispatch.cli, core.profile) and registers its own flags here. Building the
 parser imports those packages, and with them MLX: `--help` lists every flag, in a second or
 two, but never loads Textual.
 """
@@ -35,7 +35,8 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; subcommand modules add their own flags."""
-    from core import bench, calibrate_cli, profile
+    from core import bench, profile
+    from core.dispatch import cli as calibrate_cli
     from core.drafting import registry
 
     parser = argparse.ArgumentParser(
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one-shot answer to a prompt, printed with its round stats")
     _add_model_arguments(p)
     p.add_argument("prompt", help="the user message")
-    # None: not given, so --profile's value (else core.chat.CHAT_DEFAULTS: 64, 0, speculative)
+    # None: not given, so --profile's value (else core.chat.cli.CHAT_DEFAULTS: 64, 0, speculative)
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--mode", default=None)
@@ -100,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."
             )
         if args.command is None:
-            from core.distributed import refuse_app_when_launched
+            from core.runtime.distributed import refuse_app_when_launched
 
             refuse_app_when_launched()  # under mlx.launch: chat and bench only, in one sentence
             from tui.app import run_app  # the only Textual import on this path
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"default model ready: {path}")
             return 0
         if args.command == "chat":
-            from core.chat import run_chat_cli
+            from core.chat.cli import run_chat_cli
 
             return run_chat_cli(args)
         if args.command == "bench":
@@ -121,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_bench_cli(args)
         if args.command == "calibrate":
-            from core.calibrate_cli import run_calibrate_cli
+            from core.dispatch.cli import run_calibrate_cli
 
             return run_calibrate_cli(args)
         if args.command == "profiles":
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specdec-tui: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:  # under mlx.launch: a collective whose peer went away
-        from core.distributed import lost_peer_sentence
+        from core.runtime.distributed import lost_peer_sentence
 
         if (why := lost_peer_sentence(exc)) is None:
             raise

@@ -16,7 +16,7 @@ from core.identity import identities_from_dict, identities_to_dict
 # draft it accepted, its correction after a rejection, its bonus after a full acceptance, or
 # one model alone.
 ORIGINS = ("accepted", "copied", "corrected", "bonus", "target", "draft")
-# "comm": time inside collectives on a sharded target (core/distributed.py), traced rounds only.
+# "comm": time inside collectives on a sharded target (core/runtime/distributed.py), traced rounds only.
 PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
 
 
@@ -107,7 +107,7 @@ class RunSummary:
     # length; "none" counts the speculative-mode rounds with nothing proposed (target steps).
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The models that ran: {"target": ModelIdentity, "draft": ModelIdentity or None (none ran,
-    # as in target-only)} (core/models/identity.py); None when the engine was not told (an
+    # as in target-only)} (core/models/identify.py); None when the engine was not told (an
     # Engine built from bare modules) or the record predates identities: shown as unknown.
     models: dict[str, Any] | None = None
 

@@ -1,6 +1,6 @@
 """ModelIdentity: which models a record ran, as plain data any layer can read and write.
 
-Built from a loaded model by core/models/identity.py (which needs MLX); here only the value,
+Built from a loaded model by core/models/identify.py (which needs MLX); here only the value,
 its text and its JSON, so core.events and the readers of saved runs stay below core.models.
 """
 

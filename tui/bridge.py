@@ -56,7 +56,7 @@ class PairInfo:
     families: dict[int, str] = field(default_factory=dict)  # rows -> kernel family
     predicted_boundary: int | None = None  # R where most weights switch to a matrix kernel
     environment: dict[str, Any] = field(default_factory=dict)  # core.profile.record_environment()
-    # core.models.identity.ModelIdentity per role ("target", "draft"); None: not known
+    # core.models.identify.ModelIdentity per role ("target", "draft"); None: not known
     models: dict[str, Any] | None = None
 
 
@@ -195,7 +195,7 @@ class EngineNotice(Message):
 
 
 class KernelsCompiling(Message):
-    """A first use is compiling GPU kernels (core.warmup.CompileNotice: kind "started",
+    """A first use is compiling GPU kernels (core.runtime.warmup.CompileNotice: kind "started",
     "progress" or "done", its text and elapsed seconds): the status line says so until done."""
 
     def __init__(self, notice: Any) -> None:
@@ -209,7 +209,7 @@ class _Forward(logging.Handler):
         self.post = post
 
     def emit(self, record: logging.LogRecord) -> None:
-        notice = getattr(record, "compile_notice", None)  # from core.warmup's timer thread
+        notice = getattr(record, "compile_notice", None)  # from core.runtime.warmup's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
                   else EngineNotice(record.getMessage()))  # fmt: skip
 

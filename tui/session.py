@@ -1,4 +1,4 @@
-"""MLXSession: the real engine behind the app: core.models + core.engine + core.dispatch.
+"""MLXSession: the real engine behind the app: core.models + core.decode.engine + core.dispatch.
 
 Built on the engine thread by EngineBridge (the factory is called there), so every MLX
 object it creates belongs to that thread's stream. Only `decode` is called from the UI
@@ -42,19 +42,19 @@ def shape_kernels(predictor: Any, rows: int) -> tuple[ShapeKernel, ...]:
 
 
 class MLXSession:
-    """Loads the pair with core.models and drives core.engine.Engine on the calling thread."""
+    """Loads the pair with core.models and drives core.decode.engine.Engine on the calling thread."""
 
     park_thread_on_close = True  # see EngineBridge._serve: an ended MLX thread aborts at exit
 
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
-        from core.engine import Engine
+        from core.decode.engine import Engine
         from core.models import load_pair, pair_context_window
-        from core.warmup import warm_up_engine
+        from core.runtime.warmup import warm_up_engine
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
         # Every verification size and both sampling paths once, before the first message: on
-        # a fresh GPU the compiles happen here, said in the status line (core.warmup's notices,
+        # a fresh GPU the compiles happen here, said in the status line (core.runtime.warmup's notices,
         # forwarded by the bridge), not as a first answer that hangs for a minute.
         # Settings change while the app runs: every row count, each kind of logits processing
         # (top-p, repetition penalty) and the fused draft step, not just the defaults.
@@ -165,7 +165,7 @@ class MLXSession:
         def report(done: int, total: int, label: str) -> None:
             progress(done / total if total else 0.0, label)
 
-        from core.warmup import warm_up
+        from core.runtime.warmup import warm_up
 
         draft = self.pair.draft.model if self.pair.draft is not None else None
         rows = min(MAX_K + 1, max(settings.k_max + 1, 9))

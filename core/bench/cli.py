@@ -15,7 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from core.atomic import write_atomic
 from core.bench.errors import BenchError
 from core.bench.peer import PEERS, Peer
 from core.bench.prompts import (
@@ -29,8 +28,10 @@ from core.bench.prompts import (
 from core.bench.protocol import check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting, describe
-from core.distributed import is_rank0, rank0_only
 from core.drafting import registry
+from core.io.atomic import write_atomic
+from core.io.user_text import prompt_text
+from core.runtime.distributed import is_rank0, rank0_only
 from core.settings import (
     DISPATCH,
     MODES,
@@ -41,7 +42,6 @@ from core.settings import (
     SettingsError,
     type_words,
 )
-from core.user_text import prompt_text
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -227,7 +227,7 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
         except IsADirectoryError:
             raise BenchError(f"The prompt file {path} is a folder.") from None
         except OSError as exc:  # "[Errno 2] ..." is not a sentence
-            from core.atomic import reason
+            from core.io.atomic import reason
 
             raise BenchError(f"Could not read the prompt file {path}: {reason(exc)}.") from None
         except UnicodeDecodeError as exc:
@@ -312,7 +312,7 @@ def _check_writable(flag: str, value: str, folder: Path) -> None:
     a read-only mount or an immutable folder does not: only trying tells)."""
     import tempfile
 
-    from core.atomic import reason
+    from core.io.atomic import reason
 
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specdec-check-"):
@@ -329,7 +329,7 @@ def _write(path: str, text: str) -> None:
     try:
         write_atomic(dest, text)
     except OSError as exc:
-        from core.atomic import reason
+        from core.io.atomic import reason
 
         raise BenchError(f"Could not write the report {dest}: {reason(exc)}.") from None
 
@@ -384,9 +384,9 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     # Every row runs on the one pair loaded here, so its settings say so (a profile's own
     # target, often "default", is not what ran under --target).
     rows = [BenchSetting(b.name, b.settings.replace(target=target, draft=draft)) for b in rows]
-    from core.distributed import current_spmd
-    from core.engine import Engine
+    from core.decode.engine import Engine
     from core.models import check_request, load_pair, pair_context_window
+    from core.runtime.distributed import current_spmd
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     if args.peer == "transformers-pld":  # refused before any model loads
@@ -452,7 +452,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
-    from core.warmup import notices_to
+    from core.runtime.warmup import notices_to
 
     def compile_notice(n: Any) -> None:  # a fresh GPU compiling before the first timing
         if log is not None:

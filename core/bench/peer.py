@@ -14,9 +14,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.acceptance import PositionTally
 from core.bench.quality import divergence_margin, first_divergence, scorer_for
 from core.bench.results import BenchResult, BenchSetting, Divergence
+from core.decode.acceptance import PositionTally
 from core.settings import Settings
 
 PEERS = ("mlx-lm", "transformers-pld")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.acceptance import PositionTally
+from core.decode.acceptance import PositionTally
 from core.errors import UserError
 
 PLD = "transformers-pld"

@@ -1,4 +1,4 @@
-"""Predicted against measured: what core.prediction expected of each speculative row, and, when
+"""Predicted against measured: what core.cost.prediction expected of each speculative row, and, when
 the measurement fell short, which phase took the difference.
 
 Why: a speedup alone does not say whether the idea or its implementation fell short. The
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.bench.results import BenchResult, BenchSetting
+from core.cost.prediction import RoundCost, predict, predict_schedule
 from core.dispatch.curve import verify_cost
-from core.prediction import RoundCost, predict, predict_schedule
 from core.settings import MAX_K, Settings
 
 EFFICIENCY_FLOOR = 0.85  # below this, the report says where the time went

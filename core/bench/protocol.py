@@ -87,10 +87,10 @@ def run_protocol(
     (ours, then the peer's, per seed), after the other rows, and each pair's ratio is kept.
     `task` (a checkable prompt's check of one output's token ids) marks each row's first
     invocation outputs passed or failed: task success beside NLL. `predict`: every
-    speculative row also gets core.prediction's speedup and its efficiency
+    speculative row also gets core.cost.prediction's speedup and its efficiency
     (core.bench.predicted), from the engine's calibration or one measured here first.
     Before all of it, on a GPU backend (always with `compile_warmup=True`, never with False),
-    core.warmup runs every shape the rows and the calibration will use, so no calibration
+    core.runtime.warmup runs every shape the rows and the calibration will use, so no calibration
     sample or timed request includes a kernel compile; its record is `environment["warmup"]`.
     Call on the engine's thread; `progress(done, total, label)` after every request.
     """
@@ -245,9 +245,9 @@ def run_protocol(
 
 def _compile_warmup(engine: Any, prompt_ids: Sequence[int], rows: list[BenchSetting],
                     force: bool | None) -> dict[str, Any]:
-    """core.warmup over every row's shapes and the calibration's (rows and modes), at the
+    """core.runtime.warmup over every row's shapes and the calibration's (rows and modes), at the
     prompt's length; the record the report keeps."""
-    from core.warmup import WarmupRecord, verify_rows, warm_up_engine
+    from core.runtime.warmup import WarmupRecord, verify_rows, warm_up_engine
 
     if force is False:
         return WarmupRecord(False, reason="turned off").to_dict()

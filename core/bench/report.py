@@ -68,7 +68,7 @@ def prediction_section(report: BenchReport) -> list[str]:
     cal = report.protocol.get("calibration") or {}
     out = ["### Predicted against measured\n"]
     out.append(
-        "Predicted: core.prediction's speedup for the row's own per-position acceptance, the k "
+        "Predicted: core.cost.prediction's speedup for the row's own per-position acceptance, the k "
         "it proposed round by round, its draft source's price and the verification cost under "
         f"its dispatch (calibration: {cal.get('from', '-')}, context {cal.get('context', '-')}, "
         f"up to {cal.get('rows', '-')} rows, modes {', '.join(cal.get('modes', [])) or '-'}), "
@@ -161,7 +161,7 @@ def report_markdown(report: BenchReport) -> str:
         out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")
-        # comm (collectives of a sharded target, core/distributed.py) only when there was some
+        # comm (collectives of a sharded target, core/runtime/distributed.py) only when there was some
         shown = [x for x in PHASES if x != "comm"
                  or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]  # fmt: skip
         out += md_table(

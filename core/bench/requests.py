@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.acceptance import PositionTally
 from core.bench.errors import BenchCancelled
 from core.bench.results import BenchResult
+from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.acceptance import PositionTally
 from core.bench.fmt import pct, ratio, secs
+from core.decode.acceptance import PositionTally
 from core.events import RoundEvent, RunSummary
-from core.models.identity import identities_to_dict
+from core.identity import identities_to_dict
 from core.settings import Settings
 
 
@@ -149,12 +149,12 @@ class BenchResult:
     sample_text: str = ""
     # source ("none": plain target steps) -> k proposed -> rounds, from the timed requests
     proposals: dict[str, Counter[int]] = field(default_factory=dict)
-    # What core.prediction expected of this row (speculative rows with a calibration) and its
+    # What core.cost.prediction expected of this row (speculative rows with a calibration) and its
     # measured decode speedup over that: core.bench.predicted fills them.
     predicted_speedup: float | None = None
     efficiency: float | None = None
     prediction: dict[str, Any] | None = None
-    # The models this row ran (core.models.identity.ModelIdentity per role; no draft for a
+    # The models this row ran (core.models.identify.ModelIdentity per role; no draft for a
     # target-only row); None when the engine did not know them (core.bench.provenance).
     models: dict[str, Any] | None = None
 

@@ -17,11 +17,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from core.decode.introspect import vocab_size
 from core.dispatch.backend import BackendInfo, current_backend
 from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import KernelPredictor
 from core.dispatch.patches import verification_patches
-from core.introspect import vocab_size
 
 # Calibration modes: "auto" is what the engine does with default settings; "gemv"/"gemm"
 # force the linear layers' kernel family; "fused"/"plain" force the verification attention.
@@ -82,10 +82,10 @@ def _time_proposal(state: Any, seq: list[int], vocab: int, sampled: bool, fused:
     steps (core/drafting/model.py: the same decode, penalty, softmax and draw per step, chained
     with async_eval), evaluated with its q rows. Sampled, each step also turns its logits into
     q over the vocabulary and draws from it. The cache is trimmed back afterwards."""
-    from core.cached_model import cache_offset
+    from core.decode.cached_model import cache_offset
+    from core.decode.sampling import LogitsConfig
     from core.drafting.base import DraftRequest
     from core.drafting.model import ModelDrafter
-    from core.sampling import LogitsConfig
 
     cfg = LogitsConfig(temperature=1.0 if sampled else 0.0)
     keys = mx.random.split(mx.random.key(int(rng.integers(0, 2**31))), DRAFT_CHAIN)
@@ -108,7 +108,7 @@ def _time_acceptance(
     """Median seconds of the round's acceptance on the device (the engine's "sample" phase)
     over R verified rows: greedy (argmax and match) and sampled (softmax of the target's rows
     and the mentored rule, the costlier sampled one), each ending in the round's one sync."""
-    from core.sampling import LogitsConfig, accept_greedy, accept_sampled, to_probs
+    from core.decode.sampling import LogitsConfig, accept_greedy, accept_sampled, to_probs
 
     cfg = LogitsConfig(temperature=1.0)
     out: dict[str, dict[int, list[float]]] = {"greedy": {}, "sampled": {}}
@@ -160,10 +160,10 @@ def calibrate(
     CalibrationCancelled after the forward under way.
     """
     # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
-    # (which core.cached_model imports) takes over a second to import.
+    # (which core.decode.cached_model imports) takes over a second to import.
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-    from core.cached_model import cache_offset, prefill
+    from core.decode.cached_model import cache_offset, prefill
 
     row_list = _row_list(rows)
     if repeats < 1:
@@ -221,7 +221,7 @@ def calibrate(
 
     draft_s = sampled_s = None
     if draft_model is not None:
-        from core.cached_model import CachedModel
+        from core.decode.cached_model import CachedModel
 
         dvocab = min(vocab, _known_vocab(draft_model))
         state = CachedModel(draft_model, make_prompt_cache(draft_model))

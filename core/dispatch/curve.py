@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
-from core.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
+from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
 
 # A measured boundary is the first R whose verification costs this fraction less than the
 # previous measured R: a 10% drop is far above run-to-run noise of a median, and far below

@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from core.atomic import atomic_writer, write_atomic
+from core.io.atomic import atomic_writer, write_atomic
 from core.models.loaded import CACHE_ENV, FetchError, cache_dir
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def _scratch_dir(folder: Path) -> Iterator[str]:
 
 
 def _why(exc: OSError) -> str:
-    from core.atomic import reason
+    from core.io.atomic import reason
 
     return reason(exc)
 

@@ -18,7 +18,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.atomic import atomic_writer, write_atomic
+from core.io.atomic import atomic_writer, write_atomic
 from core.models.gguf_convert import NATIVE, TOKENIZER_FILE, cached_or_converted
 from core.models.gguf_header import read_gguf_header
 from core.models.loaded import (

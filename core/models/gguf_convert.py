@@ -34,7 +34,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
-from core.atomic import unlink_quietly, write_atomic
+from core.io.atomic import unlink_quietly, write_atomic
 from core.models.loaded import ModelLoadError, cache_dir, first_line
 
 log = logging.getLogger(__name__)

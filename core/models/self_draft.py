@@ -14,7 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
-from core.introspect import body
+from core.decode.introspect import body
 from core.models.loaded import LoadedModel, ModelLoadError, quantization_config
 from core.models.spec import check_quantization, int_option, parse_options
 

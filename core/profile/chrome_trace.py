@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import atomic
 from core.errors import UserError
 from core.events import ORIGINS, PHASES, RoundEvent, RunSummary
+from core.io import atomic
 from core.profile.records import Profile, ProfileError
-from core.version import version_text
+from core.runtime.version import version_text
 
 # Track ids inside every request's process, and the order they are shown in.
 HOST_TID, DRAFT_TID, TARGET_TID = 1, 2, 3
@@ -141,7 +141,7 @@ def _phase_args(ev: RoundEvent, phase: str) -> dict[str, Any]:
 
 def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
     """The events of one request (process `pid`), metadata first, then by track and time."""
-    from core.models.identity import describe_models, identities_to_dict  # MLX only on use
+    from core.identity import describe_models, identities_to_dict
     s = request.summary
     rounds = list(request.rounds)
     lengths = [_round_length(ev) for ev in rounds]
@@ -209,7 +209,7 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
         "traced": s.traced,
         "fallback_reason": s.fallback_reason,
         "outside_rounds_ms": _ms(max(s.e2e_s - sum(lengths), 0.0)),
-        # Which models ran (core/models/identity.py) and which code measured them.
+        # Which models ran (core/models/identify.py) and which code measured them.
         "models": describe_models(s.models),
         "model_identities": identities_to_dict(s.models),
         "measured_by": version_text(request.environment or {}),
@@ -262,7 +262,7 @@ def write_trace(path: str | os.PathLike[str], requests: Iterable[TracedRequest])
     try:
         atomic.write_atomic(dest, text)
     except OSError as exc:
-        from core.atomic import reason
+        from core.io.atomic import reason
 
         raise TraceError(f"Could not write the trace {dest}: {reason(exc)}; nothing was "
                          "changed.") from None  # fmt: skip

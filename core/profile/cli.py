@@ -175,8 +175,8 @@ def _print_show(console: Any, profile: Profile) -> None:
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
         info.add_row(key, Text(_fmt(env.get(key))))
-    from core.models.identity import describe_models  # imports MLX: only when showing a run
-    from core.version import version_text
+    from core.identity import describe_models
+    from core.runtime.version import version_text
 
     info.add_row("measured by", Text(version_text(env)))
     for role, line in describe_models(run.summary.models).items():  # 'unknown' in old runs
@@ -217,7 +217,7 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     for key in ("backend", "device_name"):
         table.add_row(key, Text(_fmt(a.run.environment.get(key))),
                       Text(_fmt(b.run.environment.get(key))))  # fmt: skip
-    from core.models.identity import describe_models  # imports MLX: only when runs are shown
+    from core.identity import describe_models
 
     ma, mb = describe_models(a.run.summary.models), describe_models(b.run.summary.models)
     for role in ("target", "draft"):  # a difference here means the runs compare models

@@ -20,18 +20,18 @@ from typing import Any
 import platformdirs
 import tomli_w
 
-from core import atomic
-from core.atomic import reason
 from core.events import RoundEvent, RunSummary
-from core.profile.records import Profile, ProfileError, RecordedRun
-from core.settings import Settings, SettingsError
-from core.untrusted import (
+from core.io import atomic
+from core.io.atomic import reason
+from core.io.untrusted import (
     JSON_MAX_BYTES,
     TOML_MAX_BYTES,
     UntrustedFileError,
     check_depth,
     read_bounded,
 )
+from core.profile.records import Profile, ProfileError, RecordedRun
+from core.settings import Settings, SettingsError
 
 SCHEMA = 2  # of both files; bump it and add a migration when a stored key changes meaning
 TOML_SUFFIX = ".toml"
@@ -56,7 +56,7 @@ def _first_line(exc: Exception) -> str:
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """core.atomic.write_atomic, with its OSError told as the one sentence profiles use."""
+    """core.io.atomic.write_atomic, with its OSError told as the one sentence profiles use."""
     try:
         atomic.write_atomic(path, data)
     except OSError as exc:
@@ -288,7 +288,7 @@ def _summary_from(summary: Any) -> RunSummary:
 
 
 def _read_bytes(path: Path, limit: int) -> bytes:
-    """The file's bytes, bounded (core/untrusted.py): a profile folder is shared and copied."""
+    """The file's bytes, bounded (core/io/untrusted.py): a profile folder is shared and copied."""
     try:
         return read_bounded(path, limit, "profile file")
     except UntrustedFileError as exc:

@@ -1,6 +1,6 @@
 """ProfileStore: a folder of profiles whose saves never lose or half-write a file.
 
-Every save stages its files as fsynced temp files (core.atomic) and renames them into place;
+Every save stages its files as fsynced temp files (core.io.atomic) and renames them into place;
 without `overwrite` it never replaces an existing name, here or among the shipped presets, but
 takes the first free `name-2`, `name-3`, ... even when another saver races it.
 """
@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.atomic import fsync_dir, publish_new, stage, unlink_quietly
+from core.io.atomic import fsync_dir, publish_new, stage, unlink_quietly
 from core.profile.files import (
     RUN_SUFFIX,
     TOML_SUFFIX,

@@ -222,7 +222,7 @@ STATISTIC = {
     "median": "median E2E of each row's timed requests",
     "median_mm": "median E2E of each row's timed requests, their min-max in brackets",
     "ratio": "vs target-only = target-only's median E2E over the row's median E2E",
-    "predicted": "predicted = core.prediction's decode speedup for the row's measured acceptance",
+    "predicted": "predicted = core.cost.prediction's decode speedup for the row's measured acceptance",
     "efficiency": "efficiency = measured decode speedup (median decode tok/s over "
     "target-only's) over predicted",
     "decode": "measured (decode) = median decode tok/s over target-only's",
@@ -308,7 +308,7 @@ def min_match(docs: list[Doc]) -> tuple[list[str], str]:
             out.append([f"`{label}`{after}", *(FIELDS[c](d, r) for c in cols)])
     stat = ("counted on the CPU, greedy, one seed; lookup and model cells: rounds (share of "
             "rounds), drafts a round, acceptance, mean accepted length; predicted = "
-            "core.prediction's speedup over a pipelined H200 target step (`bench --curve`)")
+            "core.cost.prediction's speedup over a pipelined H200 target step (`bench --curve`)")
     return md_table(("Row", "rounds", "lookup rounds", "model rounds", "target steps",
                      "tokens/round", "predicted (H200)"), out), stat
 
@@ -365,7 +365,7 @@ def step_costs(docs: list[Doc]) -> tuple[list[str], str]:
                 num(c.get("shape:qwen2.5-0.5b/chained8"), ".2f"), "-", "-"])
     return (md_table(("0.5B step, ms", "per step", "pipelined", "chained x8",
                       "compiled, chained x8", "mlx-lm"), out),
-            "ms a 0.5B decode step, median of the repeats (core.stepcost; probe.py)")
+            "ms a 0.5B decode step, median of the repeats (core.cost.stepcost; probe.py)")
 
 
 def seed_m2(docs: list[Doc]) -> tuple[list[str], str]:

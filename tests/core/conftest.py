@@ -28,6 +28,6 @@ def tiny_pair():
 @pytest.fixture
 def engine(tiny_pair):
     """A fresh Engine on the module's tiny pair (empty caches each test)."""
-    from core.engine import Engine
+    from core.decode.engine import Engine
 
     return Engine.from_pair(tiny_pair)

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, f
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from core.distributed import current_spmd, shard_model  # noqa: E402
-from core.engine import Engine  # noqa: E402
+from core.decode.engine import Engine  # noqa: E402
 from core.events import RoundEvent, RunSummary  # noqa: E402
+from core.runtime.distributed import current_spmd, shard_model  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from tests.core.tiny import PROMPT, VOCAB, next_token_logits, noisy_copy, softmax, tiny_llama  # noqa: E402
 

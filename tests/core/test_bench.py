@@ -23,7 +23,7 @@ import pytest
 from core import bench
 from core.bench.quality import _Scorer
 from core.bench.report import report_markdown
-from core.engine import Engine
+from core.decode.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.settings import Settings
@@ -278,7 +278,7 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
         bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
     with pytest.raises(SystemExit):  # argparse: "invalid choice", exit 2
         parser.parse_args([*head, "--draft-source", "oracle"])
-    from core.chat import chat_settings
+    from core.chat.cli import chat_settings
 
     args = parser.parse_args(["chat", "hello", "--draft-source", "lookup"])
     assert chat_settings(args).draft_source == "lookup"
@@ -312,7 +312,7 @@ def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):
 
 
 def bench_tally(proposed: int, accepted: int):
-    from core.acceptance import PositionTally
+    from core.decode.acceptance import PositionTally
 
     t = PositionTally()
     t.observe(proposed, accepted)

@@ -16,11 +16,11 @@ import pytest
 from rich.console import Console
 
 from core import bench
-from core.acceptance import PositionTally
 from core.bench import peer as P
 from core.bench.predicted import EFFICIENCY_FLOOR, attach_predictions, needed_calibration
 from core.bench.report import report_csv, report_markdown
 from core.bench.results import BenchResult, BenchSetting
+from core.decode.acceptance import PositionTally
 from core.dispatch import VerifyCostCurve
 from core.settings import Settings
 

@@ -91,7 +91,7 @@ def test_every_table_of_a_page_is_generated() -> None:
     """A Markdown table outside a generated block is a number nothing checks; the few left are
     named here with the reason they are not rendered whole from a JSON."""
     not_from_json = {
-        # replays of core/policy.py's arithmetic on recorded costs (replay.py prints them)
+        # replays of core/cost/policy.py's arithmetic on recorded costs (replay.py prints them)
         "| Policy | seed 0 | seed 1 | seed 2 | target steps |",
         "| Policy | speedup over target-only, seeds 0-4 | drafted rounds of ~240 |",
         # goals and before/after pairs across calls: each measured ratio is a value marker

@@ -334,7 +334,7 @@ def test_a_saved_profile_exports_the_trace_the_bench_wrote(cli, tmp_path: Path) 
     """One real traced request: the bench writes it; saved as a profile, it exports the same."""
     from core import bench
     from core.bench.cli import traced_requests
-    from core.engine import Engine
+    from core.decode.engine import Engine
     from core.models import load_pair
     from core.profile import ProfileRecorder
 

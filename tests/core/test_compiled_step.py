@@ -8,8 +8,8 @@ import pytest
 from mlx_lm.models import llama, qwen2
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
+from core.decode.engine import Engine
 from core.drafting.compiled import CompiledDecodeStep, supports
-from core.engine import Engine
 from core.events import RunSummary
 from core.settings import Settings
 

@@ -700,7 +700,7 @@ def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, ca
 def test_calibrate_arguments_defaults():
     import argparse
 
-    from core.calibrate_cli import add_calibrate_arguments
+    from core.dispatch.cli import add_calibrate_arguments
 
     p = argparse.ArgumentParser()
     add_calibrate_arguments(p)

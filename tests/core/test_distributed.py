@@ -1,4 +1,4 @@
-"""A target sharded over two processes (core/distributed.py), on this machine's ring backend.
+"""A target sharded over two processes (core/runtime/distributed.py), on this machine's ring backend.
 
 The launched tests start two ranks with mlx.launch (the same launcher users run), each running
 tests/core/distributed_worker.py or the real CLI, and compare what the ranks wrote: with each
@@ -20,9 +20,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-import core.distributed as dist
+import core.runtime.distributed as dist
+from core.decode.trace import RoundTimer, active_timer
 from core.events import PHASES, PhaseTimings, RoundEvent
-from core.trace import RoundTimer, active_timer
 from tests.core.tiny import VOCAB, assert_matches, assert_rejects, tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import threading
 import numpy as np
 import pytest
 
+from core.decode.engine import Engine
 from core.drafting import registry
-from core.engine import Engine
 from core.errors import UserError
 from core.settings import Settings, SettingsError
 from tests.core import fixed_drafter

@@ -1,4 +1,4 @@
-"""The decode loop end to end (core/engine.py) on tiny seeded random llamas, CPU only.
+"""The decode loop end to end (core/decode/engine.py) on tiny seeded random llamas, CPU only.
 
 What is proved here (issue 3, "Done when"):
 - lossless speculative sampling reproduces the target-only law of the first two tokens, which
@@ -21,9 +21,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from core.engine import Engine
+from core.decode.engine import Engine
+from core.decode.sampling import LogitsConfig, penalize, to_probs
 from core.events import PHASES, RoundEvent, RunSummary
-from core.sampling import LogitsConfig, penalize, to_probs
 from core.settings import Settings
 from tests.core.tiny import (
     PROMPT,
@@ -138,7 +138,7 @@ def exact_pair_law(model, prompt: Sequence[int], cfg: LogitsConfig) -> np.ndarra
     """P(t1, t2) [V, V] of sampling two tokens from `model` with `cfg`, by enumerating t1.
 
     Plain temperature uses a float64 softmax written here; with repetition penalty or top-p
-    the processed distribution comes from core.sampling (what both modes apply; the claim
+    the processed distribution comes from core.decode.sampling (what both modes apply; the claim
     tested is that speculation does not change the law, not how logits are processed).
     """
     plain = cfg.repetition_penalty == 1.0 and cfg.top_p == 1.0
@@ -699,8 +699,8 @@ def test_dispatch_fastest_calibrates_once_with_the_padded_kernel_and_changes_no_
 def test_cost_aware_rounds_feed_their_times_to_the_policy(target, close_draft, greedy_ref) -> None:
     """The engine hands each round's wall time to the policy, whose cost scale then leaves
     1.0; k stays within 0..k_max and the first round probes."""
+    from core.cost.policy import CostAwarePolicy
     from core.dispatch import VerifyCostCurve
-    from core.policy import CostAwarePolicy
 
     engine = Engine(target, close_draft, vocab_size=VOCAB)
     engine.cost_curve = VerifyCostCurve(
@@ -750,7 +750,7 @@ def test_needs_curve_says_when_a_run_would_calibrate_first(target, close_draft) 
 
 def test_the_policy_is_told_how_many_drafts_the_request_can_still_use(target, close_draft):
     """k is capped at the request's last tokens (one fewer with the bonus), and the policy is
-    asked with that cap, so a pricing policy picks the best k within it (core/policy.py)."""
+    asked with that cap, so a pricing policy picks the best k within it (core/cost/policy.py)."""
 
     class Recording:
         def __init__(self) -> None:

@@ -199,7 +199,7 @@ def test_deeply_nested_files_are_refused_in_a_sentence(tmp_path, capsys, no_load
 
 
 def test_brackets_in_strings_and_comments_are_not_nesting() -> None:
-    from core.untrusted import check_depth
+    from core.io.untrusted import check_depth
 
     check_depth('a = "' + "[" * 100 + '"\n# ' + "{" * 100 + "\nb = '''" + "[" * 50 + "'''",
                 "x")  # fmt: skip
@@ -326,7 +326,7 @@ def test_a_cache_folder_that_cannot_be_written_is_a_sentence(monkeypatch, capsys
 
 
 def test_calibrate_past_the_context_window_is_refused_before_it_runs(capsys, monkeypatch) -> None:
-    import core.calibrate_cli as dcli
+    import core.dispatch.cli as dcli
 
     monkeypatch.setattr(dcli, "calibrate", lambda *a, **k: pytest.fail("calibration ran"))
     msg = refused(capsys, ["calibrate", "--context", "100000", *TINY], "--context 100,000",
@@ -361,7 +361,7 @@ def test_a_calibration_stops_when_cancelled() -> None:
 def test_a_lost_peer_sentence_does_not_promise_a_message_a_killed_rank_never_left(
     monkeypatch,
 ) -> None:
-    import core.distributed as D
+    import core.runtime.distributed as D
 
     class Group:
         def rank(self) -> int:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.decode.engine import Engine
 from core.drafting.lookup import LookupDrafter
 from core.drafting.suffix_index import Match, SuffixIndex, scan_longest_repeat
-from core.engine import Engine
 from core.settings import Settings
 from tests.core.test_engine import assert_caches, exact_pair_law, run
 from tests.core.tiny import VOCAB, assert_matches, assert_rejects, noisy_copy, tiny_llama
@@ -66,8 +66,8 @@ def test_index_copies_from_the_most_recent_occurrence_and_loops() -> None:
 
 
 def test_lookup_drafter_proposes_only_from_a_long_enough_repeat() -> None:
+    from core.decode.sampling import LogitsConfig
     from core.drafting.base import DraftRequest
-    from core.sampling import LogitsConfig
 
     d = LookupDrafter(min_match=3)
     seq = [4, 5, 6, 7, 0, 4, 5, 6]

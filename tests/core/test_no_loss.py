@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.cost.policy import CopyRunPolicy
+from core.cost.prediction import RunLengths, copy_acceptance, expected_tokens, run_hazards
+from core.decode.engine import Engine
 from core.dispatch import VerifyCostCurve
 from core.drafting.base import Offer
-from core.engine import Engine
-from core.policy import CopyRunPolicy
-from core.prediction import RunLengths, copy_acceptance, expected_tokens, run_hazards
 from core.settings import Settings
 from tests.core.test_engine import assert_caches, run
 from tests.core.tiny import VOCAB, noisy_copy, tiny_llama

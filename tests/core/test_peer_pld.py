@@ -45,7 +45,7 @@ def test_our_lookup_row_is_its_counterpart() -> None:
                     "(optional: only the transformers-pld peer uses them)")  # fmt: skip
 def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
     from core.bench import run_protocol
-    from core.engine import Engine
+    from core.decode.engine import Engine
     from core.models import chat_prompt_ids
 
     peer = peer_pld.load_pld_peer("default")

@@ -1,4 +1,4 @@
-"""Proposal policies (core/policy.py): each k sequence below is worked out by hand from the rule."""
+"""Proposal policies (core/cost/policy.py): each k sequence below is worked out by hand from the rule."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.errors import UserError
-from core.policy import (
+from core.cost.policy import (
     AcceptanceRatePolicy,
     AcceptedLengthPolicy,
     CostAwarePolicy,
@@ -19,6 +18,7 @@ from core.policy import (
     expected_tokens,
     make_policy,
 )
+from core.errors import UserError
 from core.settings import Settings
 
 
@@ -269,7 +269,7 @@ def test_cost_aware_probes_after_a_run_of_target_steps():
     """k = 0 teaches nothing, so after a run of target steps one round proposes k >= 1, the
     run doubling with each failed probe up to `probe_every`; when the probes are accepted the
     policy leaves k = 0 for good."""
-    from core.policy import CostAwarePolicy
+    from core.cost.policy import CostAwarePolicy
 
     # A flat verify cost and a cheap draft: speculation pays once acceptance is high.
     p = CostAwarePolicy(lambda r: 0.01, 0.001, prior=0.01, prior_weight=50.0, probe_every=4)
@@ -391,8 +391,8 @@ def test_cost_aware_unseen_positions_take_the_pooled_rate():
 def test_fastest_dispatch_reads_the_cheaper_measured_mode():
     """dispatch="fastest" pads to the matrix kernel exactly where the calibration measured it
     cheaper (the H200 curve: from 4 rows to 7), and the cost-aware policy sees that cost."""
+    from core.cost.policy import fastest_dispatch, verify_cost
     from core.dispatch import VerifyCostCurve
-    from core.policy import fastest_dispatch, verify_cost
 
     auto = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6, 8: 21.5, 9: 20.3}
     gemm = {1: 8.9, 2: 22.9, 3: 23.8, 4: 23.5, 5: 23.9, 6: 24.2, 7: 23.5, 8: 20.8, 9: 20.7}

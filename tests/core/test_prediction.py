@@ -1,4 +1,4 @@
-"""core.prediction: expected tokens, seconds and speedup per round, checked by hand, against a
+"""core.cost.prediction: expected tokens, seconds and speedup per round, checked by hand, against a
 fake calibration curve, against the cost-aware policy (one formula), and by property."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.dispatch import VerifyCostCurve
-from core.policy import CostAwarePolicy
-from core.prediction import (
+from core.cost.policy import CostAwarePolicy
+from core.cost.prediction import (
     RoundCost,
     acceptance_at,
     expected_tokens,
@@ -19,6 +18,7 @@ from core.prediction import (
     predict_k,
     predict_mix,
 )
+from core.dispatch import VerifyCostCurve
 
 
 def flat(rows: int) -> float:
@@ -114,7 +114,7 @@ def test_a_mix_of_k_is_expected_tokens_over_expected_seconds():
 
 
 def test_the_policy_rate_is_the_prediction():
-    """One formula: the cost-aware policy's rate and choice are core.prediction's."""
+    """One formula: the cost-aware policy's rate and choice are core.cost.prediction's."""
 
     def curve(r: int) -> float:
         return 8e-3 + 0.5e-3 * r

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from core.cost.prediction import RoundCost, predict_schedule
 from core.dispatch.curve import VerifyCostCurve, read_curve_file
-from core.prediction import RoundCost, predict_schedule
 
 DATA = Path(__file__).resolve().parents[2] / "docs/benchmarks/data/h200-2026-12-01/key72-256.json"
 FIT_ROW = "fixed-8-tv1:bonus=true"

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-import core.atomic as atomic_mod
+import core.io.atomic as atomic_mod
 import core.profile as pm
 import core.profile.files as files_mod
 import core.profile.store as store_mod
@@ -681,7 +681,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     import core
 
-    stubs = {"core.bench": "add_bench_arguments", "core.calibrate_cli": "add_calibrate_arguments"}
+    stubs = {"core.bench": "add_bench_arguments", "core.dispatch.cli": "add_calibrate_arguments"}
     for module, hook in stubs.items():
         try:
             importlib.import_module(module)
@@ -819,7 +819,7 @@ def test_a_real_engine_run_is_recorded_saved_and_loaded_unchanged(store: Profile
     import mlx.core as mx
     from mlx_lm.models import llama
 
-    import core.engine as engine_mod
+    import core.decode.engine as engine_mod
 
     def tiny(seed: int) -> llama.Model:
         mx.random.seed(seed)

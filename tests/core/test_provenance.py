@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 
 from core import bench
-from core.engine import Engine
+from core.decode.engine import Engine
 from core.events import RunSummary
-from core.models import identity as I
+from core.identity import ModelIdentity
+from core.models import identify as I
 from core.models import load_model, load_pair, save_mlx_folder
-from core.models.identity import ModelIdentity, identify, pair_identities
+from core.models.identify import identify, pair_identities
 from core.profile import ProfileRecorder, ProfileStore, TracedRequest, chrome_trace
 from core.profile.files import RUN_SUFFIX
+from core.runtime.version import tool_version, version_text
 from core.settings import Settings
-from core.version import tool_version, version_text
 
 TINY = ("shape:tiny", "shape:tiny-draft")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,9 +1,9 @@
-"""core.stepcost measures every schedule, fused included, and counts a step's primitives."""
+"""core.cost.stepcost measures every schedule, fused included, and counts a step's primitives."""
 
 from __future__ import annotations
 
+from core.cost.stepcost import count_primitives, main, measure
 from core.models import load_model
-from core.stepcost import count_primitives, main, measure
 
 
 def test_measure_reports_every_schedule_and_the_peer(tmp_path):

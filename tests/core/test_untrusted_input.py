@@ -155,7 +155,7 @@ def test_a_prompt_of_bytes_that_are_not_text_is_a_sentence_not_a_traceback() -> 
 
 
 def test_the_locale_encoding_decodes_what_the_terminal_meant(monkeypatch) -> None:
-    from core import user_text
+    from core.io import user_text
 
     monkeypatch.setattr(user_text.locale, "getpreferredencoding", lambda do_setlocale=True: "latin-1")
     assert user_text.prompt_text("caf\udce9") == "café"  # how Python hands over b"caf\xe9"
@@ -166,7 +166,7 @@ def test_the_locale_encoding_decodes_what_the_terminal_meant(monkeypatch) -> Non
 
 
 def test_empty_prompts_are_refused_the_same_way_everywhere(capsys) -> None:
-    from core.user_text import EMPTY_PROMPT
+    from core.io.user_text import EMPTY_PROMPT
 
     for argv in (["chat", "", *TINY], ["chat", "  \n", *TINY],
                  ["bench", "--prompt", "", *TINY], ["bench", "--prompt", " ", *TINY]):  # fmt: skip
@@ -220,7 +220,7 @@ def test_a_missing_profile_is_an_error_not_ignored(capsys) -> None:
 
 
 def test_chat_runs_the_profile_it_is_given(capsys) -> None:
-    from core.chat import chat_settings
+    from core.chat.cli import chat_settings
 
     parser = cli.build_parser()
     s = chat_settings(parser.parse_args(["--profile", "target-only", "chat", "hi"]))
@@ -381,9 +381,9 @@ def test_ctrl_c_while_the_parser_imports_is_no_traceback() -> None:
 
 
 def test_decode_speed_is_not_four_tokens_over_a_millisecond() -> None:
-    from core.chat import summary_table
+    from core.chat.cli import summary_table
+    from core.decode.run_totals import RunTotals
     from core.events import CommittedToken, RoundEvent
-    from core.run_totals import RunTotals
     from core.settings import Settings
 
     def four(i: int) -> RoundEvent:
@@ -410,7 +410,7 @@ def test_a_chat_that_drops_its_oldest_turns_keeps_both_caches_consistent() -> No
     engine's, and both caches must hold a prefix of the new conversation."""
     import random
 
-    from core.engine import Engine
+    from core.decode.engine import Engine
     from core.models.context import fit_conversation
     from core.settings import Settings
     from tests.core.test_engine import assert_caches, run

@@ -1,4 +1,4 @@
-"""Compiles seen, never timed (core/warmup.py): the watch says nothing for fast work and says
+"""Compiles seen, never timed (core/runtime/warmup.py): the watch says nothing for fast work and says
 "compiling" within a second for a stall, then its time; the warm-up runs every shape once on
 a GPU backend (faked here: the hardware query, never the maths) and nothing on the CPU; the
 bench keeps its record. No test depends on this machine's speed: the stalled work waits on an
@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from core.dispatch.backend import backend_info
-from core.warmup import (
+from core.runtime.warmup import (
     THRESHOLD_S,
     CompileWatch,
     _settle,
@@ -52,7 +52,7 @@ def test_a_stall_is_said_within_a_second_then_its_time(tmp_path, caplog):
 
     watch = CompileWatch("tiny", on_notice=got, threshold_s=0.05, interval_s=0.05,
                          cache_dir=tmp_path)  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="core.warmup"), watch as w:
+    with caplog.at_level(logging.WARNING, logger="core.runtime.warmup"), watch as w:
         (tmp_path / "kernel.cubin").write_bytes(b"\0" * 2_000_000)  # MLX's cache grows
         assert updated.wait(30), "the watch never said anything"
     kinds = [n.kind for n in notices]
@@ -64,7 +64,7 @@ def test_a_stall_is_said_within_a_second_then_its_time(tmp_path, caplog):
     assert notices[-1].text.endswith("(kernel cache +2.0 MB)")
     assert w.noticed and w.cache_growth_bytes == 2_000_000
     # the same lines reach core's log, each carrying its notice (the app's bridge reads it)
-    said = [r for r in caplog.records if r.name == "core.warmup"]
+    said = [r for r in caplog.records if r.name == "core.runtime.warmup"]
     assert [r.compile_notice.kind for r in said] == kinds
 
 
@@ -211,7 +211,7 @@ def test_bench_json_carries_the_warm_up_record(engine, tiny_pair):
 
 
 def test_warm_up_leaves_the_engine_s_caches_alone(engine):
-    from core.warmup import warm_up_engine
+    from core.runtime.warmup import warm_up_engine
 
     before = engine.cache_state()
     record = warm_up_engine(engine, prompt_tokens=4, rows=[1, 2], force=True)

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.acceptance import PositionTally
+from core.decode.acceptance import PositionTally
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
-from core.models.identity import ModelIdentity
+from core.identity import ModelIdentity
 from core.profile import ProfileStore
 from core.settings import Settings
 from tui.app import SpecDecApp
@@ -42,7 +42,7 @@ FAKE_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def fake_models(target: str, draft: str | None) -> dict[str, ModelIdentity | None]:
-    """Identities as a real session names them (core/models/identity.py), made up per spec:
+    """Identities as a real session names them (core/models/identify.py), made up per spec:
     a SmolLM2-like target whose sha256 follows its spec, and a 4-bit self-draft of it."""
     sha = hashlib.sha256(target.encode()).hexdigest()
     kind = "default" if target == "default" else "gguf"

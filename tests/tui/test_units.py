@@ -185,7 +185,7 @@ def test_rejected_copies_are_coloured_apart_from_rejected_model_drafts() -> None
 
 
 def test_every_origin_has_a_style_in_the_headless_chat() -> None:
-    from core.chat import ORIGIN_STYLE
+    from core.chat.cli import ORIGIN_STYLE
 
     assert set(ORIGINS) <= set(ORIGIN_STYLE)
     assert len(set(ORIGIN_STYLE.values())) == len(ORIGIN_STYLE)  # each its own colour

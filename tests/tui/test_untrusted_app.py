@@ -174,12 +174,12 @@ async def test_a_warning_while_loading_reaches_the_user(profiles: Path) -> None:
 
 
 async def test_a_compile_at_load_shows_in_the_status_line_until_done(profiles: Path) -> None:
-    """A first use that stalls on GPU kernel compilation (core.warmup's watch, as the real
+    """A first use that stalls on GPU kernel compilation (core.runtime.warmup's watch, as the real
     session's warm-up runs it while loading) is said at once: a notification and the status
     line, then the final "compiled in N s". The load holds until the status line showed it."""
     import threading
 
-    from core.warmup import CompileWatch
+    from core.runtime.warmup import CompileWatch
 
     shown = threading.Event()
 

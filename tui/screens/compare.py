@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 
 from core.errors import UserError
 from core.events import PHASES, RunSummary
-from core.models.identity import human_count
+from core.identity import human_count
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
 from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike

@@ -301,7 +301,7 @@ class KernelsPanel(VerticalScroll):
         yield Static(id="curve-note")
         yield DataTable(id="curve-table", cursor_type="none")
         yield CurvePlot(id="curve-plot")
-        yield Label("speedup vs k: predicted (core.prediction) and measured", classes="section")
+        yield Label("speedup vs k: predicted (core.cost.prediction) and measured", classes="section")
         yield SpeedupPlot(id="speedup-plot")
 
     def on_mount(self) -> None:
@@ -419,9 +419,9 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
 
 
 def models_text(info: PairInfo | None) -> Text:
-    """The loaded models in full (core/models/identity.py) and the code that runs them."""
-    from core.models.identity import describe_models
-    from core.version import version_text
+    """The loaded models in full (core/models/identify.py) and the code that runs them."""
+    from core.identity import describe_models
+    from core.runtime.version import version_text
 
     if info is None:
         return Text("models: none loaded", "dim")
@@ -534,7 +534,7 @@ class ProfilePanel(VerticalScroll):
                 _num(median, "{:.2f}"),
                 _num(speed, "{:.2f}x"),
                 _num(getattr(r, "mean_tv", None), "{:.3f}"),
-                # core.prediction's speedup for this row, and measured (decode) over it
+                # core.cost.prediction's speedup for this row, and measured (decode) over it
                 _num(getattr(r, "predicted_speedup", None), "{:.2f}x"),
                 _num(getattr(r, "efficiency", None), "{:.2f}"),
             )

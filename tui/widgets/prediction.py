@@ -1,6 +1,6 @@
 """Predicted speedup against k beside the speedup this run measured (issue 14 in the app).
 
-The prediction is core.prediction's, fed with what the app has: t_verify(rows) from the
+The prediction is core.cost.prediction's, fed with what the app has: t_verify(rows) from the
 calibration the Kernels panel shows (linear between measured row counts, as
 core.dispatch.VerifyCostCurve.t_verify does), the draft source's price of k (the calibrated
 draft step per draft for the model, nothing for a lookup), the per-position acceptance of
@@ -25,8 +25,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual_plot import HiResMode
 
+from core.cost.prediction import KPrediction, Prediction, RoundCost, predict, predict_schedule
 from core.dispatch.curve import interpolate
-from core.prediction import KPrediction, Prediction, RoundCost, predict, predict_schedule
 from tui.bridge import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.plots import (
@@ -51,7 +51,7 @@ def curve_t_verify(curve: CurveInfo) -> Callable[[int], float]:
 
 
 def reached_prefix(rates: Sequence[float | None]) -> list[float]:
-    """Per-position acceptance up to the first position never reached (core.prediction carries
+    """Per-position acceptance up to the first position never reached (core.cost.prediction carries
     the last one given past the end)."""
     out: list[float] = []
     for r in rates:

@@ -11,10 +11,10 @@ import time
 
 import mlx.core as mx
 
+from core.cost.stepcost import _prefilled
+from core.decode.sampling import LogitsConfig, penalize, sample, to_probs
 from core.drafting.compiled import CompiledDecodeStep
 from core.models import load_model
-from core.sampling import LogitsConfig, penalize, sample, to_probs
-from core.stepcost import _prefilled
 
 spec = sys.argv[1] if len(sys.argv) > 1 else "shape:qwen2.5-0.5b"
 m = load_model(spec).model

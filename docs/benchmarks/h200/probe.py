@@ -78,7 +78,7 @@ def part_b() -> dict:
 
     lm = load_model("shape:qwen2.5-7b")
     model = lm.model
-    from core.stepcost import _prefilled
+    from core.cost.stepcost import _prefilled
 
     vocab = int(model.model.embed_tokens.weight.shape[0])
     cache = _prefilled(model, 800, vocab)
@@ -111,7 +111,7 @@ STEP_CODE = r"""
 import json, sys, statistics, time
 import mlx.core as mx
 from core.models import load_model
-from core.stepcost import _prefilled
+from core.cost.stepcost import _prefilled
 out = {}
 for spec in ("shape:qwen2.5-0.5b", "shape:qwen2.5-7b"):
     m = load_model(spec).model

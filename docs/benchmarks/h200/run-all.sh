@@ -30,7 +30,7 @@ bench() {  # bench NAME [bench flags...]
 for part in $PARTS; do
   case $part in
     steps)
-      python3 -m core.stepcost $SM --context 800 --steps 48 --repeats 3 \
+      python3 -m core.cost.stepcost $SM --context 800 --steps 48 --repeats 3 \
         --json "$OUT/stepcost.json" 2>&1 | tee "$OUT/stepcost.log" ;;
     seed)
       bench seed --profile target-only --profile draft-only \

@@ -21,7 +21,7 @@ import json
 import random
 from pathlib import Path
 
-from core.policy import CostAwarePolicy
+from core.cost.policy import CostAwarePolicy
 
 DATA = Path(__file__).parents[1] / "data" / "h200-2026-11-30"
 CASES = {

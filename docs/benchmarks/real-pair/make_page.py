@@ -3,7 +3,7 @@
 
 Every number on the page comes from the JSON reports in the data folder (one `bench --json`
 report per prompt, written by run_cpu.sh) or, for the predicted H200 speedup, from the H200's
-verify-cost curve for these two shapes (`calibrate --json`), priced with core.prediction the
+verify-cost curve for these two shapes (`calibrate --json`), priced with core.cost.prediction the
 way `bench --curve` prices a row: the row's own per-position acceptance at its k. Without the
 curve file the column says "not yet measured".
 
@@ -76,9 +76,9 @@ def predicted(row: dict[str, Any], curve: Any) -> tuple[float, int, float] | Non
     """(speedup at the row's k, best k, its speedup) on the curve's machine, or None."""
     if curve is None or not row.get("per_position_acceptance"):
         return None
+    from core.cost.prediction import RoundCost, predict
     from core.dispatch.curve import verify_cost
     from core.drafting.model import model_draft_price
-    from core.prediction import RoundCost, predict
 
     s = row["settings"]
     k = int(s["k"])
@@ -134,7 +134,7 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
                "target-only baseline has the same sampling and seeds. Mean TV: the per-step "
                "TV distance between what the row sampled from and the target. Task: share of "
                "outputs the prompt's check passed (checkable prompts only). Predicted H200 "
-               "speedup: core.prediction with the row's per-position acceptance at its k "
+               "speedup: core.cost.prediction with the row's per-position acceptance at its k "
                "and the H200's curve for these shapes; best k in brackets.\n")  # fmt: skip
     n_scored = len(proto["seed_values"]) * proto["tokens"]
     out.append(f"Each row's NLL is over {n_scored} generated tokens ({len(proto['seed_values'])} "

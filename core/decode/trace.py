@@ -4,7 +4,7 @@ MLX is lazy and asynchronous, so a phase's time is only known if the device is m
 finish it (mx.eval) before the clock is read. That barrier costs overlap, which is why the
 untraced mode exists: it never syncs inside a round and reports `total` alone.
 
-Communication (a sharded target, core/distributed.py) is metered from outside: while a traced
+Communication (a sharded target, core/runtime/distributed.py) is metered from outside: while a traced
 round is open on a thread (`active_timer`), the collectives' meter adds the seconds it waited
 inside them, and the next `mark` moves them from that phase to "comm".
 """

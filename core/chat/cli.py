@@ -14,8 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from core.events import RoundEvent, RunSummary
+from core.io.user_text import prompt_text
 from core.settings import Settings
-from core.user_text import prompt_text
 
 ORIGIN_STYLE = {
     "accepted": "green",
@@ -101,9 +101,9 @@ def chat_settings(args: argparse.Namespace) -> Settings:
 
 def run_chat_cli(args: argparse.Namespace) -> int:
     """Load the pair, answer one prompt with colour by origin, print the summary."""
-    from core.distributed import current_spmd
-    from core.engine import Engine
+    from core.decode.engine import Engine
     from core.models import chat_prompt_ids, check_request, load_pair, pair_context_window
+    from core.runtime.distributed import current_spmd
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone prints
     err = Console(stderr=True)
@@ -120,7 +120,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (a minute on a fresh CUDA machine): said, not silent.
-    from core.warmup import notices_to, warm_up_engine
+    from core.runtime.warmup import notices_to, warm_up_engine
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         warm_up_engine(engine, [settings], prompt_tokens=len(ids), label=pair.target.name)

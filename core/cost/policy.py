@@ -11,8 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from core.dispatch.curve import fastest_dispatch, verify_cost
-from core.prediction import (
+from core.cost.prediction import (
     RoundCost,
     RunLengths,
     as_price,
@@ -22,6 +21,7 @@ from core.prediction import (
     predict,
     predict_k,
 )
+from core.dispatch.curve import fastest_dispatch, verify_cost
 from core.settings import MAX_K, Settings
 
 __all__ = [  # expected_tokens and the curve readers stay importable from here
@@ -181,7 +181,7 @@ class CostAwarePolicy:
         return self.cost.seconds(k)
 
     def rate(self, k: int, accept: list[float] | None = None) -> float:
-        """Expected committed tokens per second when proposing k (core.prediction)."""
+        """Expected committed tokens per second when proposing k (core.cost.prediction)."""
         a = self.acceptance() if accept is None else accept
         return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
 
@@ -268,7 +268,7 @@ class CopyRunPolicy(CostAwarePolicy):
 
     Before each round the engine hands it the offer (`consider`): how many tokens follow the
     match, and the match's kind (its length's octave). A copy's acceptance is how far copies
-    of that kind ran before (core.prediction.RunLengths: accepted run lengths, a proposal's
+    of that kind ran before (core.cost.prediction.RunLengths: accepted run lengths, a proposal's
     end counted as "at least"), smoothed towards all kinds' runs, where an unreached length
     runs on like the reached ones: SmolLM2's copies on the H200 kept ~30% of first tokens and
     0.9-1.0 from the fourth on, so per-position averages proposed 8 where 16 paid. k is the

@@ -7,7 +7,7 @@ mlx-lm runs it), chained lazily over k steps,
 and through the compiled fused step (core.drafting.compiled), plus mlx-lm's own generate_step as the
 peer. It also counts the primitives in one step's graph (what the device must launch).
 
-Run: python -m core.stepcost --model shape:qwen2.5-0.5b --context 800 --json out.json
+Run: python -m core.cost.stepcost --model shape:qwen2.5-0.5b --context 800 --json out.json
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
-from core.cached_model import prefill
+from core.decode.cached_model import prefill
 from core.drafting.compiled import CompiledDecodeStep, supports
 
 
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.models import load_model
     from core.profile import record_environment
 
-    p = argparse.ArgumentParser(prog="python -m core.stepcost", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m core.cost.stepcost", description=__doc__)
     p.add_argument("--model", action="append", required=True, help="model spec (repeatable)")
     p.add_argument("--context", type=int, default=800)
     p.add_argument("--steps", type=int, default=64)

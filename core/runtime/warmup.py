@@ -11,7 +11,7 @@ first paid for compiles it should never have measured. So:
   progress for `threshold_s` (under a second), says "compiling GPU kernels for <model>: first
   use on this machine", then the elapsed time every `interval_s`, then "compiled in N s" with
   the kernel cache's growth where there is a disk cache. Fast work says nothing. Notices go
-  to `on_notice` and to the `core.warmup` logger as WARNINGs carrying the notice
+  to `on_notice` and to the `core.runtime.warmup` logger as WARNINGs carrying the notice
   (`record.compile_notice`): the app's bridge forwards them, the CLIs print them
   (`notices_to`).
 - `warm_up` runs, on fresh caches (the engine's are untouched), the target's prefill at the
@@ -243,7 +243,7 @@ def verify_rows(settings: Iterable[Any], extra: int = 0) -> list[int]:
 def sampling_configs(settings: Iterable[Any] = ()) -> list[Any]:
     """One LogitsConfig per kind of logits processing the settings use (greedy, temperature,
     top-p, repetition penalty), plus greedy and a plain sampled one, which any run may use."""
-    from core.sampling import LogitsConfig
+    from core.decode.sampling import LogitsConfig
 
     out = {LogitsConfig(0.0), LogitsConfig(0.7)}
     for s in settings:
@@ -285,7 +285,7 @@ def warm_up(
     must run the same forwards) runs all `settle_tries` steps instead of stopping when settled.
     `backend` fakes the machine in tests (core.dispatch.backend_info(query=...)).
     """
-    from core.cached_model import PREFILL_CHUNK
+    from core.decode.cached_model import PREFILL_CHUNK
     from core.dispatch.backend import current_backend
 
     b = backend or current_backend()
@@ -365,7 +365,14 @@ class _Shapes:
         """Every sampling config's processing and acceptance of `logits` [R, V] (lazy)."""
         import mlx.core as mx
 
-        from core.sampling import accept_greedy, accept_sampled, one_hot, penalize, sample, to_probs
+        from core.decode.sampling import (
+            accept_greedy,
+            accept_sampled,
+            one_hot,
+            penalize,
+            sample,
+            to_probs,
+        )
 
         out = []
         k = drafts.shape[0]
@@ -390,7 +397,7 @@ class _Shapes:
         import mlx.core as mx
         from mlx_lm.models.cache import trim_prompt_cache
 
-        from core.cached_model import CachedModel
+        from core.decode.cached_model import CachedModel
         from core.dispatch.calibrate import MODE_SETTINGS
         from core.dispatch.patches import verification_patches
 
@@ -422,9 +429,9 @@ class _Shapes:
         (when asked) compiled, as core.drafting.model runs them."""
         import mlx.core as mx
 
-        from core.cached_model import CachedModel
-        from core.introspect import vocab_size
-        from core.sampling import sample, to_probs
+        from core.decode.cached_model import CachedModel
+        from core.decode.introspect import vocab_size
+        from core.decode.sampling import sample, to_probs
 
         dvocab = min(self.vocab, vocab_size(self.draft_model) or self.vocab)
         for compiled in dict.fromkeys((False, fused)):

@@ -24,15 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from core.identity import (  # noqa: F401  (the value type lives below core.models)
-    KINDS,
-    UNKNOWN,
-    ModelIdentity,
-    describe_models,
-    human_count,
-    identities_from_dict,
-    identities_to_dict,
-)
+from core.identity import UNKNOWN, ModelIdentity
 
 HASH_CACHE_NAME = "sha256-cache.json"
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -235,7 +227,7 @@ def _read_cache() -> dict[str, Any]:
 
 
 def _write_cache(data: dict[str, Any]) -> None:
-    from core.atomic import write_atomic
+    from core.io.atomic import write_atomic
 
     with contextlib.suppress(OSError):  # a read-only cache only costs a hash per process
         _cache_file().parent.mkdir(parents=True, exist_ok=True)

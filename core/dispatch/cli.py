@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.atomic import write_atomic
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate, calibration_tokens
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import ROLES
+from core.io.atomic import write_atomic
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -120,7 +120,7 @@ def write_curve_json(
     curve: VerifyCostCurve, path: str | Path, warmup: dict[str, Any] | None = None
 ) -> Path:
     """Write the curve as JSON, atomically: an interrupted write leaves the old file or none.
-    `warmup`: core.warmup's record of the compile warm-up before the first timed call."""
+    `warmup`: core.runtime.warmup's record of the compile warm-up before the first timed call."""
     target = Path(path).expanduser()
     doc = curve.to_dict()
     if warmup is not None:
@@ -160,7 +160,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
         target = args.target or s.target
         draft = args.draft or (s.draft if s.mode != "target-only" else None)
         fused = s.fused_draft
-    from core.distributed import current_spmd, is_rank0
+    from core.runtime.distributed import current_spmd, is_rank0
 
     spmd = current_spmd()  # launched over ranks: the sharded target's curve, rank 0 prints
     load = load_pair if spmd is None else spmd.load_pair
@@ -170,7 +170,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     # Every row count and mode once before the first timed call: a sample never holds a
     # compile, and a fresh GPU says it is compiling rather than looking hung.
-    from core.warmup import notices_to, warm_up
+    from core.runtime.warmup import notices_to, warm_up
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         warmup = warm_up(

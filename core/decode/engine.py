@@ -4,7 +4,7 @@ One loop feeds the TUI, the benchmark and the profile writer. Its discipline:
 - every MLX call on the caller's thread (MLX streams are per thread);
 - untraced rounds sync the host once (speculative: after acceptance; single-model modes are
   pipelined like mlx-lm's generate_step, the next token launched before the last is read);
-- acceptance maths on the device (core.sampling), no Python loop over the vocabulary;
+- acceptance maths on the device (core.decode.sampling), no Python loop over the vocabulary;
 - each cache holds a known token list; after every round both are rewound (trimmed) to the
   longest prefix they share with the committed sequence minus its last token, the token the
   next round feeds. That one rule covers rejection, the bonus switch, EOS, cancellation and
@@ -25,16 +25,10 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.cached_model import CachedModel
-from core.dispatch import verification_patches
-from core.drafting import registry
-from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
-from core.drafting.plan import Plan, plan_round
-from core.errors import UserError
-from core.events import CommittedToken, RoundEvent, RunSummary
-from core.policy import Policy, make_policy
-from core.run_totals import RunTotals
-from core.sampling import (
+from core.cost.policy import Policy, make_policy
+from core.decode.cached_model import CachedModel
+from core.decode.run_totals import RunTotals
+from core.decode.sampling import (
     LogitsConfig,
     Verdict,
     accept_greedy,
@@ -44,8 +38,14 @@ from core.sampling import (
     sample,
     to_probs,
 )
+from core.decode.trace import RoundTimer
+from core.dispatch import verification_patches
+from core.drafting import registry
+from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
+from core.drafting.plan import Plan, plan_round
+from core.errors import UserError
+from core.events import CommittedToken, RoundEvent, RunSummary
 from core.settings import MAX_K, Settings
-from core.trace import RoundTimer
 
 Item = RoundEvent | RunSummary
 
@@ -97,7 +97,7 @@ class Engine:
         self.speculation_ok = self.speculation_reason is None
         self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
         self._lookup_min_match = Settings().lookup_min_match
-        # core.distributed.Spmd when the target is sharded over ranks that each run this loop:
+        # core.runtime.distributed.Spmd when the target is sharded over ranks that each run this loop:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
@@ -107,7 +107,7 @@ class Engine:
     def from_pair(cls, pair: Any) -> Engine:
         """Build from a core.models.ModelPair, with the kernel predictor for the target."""
         from core.dispatch import KernelPredictor
-        from core.models.identity import pair_identities
+        from core.models.identify import pair_identities
 
         predictor = None
         with contextlib.suppress(Exception):  # prediction is informative, never required

@@ -29,7 +29,7 @@ sentence, not a hang.
 
 Communication in the trace: in traced rounds only, `mx.distributed.all_sum` (which the
 sharded layers look up at call time) runs between barriers and its seconds go to the round's
-"comm" phase (core/trace.py), carved out of the phase it happened in; waiting for a slower
+"comm" phase (core/decode/trace.py), carved out of the phase it happened in; waiting for a slower
 rank counts as communication. Untraced rounds pass straight through: no extra syncs.
 """
 
@@ -231,8 +231,8 @@ class Spmd:
         return pair
 
     def engine(self, pair: Any) -> Any:
-        """An Engine over `pair` whose rounds follow rank 0 (core.engine.Engine.spmd)."""
-        from core.engine import Engine
+        """An Engine over `pair` whose rounds follow rank 0 (core.decode.engine.Engine.spmd)."""
+        from core.decode.engine import Engine
 
         engine = Engine.from_pair(pair)
         engine.spmd = self
@@ -345,7 +345,7 @@ def install_comm_meter() -> None:
     global _plain_all_sum
     if _plain_all_sum is not None:
         return
-    from core.trace import active_timer
+    from core.decode.trace import active_timer
 
     plain = _plain_all_sum = mx.distributed.all_sum
 

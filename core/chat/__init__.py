@@ -1,0 +1,1 @@
+"""`specdec-tui chat`: the headless chat, one decode loop printed to the terminal."""
