@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a GPU benchmark needs onto the lent H200 machine, whose Python (3.12) has no
 # package index and whose calls carry at most 64 MiB of files each: MLX 0.32.4 with its CUDA
-# backend, mlx-lm 0.32.2 and our two small dependencies, and (with --default-model) the
-# embedded default model's 98 MB GGUF, in parts that ride along with the set-up calls.
+# backend, mlx-lm 0.32.2, gguf (core/models/gguf_header.py imports it when the CLI starts) and
+# our two small dependencies, and (with --default-model) the embedded default model's 98 MB
+# GGUF, in parts that ride along with the set-up calls.
 #
 # Here, from the repo root (about 2 minutes; the model must be fetched: specdec-tui fetch):
 #   bash docs/benchmarks/h200/pack.sh [--default-model]
@@ -20,8 +21,17 @@
 #   start the next call with    bash docs/benchmarks/h200/kcache.sh restore  (carrying .device/kcache)
 # Packing again keeps .device/kcache.
 set -euo pipefail
-MLX_VERSION=0.32.4
-MLX_LM_VERSION=0.32.2
+# Every [project] dependency of pyproject.toml is in exactly one of these three lists, and
+# every requirement of a packed wheel is packed or on the machine: tests/core/test_packaging.py
+# parses them (one array a line) and fails when they and pyproject.toml disagree.
+# Packed as wheels (pyproject's pins; the CLI imports each of them):
+PACK=("mlx==0.32.4" "mlx-lm==0.32.2" "gguf==0.19.0" "platformdirs>=4" "tomli-w>=1.0")
+# MLX's CUDA backend (pyproject's `cuda` extra), unpacked into /tmp/site:
+CUDA_PACK="mlx-cuda-13==0.32.4"
+# Already installed on the lent machines (their image 'cuda'), with what they require:
+MACHINE=(numpy jinja2 rich tokenizers transformers pyyaml tqdm requests protobuf sentencepiece)
+# Imported by the app alone (tui/); the device runs the headless CLI, which never imports them:
+APP_ONLY=(textual textual-plot textual-hires-canvas)
 root="$(git rev-parse --show-toplevel)"
 cd "$root"
 grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
@@ -30,8 +40,12 @@ mkdir -p .device/a .device/b .device/c .device/tmp
 plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
-dl .device/tmp "mlx-cuda-13==${MLX_VERSION}"
-dl .device/a "mlx==${MLX_VERSION}" "mlx-lm==${MLX_LM_VERSION}" platformdirs tomli-w
+dl .device/tmp "$CUDA_PACK"
+dl .device/a "${PACK[@]}"
+for want in "${PACK[@]}"; do  # a wheel pip could not find would fail later, on the device
+  name=$(echo "${want%%[=<>]*}" | tr - _)
+  ls .device/a/"$name"-*.whl >/dev/null 2>&1 || { echo "pack.sh: no wheel for $want" >&2; exit 2; }
+done
 mkdir -p .device/tmp/x
 python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
 echo "compressing the CUDA backend (about a minute)..."
