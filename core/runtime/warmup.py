@@ -354,9 +354,10 @@ class WarmSize:
     between which the idle warmer yields to a turn.
 
     kind "prefill" / "draft-prefill": the target's / the draft's prefill of `rows` tokens (a
-    power of two up to the chunk: the matmul tile classes a prompt's length picks); "verify": a verification of `rows` rows under
-    calibration mode `mode` with each config's processing and acceptance; "draft": two chained
-    draft steps per config, `compiled` or plain. `configs` are core.decode.sampling.LogitsConfig.
+    power of two up to the chunk: the matmul tile classes a prompt's length picks); "verify":
+    a verification of `rows` rows under calibration mode `mode` with each config's processing
+    and acceptance; "draft": two chained draft steps per config, `compiled` or plain.
+    `configs` are core.decode.sampling.LogitsConfig.
     """
 
     kind: str
@@ -435,7 +436,7 @@ def first_round_sizes(
     has_draft: bool = True,
 ) -> list[WarmSize]:
     """What the first rounds of a run of `settings` use, smallest first: the prompt's prefill,
-    the decode step, verifications of 2..starting k + 1 rows and the draft's steps, with the
+    the decode step, verifications of 1..starting k + 1 rows and the draft's steps, with the
     settings' own logits processing only. Target-only runs no draft; draft-only no target
     (its prefill is the draft's, warmed with the draft's steps)."""
     from core.decode.cached_model import PREFILL_CHUNK

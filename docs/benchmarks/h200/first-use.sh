@@ -25,6 +25,7 @@ OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PROMPT=${PROMPT:-"What is the capital of France?"}
 GOAL_S=${GOAL_S:-60}
+LIMIT_S=${LIMIT_S:-330}  # a part still running then is cut (its log and JSON say so)
 W=/tmp/first-use; rm -rf "$W"; mkdir -p "$W"
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))" || exit 3
 
@@ -33,9 +34,9 @@ python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_devic
 # before the answer's first token: notices and the summary go to stderr).
 first_token() {
   local part=$1; shift
-  python3 - "$part" "$OUT" "$GOAL_S" "$@" <<'PY'
+  python3 - "$part" "$OUT" "$GOAL_S" "$LIMIT_S" "$@" <<'PY'
 import json, os, selectors, subprocess, sys, time
-part, out, goal, cmd = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+part, out, goal, limit, cmd = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
 t0 = time.monotonic()
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 sel = selectors.DefaultSelector()
@@ -54,9 +55,12 @@ with open(os.path.join(out, f"first-use-{part}.log"), "w") as log:
             text = f"[{time.monotonic() - t0:7.2f} s] {stream}: {line.decode(errors='replace')}\n"
             log.write(text); sys.stdout.write(text)
         log.flush()
-    open_streams = 2
+    open_streams, cut = 2, False
     while open_streams:
-        for key, _ in sel.select():
+        if not cut and time.monotonic() - t0 > limit:  # leave the call time to bring files back
+            proc.kill(); cut = True
+            log.write(f"cut after {limit:.0f} s (LIMIT_S)\n")
+        for key, _ in sel.select(timeout=1.0):
             data = os.read(key.fileobj.fileno(), 65536)
             if not data:
                 sel.unregister(key.fileobj); open_streams -= 1
@@ -72,7 +76,7 @@ with open(os.path.join(out, f"first-use-{part}.log"), "w") as log:
 path = os.path.join(out, "first-use.json")
 doc = json.load(open(path)) if os.path.exists(path) else {"goal_s": goal, "parts": {}}
 doc["parts"][part] = {"command": cmd, "first_token_s": first, "total_s": total, "rc": rc,
-                      "met": first is not None and first <= goal and rc == 0}
+                      "cut": cut, "met": first is not None and first <= goal and rc == 0}
 json.dump(doc, open(path, "w"), indent=1)
 print(f"{part}: first token after {first} s (goal {goal:.0f} s), exit {rc} after {total:.1f} s")
 PY
