@@ -17,6 +17,7 @@ from typing import Any
 
 from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
 from core.io.atomic import write_atomic
+from core.io.user_text import prompt_text
 from core.runtime.distributed import rank0_only
 from core.sweep.grid import (
     DEFAULT_POLICIES,
@@ -66,6 +67,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-name", dest="prompt_names", action="append", default=[],
                    metavar="NAME", help=f"a shipped prompt (repeatable; default "
                    f"{DEFAULT_SWEEP_PROMPT}); see `bench --list-prompts`")  # fmt: skip
+    g.add_argument("--prompt", dest="inline_prompts", action="append", default=[],
+                   metavar="TEXT", help="a user message of your own (repeatable; named "
+                   "inline-1, inline-2, ...; no task check)")  # fmt: skip
     g.add_argument("--all-prompts", action="store_true", help="every shipped prompt")
     g.add_argument("--prompt-tokens", type=int, default=None,
                    help="cut each prompt at a word to at most N templated tokens")  # fmt: skip
@@ -136,6 +140,8 @@ def prompt_names_from_args(args: argparse.Namespace) -> list[str]:
     if args.all_prompts and args.prompt_names:
         raise SweepError("--all-prompts and --prompt-name both choose the prompts; give one.")
     names = prompt_names() if args.all_prompts else list(dict.fromkeys(args.prompt_names))
+    if not names and getattr(args, "inline_prompts", None):
+        return []
     names = names or [DEFAULT_SWEEP_PROMPT]
     for n in names:
         read_prompt(n)
@@ -249,15 +255,17 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         return str(pair.target.tokenizer.decode(ids))
 
     prompts = []
-    for name in names:
-        text, budget = read_prompt(name)
+    inline = [(f"inline-{i}", prompt_text(t, "--prompt"), None)
+              for i, t in enumerate(args.inline_prompts, 1)]  # fmt: skip
+    for name, text, budget in [(n, *read_prompt(n)) for n in names] + inline:
         budget = args.prompt_tokens if args.prompt_tokens is not None else budget
         ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
         check_request(len(ids), args.tokens, pair_context_window(pair), pair.target.name)
-        check = prompt_check(name)
+        check = prompt_check(name) if name in names else None
         prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, decode, pair.eos_ids),
                                    check.describe() if check is not None else None))  # fmt: skip
 
+    names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
     run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
@@ -283,10 +291,13 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
                       decode=decode, on_block=on_block, run=run)  # fmt: skip
     except KeyboardInterrupt:
         cancel.set()
-        kept = len(run.blocks)
+        kept, planned = len(run.blocks), len(names) * len(grid.temperatures)
+        if not kept:
+            err.print(Text(f"interrupted before the first of {planned} block(s) finished: "
+                           "nothing was written"))  # fmt: skip
+            return 130
         where = ", ".join(str(p) for p in paths.values()) or "no file (no output was asked for)"
-        err.print(Text(f"interrupted: {kept} finished block(s) of "
-                       f"{len(names) * len(grid.temperatures)} kept in {where}"))  # fmt: skip
+        err.print(Text(f"interrupted: {kept} finished block(s) of {planned} kept in {where}"))
         _show(run, console, args)
         return 130
     _show(run, console, args)

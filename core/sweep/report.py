@@ -64,17 +64,20 @@ def print_cells(data: dict[str, Any], console: Any) -> None:
 
     rec = recommended_ids(data)
     t = Table(title="sweep: speed against what the text gave up", show_lines=False)
-    for col in ("", "cell", "speedup (min-max)", "acceptance", "per position", "NLL given up",
-                "mean TV", "task"):  # fmt: skip
-        t.add_column(col, overflow="fold")
+    for col in ("", "T", "cell", "speedup", "min-max", "accept", "NLL +", "mean TV", "task"):
+        t.add_column(col, overflow="fold", no_wrap=col != "cell",
+                     min_width=14 if col == "cell" else None)  # fmt: skip
     for c in data.get("cells", []):
         mark = ("R" if c["id"] in rec else "") + ("*" if c.get("on_front") else "")
-        t.add_row(Text(mark, style="bold green"), Text(c["id"]), speed_text(c),
-                  pct(c.get("acceptance")), _positions(c, 5), _f(c.get("nll_delta"), 3),
-                  _f(c.get("mean_tv"), 3), pct(c.get("task_success")))  # fmt: skip
+        lo, hi = c.get("speedup_min"), c.get("speedup_max")
+        t.add_row(Text(mark, style="bold green"), f"{c.get('temperature', 0):g}", Text(c["name"]),
+                  _f(c.get("speedup"), 2, "x"), f"{_f(lo)}-{_f(hi)}", pct(c.get("acceptance")),
+                  _f(c.get("nll_delta"), 3), _f(c.get("mean_tv"), 3),
+                  pct(c.get("task_success")))  # fmt: skip
     console.print(t)
-    console.print(Text("* on the Pareto front (no cell is both faster and gives up less); "
-                       "R recommended within the bounds", style="dim"))  # fmt: skip
+    console.print(Text("NLL +: the target's NLL per token given up against target-only (same "
+                       "seeds); * on the Pareto front (no cell is both faster and gives up "
+                       "less); R recommended within the bounds", style="dim"))  # fmt: skip
     for line in recommendation_lines(data):
         console.print(Text(line))
 
@@ -240,8 +243,9 @@ def frontier_plot(data: dict[str, Any], width: int = 60, height: int = 16) -> An
             line.append(ch, style=st)
         lines.append(line)
     lines.append(Text("        +" + "-" * width))
-    lines.append(Text(f"         {x0:<.3g}".ljust(width // 2 + 9) + f"{x1:.3g}".rjust(width // 2)
-                      + "  NLL given up"))  # fmt: skip
+    lines.append(Text(f"         {x0:<.3g}".ljust(width // 2 + 9) + f"{x1:.3g}".rjust(width // 2)))
+    lines.append(Text("         x: NLL given up per token; y: speedup over target-only (· = 1x)",
+                      style="dim"))  # fmt: skip
     for key, style, p in legend:
         t = Text(f"  {key} ", style=style)
         t.append(f"{p['id']}: {p['speedup']:.2f}x, NLL +{p['nll_delta']:.3f}"
