@@ -170,14 +170,8 @@ def _paired_ratios(base: BenchResult, r: BenchResult) -> list[float]:
 
 
 def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
-    """A cell over the prompts it ran on: the speedup (geometric mean of the prompts' median
-    ratios) with the range of its paired per-request ratios, pooled acceptance and
-    per-position acceptance, the NLL given up (mean over prompts), mean TV, task success
-    (pooled over the checked prompts' outputs), and each prompt's own numbers."""
+    """A cell over the prompts it ran on (see `aggregate`), from each block's bench row."""
     per_prompt: dict[str, dict[str, Any]] = {}
-    speedups, ratios, nlls, tvs, passed = [], [], [], [], []
-    tally = PositionTally()
-    fallback = None
     for b in blocks:
         try:
             r = b.report.result(cell.name)
@@ -185,38 +179,56 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
             continue
         base = b.report.result(b.report.protocol["baseline"])
         pairs = _paired_ratios(base, r)
-        ratios += pairs
-        if r.speedup_vs_target:
-            speedups.append(r.speedup_vs_target)
-        if r.nll_delta is not None and math.isfinite(r.nll_delta):
-            nlls.append(r.nll_delta)
-        if r.mean_tv is not None:
-            tvs.append(r.mean_tv)
-        passed += r.task_passed
-        if r.speculative:
-            tally.merge(r.positions)
-        fallback = fallback or r.fallback_reason
+        t = r.positions
         per_prompt[b.prompt] = {
             "speedup": r.speedup_vs_target,
             "speedup_min": min(pairs) if pairs else None,
             "speedup_max": max(pairs) if pairs else None,
+            "paired_ratios": pairs,
             "median_e2e_s": r.median_e2e_s,
             "acceptance": r.acceptance,
             "nll_delta": r.nll_delta,
             "mean_tv": r.mean_tv,
             "task_success": r.task_success,
+            "task_passed": list(r.task_passed),
             "greedy_match": r.greedy_match,
-        }
-    speculative = cell.kind == "speculative"
+            "fallback_reason": r.fallback_reason,
+            # The counts behind the acceptance, so sweeps split over calls pool exactly.
+            "positions": {"tries": list(t.tries), "hits": list(t.hits), "rounds": t.rounds,
+                          "proposed": t.proposed, "accepted": t.accepted}
+            if r.speculative else None,
+        }  # fmt: skip
+    return aggregate({"id": cell.id, "name": cell.name, **cell.axes(),
+                      "apply": {k: getattr(cell.settings, k) for k in APPLIED_FIELDS}},
+                     per_prompt)  # fmt: skip
+
+
+def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A cell's numbers over its prompts: the speedup (geometric mean of the prompts' median
+    ratios) with the range of its paired per-request ratios, acceptance and per-position
+    acceptance pooled over every round, the NLL given up and mean TV (means over prompts),
+    task success pooled over the checked prompts' outputs. One code path for a live sweep and
+    for sweeps merged from several calls (`merge_sweeps`)."""
+    speedups = [v["speedup"] for v in per_prompt.values() if v.get("speedup")]
+    lows = [v["speedup_min"] for v in per_prompt.values() if v.get("speedup_min") is not None]
+    highs = [v["speedup_max"] for v in per_prompt.values() if v.get("speedup_max") is not None]
+    nlls = [v["nll_delta"] for v in per_prompt.values()
+            if v.get("nll_delta") is not None and math.isfinite(v["nll_delta"])]  # fmt: skip
+    tvs = [v["mean_tv"] for v in per_prompt.values() if v.get("mean_tv") is not None]
+    passed = [bool(x) for v in per_prompt.values() for x in v.get("task_passed") or []]
+    tally = PositionTally()
+    for v in per_prompt.values():
+        pos = v.get("positions")
+        if pos:
+            tally.merge(PositionTally(list(pos["tries"]), list(pos["hits"]), pos["rounds"],
+                                      pos["proposed"], pos["accepted"]))  # fmt: skip
+    speculative = head.get("kind") == "speculative"
     return {
-        "id": cell.id,
-        "name": cell.name,
-        **cell.axes(),
-        "apply": {k: getattr(cell.settings, k) for k in APPLIED_FIELDS},
+        **head,
         "prompts": list(per_prompt),
         "speedup": math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None,
-        "speedup_min": min(ratios) if ratios else None,
-        "speedup_max": max(ratios) if ratios else None,
+        "speedup_min": min(lows) if lows else None,
+        "speedup_max": max(highs) if highs else None,
         "acceptance": tally.acceptance if speculative else None,
         "mean_accepted_length": tally.mean_accepted_length if speculative else None,
         "per_position_acceptance": list(tally.reached_rates()) if speculative else [],
@@ -224,9 +236,66 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
         "mean_tv": statistics.fmean(tvs) if tvs else None,
         "task_success": sum(passed) / len(passed) if passed else None,
         "task_outputs": len(passed),
-        "fallback_reason": fallback,
+        "fallback_reason": next((v["fallback_reason"] for v in per_prompt.values()
+                                 if v.get("fallback_reason")), None),  # fmt: skip
         "per_prompt": per_prompt,
     }
+
+
+def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several sweep JSONs of one pair (a GPU run split over calls: by temperature, by prompt)
+    as one: each cell's prompts joined and its numbers aggregated again, the front and the
+    recommendation computed again under the first file's bounds, blocks and texts joined.
+    Refused in one sentence when the files ran different models or protocols."""
+    from core.sweep.grid import SweepError
+
+    if not docs:
+        raise SweepError("There is no sweep to merge.")
+    first = docs[0]
+
+    def same(key: str) -> Any:
+        ids = (first.get("models") or {}).get("identities") or {}
+        return ({r: (d or {}).get("sha256") or (d or {}).get("shape") for r, d in ids.items()}
+                if key == "models" else first.get(key))  # fmt: skip
+
+    for d in docs[1:]:
+        ids = (d.get("models") or {}).get("identities") or {}
+        theirs = {r: (v or {}).get("sha256") or (v or {}).get("shape") for r, v in ids.items()}
+        if theirs != same("models") or d.get("protocol") != first.get("protocol"):
+            raise SweepError("These sweeps ran different models or protocols; merge only the "
+                             "parts of one run.")  # fmt: skip
+    cells: dict[str, dict[str, Any]] = {}
+    heads: dict[str, dict[str, Any]] = {}
+    for d in docs:
+        for c in d.get("cells", []):
+            heads.setdefault(c["id"], {k: c.get(k) for k in ("id", "name", "kind", "policy",
+                                                               "tv", "source", "temperature",
+                                                               "apply")})  # fmt: skip
+            cells.setdefault(c["id"], {}).update(c.get("per_prompt") or {})
+    merged = [aggregate(heads[i], pp) for i, pp in cells.items()]
+    bounds = first.get("frontier") or {}
+    front = frontier_summary(merged, bounds.get("max_nll_delta"), bounds.get("min_task"))
+    on = {i for g in front["groups"].values() for i in g["front"]}
+    for c in merged:
+        c["on_front"] = c["id"] in on
+    prompts = list(dict.fromkeys(p for d in docs for p in d.get("prompts", [])))
+    grid = dict(first.get("grid") or {})
+    grid["temperatures"] = sorted({t for d in docs for t in (d.get("grid") or {}).get(
+        "temperatures", [])})  # fmt: skip
+    return finite({
+        **{k: v for k, v in first.items() if k not in ("cells", "frontier", "texts", "blocks")},
+        "complete": all(d.get("complete") for d in docs),
+        "blocks_done": sum(d.get("blocks_done", 0) for d in docs),
+        "blocks_planned": sum(d.get("blocks_planned", 0) for d in docs),
+        "grid": grid,
+        "prompts": prompts,
+        "command": None,
+        "commands": [d.get("command") for d in docs],
+        "cells": merged,
+        "frontier": front,
+        "texts": [t for d in docs for t in d.get("texts", [])],
+        "blocks": [b for d in docs for b in d.get("blocks", [])],
+    })
 
 
 def texts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
