@@ -270,8 +270,10 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     def on_block(r: SweepRun) -> None:
+        data = r.to_dict()
         if paths:
-            write_outputs(paths, r.to_dict())
+            write_outputs(paths, data)
+        _remember(data)  # the app's sweep view (`w`) shows the last one
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(),
                    TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
@@ -315,6 +317,13 @@ def _show(run: SweepRun, console: Any, args: argparse.Namespace) -> None:
     print_cells(data, console)
     if not args.no_plot:
         console.print(frontier_plot(data))
+
+
+@rank0_only
+def _remember(data: dict[str, Any]) -> None:
+    from core.sweep.last import remember
+
+    remember(data)
 
 
 def _task(check: Any, decode: Any, eos_ids: Any) -> Any:

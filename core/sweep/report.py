@@ -192,7 +192,7 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
             fill = col if on else "white"
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if on else 4}" fill="{fill}" '
                        f'stroke="{col}" stroke-width="1.5"><title>{xml_escape(p["id"])}: '
-                       f'{p["speedup"]:.3f}x, NLL +{p["nll_delta"]:.4f}</title></circle>')  # fmt: skip
+                       f'{p["speedup"]:.3f}x, NLL {p["nll_delta"]:+.4f}</title></circle>')  # fmt: skip
             if p["id"] in rec:
                 out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="none" stroke="black"/>')
             out.append(f'<text x="{x + 7:.1f}" y="{y - 6:.1f}" font-size="9" fill="#333">'
@@ -248,7 +248,7 @@ def frontier_plot(data: dict[str, Any], width: int = 60, height: int = 16) -> An
                       style="dim"))  # fmt: skip
     for key, style, p in legend:
         t = Text(f"  {key} ", style=style)
-        t.append(f"{p['id']}: {p['speedup']:.2f}x, NLL +{p['nll_delta']:.3f}"
+        t.append(f"{p['id']}: {p['speedup']:.2f}x, NLL {p['nll_delta']:+.3f}"
                  + (" (front)" if p.get("on_front") else ""))  # fmt: skip
         lines.append(t)
     return Group(*lines)

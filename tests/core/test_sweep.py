@@ -164,8 +164,16 @@ def _sweep(tmp_path: Path, *extra: str, name: str = "s") -> int:
                  *extra])  # fmt: skip
 
 
-def test_sweep_cli_end_to_end_on_tiny(tmp_path, capsys):
-    assert _sweep(tmp_path) == 0
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """One tiny sweep for the tests that read its files (a CPU sweep costs seconds here)."""
+    folder = tmp_path_factory.mktemp("sweep")
+    assert _sweep(folder) == 0
+    return folder
+
+
+def test_sweep_cli_end_to_end_on_tiny(tiny_sweep):
+    tmp_path = tiny_sweep
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["complete"] and doc["blocks_done"] == doc["blocks_planned"] == 2
     ids = [c["id"] for c in doc["cells"]]
@@ -197,8 +205,67 @@ def test_sweep_cli_end_to_end_on_tiny(tmp_path, capsys):
     assert len(circles) >= len(doc["cells"])
     rows = (tmp_path / "s.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * len(doc["cells"])  # header, all-prompt rows, per-prompt rows
-    out = capsys.readouterr().out
-    assert "fastest (no bound given)" in out
+    from core.sweep.last import read_sweep
+
+    assert read_sweep()["cells"] == doc["cells"]  # the app's copy (`w`)
+
+
+def test_pooled_acceptance_over_prompts_is_exact():
+    """Two prompts' rounds pooled: acceptance is accepted over proposed of both, position i's
+    rate hits over tries of both; not the mean of the two rates."""
+    from core.sweep.run import aggregate
+
+    a = {"speedup": 2.0, "positions": {"tries": [4, 2], "hits": [2, 1], "rounds": 4,
+                                       "proposed": 8, "accepted": 3}, "task_passed": [True]}
+    b = {"speedup": 0.5, "positions": {"tries": [1], "hits": [1], "rounds": 1, "proposed": 2,
+                                       "accepted": 2}, "task_passed": [False, False]}  # fmt: skip
+    c = aggregate({"id": "x", "kind": "speculative"}, {"p": a, "q": b})
+    assert c["acceptance"] == 5 / 10 and c["per_position_acceptance"] == [3 / 5, 1 / 2]
+    assert c["speedup"] == pytest.approx(1.0)  # geometric mean of 2x and 0.5x
+    assert c["task_success"] == 1 / 3 and c["task_outputs"] == 3
+
+
+def test_merging_the_calls_of_one_sweep_gives_its_cells(tiny_sweep):
+    """A GPU sweep split over calls (here: by temperature) merges back into the same cells."""
+    from core.sweep.run import merge_sweeps
+
+    doc = json.loads((tiny_sweep / "s.json").read_text())
+    parts = [{**doc, "cells": [c for c in doc["cells"] if c["temperature"] == t],
+              "grid": {**doc["grid"], "temperatures": [t]}} for t in (0.0, 0.7)]  # fmt: skip
+    merged = merge_sweeps(parts)
+    key = ("id", "speedup", "speedup_min", "speedup_max", "acceptance",
+           "per_position_acceptance", "nll_delta", "mean_tv", "task_success", "on_front")
+    assert [[c[k] for k in key] for c in merged["cells"]] == [[c[k] for k in key]
+                                                              for c in doc["cells"]]  # fmt: skip
+    assert merged["frontier"] == doc["frontier"] and merged["grid"]["temperatures"] == [0.0, 0.7]
+    other = {**doc, "protocol": {**doc["protocol"], "tokens": 99}}
+    with pytest.raises(SweepError, match="different models or protocols"):
+        merge_sweeps([doc, other])
+
+
+def test_the_real_pair_page_renders_a_sweep_without_machine_paths(tiny_sweep):
+    """make_page's sweep section: the cells' numbers, the predicted 7B column apart from the
+    measured ones, and a command whose absolute paths are cut to file names."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "docs/benchmarks/real-pair/make_page.py"
+    spec = importlib.util.spec_from_file_location("make_page", script)
+    assert spec is not None and spec.loader is not None
+    make_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_page)
+    doc = json.loads((tiny_sweep / "s.json").read_text())
+    doc["commands"] = ["specdec-tui sweep --target /home/someone/models/t.gguf --tv 0,1"]
+    curves = [(label, c) for label, c in make_page.big_curves() if label == "7B"]
+    assert curves, "the 7B curve (docs/benchmarks/data/h200-calibrate.json) is missing"
+    text = "\n".join(make_page.sweep_section(doc, curves, "f.svg"))
+    assert "| measured speedup (min-max) |" in text and "| predicted, 7B target |" in text
+    tv1 = next(c for c in doc["cells"] if c["id"] == "T=0.7 fixed-2 TV=1")
+    line = next(x for x in text.splitlines() if "| 0.7 | fixed-2 TV=1 |" in x)
+    predicted = make_page.predicted_cell(tv1, curves[0][1])
+    assert predicted is not None and f"{predicted:.2f}x" in line
+    assert f"{tv1['nll_delta']:+.3f}" in line
+    assert "/home/someone" not in text and "--target t.gguf" in text
+    assert "![speed against NLL given up, measured on" in text
 
 
 def test_sweep_refuses_to_overwrite_without_force(tmp_path, capsys):
