@@ -104,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports call the command
         if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
             raise UserError(
                 f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."

@@ -267,7 +267,9 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
 
     names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
-    run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    argv = getattr(args, "argv", None)
+    argv = sys.argv[1:] if argv is None else argv
+    run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in argv)
 
     def on_block(r: SweepRun) -> None:
         data = r.to_dict()
