@@ -175,6 +175,9 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
     if y0 <= 1.0 <= y1:
         out.append(f'<line x1="{L}" x2="{L + pw}" y1="{sy(1.0):.1f}" y2="{sy(1.0):.1f}" '
                    'stroke="#999" stroke-dasharray="4 3"/>')  # fmt: skip
+    if x0 <= 0.0 <= x1:  # nothing given up: target-only's text
+        out.append(f'<line x1="{sx(0.0):.1f}" x2="{sx(0.0):.1f}" y1="{T}" y2="{T + ph}" '
+                   'stroke="#999" stroke-dasharray="4 3"/>')  # fmt: skip
     rec = recommended_ids(data)
     groups = (data.get("frontier") or {}).get("groups") or {}
     temps = list(dict.fromkeys(p.get("temperature", 0.0) for p in pts))
@@ -199,7 +202,7 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
                        f'{xml_escape(p["name"])}</text>')  # fmt: skip
         ly = T + 14 + gi * 18
         out.append(f'<circle cx="{W - R + 20}" cy="{ly - 4}" r="5" fill="{col}"/>')
-        out.append(f'<text x="{W - R + 32}" y="{ly}">T = {t:g} (filled: Pareto front)</text>')
+        out.append(f'<text x="{W - R + 32}" y="{ly}">T = {t:g}, filled: front</text>')
     ly = T + 14 + len(temps) * 18
     out.append(f'<circle cx="{W - R + 20}" cy="{ly - 4}" r="9" fill="none" stroke="black"/>')
     out.append(f'<text x="{W - R + 32}" y="{ly}">recommended</text>')
