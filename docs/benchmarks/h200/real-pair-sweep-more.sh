@@ -8,15 +8,15 @@
 #           code-refactor-pasted) and one that does not (creative-seed-vault): one sweep,
 #           cut by SIGINT at LIMIT s (its finished blocks kept). ~4.5 min at ~2 s a request.
 #   PART=B  transformers' assisted generation (assistant_model = the 0.5B GGUF, a constant 8
-#           drafts a round) paired ABAB with our greedy fixed-8 row and its plain greedy loop
-#           with our target-only, on creative-seed-vault and code-refactor (bench --peer
+#           drafts a round) paired ABAB with our greedy fixed-8 row, and its plain greedy loop
+#           with our target-only, on PROMPT (default creative-seed-vault; bench --peer
 #           transformers-assisted, 3 seeds; transformers dequantizes both GGUFs to bf16 and
-#           loads them per bench: ~1 min, then ~6 s a 256-token request of its own). ~5 min.
+#           loads them per bench: ~1 min, then ~6 s a 256-token request of its own). ~4 min.
 #   PART=C  transformers' prompt lookup (bench --peer transformers-pld, k 10, n-gram 3) paired
-#           with our greedy lookup row, on rewrite-paragraph and code-edit-pasted. ~5 min.
+#           with our greedy lookup row, on PROMPT (default rewrite-paragraph). ~4 min.
 #   PART=D  the cost-aware rows the main sweep leaves out: TV 0/0.5/1 at cost-aware-32 (the
 #           draft model), T = 0.7, on code-refactor and creative-seed-vault. ~4 min.
-# Each bench is cut at BENCH_LIMIT s (default 170) so one stall cannot eat the call; after each
+# Each bench is cut at BENCH_LIMIT s (default 330) so one stall cannot eat the call; after each
 # command every result so far is packed again into $OUT/real-pair-more-PART.tgz (one file back).
 # torch and transformers are on the GPU machine; gguf and accelerate travel as wheels in .whl/
 # (git-ignored: carry it; see lookup3.sh for the pip download line).
@@ -27,7 +27,7 @@ set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 PART=${PART:-A}
 LIMIT=${LIMIT:-330}
-BENCH_LIMIT=${BENCH_LIMIT:-170}
+BENCH_LIMIT=${BENCH_LIMIT:-330}
 STAGE=${STAGE:-/root/stage}
 TARGET=$STAGE/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 DRAFT=$STAGE/qwen2.5-coder-0.5b-instruct.gguf
@@ -67,15 +67,13 @@ case "$PART" in
        --tv 0,1 --temperatures 0,0.7 --no-draft-only --prompt-name rewrite-paragraph \
        --prompt-name code-edit-pasted --prompt-name code-refactor-pasted \
        --prompt-name creative-seed-vault ;;
-  B) for p in creative-seed-vault code-refactor; do
-       bench "real-pair-assisted-$p" "$p" --profile "target-only:temperature=0" \
-         --profile "fixed-8-tv1:rule=greedy,temperature=0,bonus=true,repetition_penalty=1.0" \
-         --peer transformers-assisted --peer-k 8
-     done ;;
-  C) for p in rewrite-paragraph code-edit-pasted; do
-       bench "real-pair-pld-$p" "$p" --profile "target-only:temperature=0" \
-         --profile "lookup:temperature=0,rule=greedy" --peer transformers-pld
-     done ;;
+  B) p=${PROMPT:-creative-seed-vault}
+     bench "real-pair-assisted-$p" "$p" --profile "target-only:temperature=0" \
+       --profile "fixed-8-tv1:rule=greedy,temperature=0,bonus=true,repetition_penalty=1.0" \
+       --peer transformers-assisted --peer-k 8 ;;
+  C) p=${PROMPT:-rewrite-paragraph}
+     bench "real-pair-pld-$p" "$p" --profile "target-only:temperature=0" \
+       --profile "lookup:temperature=0,rule=greedy" --peer transformers-pld ;;
   D) sweep real-pair-cost-aware "$LIMIT" --policies cost-aware-32 --tv 0,0.5,1 \
        --temperatures 0.7 --no-draft-only --prompt-name code-refactor \
        --prompt-name creative-seed-vault ;;

@@ -258,10 +258,16 @@ def load_sweeps(folder: Path) -> list[dict[str, Any]]:
 
     docs: list[dict[str, Any]] = []
 
-    def take(text: str) -> None:
+    seen: set[str] = set()
+
+    def take(text: str) -> None:  # a part both unpacked and kept as .tgz counts once
         doc = json.loads(text)
         if isinstance(doc, dict) and doc.get("kind") == "specdec-tui sweep":
-            docs.append(doc)
+            key = json.dumps([doc.get("command"), (doc.get("environment") or {}).get("timestamp"),
+                              doc.get("blocks_done")])  # fmt: skip
+            if key not in seen:
+                seen.add(key)
+                docs.append(doc)
 
     for path in sorted(folder.rglob("*.json")):
         take(path.read_text(encoding="utf-8"))
