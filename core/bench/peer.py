@@ -194,7 +194,8 @@ def run_peer(
                     else f"transformers greedy ({peer.dtype})")  # fmt: skip
         if peer.name == "transformers-assisted":
             settings |= {"draft_source": "assistant-model", "num_assistant_tokens": peer.k,
-                         "num_assistant_tokens_schedule": "constant", "dtype": peer.dtype,
+                         "num_assistant_tokens_schedule": "constant",
+                         "assistant_confidence_threshold": 0.0, "dtype": peer.dtype,
                          "device": peer.device}  # fmt: skip
             name = (f"{peer.name} k={peer.k}" if speculative
                     else f"transformers greedy ({peer.dtype})")  # fmt: skip

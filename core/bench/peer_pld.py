@@ -151,8 +151,13 @@ def pld_request(
     config.do_sample, config.max_new_tokens, config.min_new_tokens = False, tokens, None
     extra: dict[str, Any] = {}
     if speculative and peer.assistant is not None:
-        config.num_assistant_tokens = peer.num_tokens
-        config.num_assistant_tokens_schedule = "constant"
+        # transformers reads the draft length from the assistant's own generation config (and
+        # from the call's in some versions): both say k, a constant schedule, and no
+        # confidence threshold (its default, 0.4, stops a proposal early: not a fixed k).
+        for cfg in (config, peer.assistant.generation_config):
+            cfg.num_assistant_tokens = peer.num_tokens
+            cfg.num_assistant_tokens_schedule = "constant"
+            cfg.assistant_confidence_threshold = 0.0
         extra["assistant_model"] = peer.assistant
     elif speculative:
         config.prompt_lookup_num_tokens = peer.num_tokens
