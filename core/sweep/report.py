@@ -285,6 +285,11 @@ def sweep_markdown(data: dict[str, Any], svg_name: str | None = None) -> str:
                "minus target-only's for the same seeds (mean over prompts); task = share of "
                "the outputs whose prompt check passed.\n")  # fmt: skip
     out.append(f"Prompts: {', '.join(data.get('prompts') or [])}.\n")
+    scored = (p.get("seeds") or 0) * (p.get("tokens") or 0)
+    out.append(f"Each cell's NLL is over {scored} generated tokens a prompt (its first "
+               "invocation's seeds): one sampled text per seed, so at a few seeds a difference "
+               "of a few tenths between cells can be the sample, not the setting; read the "
+               "texts.\n")  # fmt: skip
     rec = recommended_ids(data)
     out.append("| | cell | speedup (min-max) | acceptance | per-position acceptance | "
                "NLL given up | mean TV | task |")  # fmt: skip
