@@ -9,6 +9,7 @@ to one greedy cell per policy there instead of five identical rows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,9 +156,12 @@ def parse_floats(flag: str, text: str) -> tuple[float, ...]:
     out = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         try:
-            out.append(float(part))
+            value = float(part)
         except ValueError:
             raise SweepError(f"{flag}: {part!r} is not a number.") from None
+        if not math.isfinite(value):
+            raise SweepError(f"{flag}: {part!r} is not a finite number.")
+        out.append(value)
     if not out:
         raise SweepError(f"{flag} names no value.")
     return tuple(dict.fromkeys(out))

@@ -304,6 +304,8 @@ def test_sweep_bad_flags_are_one_sentence(tmp_path, capsys):
     assert "There is no shipped prompt named 'nope'" in capsys.readouterr().err
     assert main(["sweep", *TINY, "--min-task", "2"]) == 2
     assert "--min-task is a share between 0 and 1" in capsys.readouterr().err
+    assert main(["sweep", *TINY, "--temperatures", "0.7,inf"]) == 2
+    assert "--temperatures: 'inf' is not a finite number." in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- the goal run
