@@ -61,6 +61,9 @@ case "$PART" in
   5) TEMPS=0.7; PROMPTS=(creative-seed-vault math-boxes rewrite-paragraph) ;;
   *) echo "PART is 1 to 5" >&2; exit 2 ;;
 esac
+# A lease that cannot hold all five parts: ONLY="p1 p2 ..." and TEMPS=... pick the blocks.
+[ -n "${ONLY:-}" ] && read -r -a PROMPTS <<< "$ONLY"
+TEMPS=${TEMPS_OVERRIDE:-$TEMPS}
 name=real-pair-sweep-part$PART
 # SIGINT at LIMIT s: the sweep keeps its finished blocks; KILL 30 s later if it hangs.
 timeout -s INT -k 30 "$LIMIT" python3 -m core.cli sweep --target "$TARGET" --draft "$DRAFT" \
