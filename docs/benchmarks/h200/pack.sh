@@ -37,34 +37,45 @@ cd "$root"
 exclude="$(git rev-parse --git-common-dir)/info/exclude"  # a worktree's .git is a file
 grep -qxF '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 rm -rf .device/a .device/b .device/c .device/tmp  # .device/kcache (kcache.sh) is kept
+# The compressed CUDA backend and model are kept in .device/keep, named by what they hold, so
+# packing again (after the tree changed) skips the slow part: xz of ~190 MB on a busy machine.
+keep=.device/keep; mkdir -p "$keep"
+cuda_xz="$keep/$CUDA_PACK.tar.xz"
 mkdir -p .device/a .device/b .device/c .device/tmp
 plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
-dl .device/tmp "$CUDA_PACK"
 dl .device/a "${PACK[@]}"
 for want in "${PACK[@]}"; do  # a wheel pip could not find would fail later, on the device
   name=$(echo "${want%%[=<>]*}" | tr - _)
   ls .device/a/"$name"-*.whl >/dev/null 2>&1 || { echo "pack.sh: no wheel for $want" >&2; exit 2; }
 done
-mkdir -p .device/tmp/x
-python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
-echo "compressing the CUDA backend (about a minute)..."
-tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
+if [[ ! -s "$cuda_xz" ]]; then
+  dl .device/tmp "$CUDA_PACK"
+  mkdir -p .device/tmp/x
+  python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
+  echo "compressing the CUDA backend (a minute on an idle machine)..."
+  tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
+  mv .device/tmp/cuda.tar.xz "$cuda_xz"
+else
+  echo "reusing $cuda_xz"
+fi
 model=""
 if [[ "${1:-}" == "--default-model" ]]; then
   gguf="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/SmolLM2-135M-Instruct.Q4_1.gguf"
   test -f "$gguf" || { echo "fetch the default model first: specdec-tui fetch" >&2; exit 2; }
-  echo "compressing the default model (about a minute; xz saves ~12 MiB of its 94)..."
-  xz -T0 -6 -c "$gguf" > .device/tmp/model.xz
-  model=.device/tmp/model.xz
+  model="$keep/$(basename "$gguf").xz"  # the default's bytes are pinned (fetch checks them)
+  if [[ ! -s "$model" ]]; then
+    echo "compressing the default model (xz saves ~12 MiB of its 94)..."
+    xz -T0 -6 -c "$gguf" > .device/tmp/model.xz && mv .device/tmp/model.xz "$model"
+  fi
 fi
 # Each call carries at most 64 MiB: the working tree that travels with it (tracked and
 # untracked, not ignored, files) and its .device folder. The parts fill the three calls in
 # order, leaving PACK_MARGIN_MIB (default 2) for the tree to grow before the calls; the CUDA
 # backend must be whole after call 2 (install.sh unpacks it), the model after call 3.
 tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-python3 - "$tree" .device/tmp/cuda.tar.xz "$model" "${PACK_MARGIN_MIB:-2}" <<'PY'
+python3 - "$tree" "$cuda_xz" "$model" "${PACK_MARGIN_MIB:-2}" <<'PY'
 import os, sys
 tree, cuda, model, margin = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 budget = (64 << 20) - tree - int(margin * 2**20)
