@@ -8,6 +8,7 @@ module itself: pytest never collects it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -146,6 +147,32 @@ def job_cli_die() -> None:
     sys.exit(main(sys.argv[3:]))
 
 
+def job_comm(runs: int) -> dict[str, Any]:
+    """`runs` traced generations, each pricing its collectives afresh as a new process would
+    (the probe after the first round that queues a size: what once raced): per run its phase
+    seconds, every round's comm and total, its tokens and the prices every rank charged."""
+    import core.runtime.distributed as dist
+
+    target, twin, draft = models()
+    sharded, _ = engines(target, twin, draft)
+    out: dict[str, Any] = {"runs": []}
+    for i in range(runs):
+        dist.reset_comm_prices()  # at the same point of the loop on every rank
+        s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=6,
+                     ignore_eos=True, seed=100 + i, traced=True)  # fmt: skip
+        rounds: list[dict[str, float]] = []
+        for item in sharded.generate(PROMPT, s):
+            if isinstance(item, RoundEvent):
+                rounds.append(dataclasses.asdict(item.timings))
+            else:
+                out["runs"].append({
+                    "phase_s": dict(item.phase_s), "rounds": rounds,
+                    "tokens": list(item.token_ids),
+                    "prices": sorted([list(k[0]), k[1], v] for k, v in dist._prices.items()),
+                })  # fmt: skip
+    return out
+
+
 def main() -> None:
     """JOB engine writes OUT_DIR/rank{R}.json, then runs the CLI with the arguments after it
     in the same processes (one launch, one import: this machine's cores are few)."""
@@ -153,11 +180,11 @@ def main() -> None:
     if job == "cli-die":
         job_cli_die()
         return
-    result = job_engine()
+    result = job_comm(int(sys.argv[3])) if job == "comm" else job_engine()
     spmd = current_spmd()
     assert spmd is not None
     (out_dir / f"rank{spmd.rank}.json").write_text(json.dumps(result))
-    if len(sys.argv) > 3:
+    if job == "engine" and len(sys.argv) > 3:
         from core.cli import main as cli
 
         sys.exit(cli(sys.argv[3:]))
