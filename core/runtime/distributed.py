@@ -219,6 +219,17 @@ class Spmd:
 
         return VerifyCostCurve.from_dict(self.agree_json(curve.to_dict()))
 
+    def describe(self) -> dict[str, Any]:
+        """How this group ran, for a report: its ranks, that traced comm is priced (and how),
+        and the prices charged, per collective shape and dtype."""
+        return {
+            "ranks": self.size,
+            "comm": "priced",
+            "probe": {"chain": PROBE_CHAIN, "bursts": PROBE_BURSTS, "statistic": "fastest"},
+            "prices_s": {"x".join(map(str, shape)) + f" {dtype.removeprefix('mlx.core.')}": v
+                         for (shape, dtype), v in sorted(_prices.items())},  # fmt: skip
+        }
+
     def barrier(self) -> None:
         mx.eval(mx.distributed.all_sum(mx.array(1.0), group=self.group))
 
