@@ -174,7 +174,8 @@ def test_the_cli_under_the_launcher_prints_once(launched: tuple[Any, str]) -> No
     err = launched[1]
     assert err.count("tokens / rounds") == 1, err[-3000:]
     assert err.count("random-weight model") == 1
-    assert "comm" in err  # the chat's default run is traced
+    words = " ".join(err.replace("│", " ").split())  # however the table wrapped its cells
+    assert "comm (priced)" in words and "verify (compute)" in words  # the chat's run is traced
     assert "exited with code" not in err
 
 
