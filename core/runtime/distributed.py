@@ -44,9 +44,10 @@ How a price is probed, and why so:
   collective, the fastest of PROBE_BURSTS (after one untimed collective where the ranks
   meet): that is how a round queues them, and the fastest burst is the one least disturbed by
   whatever else the machine ran. Single collectives timed with a sync each (the first design,
-  reverted in 487c547) priced the ranks' rendezvous instead: on a busy 2-core machine 50-275
-  ms for an all_sum of a few floats, more than the whole phase it was carved out of, which
-  then read 0 (the flaky ring test: `verify` 0.0, a 20-run loop here showed it).
+  0b626bd, reverted by 487c547) priced the ranks' rendezvous instead: on a busy 2-core machine
+  tens of ms for an all_sum of a few floats (40-325 ms a round), more than the phase it was
+  carved out of, which then read 0 (the flaky ring test's `verify` 0.0: a 20-run loop of that
+  code here read it in its first run, on both ranks).
 - The ranks' mean, shared (one collective more): a collective ends on every rank at once, so
   they charge it alike, and every rank's trace prices the same rounds the same.
 """
