@@ -31,12 +31,13 @@ Communication in the trace: priced, not waited for. Waiting around every collect
 layer) serialised what an untraced round overlaps: a traced TP = 2 round of a 72B shape cut to
 40 layers took 48 ms on two H200s against 14.4 ms untraced. So in traced rounds each
 `mx.distributed.all_sum` (which the sharded layers look up at call time) is queued as it
-comes, with no sync, and charged a price: the seconds one collective of its shape and dtype
-costs, probed once per process and carved out of the phase it was queued in as "comm"
-(core/decode/trace.py). Untraced rounds pass straight through.
+comes, with no sync, and charged a price: the seconds one collective of its size class (its
+bytes rounded up to a power of two, at least 4 KiB) costs, probed once per process and carved
+out of the phase it was queued in as "comm" (core/decode/trace.py). Untraced rounds pass
+straight through.
 
 How a price is probed, and why so:
-- After the round that first queued a size, once its clock has stopped (never in the middle
+- After the round that first queued a size class, once its clock has stopped (never in the middle
   of the graph a round is building, nor inside any phase): every rank reaches that point with
   the same sizes in the same order, as they run the same loop on the same shapes, so the
   probe's collectives pair up across ranks like every other collective.
@@ -222,13 +223,12 @@ class Spmd:
 
     def describe(self) -> dict[str, Any]:
         """How this group ran, for a report: its ranks, that traced comm is priced (and how),
-        and the prices charged, per collective shape and dtype."""
+        and the prices charged, per size class."""
         return {
             "ranks": self.size,
             "comm": "priced",
             "probe": {"chain": PROBE_CHAIN, "bursts": PROBE_BURSTS, "statistic": "fastest"},
-            "prices_s": {"x".join(map(str, shape)) + f" {dtype.removeprefix('mlx.core.')}": v
-                         for (shape, dtype), v in sorted(_prices.items())},  # fmt: skip
+            "prices_s": {f"up to {n} B": v for n, v in sorted(_prices.items())},
         }
 
     def barrier(self) -> None:
@@ -367,27 +367,40 @@ def _pair_without_draft(target: Any) -> Any:
 # -- communication in the trace ------------------------------------------------------------
 
 _plain_all_sum: Callable[..., mx.array] | None = None
-_prices: dict[tuple[tuple[int, ...], str], float] = {}  # (shape, dtype) -> seconds, shared
+_prices: dict[int, float] = {}  # size class (bytes) -> seconds, shared by the ranks
 PROBE_CHAIN = 4  # collectives per timed burst
-PROBE_BURSTS = 3  # timed bursts per size (the fastest is the price)
+PROBE_BURSTS = 3  # timed bursts per size class (the fastest is the price)
+SMALLEST_CLASS = 4096  # bytes: below this a collective costs its latency (NCCL and ring alike)
+
+
+def size_class(shape: tuple[int, ...], dtype: mx.Dtype) -> int:
+    """The bytes a collective of `shape` and `dtype` is priced at: its size rounded up to a
+    power of two, at least SMALLEST_CLASS. One probe per class, not per shape: a round's
+    collectives come in many shapes (every row count, every agreed vector) that cost alike,
+    and each probe is a dozen collectives every rank must run."""
+    n = dtype.size
+    for d in shape:
+        n *= int(d)
+    return max(SMALLEST_CLASS, 1 << max(n - 1, 0).bit_length())
 
 
 def collective_price(shape: tuple[int, ...], dtype: mx.Dtype, group: Any = None) -> float:
     """Seconds one all_sum of `shape` and `dtype` costs over `group`, the same on every rank:
-    probed the first time (collectives of its own: every rank must ask for the same sizes in
-    the same order, as the traced rounds do), then remembered for the process."""
-    key = (tuple(int(n) for n in shape), str(dtype))
+    its size class probed the first time (collectives of its own: every rank must ask for the
+    same sizes in the same order, as the traced rounds do), then remembered for the process."""
+    key = size_class(shape, dtype)
     if key not in _prices:
-        _prices[key] = _probe(key[0], dtype, group)
+        _prices[key] = _probe(key, group)
     return _prices[key]
 
 
-def _probe(shape: tuple[int, ...], dtype: mx.Dtype, group: Any) -> float:
-    """The fastest of PROBE_BURSTS bursts' seconds per collective, the ranks' mean."""
+def _probe(nbytes: int, group: Any) -> float:
+    """Seconds per all_sum of `nbytes` (float32): the fastest of PROBE_BURSTS bursts, the
+    ranks' mean."""
     assert _plain_all_sum is not None, "the collectives' meter is not installed"
     plain = _plain_all_sum
     kw = {} if group is None else {"group": group}
-    z = mx.zeros(shape, dtype=dtype)
+    z = mx.zeros((nbytes // 4,), dtype=mx.float32)
 
     def burst() -> mx.array:
         y = z

@@ -190,7 +190,7 @@ def job_comm(runs: int) -> dict[str, Any]:
                 out["runs"].append({
                     "phase_s": dict(item.phase_s), "rounds": rounds,
                     "tokens": list(item.token_ids),
-                    "prices": sorted([list(k[0]), k[1], v] for k, v in dist._prices.items()),
+                    "prices": sorted([n, v] for n, v in dist._prices.items()),
                     "seconds": time.perf_counter() - t0,
                 })  # fmt: skip
     return out
