@@ -40,7 +40,7 @@ def test_the_barrier_run_of_2026_12_01_misses_the_overhead_goal_and_lacks_the_sh
 
 
 def _report(rows: list[dict[str, Any]], priced: bool) -> dict[str, Any]:
-    env = {"sharded": {"comm": "priced", "prices_s": {"1x1x64 float32": 2e-5}}} if priced else {}
+    env = {"sharded": {"comm": "priced", "prices_s": {"up to 4096 B": 2e-5}}} if priced else {}
     return {"environment": env, "protocol": {}, "results": rows}
 
 
@@ -61,7 +61,7 @@ def test_both_checks_from_hand_made_files(tmp_path: Path) -> None:
     assert (k["untraced_share"], k["traced_share"]) == pytest.approx((0.2, 0.22))
     assert k["relative_difference"] == pytest.approx(0.1) and k["met"] is True
     assert [o["met"] for o in c["overhead"]] == [True, False] and c["overhead_met"] is False
-    assert "comm (priced)" in text and "| 1x1x64 float32 | 20.0 |" in text
+    assert "comm (priced)" in text and "| up to 4096 B | 20.0 |" in text
     assert k["tp1_step_ms"] is None  # no tp1.json: said, not guessed
     phases["comm"], phases["verify"] = 3.0, 7.0
     (tmp_path / "tp2.json").write_text(json.dumps(_report(tp2, True)))

@@ -143,7 +143,7 @@ def render(folder: Path) -> tuple[str, dict[str, Any]]:
     prices = (((tp2 or {}).get("environment") or {}).get("sharded") or {}).get("prices_s")
     if prices:
         out += ["## Prices charged per collective (rank 0's table, shared by both ranks)", "",
-                "| all_sum shape and dtype | µs |", "|---|---|"]
+                "| all_sum size class | µs |", "|---|---|"]
         out += [f"| {key} | {v * 1e6:.1f} |" for key, v in prices.items()]
         out.append("")
     return "\n".join(out), c
