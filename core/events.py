@@ -16,8 +16,20 @@ from core.identity import identities_from_dict, identities_to_dict
 # draft it accepted, its correction after a rejection, its bonus after a full acceptance, or
 # one model alone.
 ORIGINS = ("accepted", "copied", "corrected", "bonus", "target", "draft")
-# "comm": time inside collectives on a sharded target (core/runtime/distributed.py), traced rounds only.
+# "comm": the collectives of a sharded target (core/runtime/distributed.py), traced rounds only:
+# priced (each charged the probed cost of its size), not timed, and carved out of its phase.
 PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
+# How a sharded run's phases are named wherever they are shown (the Rounds panel, the bench's
+# phase split, the Chrome trace): its verification is then compute alone, and its comm a price.
+SHARDED_LABELS = {"verify": "verify (compute)", "comm": "comm (priced)"}
+COMM_NOTE = ("comm (priced): each collective of the sharded target is charged what a probe of "
+             "its size measured, not waited for, and carved out of the phase that queued it "
+             "(mostly the verification, which is then compute alone)")  # fmt: skip
+
+
+def phase_label(phase: str, sharded: bool) -> str:
+    """`phase` as shown: in a sharded run (one with comm) verify and comm say what they are."""
+    return SHARDED_LABELS.get(phase, phase) if sharded else phase
 
 
 @dataclass(frozen=True)

@@ -493,6 +493,8 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         err.print(Text("the compile warm-up's single-row steps did not settle: the first timed "
                        "requests may still include compiles", style="yellow"))  # fmt: skip
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if spmd is not None:  # how its comm was measured, and the prices it charged
+        report.environment["sharded"] = spmd.describe()
     if curve_note is not None and report.protocol.get("calibration"):
         report.protocol["calibration"]["from"] = curve_note
     report.protocol["prompt"] = {

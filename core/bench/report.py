@@ -13,7 +13,7 @@ from typing import Any
 from core.bench.fmt import md_table, num, pct, ratio, secs
 from core.bench.provenance import provenance_markdown
 from core.bench.results import BenchReport, BenchResult
-from core.events import PHASES
+from core.events import COMM_NOTE, PHASES, phase_label
 
 __all__ = ["md_table", "num", "pct", "ratio", "secs", "print_table", "report_csv",
            "report_markdown", "source_rows"]
@@ -164,9 +164,12 @@ def report_markdown(report: BenchReport) -> str:
         # comm (collectives of a sharded target, core/runtime/distributed.py) only when there was some
         shown = [x for x in PHASES if x != "comm"
                  or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]  # fmt: skip
+        sharded = "comm" in shown
+        if sharded:
+            out.append(f"{COMM_NOTE}.\n")
         out += md_table(
-            ("Configuration", *shown, "prefill + outside rounds", "traced E2E",
-             "tracing overhead", "predicted kernel"),
+            ("Configuration", *(phase_label(x, sharded) for x in shown),
+             "prefill + outside rounds", "traced E2E", "tracing overhead", "predicted kernel"),
             ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown),
               num(r.outside_rounds_ms, ".1f"), secs(r.traced_e2e_s), overhead_cell(r),
               r.kernel or "-") for r in report.results if r.phase_ms),

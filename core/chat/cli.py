@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from core.events import RoundEvent, RunSummary
+from core.events import RoundEvent, RunSummary, phase_label
 from core.io.user_text import prompt_text
 from core.settings import Settings
 
@@ -47,8 +47,9 @@ def summary_table(summary: RunSummary) -> Table:
     rows.extend(source_rows(summary))
     if summary.traced:
         total = sum(summary.phase_s.values()) or 1.0
+        sharded = summary.phase_s.get("comm", 0.0) > 0  # then verify is compute, comm a price
         rows.append(("phases", "  ".join(
-            f"{k} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
+            f"{phase_label(k, sharded)} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
     for k, v in rows:
         t.add_row(Text(k, style="bold"), Text(v))  # a reason may quote a user's spec: no markup
     return t

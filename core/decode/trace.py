@@ -4,21 +4,28 @@ MLX is lazy and asynchronous, so a phase's time is only known if the device is m
 finish it (mx.eval) before the clock is read. That barrier costs overlap, which is why the
 untraced mode exists: it never syncs inside a round and reports `total` alone.
 
-Communication (a sharded target, core/runtime/distributed.py) is metered from outside: while a traced
-round is open on a thread (`active_timer`), the collectives' meter adds the seconds it waited
-inside them, and the next `mark` moves them from that phase to "comm".
+Communication (a sharded target, core/runtime/distributed.py) is priced, not waited for: while
+a traced round is open on a thread (`active_timer`), the collectives' meter hands the round one
+price per collective it queues (`add_comm`, a number or a callable), and `finish` carves their
+sum out of the phase they were queued in as "comm", at most that phase's own time. A callable
+price is read only after the round's clock has stopped: pricing a size not seen before runs a
+probe (collectives of its own), which must not sit inside any phase, nor inside the graph the
+round is still building.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import mlx.core as mx
 
 from core.events import PHASES, PhaseTimings
 
 _open = threading.local()  # .timer: the traced round open on this thread, if any
+
+Price = float | Callable[[], float]  # seconds, or how to read them once the round is over
 
 
 def active_timer() -> RoundTimer | None:
@@ -29,23 +36,23 @@ def active_timer() -> RoundTimer | None:
 class RoundTimer:
     """Accumulates per-phase seconds for one round; `mark` is a barrier only when traced."""
 
-    __slots__ = ("traced", "_start", "_last", "_acc", "_comm")
+    __slots__ = ("traced", "_start", "_last", "_spans", "_comm")
 
     def __init__(self, traced: bool) -> None:
         self.traced = traced
         self._start = self._last = time.perf_counter()
-        self._acc = dict.fromkeys(PHASES, 0.0)
-        self._comm = 0.0  # seconds inside collectives since the last mark
+        self._spans: list[tuple[str, float, list[Price]]] = []  # (phase, seconds, its comm)
+        self._comm: list[Price] = []  # prices of the collectives queued since the last mark
         _open.timer = self if traced else None
 
-    def add_comm(self, seconds: float) -> None:
-        """Seconds spent inside a collective; the next `mark` charges them to "comm"."""
-        self._comm += seconds
+    def add_comm(self, price: Price) -> None:
+        """One collective queued in the phase under way: its seconds, or a callable that
+        gives them (read by `finish`, after the clock stops). Carved out of that phase."""
+        self._comm.append(price)
 
     def _charge(self, phase: str, elapsed: float) -> None:
-        comm, self._comm = min(self._comm, elapsed), 0.0
-        self._acc[phase] += elapsed - comm
-        self._acc["comm"] += comm
+        self._spans.append((phase, elapsed, self._comm))
+        self._comm = []
 
     def mark(self, phase: str, *arrays: mx.array) -> None:
         """End `phase`: when traced, wait for `arrays` and charge the elapsed time to it."""
@@ -58,7 +65,8 @@ class RoundTimer:
         self._last = now
 
     def finish(self) -> PhaseTimings:
-        """Close the round; time not charged to a phase is `other` (traced mode only)."""
+        """Close the round; time not charged to a phase is `other` (traced mode only). The
+        collectives' prices are read here, once the round's clock has stopped."""
         now = time.perf_counter()
         total = now - self._start
         if getattr(_open, "timer", None) is self:
@@ -66,4 +74,10 @@ class RoundTimer:
         if not self.traced:
             return PhaseTimings(total=total)
         self._charge("other", now - self._last)
-        return PhaseTimings(total=total, **self._acc)
+        acc = dict.fromkeys(PHASES, 0.0)
+        for phase, elapsed, prices in self._spans:
+            priced = sum(p() if callable(p) else p for p in prices)
+            comm = min(priced, elapsed)  # carved out of the phase: never more than it took
+            acc[phase] += elapsed - comm
+            acc["comm"] += comm
+        return PhaseTimings(total=total, **acc)

@@ -3,9 +3,10 @@
 Layout, per request (one process each): a `host` track holding the request, its rounds and the
 host-side phases (sample, cache, other); a `draft` track for drafting; a `target` track for
 prefill and verification. Each round is a slice on the host track; its phases are laid out back
-to back inside it in the order draft, verify, sample, cache, comm, other, with the engine's own
-per-phase seconds (never re-measured): the engine charges the time, it does not say when within
-the round it was spent, so the order is ours and the durations are its. Rounds follow each other
+to back inside it in the order draft, verify, sample, cache, comm, other (a sharded target's
+named "verify (compute)" and "comm (priced)": its collectives are priced, not timed), with
+the engine's own per-phase seconds (never re-measured): the engine charges the time, it does
+not say when within the round it was spent, so the order is ours and the durations are its. Rounds follow each other
 from the end of the prefill; the prefill is the time to the first token less the round that
 made it. The first token is an instant event. Times are integer microseconds, cut from the
 running sums (so nothing drifts and slices nest exactly); the round's args keep every phase in
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
-from core.events import ORIGINS, PHASES, RoundEvent, RunSummary
+from core.events import COMM_NOTE, ORIGINS, PHASES, RoundEvent, RunSummary, phase_label
 from core.io import atomic
 from core.profile.records import Profile, ProfileError
 from core.runtime.version import version_text
@@ -136,6 +137,8 @@ def _phase_args(ev: RoundEvent, phase: str) -> dict[str, Any]:
         args.update(k=ev.proposed, accepted=ev.accepted)
     elif phase == "cache":
         args.update(rewound=ev.proposed - ev.accepted)
+    elif phase == "comm":
+        args.update(priced=COMM_NOTE)
     return args
 
 
@@ -171,6 +174,9 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
             "ms": _ms(prefill),
         }))  # fmt: skip
 
+    # A sharded target's request (comm in some round): its slices say verify is compute alone
+    # and comm a price (core.events.SHARDED_LABELS), as the Rounds panel and the bench do.
+    sharded = any(ev.traced and ev.timings.comm > 0 for ev in rounds)
     cursor = prefill  # seconds, summed as floats and cut to microseconds at every boundary
     first_token_us: int | None = None
     for i, ev in enumerate(rounds):
@@ -184,7 +190,8 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
                 a, b = _us(inside), min(_us(inside + secs), end_us)
                 inside += secs
                 if b > a:
-                    events.append(_slice(phase, "phase", pid, PHASE_TRACK[phase], a, b - a,
+                    events.append(_slice(phase_label(phase, sharded), "phase", pid,
+                                         PHASE_TRACK[phase], a, b - a,
                                          _phase_args(ev, phase)))  # fmt: skip
         cursor += lengths[i]
         if i == first:

@@ -8,11 +8,13 @@ module itself: pytest never collects it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,54 @@ def job_cli_die() -> None:
     sys.exit(main(sys.argv[3:]))
 
 
+def wide_llama(seed: int) -> Any:
+    """One llama layer wide enough that its verification's compute is measurable beside a busy
+    loopback's collectives (tiny_llama's 64 wide computes in microseconds: less than the error
+    of any price, so what is left of its verification after pricing is noise around zero)."""
+    from mlx_lm.models import llama
+
+    mx.random.seed(seed)
+    model = llama.Model(llama.ModelArgs(
+        model_type="llama", hidden_size=512, num_hidden_layers=1, intermediate_size=2048,
+        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=VOCAB,
+        rope_theta=10000.0, tie_word_embeddings=False,
+    ))  # fmt: skip
+    mx.eval(model.parameters())
+    return model
+
+
+def job_comm(runs: int) -> dict[str, Any]:
+    """`runs` traced generations, each pricing its collectives afresh as a new process would
+    (the probe after the first round that queues a size: what once raced): per run its phase
+    seconds, every round's comm and total, its tokens and the prices every rank charged."""
+    import core.runtime.distributed as dist
+
+    spmd = current_spmd()
+    assert spmd is not None, "launched without a group of two ranks"
+    target, draft = wide_llama(seed=3), tiny_llama(1, seed=7)
+    shard_model(target, spmd.group, "wide_llama")
+    sharded = Engine(target, draft, vocab_size=VOCAB)
+    sharded.spmd = spmd
+    out: dict[str, Any] = {"runs": []}
+    for i in range(runs):
+        dist.reset_comm_prices()  # at the same point of the loop on every rank
+        s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=4,
+                     ignore_eos=True, seed=100 + i, traced=True)  # fmt: skip
+        rounds: list[dict[str, float]] = []
+        t0 = time.perf_counter()
+        for item in sharded.generate(PROMPT, s):
+            if isinstance(item, RoundEvent):
+                rounds.append(dataclasses.asdict(item.timings))
+            else:
+                out["runs"].append({
+                    "phase_s": dict(item.phase_s), "rounds": rounds,
+                    "tokens": list(item.token_ids),
+                    "prices": sorted([n, v] for n, v in dist._prices.items()),
+                    "seconds": time.perf_counter() - t0,
+                })  # fmt: skip
+    return out
+
+
 def main() -> None:
     """JOB engine writes OUT_DIR/rank{R}.json, then runs the CLI with the arguments after it
     in the same processes (one launch, one import: this machine's cores are few)."""
@@ -153,11 +203,11 @@ def main() -> None:
     if job == "cli-die":
         job_cli_die()
         return
-    result = job_engine()
+    result = job_comm(int(sys.argv[3])) if job == "comm" else job_engine()
     spmd = current_spmd()
     assert spmd is not None
     (out_dir / f"rank{spmd.rank}.json").write_text(json.dumps(result))
-    if len(sys.argv) > 3:
+    if job == "engine" and len(sys.argv) > 3:
         from core.cli import main as cli
 
         sys.exit(cli(sys.argv[3:]))

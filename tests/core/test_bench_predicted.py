@@ -257,3 +257,19 @@ def test_a_tracing_overhead_above_five_percent_is_flagged() -> None:
     assert not overhead_flagged(row) and "**" not in overhead_cell(row)
     row.tracing_overhead = 0.062
     assert overhead_flagged(row) and overhead_cell(row) == "**6.2%**"
+
+
+def test_a_sharded_row_s_phase_split_is_labelled_compute_and_priced() -> None:
+    """The bench's phase split names a sharded run's verification as compute and its comm as
+    priced, with the sentence that says how comm is priced; a one-process run neither."""
+    meta = {"calibration": {"from": "test"}, "tokens": 1, "seeds": 1, "invocations": 1,
+            "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}  # fmt: skip
+    row = _row("k3", Settings(k=3), [100.0])
+    row.phase_ms = {"draft": 1.0, "verify": 8.0, "sample": 1.0, "cache": 1.0, "other": 0.0,
+                    "comm": 0.0}  # fmt: skip
+    md = report_markdown(bench.BenchReport({}, meta, [row]))
+    assert "| verify |" in md and "priced" not in md
+    row.phase_ms["comm"] = 3.0
+    md = report_markdown(bench.BenchReport({}, meta, [row]))
+    assert "| verify (compute) |" in md and "| comm (priced) |" in md
+    assert "comm (priced): each collective of the sharded target is charged" in md

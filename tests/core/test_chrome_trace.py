@@ -10,6 +10,7 @@ makes them drop or misplace slices (partial overlaps on a track, time going back
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -211,6 +212,25 @@ def test_a_draft_only_run_prefills_the_draft() -> None:
     check_trace(doc)
     prefill = next(e for e in doc["traceEvents"] if e["name"] == "prefill")
     assert prefill["tid"] == DRAFT_TID
+
+
+def test_a_sharded_request_names_its_verification_compute_and_its_comm_priced(
+    request_: TracedRequest,
+) -> None:
+    """With comm in its rounds (a sharded target) the slices say what they hold, as the
+    Rounds panel and the bench do: verification less the collectives, and their price."""
+    rounds = [dataclasses.replace(ev, timings=dataclasses.replace(ev.timings, comm=0.004))
+              if ev.traced else ev for ev in request_.rounds]  # fmt: skip
+    doc = chrome_trace([TracedRequest("tp2", rounds, request_.summary)])
+    check_trace(doc)
+    names = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "phase"]
+    assert "verify" not in names and "comm" not in names
+    comm = [e for e in doc["traceEvents"] if e["name"] == "comm (priced)"]
+    assert len(comm) == 3 and all(e["tid"] == TARGET_TID for e in comm)
+    assert all("charged what a probe of its size measured" in e["args"]["priced"] for e in comm)
+    assert sum(e["name"] == "verify (compute)" for e in doc["traceEvents"]) == 3
+    plain = chrome_trace([request_])  # one process: the phases keep their names
+    assert "verify" in {e["name"] for e in plain["traceEvents"]}
 
 
 seconds = st.floats(min_value=0.0, max_value=0.05, allow_nan=False, allow_infinity=False)

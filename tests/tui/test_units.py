@@ -12,7 +12,7 @@ from tui.bridge import CurveInfo
 from tui.copies import PromptLayout, locate_copy
 from tui.stats import RoundStats
 from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, REJECTED_COPY, Transcript
-from tui.widgets.panels import curve_rows, position_bars, round_bars
+from tui.widgets.panels import curve_rows, phase_legend, position_bars, round_bars
 
 # A byte-level vocabulary: "é" is two tokens, "日" three, like byte-level BPE fallbacks.
 BYTES = {1: b"caf", 2: b"\xc3", 3: b"\xa9", 4: b" ", 5: b"\xe6", 6: b"\x97", 7: b"\xa5",
@@ -109,6 +109,21 @@ def test_round_bars_scale_to_the_slowest_round() -> None:
     st.add(rnd(1, [(1, "target")], ms=(0, 20, 0, 0, 0)))
     lines = round_bars(st, 5, 20).plain.splitlines()
     assert lines[0].count("█") == 10 and lines[1].count("█") == 20
+
+
+def test_a_sharded_run_s_phases_are_labelled_compute_and_priced() -> None:
+    """With comm (a sharded target's collectives, priced not timed) the legend says what the
+    verification and the comm are; a one-process run shows neither."""
+    st = RoundStats()
+    st.add(rnd(0, [(1, "target")], ms=(1, 2, 3, 4, 0)))
+    assert "comm" not in st.phases_shown()
+    plain = phase_legend(st.phases_shown()).plain
+    assert "verify " in plain and "priced" not in plain and "compute" not in plain
+    ev = rnd(1, [(1, "target")])
+    st.add(dataclasses.replace(ev, timings=dataclasses.replace(ev.timings, comm=0.005)))
+    assert "comm" in st.phases_shown()
+    plain = phase_legend(st.phases_shown()).plain
+    assert "verify (compute)" in plain and "comm (priced)" in plain
 
 
 def test_position_bars_and_curve_rows() -> None:

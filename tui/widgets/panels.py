@@ -24,7 +24,7 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
-from core.events import RunSummary
+from core.events import RunSummary, phase_label
 from core.settings import Settings
 from tui.bridge import CurveInfo, PairInfo
 from tui.copies import CopyOrigin
@@ -56,10 +56,13 @@ def _num(value: float | None, fmt: str = "{:.3g}") -> str:
 
 
 def phase_legend(phases: tuple[str, ...] | None = None) -> Text:
+    """The bars' colours by phase; with comm shown (a sharded run) verify and comm are
+    labelled as compute and priced (core.events.SHARDED_LABELS)."""
     text = Text()
-    for p in phases if phases is not None else RoundStats().phases_shown():
+    shown = phases if phases is not None else RoundStats().phases_shown()
+    for p in shown:
         text.append(BAR + BAR + " ", PHASE_COLOURS[p])
-        text.append(p + "  ")
+        text.append(phase_label(p, "comm" in shown) + "  ")
     return text
 
 
@@ -116,10 +119,11 @@ class RoundsPanel(VerticalScroll):
         self.query_one(".legend", Static).update(phase_legend(stats.phases_shown()))
         table = self.query_one("#phase-table", DataTable)
         table.clear()
-        for p in stats.phases_shown():
+        shown = stats.phases_shown()
+        for p in shown:
             st = stats.phases[p]
             table.add_row(
-                Text(p, PHASE_COLOURS[p]),
+                Text(phase_label(p, "comm" in shown), PHASE_COLOURS[p]),
                 _ms(st.current if st.count else None),
                 _ms(st.avg if st.count else None),
                 _ms(st.peak if st.count else None),
@@ -134,6 +138,8 @@ class RoundsPanel(VerticalScroll):
             "100%" if tot.count else "-",
         )
         note = "traced: a barrier per phase splits the time"
+        if "comm" in shown:  # a sharded run's: its collectives are priced, not waited for
+            note += "; comm (priced): each collective at its size's probed cost"
         if stats.rounds and not stats.traced:
             note = "untraced: only the round total is known"
         self.query_one("#rounds-note", Static).update(Text(note, "dim"))
