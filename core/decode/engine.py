@@ -25,6 +25,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
 from core.decode.run_totals import RunTotals
@@ -276,7 +277,9 @@ class Engine:
             self._lookup_min_match, self._drafters = s.lookup_min_match, {}
         if s.dispatch == "fastest":
             self._ensure_curve(s, len(seq))
-        plan = self._plan(seq, s, remaining)
+        guard = self._guard(s, totals)
+        t_plan = self._clock()
+        plan = self._plan(seq, s, remaining, guard)
         drafter, policy, asked = plan.drafter, plan.policy, plan.declined
         if drafter is not None and policy is not None:
             # Outside the round's timer; a catch-up after the first (a model's lag behind target
@@ -289,28 +292,56 @@ class Engine:
             ev = self._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
             seconds = self._observed_s(ev)
             policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
+            if guard is not None and seconds is not None:
+                # End to end: the host work that chose it and a later catch-up, while the
+                # device waits (the pipeline is broken), are the round's own cost.
+                guard.observe_round(drafter.name, len(ev.tokens),
+                                    seconds + caught + (t0 - t_plan))  # fmt: skip
+                totals.broke_after = drafter.name
             yield ev
             return
         done = 0
 
         def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
             nonlocal asked
-            after = self._plan(seq, s, remaining - done - 1)
+            after = self._plan(seq, s, remaining - done - 1, guard)
             asked = after.declined
             return after.drafter is not None
 
         for ev in self._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
                                             source, cancel, stop_after=drafts_next):  # fmt: skip
             done += 1
+            seconds = self._observed_s(ev)
             for p in asked:  # the policies that said 0 for this step
-                p.observe(0, 0, self._observed_s(ev))
+                p.observe(0, 0, seconds)
+            if guard is not None and seconds is not None:
+                guard.observe_step(seconds, after=totals.broke_after)
+                totals.broke_after = None
             yield ev
 
-    def _plan(self, seq: Sequence[int], s: Settings, remaining: int) -> Plan:
-        """Who drafts after `seq`, how many (core.drafting.plan); host work only."""
+    def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
+        """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
+        that promises speed; fixed and adaptive k run as asked. None where rounds are not
+        judged by this machine's clock: another machine's curve, or a sharded target (each
+        rank's clock differs and every rank must take rank 0's decisions)."""
+        if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
+            return None
+        if totals.guard is None:
+            totals.guard = RateGuard()
+        return totals.guard
+
+    def _plan(
+        self, seq: Sequence[int], s: Settings, remaining: int, guard: RateGuard | None = None
+    ) -> Plan:
+        """Who drafts after `seq`, how many (core.drafting.plan); host work only. With a
+        guard, a source measured slower than target steps is not asked, and the target arm
+        is measured first when it has no evidence yet."""
+        if guard is not None and guard.target_probe_due():
+            return Plan()
         cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
         return plan_round(self.drafter(s.draft_source), self.drafter,
-                          lambda d: self._policy_for(s, len(seq), d), seq, cap)  # fmt: skip
+                          lambda d: self._policy_for(s, len(seq), d), seq, cap,
+                          guard.asks if guard is not None else None)  # fmt: skip
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
@@ -425,7 +456,7 @@ class Engine:
         device, rewind. k becomes what the drafter actually proposed."""
         t = self._target
         cfg = self._logits_config(s)
-        timer = RoundTimer(s.traced)
+        timer = RoundTimer(s.traced, self._clock)
         keys = mx.random.split(key, k + 1)
         hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
         V = self.vocab_size
@@ -565,7 +596,7 @@ class Engine:
         pending = seq[len(st.seq) :]
         hist = mx.array(seq[-ctx_n:]) if cfg.repetition_penalty != 1.0 else None
         key, k0 = mx.random.split(key)
-        timer = RoundTimer(s.traced)
+        timer = RoundTimer(s.traced, self._clock)
         y = step(mx.array(pending), hist, k0)
         st.seq.extend(pending)
         mx.async_eval(y)
@@ -601,7 +632,7 @@ class Engine:
                 st.rewind(seq[:-1], max(len(seq) - 2, 0))
                 return
             last = stop_after is not None and stop_after()
-            timer = RoundTimer(s.traced)
+            timer = RoundTimer(s.traced, self._clock)
             hist = window(hist, y)
             assert nxt is not None  # `more` held
             y = nxt

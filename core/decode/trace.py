@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import mlx.core as mx
 
@@ -29,11 +30,14 @@ def active_timer() -> RoundTimer | None:
 class RoundTimer:
     """Accumulates per-phase seconds for one round; `mark` is a barrier only when traced."""
 
-    __slots__ = ("traced", "_start", "_last", "_acc", "_comm")
+    __slots__ = ("traced", "_clock", "_start", "_last", "_acc", "_comm")
 
-    def __init__(self, traced: bool) -> None:
+    def __init__(self, traced: bool, clock: Callable[[], float] = time.perf_counter) -> None:
+        """`clock`: the engine's (tests give a fake one, so the measured guard's law can be
+        checked without timing real hardware)."""
         self.traced = traced
-        self._start = self._last = time.perf_counter()
+        self._clock = clock
+        self._start = self._last = clock()
         self._acc = dict.fromkeys(PHASES, 0.0)
         self._comm = 0.0  # seconds inside collectives since the last mark
         _open.timer = self if traced else None
@@ -53,13 +57,13 @@ class RoundTimer:
             return
         if arrays:
             mx.eval(*arrays)
-        now = time.perf_counter()
+        now = self._clock()
         self._charge(phase, now - self._last)
         self._last = now
 
     def finish(self) -> PhaseTimings:
         """Close the round; time not charged to a phase is `other` (traced mode only)."""
-        now = time.perf_counter()
+        now = self._clock()
         total = now - self._start
         if getattr(_open, "timer", None) is self:
             _open.timer = None
