@@ -223,3 +223,22 @@ class RateGuard:
                 row["guard"] = self.verdict(name)
             out[name] = row
         return out
+
+
+def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
+    """The guard's decision per source, in words, from a RunSummary's `per_source`: its
+    measured rate against plain target steps, and "not asked: slower than target steps"
+    where the guard stopped it. Empty when the run was not guarded. One wording for the
+    app's Rounds panel, `specdec-tui chat` and the bench's report."""
+    target = per_source.get("none", {}).get("measured_tok_s")
+    out = []
+    for name, row in per_source.items():
+        if name == "none" or "guard" not in row:
+            continue
+        rate, ratio = row.get("measured_tok_s"), row.get("vs_target")
+        measured = "-" if rate is None else f"{rate:.0f} tok/s"
+        against = "" if ratio is None else f", {ratio:.2f}x target steps"
+        out.append(f"{name}: {measured}{against}: {row['guard']}")
+    if out and target is not None:
+        out.append(f"target steps: {target:.0f} tok/s")
+    return out

@@ -368,3 +368,47 @@ def test_fixed_k_runs_as_asked_unguarded(tiny_pair, greedy_text) -> None:
                                      policy="fixed")  # fmt: skip
     assert all(e.proposed for e in events[:-1])
     assert "guard" not in summary.per_source.get("oracle", {})
+
+
+# -- what the app and the reports show ----------------------------------------------------------
+
+
+def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
+    from core.bench.report import report_markdown
+    from core.bench.requests import record_timed
+    from core.bench.results import BenchReport, BenchResult
+    from core.cost.guard import guard_lines
+
+    guard = RateGuard()
+    simulate(guard, 128, 1e-3, 0.3e-3, {"model": (3e-3, lambda r: 2), "lookup": (1e-3, lambda r: 5)},
+             lambda i: ["lookup", "model"] if i % 20 < 10 else ["model"])  # fmt: skip
+    per = {"none": {"rounds": 3}, "model": {"rounds": 2}, "lookup": {"rounds": 9}}
+    for name, row in guard.report().items():
+        per["none" if name == TARGET else name].update(row)
+    lines = guard_lines(per)
+    assert any(x.startswith("model: ") and x.endswith(SLOWER) and "x target steps" in x
+               for x in lines)  # fmt: skip
+    assert any(x.startswith("lookup: ") and "asked" in x for x in lines)
+    assert lines[-1].startswith("target steps: ")
+    assert guard_lines({"model": {"rounds": 4}}) == []  # an unguarded run says nothing
+
+    class Summary:  # what record_timed reads of a RunSummary
+        e2e_s = ttft_s = 1.0
+        decode_tok_s, rounds, tokens, mean_tv, fallback_reason = 100.0, 14, 128, None, None
+        token_ids = ()
+        per_source = per
+
+    class Req:
+        summary, positions, sources, kernels, proposals = Summary(), None, {}, {}, {}
+
+    r = BenchResult("hybrid", "hybrid", {"mode": "speculative"})
+    r.positions.merge = lambda other: None  # type: ignore[method-assign]
+    record_timed(r, Req(), 0, keep_output=False)  # type: ignore[arg-type]
+    record_timed(r, Req(), 1, keep_output=False)  # type: ignore[arg-type]
+    row = r.to_dict()["guard"]
+    assert row["model"]["guard"] == [SLOWER, SLOWER]
+    assert len(row["none"]["measured_tok_s"]) == 2
+    protocol = {"prompt_tokens": 9, "tokens": 128, "warmup": 1, "invocations": 1, "seeds": 2,
+                "nll_basis": "-"}
+    md = report_markdown(BenchReport({}, protocol, [r]))
+    assert "### Measured guard" in md and SLOWER in md
