@@ -412,3 +412,45 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
                 "nll_basis": "-"}
     md = report_markdown(BenchReport({}, protocol, [r]))
     assert "### Measured guard" in md and SLOWER in md
+
+
+# -- the round's own cost: one host sync ------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["hybrid", "lookup", "model"])
+def test_an_untraced_round_syncs_the_host_once(tiny_pair, greedy_text, monkeypatch, source):
+    """Counted, not read from the code: every mx.eval while an untraced run goes; a drafting
+    round (after each source's first, whose catch-up is the draft's prefill) evaluates once,
+    a model's lag behind copies and target steps included, and a pipelined target step not
+    at all (its one read is the token's .item(), with the next step already queued)."""
+    from core.decode.engine import Engine
+
+    engine = Engine.from_pair(tiny_pair)
+    evals: list[int] = []
+    real = mx.eval
+
+    def counting(*arrays: Any) -> Any:
+        evals.append(1)
+        return real(*arrays)
+
+    prompt = greedy_text[:40] + greedy_text[6:40]  # something to copy, and new text after it
+    s = Settings(mode="speculative", draft_source=source, policy="heuristic", k=3,
+                 temperature=0.0, max_tokens=48, ignore_eos=True, traced=False)  # fmt: skip
+    monkeypatch.setattr(mx, "eval", counting)
+    gen = engine.generate(prompt, s)
+    seen: set[str] = set()
+    per_round: list[tuple[str, int]] = []
+    while True:
+        evals.clear()
+        item = next(gen)
+        if not hasattr(item, "index"):
+            break
+        if item.source and item.source in seen:
+            per_round.append((item.source, len(evals)))
+        seen.add(item.source)
+        if not item.source:
+            per_round.append(("step", len(evals)))
+    drafted = [n for name, n in per_round if name != "step"]
+    assert drafted, per_round  # the run drafted after its first round of each source
+    assert all(n == 1 for n in drafted), per_round
+    assert all(n == 0 for name, n in per_round if name == "step"), per_round
