@@ -41,7 +41,7 @@ from typing import Any
 
 TARGET = "target"  # the zero-draft arm: plain target steps
 SLOWER = "not asked: slower than target steps"
-PRIOR_SD = 0.5  # a round's rate varies by about half its mean until its rounds say otherwise
+PRIOR_SD = 0.3  # a round's rate varies by about 30% of its mean until its rounds say otherwise
 DECAY = 0.9  # weight the past keeps per new round of the same arm: about the last 10 rounds
 
 

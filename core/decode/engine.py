@@ -36,9 +36,9 @@ from core.decode.sampling import (
     accept_sampled,
     one_hot,
     penalize,
-    sample,
     to_probs,
 )
+from core.decode.single import PipelinedSteps
 from core.decode.trace import RoundTimer
 from core.dispatch import verification_patches
 from core.drafting import registry
@@ -97,7 +97,6 @@ class Engine:
         self.speculation_reason = self._target_reason or self._draft_reason
         self.speculation_ok = self.speculation_reason is None
         self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
-        self._lookup_min_match = Settings().lookup_min_match
         # core.runtime.distributed.Spmd when the target is sharded over ranks that each run this loop:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
@@ -175,9 +174,8 @@ class Engine:
                 known = ", ".join(registry.names())
                 raise UserError(f"Unknown draft source {name!r}; known: {known}.") from None
             res = registry.DraftResources(
-                self._draft, self.vocab_size, self._draft_reason,
-                lookup_min_match=self._lookup_min_match, source=self.drafter,
-            )  # fmt: skip
+                self._draft, self.vocab_size, self._draft_reason, source=self.drafter
+            )
             self._drafters[name] = make(res)
         return self._drafters[name]
 
@@ -273,8 +271,11 @@ class Engine:
     ) -> Iterator[RoundEvent]:
         """One speculative round from the first offer whose source's policy wants to draft;
         when none does, plain target steps, pipelined until one might (asked after each)."""
-        if s.lookup_min_match != self._lookup_min_match:  # sources are built with it
-            self._lookup_min_match, self._drafters = s.lookup_min_match, {}
+        self.drafter(s.draft_source)  # built (a hybrid builds its parts) before configured
+        for d in list(self._drafters.values()):  # each source reads its own settings
+            configure = getattr(d, "configure", None)
+            if configure is not None:
+                configure(s)
         if s.dispatch == "fastest":
             self._ensure_curve(s, len(seq))
         guard = self._guard(s, totals)
@@ -366,8 +367,7 @@ class Engine:
                 # priced as this run drafts and accepts: sampled steps cost more than greedy
                 view = self.cost_curve.for_sampling(s.greedy)
                 price = drafter.price(view)
-            copies = bool(getattr(drafter, "copies", False))
-            kept = (sig, make_policy(s, view, price, copies=copies))
+            kept = (sig, make_policy(s, view, price, copies=drafter.copies))
             self._policies[drafter.name] = kept
         return kept[1]
 
@@ -556,85 +556,8 @@ class Engine:
         cancel: threading.Event | None,
         stop_after: Callable[[], bool] | None = None,
     ) -> Iterator[RoundEvent]:
-        """One token per round from one model, pipelined, traced or not.
-
-        The next token's forward is queued (async_eval) before the current one is read, as
-        mlx-lm's generate_step does, so the host sync overlaps device work. A barrier between
-        forward and sampling would cost that overlap (about 30% of a 7B step on the H200), so a
-        traced round charges its whole time, read to read, to the forward's phase: sampling is
-        part of the same device graph. The loop hands control back when the settings change,
-        so a key applies from the next round, and when `stop_after()` (asked after each token
-        is committed) says the next round would draft: the step already queued is then read
-        as the last token, so no step is thrown away and the pipeline never waits on the host.
-        """
-        st = self._target if mode == "target-only" else self._draft
-        assert st is not None
-        compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft only
-        origin = "target" if mode == "target-only" else "draft"
-        phase = "verify" if mode == "target-only" else "draft"
-        cfg = self._logits_config(s)
-        V = self.vocab_size
-        ctx_n = cfg.repetition_context
-        kernel = self._kernel(1) if mode == "target-only" else ""
-
-        def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> mx.array:
-            logits = st.decode(tokens, V, compiled)
-            if hist is not None:
-                logits = penalize(logits, hist, cfg)
-            if cfg.greedy:
-                return self._agreed(mx.argmax(logits, axis=-1))
-            return self._agreed(sample(to_probs(logits, cfg), k))
-
-        def window(hist: mx.array | None, y: mx.array) -> mx.array | None:
-            return None if hist is None else mx.concatenate([hist, y])[-ctx_n:]
-
-        def wants_more(produced: int) -> bool:
-            if produced + 1 >= budget or (cancel is not None and cancel.is_set()):
-                return False
-            return source() == s  # a changed setting hands control back to generate()
-
-        pending = seq[len(st.seq) :]
-        hist = mx.array(seq[-ctx_n:]) if cfg.repetition_penalty != 1.0 else None
-        key, k0 = mx.random.split(key)
-        timer = RoundTimer(s.traced, self._clock)
-        y = step(mx.array(pending), hist, k0)
-        st.seq.extend(pending)
-        mx.async_eval(y)
-        produced = 0
-        last = False  # stop_after() said so: the step already queued is the final one
-        while True:
-            more = not last and wants_more(produced)
-            nxt = None
-            if more:
-                key, kn = mx.random.split(key)
-                nxt = step(y, window(hist, y), kn)
-                mx.async_eval(nxt)
-            tok = int(y.item())
-            timer.mark(phase)  # no barrier: the clock at the read that ends this round
-            seq.append(tok)
-            produced += 1
-            if nxt is not None:
-                st.seq.append(tok)
-            yield RoundEvent(
-                index=index + produced - 1,
-                tokens=(CommittedToken(tok, origin),),
-                rows=1,
-                timings=timer.finish(),
-                kernel=kernel,
-                context=len(seq),
-                traced=s.traced,
-            )
-            if not more or self._hit_eos([tok], s):
-                return
-            if (cancel is not None and cancel.is_set()) or source() != s:
-                # Set by the consumer while it held this round: stop now, not one token
-                # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
-                st.rewind(seq[:-1], max(len(seq) - 2, 0))
-                return
-            last = stop_after is not None and stop_after()
-            timer = RoundTimer(s.traced, self._clock)
-            hist = window(hist, y)
-            assert nxt is not None  # `more` held
-            y = nxt
+        """One token per round from one model, pipelined (core/decode/single.py)."""
+        loop = PipelinedSteps(self, s, mode, budget, source, cancel)
+        return loop.rounds(seq, key, index, stop_after)
 
     # -- summary -----------------------------------------------------------------------------
