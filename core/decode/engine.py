@@ -276,8 +276,8 @@ class Engine:
             configure = getattr(d, "configure", None)
             if configure is not None:
                 configure(s)
-        if s.dispatch == "fastest":
-            self._ensure_curve(s, len(seq))
+        if s.dispatch == "fastest" or s.policy == "cost-aware":
+            self._ensure_curve(s, len(seq))  # a first calibration is no round's cost
         guard = self._guard(s, totals)
         t_plan = self._clock()
         plan = self._plan(seq, s, remaining, guard)

@@ -8,7 +8,7 @@ same CLI (`core.cli.main`, so the JSON and Markdown are the bench's own) in one 
 calibration) on the same loaded weights.
 
 Usage (on the device, PYTHONPATH set by pack.sh's calls): python3 never_slower.py OUT_DIR
-Environment: BUDGET_S (default 420: no bench starts after it; the rest are listed in
+Environment: BUDGET_S (default 390: no bench starts after it; the rest are listed in
 skipped.txt), TOKENS (256), SEEDS (3), PROMPTS (space-separated; default: all shipped, the
 issue's three first), TEMPS ("0.0 0.7"), TARGET and DRAFT (default, self:bits=4).
 """
@@ -39,7 +39,7 @@ def main(out: Path) -> int:
     from core.cli import main as cli
 
     start = time.perf_counter()
-    budget = float(os.environ.get("BUDGET_S", "420"))
+    budget = float(os.environ.get("BUDGET_S", "390"))
     tokens = os.environ.get("TOKENS", "256")
     seeds = os.environ.get("SEEDS", "3")
     names = os.environ.get("PROMPTS", "").split() or (
@@ -75,6 +75,7 @@ def main(out: Path) -> int:
             print(f"{tag}: exit {rc} in {time.perf_counter() - t0:.0f} s "
                   f"({time.perf_counter() - start:.0f} s in all)", flush=True)  # fmt: skip
             done.append(tag)
+            (out / "summary.md").write_text(summary(out, done))  # kept if the call is cut
     (out / "skipped.txt").write_text("".join(f"{t}\n" for t in skipped))
     (out / "summary.md").write_text(summary(out, done))
     print(f"{len(done)} benches, {len(skipped)} skipped (skipped.txt)", flush=True)
