@@ -342,7 +342,8 @@ class Engine:
         cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
         return plan_round(self.drafter(s.draft_source), self.drafter,
                           lambda d: self._policy_for(s, len(seq), d), seq, cap,
-                          guard.asks if guard is not None else None)  # fmt: skip
+                          guard.asks if guard is not None else None,
+                          guard.rank if guard is not None else None)  # fmt: skip
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
