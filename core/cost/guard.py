@@ -18,7 +18,7 @@ The law (tests/core/test_guard.py):
 - a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
   prior before there is evidence), so a source that pays is used from the start;
 - a source whose rate falls below the target arm's stops being asked ("not asked: slower
-  than target steps"); it is asked again for one round (a probe) after `probe_gap` rounds,
+  than target steps"); it is asked again (a probe) after `probe_gap` rounds,
   the gap doubling after each probe that stays slower (capped at `max_gap`) and halving after
   one that pays, so a later copy-rich stretch is still found. A probe forgets the stretch
   that stopped the source and judges it afresh after `min_rounds` rounds; a source is only
@@ -29,7 +29,10 @@ The law (tests/core/test_guard.py):
 - before the target arm has evidence, it is probed itself (up to `min_rounds` pipelined
   steps), so a source is never judged against nothing.
 The loss against target-only is therefore bounded by the rounds the schedule asks a slow
-source for: `min_rounds` at the start and `min_rounds` per probe.
+source for: `min_rounds` at the start and `min_rounds` per probe (more only where its rate
+sits within noise of the target's, where each such round costs little).
+- where several measured sources offer one round, the faster goes first (`rank`): the
+  hybrid is the better of its parts.
 
 Host arithmetic only: no device call, no sync, so a round keeps its one host sync.
 """
