@@ -76,7 +76,8 @@ def run_protocol(
 
     For each setting (a target-only baseline is added when none is given): `warmup` requests,
     then `invocations` x `seeds` timed untraced requests of exactly `tokens` tokens with EOS
-    ignored (invocations outermost, so a slow spell on a shared machine hits every setting),
+    ignored (invocations outermost, then seeds, then settings, so a slow spell on a shared
+    machine hits every setting),
     and, in the first invocation, a traced request right after each untraced one with the
     same seed: the pairs give the tracing overhead, the first the phase split. Seeds are
     settings.seed + 0..seeds-1, the same for every setting. Quality: target NLL of the first
@@ -172,12 +173,14 @@ def run_protocol(
             tick(f"traced {b.name} seed {seed}")
 
     # Timed: untraced, exactly N tokens, a fresh cache per request (rows paired with the
-    # peer's requests are timed with them, below).
+    # peer's requests are timed with them, below). Interleaved: each seed runs every row
+    # before the next seed, so the rows' requests of one seed are paired in time too (a
+    # host's slow spell hits all rows of a seed alike, not one row's seeds).
+    ours = [b for b in prepared if b.name not in paired_names]
     for inv in range(invocations):
-        for b in prepared:
-            if b.name in paired_names:
-                continue
-            for seed in seed_lists[b.name]:
+        for j in range(seeds):
+            for b in ours:
+                seed = seed_lists[b.name][j]
                 traced_after(b, seed, inv, timed(b, seed, inv))
 
     if peer is not None:

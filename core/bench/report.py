@@ -50,6 +50,21 @@ def source_rows(r: BenchResult) -> list[tuple[str, ...]]:
     return out
 
 
+def guard_rows(r: BenchResult) -> list[tuple[str, ...]]:
+    """A guarded row's per-source cells (core.cost.guard): source, measured tok/s (median
+    over the timed requests), against target steps (median and min-max), the decisions."""
+    out = []
+    for name, g in r.guard.items():
+        rates = sorted(x for x in g["measured_tok_s"] if x is not None)
+        ratios = sorted(x for x in g["vs_target"] if x is not None)
+        med = rates[len(rates) // 2] if rates else None
+        span = f"{ratio(ratios[len(ratios) // 2])} ({ratios[0]:.2f}-{ratios[-1]:.2f}x)" if ratios else "-"
+        said = sorted({str(x) for x in g["guard"] if x is not None})
+        out.append(("target steps" if name == "none" else name, num(med, ".0f"),
+                    "-" if name == "none" else span, "; ".join(said) or "-"))
+    return out
+
+
 def paired_cells(r: BenchResult) -> tuple[str, str, str, str]:
     """A peer row's paired ratio: median, IQR, min-max, pairs ("-" without pairs)."""
     q = r.paired_ratio
@@ -158,6 +173,16 @@ def report_markdown(report: BenchReport) -> str:
         out += md_table(("Configuration", "Source", "Rounds", "Share", "Drafts/round",
                          "Acceptance", "Mean accepted length"),
                         ((r.name, *row) for r in mixed for row in source_rows(r)))  # fmt: skip
+        out.append("")
+    guarded = [r for r in report.results if r.guard]
+    if guarded:
+        out.append("### Measured guard\n")
+        out.append("Each source's measured rate in its own rounds (tokens per second, end to "
+                   "end), against plain target steps in the same request; a source slower "
+                   "than target steps is not asked (core/cost/guard.py).\n")
+        out += md_table(("Configuration", "Source", "Measured tok/s", "vs target steps",
+                         "Decision"),
+                        ((r.name, *row) for r in guarded for row in guard_rows(r)))  # fmt: skip
         out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")

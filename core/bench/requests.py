@@ -77,6 +77,11 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
         r.sources.setdefault(name, PositionTally()).merge(tally)
     # The engine alone knows which source-less rounds ran in speculative mode.
     r.plain_steps += int(s.per_source.get("none", {}).get("rounds", 0))
+    for name, v in s.per_source.items():  # the measured guard's decisions, per request
+        if "measured_tok_s" in v:
+            g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": []})
+            for key in g:
+                g[key].append(v.get(key))
     r.kernels.update(req.kernels)
     for name, ks in req.proposals.items():
         r.proposals.setdefault(name, Counter()).update(ks)

@@ -157,6 +157,9 @@ class BenchResult:
     # The models this row ran (core.models.identify.ModelIdentity per role; no draft for a
     # target-only row); None when the engine did not know them (core.bench.provenance).
     models: dict[str, Any] | None = None
+    # The measured guard (core.cost.guard) per source, one entry per timed request:
+    # {"measured_tok_s": [...], "vs_target": [...], "guard": [...]} ("none": target steps).
+    guard: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     # -- derived numbers ---------------------------------------------------------------
 
@@ -302,6 +305,7 @@ class BenchResult:
             },
             "trace": self.trace,
             "models": identities_to_dict(self.models),
+            "guard": self.guard,
         }
 
 

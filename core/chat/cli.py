@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from core.cost.guard import guard_lines
 from core.events import RoundEvent, RunSummary, phase_label
 from core.io.user_text import prompt_text
 from core.settings import Settings
@@ -72,6 +73,7 @@ def source_rows(summary: RunSummary) -> list[tuple[str, str]]:
         out.append((f"{name} drafts", f"{v['rounds']} rounds ({share}), acceptance "
                     f"{'-' if acc is None else f'{acc:.1%}'}, "
                     f"{'-' if mal is None else f'{mal:.2f}'} accepted per round"))
+    out.extend(("guard", line) for line in guard_lines(per))
     return out
 
 

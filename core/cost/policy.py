@@ -108,6 +108,7 @@ class HeuristicPolicy:
 
 
 COST_EMA = 0.2  # weight of each observed round in the cost scale
+STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cached k
 SCALE_CLIP = (0.2, 5.0)  # one round far off (a compile, a stall) moves the scale at most this
 
 
@@ -163,6 +164,7 @@ class CostAwarePolicy:
         self.hits = [0] * MAX_K  # observed counts only; the prior enters in acceptance()
         self.tries = [0] * MAX_K
         self._cache: int | None = None
+        self._cache_scale = 1.0  # the target steps' cost scale the cached choice was made at
         self.probe_every = probe_every
         self._zeros = probe_every  # consecutive k = 0 rounds; full, so the first round probes
         self._failed = 0  # probes in a row that left k at 0: the wait before the next doubles
@@ -194,6 +196,7 @@ class CostAwarePolicy:
             return self._best(max(limit, self.k_min))
         if self._cache is None:
             self._cache = self._best(self.k_max)
+            self._cache_scale = self.scale[0]
         self._probing = False
         if (
             self._cache == 0
@@ -260,7 +263,12 @@ class CostAwarePolicy:
             self.tries[i] += 1
             if i < accepted:
                 self.hits[i] += 1
-        self._cache = None
+        # A target step teaches no acceptance: the cached choice stands unless the steps'
+        # cost scale moved by more than STEP_DRIFT. Re-pricing all k after every pipelined
+        # step was host work in the step's path (0.1-0.3 ms a step on this CPU, the whole
+        # predict per source), where a host-bound GPU pays it in full.
+        if proposed or abs(self.scale[0] - self._cache_scale) > STEP_DRIFT * self._cache_scale:
+            self._cache = None
 
 
 class CopyRunPolicy(CostAwarePolicy):

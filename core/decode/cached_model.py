@@ -18,6 +18,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 PREFILL_CHUNK = 512
+LAZY_CATCH_UP = 32  # a catch-up this short joins the round's graph (no sync of its own)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
@@ -91,8 +92,17 @@ class CachedModel:
         self.seq.extend(tokens)
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
-        """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed."""
+        """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed.
+
+        A short lag behind a cache that already holds the conversation (a hybrid's model
+        after copies or target steps) is fed lazily: its forward joins the round's graph and
+        is evaluated by the round's one host sync, instead of a sync of its own before the
+        round (prefill evaluates every chunk). A first catch-up, or a long one, is a prefill."""
         todo = list(seq[len(self.seq) : -1])
+        if self.seq and 0 < len(todo) <= LAZY_CATCH_UP:
+            self.model(mx.array(todo, dtype=mx.uint32)[None], cache=self.cache)
+            self.seq.extend(todo)
+            return len(todo)
         self.prefill(todo, chunk)
         return len(todo)
 

@@ -25,6 +25,7 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
 from core.decode.run_totals import RunTotals
@@ -35,9 +36,9 @@ from core.decode.sampling import (
     accept_sampled,
     one_hot,
     penalize,
-    sample,
     to_probs,
 )
+from core.decode.single import PipelinedSteps
 from core.decode.trace import RoundTimer
 from core.dispatch import verification_patches
 from core.drafting import registry
@@ -96,7 +97,6 @@ class Engine:
         self.speculation_reason = self._target_reason or self._draft_reason
         self.speculation_ok = self.speculation_reason is None
         self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
-        self._lookup_min_match = Settings().lookup_min_match
         # core.runtime.distributed.Spmd when the target is sharded over ranks that each run this loop:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
@@ -174,9 +174,8 @@ class Engine:
                 known = ", ".join(registry.names())
                 raise UserError(f"Unknown draft source {name!r}; known: {known}.") from None
             res = registry.DraftResources(
-                self._draft, self.vocab_size, self._draft_reason,
-                lookup_min_match=self._lookup_min_match, source=self.drafter,
-            )  # fmt: skip
+                self._draft, self.vocab_size, self._draft_reason, source=self.drafter
+            )
             self._drafters[name] = make(res)
         return self._drafters[name]
 
@@ -272,11 +271,16 @@ class Engine:
     ) -> Iterator[RoundEvent]:
         """One speculative round from the first offer whose source's policy wants to draft;
         when none does, plain target steps, pipelined until one might (asked after each)."""
-        if s.lookup_min_match != self._lookup_min_match:  # sources are built with it
-            self._lookup_min_match, self._drafters = s.lookup_min_match, {}
-        if s.dispatch == "fastest":
-            self._ensure_curve(s, len(seq))
-        plan = self._plan(seq, s, remaining)
+        self.drafter(s.draft_source)  # built (a hybrid builds its parts) before configured
+        for d in list(self._drafters.values()):  # each source reads its own settings
+            configure = getattr(d, "configure", None)
+            if configure is not None:
+                configure(s)
+        if s.dispatch == "fastest" or s.policy == "cost-aware":
+            self._ensure_curve(s, len(seq))  # a first calibration is no round's cost
+        guard = self._guard(s, totals)
+        t_plan = self._clock()
+        plan = self._plan(seq, s, remaining, guard)
         drafter, policy, asked = plan.drafter, plan.policy, plan.declined
         if drafter is not None and policy is not None:
             # Outside the round's timer; a catch-up after the first (a model's lag behind target
@@ -289,28 +293,57 @@ class Engine:
             ev = self._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
             seconds = self._observed_s(ev)
             policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
+            if guard is not None and seconds is not None:
+                # End to end: the host work that chose it and a later catch-up, while the
+                # device waits (the pipeline is broken), are the round's own cost.
+                guard.observe_round(drafter.name, len(ev.tokens),
+                                    seconds + caught + (t0 - t_plan))  # fmt: skip
+                totals.broke_after = drafter.name
             yield ev
             return
         done = 0
 
         def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
             nonlocal asked
-            after = self._plan(seq, s, remaining - done - 1)
+            after = self._plan(seq, s, remaining - done - 1, guard)
             asked = after.declined
             return after.drafter is not None
 
         for ev in self._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
                                             source, cancel, stop_after=drafts_next):  # fmt: skip
             done += 1
+            seconds = self._observed_s(ev)
             for p in asked:  # the policies that said 0 for this step
-                p.observe(0, 0, self._observed_s(ev))
+                p.observe(0, 0, seconds)
+            if guard is not None and seconds is not None:
+                guard.observe_step(seconds, after=totals.broke_after)
+                totals.broke_after = None
             yield ev
 
-    def _plan(self, seq: Sequence[int], s: Settings, remaining: int) -> Plan:
-        """Who drafts after `seq`, how many (core.drafting.plan); host work only."""
+    def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
+        """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
+        that promises speed; fixed and adaptive k run as asked. None where rounds are not
+        judged by this machine's clock: another machine's curve, or a sharded target (each
+        rank's clock differs and every rank must take rank 0's decisions)."""
+        if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
+            return None
+        if totals.guard is None:
+            totals.guard = RateGuard()
+        return totals.guard
+
+    def _plan(
+        self, seq: Sequence[int], s: Settings, remaining: int, guard: RateGuard | None = None
+    ) -> Plan:
+        """Who drafts after `seq`, how many (core.drafting.plan); host work only. With a
+        guard, a source measured slower than target steps is not asked, and the target arm
+        is measured first when it has no evidence yet."""
+        if guard is not None and guard.target_probe_due():
+            return Plan()
         cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
         return plan_round(self.drafter(s.draft_source), self.drafter,
-                          lambda d: self._policy_for(s, len(seq), d), seq, cap)  # fmt: skip
+                          lambda d: self._policy_for(s, len(seq), d), seq, cap,
+                          guard.asks if guard is not None else None,
+                          guard.rank if guard is not None else None)  # fmt: skip
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
@@ -335,8 +368,7 @@ class Engine:
                 # priced as this run drafts and accepts: sampled steps cost more than greedy
                 view = self.cost_curve.for_sampling(s.greedy)
                 price = drafter.price(view)
-            copies = bool(getattr(drafter, "copies", False))
-            kept = (sig, make_policy(s, view, price, copies=copies))
+            kept = (sig, make_policy(s, view, price, copies=drafter.copies))
             self._policies[drafter.name] = kept
         return kept[1]
 
@@ -425,7 +457,7 @@ class Engine:
         device, rewind. k becomes what the drafter actually proposed."""
         t = self._target
         cfg = self._logits_config(s)
-        timer = RoundTimer(s.traced)
+        timer = RoundTimer(s.traced, self._clock)
         keys = mx.random.split(key, k + 1)
         hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
         V = self.vocab_size
@@ -525,85 +557,8 @@ class Engine:
         cancel: threading.Event | None,
         stop_after: Callable[[], bool] | None = None,
     ) -> Iterator[RoundEvent]:
-        """One token per round from one model, pipelined, traced or not.
-
-        The next token's forward is queued (async_eval) before the current one is read, as
-        mlx-lm's generate_step does, so the host sync overlaps device work. A barrier between
-        forward and sampling would cost that overlap (about 30% of a 7B step on the H200), so a
-        traced round charges its whole time, read to read, to the forward's phase: sampling is
-        part of the same device graph. The loop hands control back when the settings change,
-        so a key applies from the next round, and when `stop_after()` (asked after each token
-        is committed) says the next round would draft: the step already queued is then read
-        as the last token, so no step is thrown away and the pipeline never waits on the host.
-        """
-        st = self._target if mode == "target-only" else self._draft
-        assert st is not None
-        compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft only
-        origin = "target" if mode == "target-only" else "draft"
-        phase = "verify" if mode == "target-only" else "draft"
-        cfg = self._logits_config(s)
-        V = self.vocab_size
-        ctx_n = cfg.repetition_context
-        kernel = self._kernel(1) if mode == "target-only" else ""
-
-        def step(tokens: mx.array, hist: mx.array | None, k: mx.array) -> mx.array:
-            logits = st.decode(tokens, V, compiled)
-            if hist is not None:
-                logits = penalize(logits, hist, cfg)
-            if cfg.greedy:
-                return self._agreed(mx.argmax(logits, axis=-1))
-            return self._agreed(sample(to_probs(logits, cfg), k))
-
-        def window(hist: mx.array | None, y: mx.array) -> mx.array | None:
-            return None if hist is None else mx.concatenate([hist, y])[-ctx_n:]
-
-        def wants_more(produced: int) -> bool:
-            if produced + 1 >= budget or (cancel is not None and cancel.is_set()):
-                return False
-            return source() == s  # a changed setting hands control back to generate()
-
-        pending = seq[len(st.seq) :]
-        hist = mx.array(seq[-ctx_n:]) if cfg.repetition_penalty != 1.0 else None
-        key, k0 = mx.random.split(key)
-        timer = RoundTimer(s.traced)
-        y = step(mx.array(pending), hist, k0)
-        st.seq.extend(pending)
-        mx.async_eval(y)
-        produced = 0
-        last = False  # stop_after() said so: the step already queued is the final one
-        while True:
-            more = not last and wants_more(produced)
-            nxt = None
-            if more:
-                key, kn = mx.random.split(key)
-                nxt = step(y, window(hist, y), kn)
-                mx.async_eval(nxt)
-            tok = int(y.item())
-            timer.mark(phase)  # no barrier: the clock at the read that ends this round
-            seq.append(tok)
-            produced += 1
-            if nxt is not None:
-                st.seq.append(tok)
-            yield RoundEvent(
-                index=index + produced - 1,
-                tokens=(CommittedToken(tok, origin),),
-                rows=1,
-                timings=timer.finish(),
-                kernel=kernel,
-                context=len(seq),
-                traced=s.traced,
-            )
-            if not more or self._hit_eos([tok], s):
-                return
-            if (cancel is not None and cancel.is_set()) or source() != s:
-                # Set by the consumer while it held this round: stop now, not one token
-                # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
-                st.rewind(seq[:-1], max(len(seq) - 2, 0))
-                return
-            last = stop_after is not None and stop_after()
-            timer = RoundTimer(s.traced)
-            hist = window(hist, y)
-            assert nxt is not None  # `more` held
-            y = nxt
+        """One token per round from one model, pipelined (core/decode/single.py)."""
+        loop = PipelinedSteps(self, s, mode, budget, source, cancel)
+        return loop.rounds(seq, key, index, stop_after)
 
     # -- summary -----------------------------------------------------------------------------

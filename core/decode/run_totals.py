@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.cost.guard import TARGET, RateGuard
 from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
@@ -30,12 +31,19 @@ class RunTotals:
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
     first_round_tokens: int = 0  # committed by the round that brought the first token
+    guard: RateGuard | None = None  # the measured guard of a cost-aware run (core.cost.guard)
+    broke_after: str | None = None  # the source whose drafting round the next step follows
 
     def per_source(self) -> dict[str, dict[str, Any]]:
-        """The summary's per-source view; "none" counts speculative rounds with no proposal."""
+        """The summary's per-source view; "none" counts speculative rounds with no proposal.
+        Under the measured guard each also carries its measured rate (`measured_tok_s`), a
+        source its ratio to plain target steps (`vs_target`) and the decision (`guard`)."""
         out: dict[str, dict[str, Any]] = {n: t.summary() for n, t in self.by_source.items()}
         if out or self.speculative_steps:
             out["none"] = {"rounds": self.speculative_steps}
+        if self.guard is not None:
+            for name, row in self.guard.report().items():
+                out.setdefault("none" if name == TARGET else name, {"rounds": 0}).update(row)
         return out
 
     def add(self, ev: RoundEvent, now: float, speculative: bool = False) -> None:

@@ -36,11 +36,14 @@ def active_timer() -> RoundTimer | None:
 class RoundTimer:
     """Accumulates per-phase seconds for one round; `mark` is a barrier only when traced."""
 
-    __slots__ = ("traced", "_start", "_last", "_spans", "_comm")
+    __slots__ = ("traced", "_clock", "_start", "_last", "_spans", "_comm")
 
-    def __init__(self, traced: bool) -> None:
+    def __init__(self, traced: bool, clock: Callable[[], float] = time.perf_counter) -> None:
+        """`clock`: the engine's (tests give a fake one, so the measured guard's law can be
+        checked without timing real hardware)."""
         self.traced = traced
-        self._start = self._last = time.perf_counter()
+        self._clock = clock
+        self._start = self._last = clock()
         self._spans: list[tuple[str, float, list[Price]]] = []  # (phase, seconds, its comm)
         self._comm: list[Price] = []  # prices of the collectives queued since the last mark
         _open.timer = self if traced else None
@@ -60,14 +63,14 @@ class RoundTimer:
             return
         if arrays:
             mx.eval(*arrays)
-        now = time.perf_counter()
+        now = self._clock()
         self._charge(phase, now - self._last)
         self._last = now
 
     def finish(self) -> PhaseTimings:
         """Close the round; time not charged to a phase is `other` (traced mode only). The
         collectives' prices are read here, once the round's clock has stopped."""
-        now = time.perf_counter()
+        now = self._clock()
         total = now - self._start
         if getattr(_open, "timer", None) is self:
             _open.timer = None

@@ -97,6 +97,10 @@ class Drafter(Protocol):
     """What the engine needs from a draft source (see docs/ARCHITECTURE.md)."""
 
     name: str
+    # Whether its drafts are copies of the conversation (the lookup): the cost-aware policy
+    # then models how far copies run (core.cost.policy.CopyRunPolicy) instead of per-position
+    # acceptance.
+    copies: bool
 
     def route(self, seq: Sequence[int]) -> str | None:
         """The registered source that proposes after `seq`: this one's name, another's (a
@@ -136,3 +140,7 @@ class Drafter(Protocol):
     def state(self) -> dict[str, Any]:
         """What the drafter holds, for tests of the cache invariants and for the app."""
         ...
+
+    # Optional: `offers(seq) -> list[Offer]` (else one offer from `route`, see offers_of), and
+    # `configure(settings)`, called before each drafting round so a source reads its own
+    # settings (the lookup its Settings.lookup_min_match); the engine knows none of them.

@@ -44,7 +44,12 @@ class LookupDrafter:
 
     @classmethod
     def from_resources(cls, res: DraftResources) -> LookupDrafter:
-        return cls(res.lookup_min_match)
+        return cls()
+
+    def configure(self, settings: Any) -> None:
+        """Its own setting, read before each drafting round: the shortest repeat it copies
+        from (Settings.lookup_min_match). The index does not depend on it."""
+        self.min_match = settings.lookup_min_match
 
     def catch_up(self, seq: Sequence[int], chunk: int = 0) -> int:
         """Index every committed token (host work only, microseconds per token). `seq` must
@@ -107,6 +112,7 @@ class HybridDrafter:
     """The lookup when the conversation repeats itself, the draft model otherwise."""
 
     name = "hybrid"
+    copies = False  # each round is its sub-source's, whose own `copies` its policy reads
 
     def __init__(self, lookup: Any, model: Any) -> None:
         self.lookup, self.model = lookup, model

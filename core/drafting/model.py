@@ -23,6 +23,7 @@ class ModelDrafter:
     """Proposes by running the draft model autoregressively for k steps."""
 
     name = "model"
+    copies = False  # its drafts are sampled, not copied
 
     def __init__(self, state: CachedModel) -> None:
         self.state_ = state

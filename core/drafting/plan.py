@@ -29,12 +29,24 @@ def plan_round(
     policy_for: Callable[[Any], Any],
     seq: Sequence[int],
     cap: int,
+    asks: Callable[[str], bool] | None = None,
+    rank: Callable[[str], float] | None = None,
 ) -> Plan:
     """Each offer of `router` after `seq`, best first, goes to its source's policy (with the
     offer, where the policy takes one: a copy's length and kind); the first that wants
-    k > 0 drafts, at most `cap` (the drafts the request can still use)."""
+    k > 0 drafts, at most `cap` (the drafts the request can still use).
+
+    `asks(name)`: the measured guard (core.cost.guard.RateGuard.asks); a source it answers
+    False for measured slower than plain target steps in this run and is skipped, so a
+    hybrid whose model cannot pay is the lookup alone. `rank(name)`: its order among the
+    offers (stable: equal keys keep the router's order), the faster measured source first."""
     plan = Plan()
-    for offer in offers_of(router, seq):
+    offers = offers_of(router, seq)
+    if rank is not None and len(offers) > 1:
+        offers.sort(key=lambda o: rank(o.source))
+    for offer in offers:
+        if asks is not None and not asks(offer.source):
+            continue
         drafter = source(offer.source)
         policy = policy_for(drafter)
         consider = getattr(policy, "consider", None)

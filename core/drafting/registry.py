@@ -29,7 +29,6 @@ class DraftResources:
     draft: Any | None  # core.decode.cached_model.CachedModel
     vocab_size: int
     draft_reason: str | None = None  # why the draft model cannot speculate, if it cannot
-    lookup_min_match: int = 2  # Settings.lookup_min_match
     source: Callable[[str], Any] | None = None  # the engine's other sources, by name
 
 

@@ -21,6 +21,7 @@ class FixedTokensDrafter:
     """Proposes tokens[:k] every round, whatever came before."""
 
     name = NAME
+    copies = False
 
     def __init__(self, tokens: Sequence[int]) -> None:
         self.tokens = list(tokens)

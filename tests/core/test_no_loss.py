@@ -119,8 +119,16 @@ def test_a_model_catch_up_after_its_first_is_charged_to_its_round(target) -> Non
     engine = Engine(target, noisy_copy(target, 0.3, seed=3), vocab_size=VOCAB)
     policy = Recording()
     engine._policy_for = lambda s, context, drafter: policy  # type: ignore[method-assign]
-    ticks = iter(range(0, 10**6, 1000))
-    engine._clock = lambda: float(next(ticks))  # every catch-up "takes" 1000 s
+    now = [0.0]  # the engine's clock (its rounds' too): only a catch-up moves it
+    engine._clock = lambda: now[0]
+    model = engine.drafter("model")
+    caught = model.catch_up
+
+    def slow_catch_up(seq, chunk):  # noqa: ANN001, ANN202
+        now[0] += 1000.0  # every catch-up "takes" 1000 s
+        return caught(seq, chunk)
+
+    model.catch_up = slow_catch_up  # type: ignore[method-assign]
     s = Settings(policy="fixed", temperature=0.0, max_tokens=16, ignore_eos=True)
     run(engine, [1, 2, 3, 4, 5], s)
     assert len(policy.seconds) >= 2

@@ -24,6 +24,7 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
+from core.cost.guard import guard_lines
 from core.events import RunSummary, phase_label
 from core.settings import Settings
 from tui.bridge import CurveInfo, PairInfo
@@ -142,6 +143,8 @@ class RoundsPanel(VerticalScroll):
             note += "; comm (priced): each collective at its size's probed cost"
         if stats.rounds and not stats.traced:
             note = "untraced: only the round total is known"
+        if stats.summary is not None:  # the measured guard's decisions (core.cost.guard)
+            note = "\n".join([note, *guard_lines(stats.summary.per_source)])
         self.query_one("#rounds-note", Static).update(Text(note, "dim"))
 
 

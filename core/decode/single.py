@@ -1,0 +1,118 @@
+"""One token per round from one model, pipelined: target-only, draft-only, and the plain
+target steps of a speculative run where no source drafts.
+
+Its own module (issue 27) so the engine reads as its rounds and this loop as one thing: the
+next token's forward is queued (async_eval) before the current one is read, as mlx-lm's
+generate_step does, so the host's read overlaps device work. A barrier between forward and
+sampling would cost that overlap (about 30% of a 7B step on the H200), so a traced round
+charges its whole time, read to read, to the forward's phase: sampling is part of the same
+device graph. The loop hands control back when the settings change, so a key applies from
+the next round, and when `stop_after()` (asked after each token is committed) says the next
+round would draft: the step already queued is then read as the last token, so no step is
+thrown away and the pipeline never waits on the host.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mlx.core as mx
+
+from core.decode.sampling import penalize, sample, to_probs
+from core.decode.trace import RoundTimer
+from core.events import CommittedToken, RoundEvent
+from core.settings import Settings
+
+
+class PipelinedSteps:
+    """The loop's state for one stretch of single-model rounds (built per stretch)."""
+
+    def __init__(
+        self, engine: Any, s: Settings, mode: str, budget: int,
+        source: Callable[[], Settings], cancel: threading.Event | None,
+    ) -> None:  # fmt: skip
+        self.engine, self.s, self.budget, self.source, self.cancel = (
+            engine, s, budget, source, cancel
+        )
+        self.model = engine._target if mode == "target-only" else engine._draft
+        assert self.model is not None
+        self.compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft
+        self.origin = "target" if mode == "target-only" else "draft"
+        self.phase = "verify" if mode == "target-only" else "draft"
+        self.cfg = engine._logits_config(s)
+        self.kernel = engine._kernel(1) if mode == "target-only" else ""
+
+    def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
+        """The next token after `tokens`, lazily (the caller queues it)."""
+        logits = self.model.decode(tokens, self.engine.vocab_size, self.compiled)
+        if hist is not None:
+            logits = penalize(logits, hist, self.cfg)
+        if self.cfg.greedy:
+            return self.engine._agreed(mx.argmax(logits, axis=-1))
+        return self.engine._agreed(sample(to_probs(logits, self.cfg), key))
+
+    def window(self, hist: mx.array | None, y: mx.array) -> mx.array | None:
+        """The repetition-penalty window after token `y` (None without a penalty)."""
+        return None if hist is None else mx.concatenate([hist, y])[-self.cfg.repetition_context :]
+
+    def wants_more(self, produced: int) -> bool:
+        """Whether to queue another step: budget left, not cancelled, settings unchanged."""
+        if produced + 1 >= self.budget or self.stopped():
+            return False
+        return self.source() == self.s  # a changed setting hands control back to generate()
+
+    def stopped(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def rounds(
+        self, seq: list[int], key: mx.array, index: int,
+        stop_after: Callable[[], bool] | None = None,
+    ) -> Iterator[RoundEvent]:  # fmt: skip
+        """Yield one RoundEvent per token, committing each to `seq`."""
+        st, s, clock = self.model, self.s, self.engine._clock
+        pending = seq[len(st.seq) :]
+        ctx_n = self.cfg.repetition_context
+        hist = mx.array(seq[-ctx_n:]) if self.cfg.repetition_penalty != 1.0 else None
+        key, k0 = mx.random.split(key)
+        timer = RoundTimer(s.traced, clock)
+        y = self.step(mx.array(pending), hist, k0)
+        st.seq.extend(pending)
+        mx.async_eval(y)
+        produced = 0
+        last = False  # stop_after() said so: the step already queued is the final one
+        while True:
+            more = not last and self.wants_more(produced)
+            nxt = None
+            if more:
+                key, kn = mx.random.split(key)
+                nxt = self.step(y, self.window(hist, y), kn)
+                mx.async_eval(nxt)
+            tok = int(y.item())
+            timer.mark(self.phase)  # no barrier: the clock at the read that ends this round
+            seq.append(tok)
+            produced += 1
+            if nxt is not None:
+                st.seq.append(tok)
+            yield RoundEvent(
+                index=index + produced - 1,
+                tokens=(CommittedToken(tok, self.origin),),
+                rows=1,
+                timings=timer.finish(),
+                kernel=self.kernel,
+                context=len(seq),
+                traced=s.traced,
+            )
+            if not more or self.engine._hit_eos([tok], s):
+                return
+            if self.stopped() or self.source() != s:
+                # Set by the consumer while it held this round: stop now, not one token
+                # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
+                st.rewind(seq[:-1], max(len(seq) - 2, 0))
+                return
+            last = stop_after is not None and stop_after()
+            timer = RoundTimer(s.traced, clock)
+            hist = self.window(hist, y)
+            assert nxt is not None  # `more` held
+            y = nxt

@@ -1,0 +1,460 @@
+"""The measured guard's law (core/cost/guard.py): the default never makes decoding slower.
+
+Two levels. The guard alone, in a simulated run (host arithmetic: each arm's rounds cost
+what the regime says), with hypothesis over cost and acceptance regimes: against a source
+slower than plain target steps the run's time stays within the probing budget of
+target-only's; a faster one is used from the start; a hybrid is never below its better part
+by more than the budget. Then the engine itself on the tiny random pair, with a fake clock
+that its forwards and a drafter advance (the clock the engine's RoundTimer reads), so the
+real loop, its pipelined stretches and its acceptance counts are what is checked.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import mlx.core as mx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.cost.guard import SLOWER, TARGET, RateGuard
+from core.drafting import registry
+from core.drafting.base import DraftRequest, Proposal
+from core.settings import Settings
+
+# -- the guard alone, in a simulated run ------------------------------------------------------
+
+
+def simulate(
+    guard: RateGuard | None,
+    n_tokens: int,
+    step_s: float,
+    break_s: float,
+    arms: dict[str, tuple[float, Callable[[random.Random], int]]],
+    offers: Callable[[int], Sequence[str]],
+    seed: int = 0,
+) -> tuple[float, dict[str, int]]:
+    """A run as the engine makes it: each round the first offered source the guard asks
+    drafts (the policy always wants to: the worst case for the guard), else a plain target
+    step; a target step right after a drafting round pays `break_s` more (no step was queued
+    behind it). `arms[name] = (round seconds, tokens committed(rng))`. Returns the time and
+    the rounds per arm."""
+    rng = random.Random(seed)
+    produced, t, prev = 0, 0.0, None
+    rounds: dict[str, int] = {}
+    while produced < n_tokens:
+        name = None
+        if guard is None or not guard.target_probe_due():
+            offered = list(offers(produced))
+            if guard is not None:  # as core.drafting.plan.plan_round orders them
+                offered.sort(key=guard.rank)
+            name = next((o for o in offered if guard is None or guard.asks(o)), None)
+        if name is None:
+            secs = step_s + (break_s if prev else 0.0)
+            if guard is not None:
+                guard.observe_step(secs, after=prev)
+            produced, prev, name = produced + 1, None, TARGET
+        else:
+            secs, tokens = arms[name][0], arms[name][1](rng)
+            if guard is not None:
+                guard.observe_round(name, tokens, secs)
+            produced, prev = produced + tokens, name
+        t += secs
+        rounds[name] = rounds.get(name, 0) + 1
+    return t, rounds
+
+
+def accepted_run(k: int, a: float) -> Callable[[random.Random], int]:
+    """Tokens a round proposing k commits when each draft is kept with probability a: the
+    accepted prefix plus the correction or bonus token."""
+
+    def draw(rng: random.Random) -> int:
+        n = 0
+        while n < k and rng.random() < a:
+            n += 1
+        return n + 1
+
+    return draw
+
+
+def expected_tokens(k: int, a: float) -> float:
+    return sum(a**i for i in range(k + 1))
+
+
+def budget(guard: RateGuard, round_s: float, break_s: float, step_s: float) -> float:
+    """What the schedule lets a slow source cost: its first `min_rounds` rounds, one round per
+    probe, the pipeline break after each, and the target steps measured on the way (paid
+    either way: they are target steps)."""
+    return guard.min_rounds * (1 + guard.probes) * (round_s + break_s + step_s)
+
+
+def test_a_source_slower_than_target_steps_stops_being_asked() -> None:
+    """Rounds of 3 target steps that commit 2 tokens: asked twice, then only by probes, 32
+    rounds apart and doubling; the run's time is target-only's plus that budget."""
+    guard = RateGuard()
+    step, brk, n = 1e-3, 0.3e-3, 256
+    t, rounds = simulate(guard, n, step, brk, {"lookup": (3e-3, lambda r: 2)}, lambda i: ["lookup"])
+    assert guard.probes == 3  # 32, 64, 128 rounds apart
+    assert rounds["lookup"] == guard.min_rounds * (1 + guard.probes)
+    assert t <= n * step + budget(guard, 3e-3, brk, step)
+    assert guard.verdict("lookup") == SLOWER
+    report = guard.report()
+    assert report["lookup"]["guard"] == SLOWER
+    assert report["lookup"]["vs_target"] < 1.0
+
+
+def test_a_source_faster_than_target_steps_is_used_from_the_start() -> None:
+    guard = RateGuard()
+    t, rounds = simulate(guard, 256, 1e-3, 0.3e-3, {"lookup": (1.2e-3, lambda r: 4)},
+                         lambda i: ["lookup"])  # fmt: skip
+    alone, _ = simulate(None, 256, 1e-3, 0.3e-3, {"lookup": (1.2e-3, lambda r: 4)},
+                        lambda i: ["lookup"])  # fmt: skip
+    assert "lookup" not in guard.benched and guard.probes == 0
+    # Only the target arm's own measurement (min_rounds pipelined steps after one break).
+    assert rounds[TARGET] == guard.min_rounds + 1
+    assert t <= alone + (guard.min_rounds + 1) * 1.3e-3
+    assert guard.verdict("lookup").startswith("asked")
+
+
+def test_probes_back_off_and_find_a_later_stretch_that_pays() -> None:
+    """Slow for the first 600 tokens, fast after: probed at growing gaps (at most ~2% of the
+    rounds), and used again within one gap of the change."""
+    guard = RateGuard()
+    rich = 600
+    arms = {"lookup": (1.5e-3, lambda r: 1)}
+    state = {"produced": 0}
+
+    def offers(produced: int) -> list[str]:
+        state["produced"] = produced
+        arms["lookup"] = (1.5e-3, (lambda r: 8) if produced >= rich else (lambda r: 1))
+        return ["lookup"]
+
+    t, rounds = simulate(guard, 2000, 1e-3, 0.3e-3, arms, offers)
+    assert guard.verdict("lookup").startswith("asked")
+    # Found within one back-off gap of the change (the gap at most 2 * 32 * 2^k < 600).
+    assert rounds["lookup"] >= (2000 - rich - 8 * 512) / 8
+    assert t < 2000 * 1e-3 * 0.6  # the copy-rich stretch paid
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    ratio=st.floats(1.05, 6.0),  # a drafting round's cost in target steps
+    k=st.integers(1, 8),
+    a=st.floats(0.0, 1.0),
+    brk=st.floats(0.0, 1.0),  # the pipeline break, in target steps
+    seed=st.integers(0, 10_000),
+)
+def test_the_loss_is_bounded_by_the_probing_budget(ratio, k, a, brk, seed) -> None:
+    """Any regime: the guarded run is never slower than target-only by more than the probing
+    budget (plus, where the source's rate sits within noise of the target's, what noise lets
+    it win: one round per probe), and never slower than the source alone by more than the
+    target arm's measurement."""
+    step, n = 1e-3, 400
+    round_s, break_s = ratio * step, brk * step
+    arm = {"src": (round_s, accepted_run(k, a))}
+    guard = RateGuard()
+    t, rounds = simulate(guard, n, step, break_s, arm, lambda i: ["src"], seed)
+    target_only = n * step
+    speed = expected_tokens(k, a) / round_s * step  # the source's rate / the target's
+    src_rounds = rounds.get("src", 0)
+    if speed < 0.8:  # slower: only the schedule's rounds
+        assert t <= target_only + budget(guard, round_s, break_s, step) * 2
+    if speed < 0.6:  # clearly slower: no probe is lucky enough to pay, the gaps only grow
+        assert guard.probes <= 2 + 0.02 * rounds.get(TARGET, 0)
+    if speed > 1.25:  # clearly faster: asked from the start, target steps only to measure
+        alone, _ = simulate(None, n, step, break_s, arm, lambda i: ["src"], seed)
+        assert t <= alone + 4 * (step + break_s) + guard.probes * round_s + 0.1 * alone
+        assert src_rounds >= 1
+    # Whatever the regime: never much slower than target-only.
+    assert t <= target_only * 1.1 + budget(guard, round_s, break_s, step) * 2
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    model_ratio=st.floats(1.05, 4.0),
+    model_a=st.floats(0.0, 0.95),
+    copy_every=st.integers(3, 40),  # a copy is offered on this share of the text
+    copy_len=st.integers(2, 16),
+    seed=st.integers(0, 10_000),
+)
+def test_the_hybrid_is_never_below_its_better_part(
+    model_ratio, model_a, copy_every, copy_len, seed
+) -> None:
+    """The hybrid asks the lookup when it has a copy, else the model (each guarded on its
+    own rate); its time is within the probing budget of the better of lookup alone (the
+    lookup or plain steps) and model alone (the model every round), each guarded too."""
+    step, brk, n = 1e-3, 0.3e-3, 400
+    arms = {
+        "lookup": (1.1 * step, lambda r: copy_len),  # a copy that is there runs on
+        "model": (model_ratio * step, accepted_run(3, model_a)),
+    }
+
+    def copies(i: int) -> bool:
+        return (i // copy_len) % copy_every == 0
+
+    def hybrid(i: int) -> list[str]:
+        return (["lookup"] if copies(i) else []) + ["model"]
+
+    def lookup(i: int) -> list[str]:
+        return ["lookup"] if copies(i) else []
+
+    g = RateGuard()
+    t_h, _ = simulate(g, n, step, brk, arms, hybrid, seed)
+    gl, gm = RateGuard(), RateGuard()
+    t_l, _ = simulate(gl, n, step, brk, arms, lookup, seed)
+    t_m, _ = simulate(gm, n, step, brk, arms, lambda i: ["model"], seed)
+    better = min(t_l, t_m)
+    model_budget = budget(g, model_ratio * step, brk, step)
+    assert t_h <= better * 1.03 + model_budget * 2
+
+
+# -- the engine, with a fake clock --------------------------------------------------------------
+
+
+class FakeClock:
+    """The engine's clock: time moves only when a forward or a drafter says it costs."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def timed(model: Any, clock: FakeClock, step_s: float) -> Any:
+    """`model` whose every forward advances the clock by one target step (a flat curve: a
+    host-bound GPU verifies 1-16 rows at about one step's cost)."""
+    base = type(model)
+
+    class Timed(base):  # type: ignore[misc, valid-type]
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            clock.t += step_s
+            return super().__call__(*args, **kwargs)
+
+    model.__class__ = Timed
+    return model
+
+
+class OracleDrafter:
+    """Proposes the target's own greedy continuation (every draft accepted, so the policy
+    keeps wanting long proposals), at `cost_s` of host time per proposal: a source whose
+    rounds the curve cannot price."""
+
+    copies = False
+
+    def __init__(self, name: str, text: Sequence[int], clock: FakeClock, cost_s: float) -> None:
+        self.name, self.text, self.clock, self.cost_s = name, list(text), clock, cost_s
+        self.proposals = 0
+
+    def route(self, seq: Sequence[int]) -> str | None:
+        return self.name
+
+    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+        return 0
+
+    def propose(self, request: DraftRequest) -> Proposal:
+        self.clock.t += self.cost_s
+        self.proposals += 1
+        n = len(request.seq)
+        ids = self.text[n : n + request.k]
+        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name, tuple(ids))
+
+    def learn(self, proposed: Sequence[int], accepted: int) -> None:
+        pass
+
+    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def price(self, curve: Any) -> Callable[[int], float]:
+        return lambda k: 0.0
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+
+STEP = 1e-3
+PROMPT = [5, 6, 7, 8, 9, 10]
+
+
+@pytest.fixture(scope="module")
+def greedy_text(tiny_pair) -> list[int]:
+    """The tiny target's greedy continuation of PROMPT (what the oracle proposes)."""
+    from core.decode.engine import Engine
+
+    engine = Engine.from_pair(tiny_pair)
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=200, ignore_eos=True)
+    summary = [x for x in engine.generate(PROMPT, s)][-1]
+    return PROMPT + list(summary.token_ids)
+
+
+def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-aware"):
+    """One generation with the oracle source on a fake clock; (events, summary, seconds)."""
+    from core.decode.engine import Engine
+    from core.dispatch import VerifyCostCurve
+
+    clock = FakeClock()
+    engine = Engine.from_pair(tiny_pair)
+    engine._target.model = timed(engine._target.model, clock, STEP)  # this engine's forward
+    engine._clock = clock
+    engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: STEP, 9: STEP}}))
+    drafter = OracleDrafter("oracle", text, clock, cost_s)
+    registry.register("oracle", lambda res: drafter)
+    try:
+        s = Settings(mode="speculative", draft_source="oracle", policy=policy, k_max=4,
+                     temperature=0.0, max_tokens=tokens, ignore_eos=True,
+                     traced=False)  # fmt: skip
+        items = list(engine.generate(PROMPT, s))
+    finally:
+        registry.unregister("oracle")
+    events, summary = items[:-1], items[-1]
+    return events, summary, sum(e.timings.total for e in events)
+
+
+@pytest.fixture(scope="module")
+def target_only_s(tiny_pair) -> float:
+    """Target-only's seconds on the same fake clock: one step a token."""
+    from core.decode.engine import Engine
+
+    clock = FakeClock()
+    engine = Engine.from_pair(tiny_pair)
+    engine._target.model = timed(engine._target.model, clock, STEP)
+    engine._clock = clock
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=160, ignore_eos=True,
+                 traced=False)  # fmt: skip
+    events = [x for x in engine.generate(PROMPT, s)][:-1]
+    return sum(e.timings.total for e in events)
+
+
+def test_engine_stops_a_source_slower_than_target_steps(tiny_pair, greedy_text, target_only_s):
+    """Every draft is accepted, so the cost-aware policy keeps drafting; its rounds cost 40
+    target steps of host time, which no curve knows. The guard stops it after two rounds;
+    the run's time is target-only's plus the probing budget; the text is the target's."""
+    cost = 40 * STEP
+    events, summary, seconds = guarded_run(tiny_pair, greedy_text, cost)
+    drafted = [e for e in events if e.proposed]
+    # min_rounds (2), then a probe of 2 rounds after 32 rounds, then after 64 more
+    assert 2 <= len(drafted) <= 2 * (1 + 2)
+    worst = cost + 6 * STEP  # a round: its host cost, its verify, the break after it
+    assert seconds <= target_only_s + len(drafted) * worst
+    # Without the guard (fixed k) the same source makes the run several times slower.
+    _, _, unguarded = guarded_run(tiny_pair, greedy_text, cost, policy="fixed")
+    assert unguarded > 3 * target_only_s
+    assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
+    assert summary.proposed == sum(e.proposed for e in events)  # exact counts
+    assert summary.accepted == sum(e.accepted for e in events)
+    row = summary.per_source["oracle"]
+    assert row["guard"] == SLOWER and row["vs_target"] < 1.0
+    assert summary.per_source["none"]["measured_tok_s"] > 0
+
+
+def test_engine_uses_a_source_faster_than_target_steps_from_the_start(
+    tiny_pair, greedy_text, target_only_s
+):
+    events, summary, seconds = guarded_run(tiny_pair, greedy_text, 0.0)
+    assert events[0].proposed >= 1  # from the first round
+    assert summary.per_source["oracle"]["guard"].startswith("asked")
+    assert seconds < 0.5 * target_only_s
+    # Target steps: the target arm's measurement (the step after the break, then two) and the
+    # request's last token (no draft fits before it).
+    assert sum(1 for e in events if not e.proposed) <= 3 + 2
+    assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
+
+
+def test_fixed_k_runs_as_asked_unguarded(tiny_pair, greedy_text) -> None:
+    """The guard serves the policy that promises speed; a fixed k is an experiment."""
+    events, summary, _ = guarded_run(tiny_pair, greedy_text, 40 * STEP, tokens=40,
+                                     policy="fixed")  # fmt: skip
+    assert all(e.proposed for e in events[:-1])
+    assert "guard" not in summary.per_source.get("oracle", {})
+
+
+# -- what the app and the reports show ----------------------------------------------------------
+
+
+def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
+    from core.bench.report import report_markdown
+    from core.bench.requests import record_timed
+    from core.bench.results import BenchReport, BenchResult
+    from core.cost.guard import guard_lines
+
+    guard = RateGuard()
+    simulate(guard, 128, 1e-3, 0.3e-3, {"model": (3e-3, lambda r: 2), "lookup": (1e-3, lambda r: 5)},
+             lambda i: ["lookup", "model"] if i % 20 < 10 else ["model"])  # fmt: skip
+    per = {"none": {"rounds": 3}, "model": {"rounds": 2}, "lookup": {"rounds": 9}}
+    for name, row in guard.report().items():
+        per["none" if name == TARGET else name].update(row)
+    lines = guard_lines(per)
+    assert any(x.startswith("model: ") and x.endswith(SLOWER) and "x target steps" in x
+               for x in lines)  # fmt: skip
+    assert any(x.startswith("lookup: ") and "asked" in x for x in lines)
+    assert lines[-1].startswith("target steps: ")
+    assert guard_lines({"model": {"rounds": 4}}) == []  # an unguarded run says nothing
+
+    class Summary:  # what record_timed reads of a RunSummary
+        e2e_s = ttft_s = 1.0
+        decode_tok_s, rounds, tokens, mean_tv, fallback_reason = 100.0, 14, 128, None, None
+        token_ids = ()
+        per_source = per
+
+    class Req:
+        summary, positions, sources, kernels, proposals = Summary(), None, {}, {}, {}
+
+    r = BenchResult("hybrid", "hybrid", {"mode": "speculative"})
+    r.positions.merge = lambda other: None  # type: ignore[method-assign]
+    record_timed(r, Req(), 0, keep_output=False)  # type: ignore[arg-type]
+    record_timed(r, Req(), 1, keep_output=False)  # type: ignore[arg-type]
+    row = r.to_dict()["guard"]
+    assert row["model"]["guard"] == [SLOWER, SLOWER]
+    assert len(row["none"]["measured_tok_s"]) == 2
+    protocol = {"prompt_tokens": 9, "tokens": 128, "warmup": 1, "invocations": 1, "seeds": 2,
+                "nll_basis": "-"}
+    md = report_markdown(BenchReport({}, protocol, [r]))
+    assert "### Measured guard" in md and SLOWER in md
+
+
+# -- the round's own cost: one host sync ------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["hybrid", "lookup", "model"])
+def test_an_untraced_round_syncs_the_host_once(tiny_pair, greedy_text, monkeypatch, source):
+    """Counted, not read from the code: every mx.eval while an untraced run goes; a drafting
+    round (after each source's first, whose catch-up is the draft's prefill) evaluates once,
+    a model's lag behind copies and target steps included, and a pipelined target step not
+    at all (its one read is the token's .item(), with the next step already queued)."""
+    from core.decode.engine import Engine
+
+    engine = Engine.from_pair(tiny_pair)
+    evals: list[int] = []
+    real = mx.eval
+
+    def counting(*arrays: Any) -> Any:
+        evals.append(1)
+        return real(*arrays)
+
+    prompt = greedy_text[:40] + greedy_text[6:40]  # something to copy, and new text after it
+    s = Settings(mode="speculative", draft_source=source, policy="heuristic", k=3,
+                 temperature=0.0, max_tokens=48, ignore_eos=True, traced=False)  # fmt: skip
+    monkeypatch.setattr(mx, "eval", counting)
+    gen = engine.generate(prompt, s)
+    seen: set[str] = set()
+    per_round: list[tuple[str, int]] = []
+    while True:
+        evals.clear()
+        item = next(gen)
+        if not hasattr(item, "index"):
+            break
+        if item.source and item.source in seen:
+            per_round.append((item.source, len(evals)))
+        seen.add(item.source)
+        if not item.source:
+            per_round.append(("step", len(evals)))
+    drafted = [n for name, n in per_round if name != "step"]
+    assert drafted, per_round  # the run drafted after its first round of each source
+    assert all(n == 1 for n in drafted), per_round
+    assert all(n == 0 for name, n in per_round if name == "step"), per_round
