@@ -30,7 +30,7 @@ from core.profile.files import (
 )
 from core.profile.recorder import ProfileRecorder, record_environment
 from core.profile.records import Profile, ProfileError, ProfileInfo, RecordedRun, validate_name
-from core.profile.store import ProfileStore, load_profile
+from core.profile.store import ProfileStore, load_profile, profile_paths
 
 __all__ = [
     "APP_NAME",
@@ -52,6 +52,7 @@ __all__ = [
     "export_csv",
     "load_file",
     "load_profile",
+    "profile_paths",
     "profile_request",
     "profiles_dir",
     "record_environment",
