@@ -236,8 +236,9 @@ def check_outputs(
         path = Path(given).expanduser()
         try:
             st = _refuse_special(flag, given, path)
-        except NotADirectoryError:
-            raise OutputPathError(f"{flag} {given}: a folder on its path is a file.") from None
+        except NotADirectoryError:  # a file where a folder of the path should be
+            parent = Path(os.path.realpath(path)).parent
+            raise OutputPathError(f"{flag} {given}: the folder {parent} does not exist.") from None
         except OSError as exc:
             raise OutputPathError(f"{flag} {given} cannot be checked ({reason(exc)}).") from None
         if st is None and os.path.lexists(path):

