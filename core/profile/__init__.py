@@ -1,7 +1,7 @@
 """Profiles: named Settings plus an optional recorded run, kept on disk so they can be trusted.
 
 One idea per module: `records` (the types and the name rule), `files` (schema, migrations,
-reading and where files live), `store` (atomic, never-clobbering saves), `recorder` (a run into
+reading and where files live), `run_check` (a run file's fields checked), `store` (atomic, never-clobbering saves), `recorder` (a run into
 a Profile), `export` (diff, metrics, CSV), `chrome_trace` (a run as a Chrome trace for Perfetto)
 and `cli` (`specdec-tui profiles`). Import from here.
 """
