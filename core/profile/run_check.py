@@ -142,7 +142,7 @@ def check_summary(s: dict[str, Any]) -> None:
     ):
         raise TypeError("the summary's per_source must be an object of objects")
     for source, stats in per_source.items():
-        _finite_tree(stats, f"the summary's per_source {source}")
+        _source_stats(stats, f"the summary's per_source {source}")
     models = s.get("models")
     if models is not None and not isinstance(models, dict):
         raise TypeError(f"the summary's models must be an object, not {_shown(models)}")
@@ -175,13 +175,15 @@ def check_identity(d: Any, what: str) -> None:
         raise TypeError(f"{what}'s tensor_bits must map widths to counts")
 
 
-def _finite_tree(value: Any, what: str) -> None:
-    """Numbers anywhere inside `value` finite (per-source stats nest lists in objects)."""
-    if isinstance(value, dict):
-        for v in value.values():
-            _finite_tree(v, what)
-    elif isinstance(value, list):
-        for v in value:
-            _finite_tree(v, what)
-    elif _is_number(value) and not math.isfinite(value):
-        raise TypeError(f"{what} holds {value!r}, not a finite number")
+def _source_stats(stats: dict[str, Any], what: str) -> None:
+    """One source's stats (core/decode/acceptance.py `summary()`): counts, rates, a list of
+    rates; each value None, a finite number, or a list of finite numbers."""
+    for key, value in stats.items():
+        where = f"{what} {key}"
+        if key in ("rounds", "proposed", "accepted"):
+            count(value, where)
+        elif isinstance(value, list):
+            for x in value:
+                number(x, where, 0.0, 1e6)
+        else:
+            number(value, where, 0.0, 1e6, optional=True)

@@ -310,6 +310,8 @@ def _bad_runs() -> dict[str, object]:
         "string tokens": (("summary", "tokens"), "9"),
         "nan e2e": (("summary", "e2e_s"), math.nan),
         "string parameters": (("summary", "models"), {"target": {"spec": "x", "parameters": "1"}}),
+        "string source rate": (("summary", "per_source"), {"model": {"rounds": 2,
+                                                                      "acceptance": "high"}}),
     }
 
 
