@@ -229,6 +229,13 @@ def test_check_outputs_is_one_rule(tmp_path) -> None:
         atomic.check_outputs([("--json", existing)], force=True, inputs=[("prompt file", existing)])
     with pytest.raises(atomic.OutputPathError, match="a folder, not a file"):
         atomic.check_outputs([("--json", tmp_path)], force=True)
+    r, w = os.pipe()  # what --json /dev/stdout names when stdout is a pipe
+    try:
+        with pytest.raises(atomic.OutputPathError, match="FIFO"):
+            atomic.check_outputs([("--json", f"/dev/fd/{w}")], force=True)
+    finally:
+        os.close(r)
+        os.close(w)
     with pytest.raises(atomic.OutputPathError, match="a.json does not exist"):
         atomic.check_outputs([("--json", existing / "x")])  # a file where a folder should be
 
