@@ -204,7 +204,8 @@ def check_outputs(
 ) -> dict[str, Output]:
     """Check every output a command will write, before it does any work; one rule for all.
 
-    `outputs`: (flag, path or None) pairs; `inputs`: (what, path) pairs the command reads
+    `outputs`: (flag, path or None) pairs (a flag may be a description, for a file that no
+    flag names: "the SVG beside --markdown"); `inputs`: (what, path) pairs the command reads
     (never overwritten, even with --force); `stdout`: the flags whose format may go to
     stdout as `-`. Returns the checked outputs by flag (None paths left out); raises
     OutputPathError, one sentence, for the first that cannot be written."""
@@ -255,7 +256,9 @@ def check_outputs(
                         "the output another name."
                     )
             if not force:
-                raise OutputPathError(f"{given} already exists; pass --force to replace it.")
+                named = "" if flag.startswith("-") else f" ({flag})"  # an output no flag named
+                raise OutputPathError(f"{given}{named} already exists; pass --force to replace "
+                                      "it.")  # fmt: skip
         key: object = (st.st_dev, st.st_ino) if st is not None else real
         if key in seen:
             raise OutputPathError(f"{seen[key]} and {flag} both name {given}; give each output "
