@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Static, TabbedContent, TabPane
 
 from core.events import RunSummary
+from core.io.user_text import shown
 from core.settings import Settings, SettingsError
 from tui.actions import SettingsActions
 from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
@@ -96,6 +97,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self._store = profile_store  # a core.profile.ProfileStore; made on first use otherwise
         self.profile_name: str | None = profile.name if profile is not None else None
         self._start_profile = profile
+        self.start_notices: list[str] = []  # said once mounted (a --profile run not loaded)
         self.info: PairInfo | None = None
         self.decode: Any = None
         self.curve: CurveInfo | None = None
@@ -176,9 +178,11 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         markup: bool = False,
     ) -> None:
         """A notification, always plain text: messages quote profile files, model specs and
-        prompts, whose brackets (`[settings]`, `[/]`) are text, never markup. Screens and
+        prompts, whose brackets (`[settings]`, `[/]`) are text, never markup, and whose
+        escapes are removed (core/io/user_text.py). Screens and
         widgets pass markup=True by default (Widget.notify), so `markup` is ignored here."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+        super().notify(shown(message), title=shown(title), severity=severity, timeout=timeout,
+                       markup=False)  # and never a terminal escape from a file it quotes
 
     def apply(self, **changes: Any) -> bool:
         """Validated change from the next round on; an out-of-range value leaves state as it was."""
@@ -336,18 +340,25 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:
     """The app for the command line: settings from --profile, then --target/--draft on top."""
-    from core.profile import load_profile
+    from core.profile import ProfileError, load_profile
 
-    profile = None
+    profile, skipped = None, None
     settings = default_settings()
     profiles_dir = getattr(args, "profiles_dir", None)
     if getattr(args, "profile", None):
-        profile = load_profile(args.profile, profiles_dir)
+        try:
+            profile = load_profile(args.profile, profiles_dir)
+        except ProfileError as exc:  # its settings may still be good: open with them, say why
+            profile = load_profile(args.profile, profiles_dir, with_run=False)  # else: exit 2
+            skipped = f"The recorded run of {profile.name} was not loaded: {exc}"
         settings = profile.settings
     overrides = {k: getattr(args, k) for k in ("target", "draft") if getattr(args, k, None)}
     if overrides:
         settings = settings.replace(**overrides)
-    return SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
+    app = SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
+    if skipped is not None:
+        app.start_notices.append(skipped)
+    return app
 
 
 def run_app(args: argparse.Namespace) -> int:

@@ -34,7 +34,10 @@ class ProfileActions:
 
     def note_unreadable_profiles(self) -> None:
         """At start: a profile file that cannot be read (corrupt, nested 500 deep, 50 MB) is
-        left out of the lists, and said once, instead of closing the app on mount."""
+        left out of the lists, and said once, instead of closing the app on mount; so is a
+        --profile whose recorded run could not be read (its settings are in use)."""
+        for note in getattr(self, "start_notices", ()):
+            self.notify(note, title="profile", severity="warning", timeout=8)
         try:
             infos = self.store().list()
         except UserError:

@@ -29,7 +29,7 @@ from core.bench.protocol import check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting, describe
 from core.drafting import registry
-from core.io.atomic import write_atomic
+from core.io.atomic import Output, check_outputs, write_atomic
 from core.io.user_text import prompt_text
 from core.runtime.distributed import is_rank0, rank0_only
 from core.settings import (
@@ -106,6 +106,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--csv", default=None, metavar="PATH")
     g.add_argument("--trace", default=None, metavar="PATH",
                    help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
+    g.add_argument("--force", action="store_true",
+                   help="replace output files that exist (- writes one output on stdout)")  # fmt: skip
     g.add_argument("--peer", choices=PEERS, default=None,
                    help="also time mlx-lm's own loops, or transformers' prompt lookup or "
                         "assisted generation (assistant_model: the draft) on the same GGUFs "
@@ -144,9 +146,22 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def split_profile_spec(spec: str) -> tuple[str, str]:
+    """(profile, overrides text) of a --profile value. A path may hold `:` (`./a:b.toml`,
+    `/mnt/c:/x.toml`): the profile is then everything up to the last `.toml` that ends it or
+    is followed by `:`, so only what follows that is read as overrides; a name holds no `:`."""
+    if spec.endswith(".toml"):
+        return spec, ""
+    cut = spec.rfind(".toml:")
+    if cut >= 0:
+        return spec[: cut + len(".toml")], spec[cut + len(".toml:") :]
+    name, _, rest = spec.partition(":")
+    return name, rest
+
+
 def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
     """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings."""
-    name, _, rest = spec.partition(":")
+    name, rest = split_profile_spec(spec)
     if not rest:
         return name, {}
     defaults = Settings()
@@ -222,14 +237,15 @@ def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
     if args.prompt is not None:  # decoded as the terminal meant it; empty as in `chat`
         return "inline", prompt_text(args.prompt, "--prompt"), args.prompt_tokens
     if args.prompt_file is not None:
-        path = Path(args.prompt_file).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except IsADirectoryError:
-            raise BenchError(f"The prompt file {path} is a folder.") from None
-        except OSError as exc:  # "[Errno 2] ..." is not a sentence
-            from core.io.atomic import reason
+        from core.io.atomic import reason
+        from core.io.untrusted import PROMPT_MAX_BYTES, UntrustedFileError, read_bounded
 
+        path = Path(args.prompt_file).expanduser()
+        try:  # a regular file of bounded size: a FIFO hung here, /dev/zero filled the memory
+            text = read_bounded(path, PROMPT_MAX_BYTES, "prompt file").decode("utf-8").strip()
+        except UntrustedFileError as exc:
+            raise BenchError(str(exc)) from None
+        except OSError as exc:  # "[Errno 2] ..." is not a sentence
             raise BenchError(f"Could not read the prompt file {path}: {reason(exc)}.") from None
         except UnicodeDecodeError as exc:
             raise BenchError(f"Could not read the prompt file {path}: {exc}.") from None
@@ -283,56 +299,55 @@ def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any, pair
     return f"{args.curve} (measured on {where})"
 
 
-def _check_output_paths(args: argparse.Namespace) -> None:
-    """Fail before a long run, not after it, when an output cannot be written there: its
-    folder exists and takes a new file (tried, not guessed from permission bits), it is not
-    a folder, and no two outputs name one file."""
+OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
+
+
+def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
+    the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
+    from core.profile import profile_paths
+
+    found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
+                                    ("curve", getattr(args, "curve", None))]  # fmt: skip
+    for role in ("target", "draft"):
+        found.append((f"{role} model", getattr(args, role, None)))
+    specs = list(getattr(args, "bench_profiles", None) or [])
+    top = getattr(args, "profile", None)
+    if isinstance(top, str) and top:
+        specs.append(top)
+    for spec in specs:
+        name, _ = split_profile_spec(spec)
+        found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
+    return found
+
+
+def _check_output_paths(args: argparse.Namespace) -> dict[str, Output]:
+    """Fail before a long run, not after it, when an output cannot or must not be written
+    there: the rule every command shares (core.io.atomic.check_outputs: folders, devices,
+    FIFOs and dangling links refused, links written through, an existing file only with
+    --force, never an input, no two outputs on one file, `-` for stdout)."""
     if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
         raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
-    seen: dict[Path, str] = {}
-    for flag in ("markdown", "json", "csv", "trace"):
-        value = getattr(args, flag, None)
-        if value is None:
-            continue
-        path = Path(value).expanduser()
-        if path.is_dir():
-            raise BenchError(f"--{flag} {value} is a folder, not a file.")
-        resolved = path.resolve()
-        if resolved in seen:
-            raise BenchError(f"--{seen[resolved]} and --{flag} both name {value}; give each "
-                             "output its own file.")  # fmt: skip
-        seen[resolved] = flag
-        parent = resolved.parent
-        if not parent.is_dir():
-            raise BenchError(f"--{flag} {value}: the folder {parent} does not exist.")
-        _check_writable(flag, value, parent)
-
-
-def _check_writable(flag: str, value: str, folder: Path) -> None:
-    """Create and remove a scratch file where the output will go (root ignores mode bits,
-    a read-only mount or an immutable folder does not: only trying tells)."""
-    import tempfile
-
-    from core.io.atomic import reason
-
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".specdec-check-"):
-            pass
-    except OSError as exc:
-        raise BenchError(f"--{flag} {value}: the folder {folder} cannot be written "
-                         f"({reason(exc)}).") from None  # fmt: skip
+    return check_outputs(
+        [(f"--{flag}", getattr(args, flag, None)) for flag in OUTPUT_FLAGS],
+        force=getattr(args, "force", False),
+        inputs=bench_inputs(args),
+        stdout=[f"--{flag}" for flag in OUTPUT_FLAGS],
+    )
 
 
 @rank0_only  # launched over ranks: one report, not one per rank
-def _write(path: str, text: str) -> None:
+def _write(out: Output, text: str) -> None:
     """A report file, replaced whole or not at all (a reader never sees half a report)."""
-    dest = Path(path).expanduser()
+    if out.to_stdout:
+        out.write(text)
+        return
     try:
-        write_atomic(dest, text)
+        write_atomic(out.path, text)
     except OSError as exc:
         from core.io.atomic import reason
 
-        raise BenchError(f"Could not write the report {dest}: {reason(exc)}.") from None
+        raise BenchError(f"Could not write the report {out.path}: {reason(exc)}.") from None
 
 
 class LogLines:
@@ -356,7 +371,9 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
-    console = Console()
+    # An output on stdout (`--csv -`) is the only thing there: the table goes to stderr.
+    to_stdout = any(getattr(args, f, None) == "-" for f in OUTPUT_FLAGS)
+    console = Console(stderr=to_stdout)
     if not console.is_terminal:  # a log file: room for every column rather than 80
         console.width = max(console.width, 160)
     err = Console(stderr=True)
@@ -369,7 +386,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             raise BenchError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
     if args.warmup < 0:
         raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
-    _check_output_paths(args)
+    outputs = _check_output_paths(args)
     rows = settings_from_args(args)
     check_seeds(rows, args.seeds)
     curve = _curve_from_args(args, rows)
@@ -511,10 +528,10 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "vocab_size": pair.vocab_size,
     }
     print_table(report, console)
-    return _write_outputs(args, report, console)
+    return _write_outputs(outputs, report, console)
 
 
-def _write_outputs(args: argparse.Namespace, report: Any, console: Any) -> int:
+def _write_outputs(outputs: dict[str, Output], report: Any, console: Any) -> int:
     """Every output asked for; one that fails does not cost the others (a run's results are
     never lost to one bad path), and the failures end the command in one sentence."""
     from rich.text import Text
@@ -523,28 +540,36 @@ def _write_outputs(args: argparse.Namespace, report: Any, console: Any) -> int:
 
     failed: list[str] = []
     wrote = 0
-    for flag, render in (("markdown", partial(report_markdown, report)), ("json", report.to_json),
-                         ("csv", partial(report_csv, report))):  # fmt: skip
-        path = getattr(args, flag, None)
-        if path:
-            try:
-                _write(path, render())
-            except (UserError, ValueError) as exc:
-                failed.append(str(exc).rstrip("."))
-                continue
-            wrote += 1
-            console.print(Text(f"wrote {path}"))
-    if getattr(args, "trace", None) and is_rank0():
-        from core.profile.chrome_trace import write_trace
-
+    for flag, render in (("--markdown", partial(report_markdown, report)),
+                         ("--json", report.to_json),
+                         ("--csv", partial(report_csv, report))):  # fmt: skip
+        out = outputs.get(flag)
+        if out is None:
+            continue
         try:
-            count = write_trace(args.trace, traced_requests(report, report.environment))
-        except UserError as exc:
+            _write(out, render())
+        except (UserError, ValueError) as exc:
+            failed.append(str(exc).rstrip("."))
+            continue
+        wrote += 1
+        if not out.to_stdout:
+            console.print(Text(f"wrote {out.given}"))
+    out = outputs.get("--trace")
+    if out is not None and is_rank0():
+        from core.profile.chrome_trace import trace_json
+
+        requests = traced_requests(report, report.environment)
+        try:
+            if not requests:
+                raise BenchError("There is no traced request to write as a trace.")
+            _write(out, trace_json(requests))
+        except (UserError, ValueError) as exc:
             failed.append(str(exc).rstrip("."))
         else:
             wrote += 1
-            console.print(Text(f"wrote {args.trace} ({count} traced requests): open it in "
-                               "ui.perfetto.dev"))  # fmt: skip
+            if not out.to_stdout:
+                console.print(Text(f"wrote {out.given} ({len(requests)} traced requests): open "
+                                   "it in ui.perfetto.dev"))  # fmt: skip
     if failed:
         rest = " (the other outputs were written)" if wrote else ""
         raise BenchError("; ".join(failed) + rest + ".")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from core.dispatch.calibrate import CALIBRATION_MODES, calibrate, calibration_tokens
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import ROLES
-from core.io.atomic import write_atomic
+from core.io.atomic import Output, OutputPathError, check_outputs, reason
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -27,7 +27,9 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated: auto (default settings), gemv, gemm (forced linear kernels), "
         "fused, plain (forced verification attention)",
     )
-    p.add_argument("--json", default=None, metavar="PATH", help="also write the curve as JSON here")
+    p.add_argument("--json", default=None, metavar="PATH",
+                   help="also write the curve as JSON here (- for stdout)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="replace the --json file if it exists")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -91,14 +93,18 @@ def curve_summary(curve: VerifyCostCurve) -> str:
     return "\n".join(lines)
 
 
-def check_json_path(path: str | Path) -> None:
-    """--json, checked before the models load: its folder must exist (a typo once created
-    /nonexistent) and the path must not be a folder."""
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise CalibrationError(f"--json {path} is a folder, not a file.")
-    if not target.resolve().parent.is_dir():
-        raise CalibrationError(f"--json {path}: the folder {target.resolve().parent} does not exist.")
+def check_json_path(
+    path: str | Path, *, force: bool = False, inputs: list[tuple[str, Any]] | None = None
+) -> Output:
+    """--json, checked before the models load, by the rule every output shares
+    (core.io.atomic.check_outputs): its folder exists (a typo once created /nonexistent) and
+    takes a new file (a read-only folder once failed after the whole calibration), no folder,
+    device or FIFO, an existing file only with --force, never an input; `-` is stdout."""
+    try:
+        return check_outputs([("--json", str(path))], force=force, inputs=inputs or (),
+                             stdout=["--json"])["--json"]  # fmt: skip
+    except OutputPathError as exc:
+        raise CalibrationError(str(exc)) from None
 
 
 def check_context(args: argparse.Namespace, modes: list[str], window: int | None, model: str) -> None:
@@ -117,21 +123,25 @@ def check_context(args: argparse.Namespace, modes: list[str], window: int | None
 
 
 def write_curve_json(
-    curve: VerifyCostCurve, path: str | Path, warmup: dict[str, Any] | None = None
-) -> Path:
+    curve: VerifyCostCurve, path: str | Path | Output, warmup: dict[str, Any] | None = None
+) -> Path | None:
     """Write the curve as JSON, atomically: an interrupted write leaves the old file or none.
+    `path`: a checked Output (stdout when `-`; returns None then) or a path written as given.
     `warmup`: core.runtime.warmup's record of the compile warm-up before the first timed call."""
-    target = Path(path).expanduser()
+    out = path if isinstance(path, Output) else Output("--json", str(path),
+                                                       Path(path).expanduser())  # fmt: skip
     doc = curve.to_dict()
     if warmup is not None:
         doc["warmup"] = warmup
     try:
-        write_atomic(target, json.dumps(doc, indent=2) + "\n")
+        out.write(json.dumps(doc, indent=2) + "\n")
     except OSError as exc:
         raise CalibrationError(
-            f"Could not write the calibration to {target}: {exc.strerror or exc}."
+            f"Could not write the calibration to {out.path}: {reason(exc)}."
         ) from exc
-    return target
+    except OutputPathError as exc:
+        raise CalibrationError(str(exc)) from None
+    return out.path
 
 
 def _ms(times: list[float]) -> str:
@@ -150,8 +160,14 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     for name in ("rows", "repeats", "context"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
-    if args.json:
-        check_json_path(args.json)
+    inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
+    if getattr(args, "profile", None):
+        from core.profile import profile_paths
+
+        inputs += [("profile", p) for p in profile_paths(args.profile,
+                                                         getattr(args, "profiles_dir", None))]
+    out = (check_json_path(args.json, force=getattr(args, "force", False), inputs=inputs)
+           if args.json else None)  # fmt: skip
     target, draft, fused = args.target or "default", args.draft, False
     if getattr(args, "profile", None):  # its models and fused draft; --target/--draft win
         from core.profile import load_profile
@@ -166,7 +182,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     load = load_pair if spmd is None else spmd.load_pair
     pair = load(target, draft)
     check_context(args, modes, pair_context_window(pair), pair.target.name)
-    console = Console()
+    console = Console(stderr=out is not None and out.to_stdout)  # stdout: the JSON alone
     err = Console(stderr=True)
     # Every row count and mode once before the first timed call: a sample never holds a
     # compile, and a fresh GPU says it is compiling rather than looking hung.
@@ -202,7 +218,8 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
         curve.draft_spec, curve.draft_name = pair.draft.spec, pair.draft.name
     console.print(curve_table(curve))
     console.print(curve_summary(curve))
-    if args.json and is_rank0():
-        path = write_curve_json(curve, args.json, warmup.to_dict())
-        console.print(Text(f"wrote {path}"))
+    if out is not None and is_rank0():
+        path = write_curve_json(curve, out, warmup.to_dict())
+        if path is not None:
+            console.print(Text(f"wrote {path}"))
     return 0

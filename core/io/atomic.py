@@ -3,6 +3,15 @@
 Every file the project writes for a user (profiles, runs, reports, calibrations, the cached
 default model) goes through here: a temporary file in the destination's folder, fsynced,
 then renamed over the destination. Errors stay `OSError`; each caller words its own sentence.
+
+Every output a command is asked for (bench's --markdown/--json/--csv/--trace, calibrate's
+--json, profiles export's --csv/--trace, a sweep's files) is checked by `check_outputs` before
+any work, with one rule: a folder, a device node, a FIFO or a socket is refused (the rename
+used to replace /dev/null or a FIFO with a regular file); a symbolic link is written through
+(the file it points at is replaced, beside itself, and the link stays a link) and a dangling
+one is refused; an existing file needs --force; an input of the same command (its prompt
+file, curve, profile or model) is never an output; no two outputs name one file; `-` is
+stdout where the command allows it; the folder must take a new file (tried, not guessed).
 """
 
 from __future__ import annotations
@@ -10,9 +19,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+import stat
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from core.errors import UserError
+
+STDOUT = "-"
 
 
 def unlink_quietly(path: str | os.PathLike[str]) -> None:
@@ -124,3 +140,168 @@ def reason(exc: OSError) -> str:
     if exc.errno in known:
         return known[exc.errno]
     return (exc.strerror or str(exc) or type(exc).__name__).rstrip(".").lower()
+
+
+# --------------------------------------------------------------------------- output paths
+
+
+class OutputPathError(UserError, ValueError):
+    """An output a command cannot or must not write; one sentence naming the flag and path."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One checked output: `path` is where the bytes go (a link's target, resolved), None
+    for stdout. `write` is the only way the command writes it."""
+
+    flag: str
+    given: str
+    path: Path | None
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path is None
+
+    def write(self, data: bytes | str) -> None:
+        """Write the whole output: stdout at once, or a file atomically. OSError propagates
+        (the caller words it); a path that became a device or FIFO since the check is an
+        OutputPathError, never replaced."""
+        if self.path is None:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        _refuse_special(self.flag, self.given, self.path)
+        write_atomic(self.path, data)
+
+
+def _refuse_special(flag: str, given: str, path: Path) -> os.stat_result | None:
+    """The path's stat when it is a regular file, None when nothing is there; a folder,
+    device, FIFO or socket is refused in one sentence."""
+    from core.io.untrusted import kind_of
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputPathError(f"{flag} {given} is a folder, not a file; give a file name in it.")
+    if not stat.S_ISREG(st.st_mode):
+        hint = " (use - for stdout)" if given.startswith("/dev/std") else ""
+        raise OutputPathError(
+            f"{flag} {given} is {kind_of(st.st_mode)}, not a regular file, so it was not "
+            f"written{hint}; give a file name."
+        )
+    return st
+
+
+def check_outputs(
+    outputs: Sequence[tuple[str, str | os.PathLike[str] | None]],
+    *,
+    force: bool = False,
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]] = (),
+    stdout: Iterable[str] = (),
+) -> dict[str, Output]:
+    """Check every output a command will write, before it does any work; one rule for all.
+
+    `outputs`: (flag, path or None) pairs (a flag may be a description, for a file that no
+    flag names: "the SVG beside --markdown"); `inputs`: (what, path) pairs the command reads
+    (never overwritten, even with --force); `stdout`: the flags whose format may go to
+    stdout as `-`. Returns the checked outputs by flag (None paths left out); raises
+    OutputPathError, one sentence, for the first that cannot be written."""
+    allow_stdout = set(stdout)
+    input_ids = []
+    for what, value in inputs:
+        if value is None or str(value) in ("", STDOUT):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            st = os.stat(Path(value).expanduser())
+            input_ids.append(((st.st_dev, st.st_ino), what, str(value)))
+    checked: dict[str, Output] = {}
+    seen: dict[object, str] = {}
+    for flag, value in outputs:
+        if value is None:
+            continue
+        given = str(value)
+        if given == STDOUT:
+            if flag not in allow_stdout:
+                raise OutputPathError(f"{flag} cannot go to stdout; give a file name.")
+            if STDOUT in seen:
+                raise OutputPathError(f"{seen[STDOUT]} and {flag} both go to stdout; give one "
+                                      "of them a file name.")  # fmt: skip
+            seen[STDOUT] = flag
+            checked[flag] = Output(flag, given, None)
+            continue
+        if not given.strip():
+            raise OutputPathError(f"{flag} is empty; give a file name.")
+        path = Path(given).expanduser()
+        try:
+            st = _refuse_special(flag, given, path)
+        except NotADirectoryError:  # a file where a folder of the path should be
+            parent = Path(os.path.realpath(path)).parent
+            raise OutputPathError(f"{flag} {given}: the folder {parent} does not exist.") from None
+        except OSError as exc:
+            raise OutputPathError(f"{flag} {given} cannot be checked ({reason(exc)}).") from None
+        if st is None and os.path.lexists(path):
+            raise OutputPathError(
+                f"{flag} {given} is a symbolic link to {os.readlink(path)}, which does not "
+                "exist; give the file itself."
+            )
+        real = Path(os.path.realpath(path))
+        if st is not None:
+            for ident, what, source in input_ids:
+                if ident == (st.st_dev, st.st_ino):
+                    raise OutputPathError(
+                        f"{flag} {given} is the {what} this command reads ({source}); give "
+                        "the output another name."
+                    )
+            if not force:
+                named = "" if flag.startswith("-") else f" ({flag})"  # an output no flag named
+                raise OutputPathError(f"{given}{named} already exists; pass --force to replace "
+                                      "it.")  # fmt: skip
+        key: object = (st.st_dev, st.st_ino) if st is not None else real
+        if key in seen:
+            raise OutputPathError(f"{seen[key]} and {flag} both name {given}; give each output "
+                                  "its own file.")  # fmt: skip
+        seen[key] = flag
+        if not real.parent.is_dir():
+            raise OutputPathError(f"{flag} {given}: the folder {real.parent} does not exist.")
+        _check_writable(flag, given, real.parent)
+        checked[flag] = Output(flag, given, real)
+    return checked
+
+
+def _check_writable(flag: str, given: str, folder: Path) -> None:
+    """Create and remove a scratch file where the output will go (root ignores mode bits,
+    a read-only mount or an immutable folder does not: only trying tells)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".specdec-check-"):
+            pass
+    except OSError as exc:
+        raise OutputPathError(f"{flag} {given}: the folder {folder} cannot be written "
+                              f"({reason(exc)}).") from None  # fmt: skip
+
+
+def publish_all(outputs: Sequence[tuple[Output, bytes | str]]) -> None:
+    """All or nothing: every file output is staged beside its destination first (the step
+    that can fail: a full disk, a folder gone), and only when all are staged are they renamed
+    into place and the stdout ones written. A failure leaves every destination as it was."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for out, data in outputs:
+            if out.path is None:
+                continue
+            _refuse_special(out.flag, out.given, out.path)
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            staged.append((stage(out.path.parent, out.path.name, raw, like=out.path), out.path))
+        for tmp, dest in staged:
+            os.replace(tmp, dest)
+            fsync_dir(dest.parent)
+        for out, data in outputs:
+            if out.path is None:
+                out.write(data)
+    finally:
+        for tmp, _ in staged:
+            unlink_quietly(tmp)

@@ -5,12 +5,17 @@ surrogates (surrogateescape), which no tokenizer accepts: `chat $'caf\\xe9'` was
 Such text is turned back into its bytes and decoded with the locale's encoding (a Latin-1
 terminal meant "café"); when that fails too, the user gets a sentence. An empty prompt is
 refused with the same sentence everywhere (chat, bench).
+
+Text that came from a file (a profile's description, a run's prompt and environment, a
+model spec recorded in it) is shown through `shown`: a shared profiles folder once wrote to
+the clipboard (OSC 52), retitled and cleared the terminal through `profiles list/show`.
 """
 
 from __future__ import annotations
 
 import locale
 import os
+import re
 
 from core.errors import UserError
 
@@ -52,3 +57,21 @@ def prompt_text(raw: str | None, what: str = "The prompt") -> str:
     if not text.strip():
         raise PromptError(EMPTY_PROMPT)
     return text
+
+
+# ESC-introduced sequences whole (CSI ... final byte, OSC/DCS/APC/PM/SOS ... ST or BEL, and
+# two-byte escapes), then any other C0/C1 control character but tab and newline; DEL too.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+    r"|[\x9d\x90\x98\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # 8-bit OSC, ...
+    r"|\x1b[ -/]*[0-~]?"  # other escapes (and a lone ESC)
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def shown(text: object) -> str:
+    """`text` as it is safe to print to a terminal: escape sequences and control characters
+    removed (tab and newline kept), so a file cannot drive the terminal it is shown on."""
+    return _ESCAPES.sub("", text if isinstance(text, str) else str(text))

@@ -27,6 +27,18 @@ from core.models.shapes import load_shape
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def _check_model_file(path: Path) -> None:
+    """A model file must be a regular file (a FIFO or a device as --target hung the load)."""
+    from core.io.untrusted import UntrustedFileError, check_regular
+
+    try:
+        check_regular(path, "model file")
+    except UntrustedFileError as exc:
+        raise ModelLoadError(str(exc)) from None
+    except OSError:
+        pass  # unreadable: is_gguf says it is not a GGUF, in the sentence below
+
+
 def load_model(
     spec: str, *, target: LoadedModel | None = None, progress: bool = False
 ) -> LoadedModel:
@@ -55,6 +67,7 @@ def load_model(
     if path.exists():
         if path.is_dir():
             return load_mlx(str(path), spec=spec)
+        _check_model_file(path)  # before its magic bytes are read: a FIFO blocked there
         if is_gguf(path):
             return load_gguf(path, spec=spec, progress=progress)
         raise ModelLoadError(

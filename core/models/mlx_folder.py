@@ -35,10 +35,7 @@ def load_mlx(path_or_repo: str, *, spec: str | None = None) -> LoadedModel:
     folder = Path(path_or_repo).expanduser()
     if not folder.exists():
         folder = _download_repo(path_or_repo)
-    if not (folder / "config.json").is_file():
-        raise ModelLoadError(
-            f"{spec} is a folder but not an mlx-lm model folder (it has no config.json)."
-        )
+    check_mlx_folder(folder, spec)
     try:
         model, tokenizer, config = mlx_lm.load(str(folder), return_config=True)
     except Exception as exc:  # mlx-lm raises many kinds; each becomes one sentence
@@ -49,6 +46,37 @@ def load_mlx(path_or_repo: str, *, spec: str | None = None) -> LoadedModel:
     name = folder.name if Path(path_or_repo).expanduser().exists() else path_or_repo
     return LoadedModel(model, tokenizer, spec, name, kind="mlx", config=dict(config),
                        source=str(folder))
+
+
+def check_mlx_folder(folder: Path, spec: str) -> dict[str, Any]:
+    """The folder's config.json, parsed, once the folder is safe to hand to mlx-lm: its
+    config.json a regular file of bounded size (a FIFO there read as "has no config.json"),
+    and every file in it a regular file (a FIFO model.safetensors hung the load in MLX)."""
+    from core.io.atomic import reason
+    from core.io.untrusted import (
+        CONFIG_MAX_BYTES,
+        UntrustedFileError,
+        check_folder_files,
+        read_bounded,
+    )
+
+    config_path = folder / "config.json"
+    if not os.path.lexists(config_path):
+        raise ModelLoadError(
+            f"{spec} is a folder but not an mlx-lm model folder (it has no config.json)."
+        )
+    try:
+        check_folder_files(folder, "model folder")
+        config = json.loads(read_bounded(config_path, CONFIG_MAX_BYTES, "model config"))
+    except UntrustedFileError as exc:
+        raise ModelLoadError(str(exc)) from None
+    except OSError as exc:
+        raise ModelLoadError(f"Could not read {config_path}: {reason(exc)}.") from None
+    except (ValueError, RecursionError) as exc:
+        raise ModelLoadError(f"{config_path} is not valid JSON ({first_line(exc)}).") from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{config_path} is not a JSON object, so {spec} was not loaded.")
+    return config
 
 
 def _download_repo(repo: str) -> Path:

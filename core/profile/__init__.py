@@ -1,7 +1,7 @@
 """Profiles: named Settings plus an optional recorded run, kept on disk so they can be trusted.
 
 One idea per module: `records` (the types and the name rule), `files` (schema, migrations,
-reading and where files live), `store` (atomic, never-clobbering saves), `recorder` (a run into
+reading and where files live), `run_check` (a run file's fields checked), `store` (atomic, never-clobbering saves), `recorder` (a run into
 a Profile), `export` (diff, metrics, CSV), `chrome_trace` (a run as a Chrome trace for Perfetto)
 and `cli` (`specdec-tui profiles`). Import from here.
 """
@@ -30,7 +30,7 @@ from core.profile.files import (
 )
 from core.profile.recorder import ProfileRecorder, record_environment
 from core.profile.records import Profile, ProfileError, ProfileInfo, RecordedRun, validate_name
-from core.profile.store import ProfileStore, load_profile
+from core.profile.store import ProfileStore, load_profile, profile_paths
 
 __all__ = [
     "APP_NAME",
@@ -52,6 +52,7 @@ __all__ = [
     "export_csv",
     "load_file",
     "load_profile",
+    "profile_paths",
     "profile_request",
     "profiles_dir",
     "record_environment",

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from rich.text import Text
 
-from core.profile.export import diff_settings, export_csv, summary_metrics
+from core.io import user_text
+from core.profile.export import diff_settings, summary_metrics
 from core.profile.files import PROFILES_ENV, shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
@@ -70,40 +70,66 @@ def run_profiles_cli(args: argparse.Namespace) -> int:
     elif command == "diff":
         _print_diff(console, load_profile(args.a, override), load_profile(args.b, override))
     elif command == "export":
-        csv_path, trace_path = getattr(args, "csv_path", None), getattr(args, "trace_path", None)
-        if csv_path is None and trace_path is None:
-            raise ProfileError("profiles export needs --csv PATH or --trace PATH (or both).")
-        _check_export_paths(csv_path, trace_path, getattr(args, "force", False))
-        profile = load_profile(args.name, override)
-        if csv_path is not None:
-            count = export_csv(profile, csv_path)
-            console.print(f"wrote {count} rounds of {escape(profile.name)} to {escape(csv_path)}")
-        if trace_path is not None:
-            from core.profile.chrome_trace import profile_request, write_trace
-
-            request = profile_request(profile)
-            write_trace(trace_path, [request])
-            console.print(f"wrote the trace of {escape(profile.name)} ({len(request.rounds)} "
-                          f"rounds) to {escape(trace_path)}: open it in ui.perfetto.dev")  # fmt: skip
+        _export(args, override)
     else:  # argparse refuses other actions; kept for direct callers
         raise ProfileError(f"Unknown profiles action {command!r}.")
     return 0
 
 
-def _check_export_paths(csv_path: str | None, trace_path: str | None, force: bool) -> None:
-    """Before anything is read or written: a folder is said as one (not "pass --force" first),
-    one file for both outputs is refused, and an existing file needs --force (a typo must not
-    replace a profile's .toml)."""
-    given = [(flag, p) for flag, p in (("--csv", csv_path), ("--trace", trace_path)) if p]
-    for flag, path in given:
-        if Path(path).expanduser().is_dir():
-            raise ProfileError(f"{flag} {path} is a folder; give a file name in it.")
-    if len(given) == 2 and Path(given[0][1]).expanduser().resolve() == \
-            Path(given[1][1]).expanduser().resolve():
-        raise ProfileError(f"--csv and --trace both name {csv_path}; give each its own file.")
-    for _, path in given:
-        if not force and Path(path).expanduser().exists():
-            raise ProfileError(f"{path} already exists; pass --force to replace it.")
+def _export(args: argparse.Namespace, override: str | None) -> None:
+    """All or nothing: the outputs are checked before anything is read (the rule every
+    command shares, core.io.atomic.check_outputs: never the profile's own files, an existing
+    file only with --force), both are rendered in memory (a bad run fails here, before any
+    file), then staged and renamed together; `-` writes one of them on stdout."""
+    import sys
+
+    from core.io.atomic import check_outputs, publish_all
+    from core.profile.chrome_trace import profile_request, trace_json
+    from core.profile.export import rounds_csv
+    from core.profile.store import profile_paths
+
+    csv_path, trace_path = getattr(args, "csv_path", None), getattr(args, "trace_path", None)
+    if csv_path is None and trace_path is None:
+        raise ProfileError("profiles export needs --csv PATH or --trace PATH (or both).")
+    outputs = check_outputs(
+        [("--csv", csv_path), ("--trace", trace_path)],
+        force=getattr(args, "force", False),
+        inputs=[("profile", p) for p in profile_paths(args.name, override)],
+        stdout=["--csv", "--trace"],
+    )
+    profile = load_profile(args.name, override)
+    if profile.run is None:
+        raise ProfileError(
+            f"Profile {profile.name!r} has no recorded run to export; record one from the app "
+            "or the bench first."
+        )
+    name = user_text.shown(profile.name)
+    rendered, said = [], []
+    if "--csv" in outputs:
+        rendered.append((outputs["--csv"], rounds_csv(profile.run)))
+        said.append(f"wrote {len(profile.run.rounds)} rounds of {name} to {csv_path}")
+    if "--trace" in outputs:
+        request = profile_request(profile)
+        try:
+            rendered.append((outputs["--trace"], trace_json([request])))
+        except ValueError as exc:  # a number JSON cannot hold; the run's check should stop it
+            raise ProfileError(f"The run of {name} cannot be written as a trace ({exc}); "
+                               "nothing was written.") from None  # fmt: skip
+        said.append(f"wrote the trace of {name} ({len(request.rounds)} rounds) to "
+                    f"{trace_path}: open it in ui.perfetto.dev")  # fmt: skip
+    try:
+        publish_all(rendered)
+    except OSError as exc:
+        from core.io.atomic import reason
+
+        raise ProfileError(f"Could not export {name}: {reason(exc)}; nothing was written.") from None
+    for line in said:  # stdout may be the export itself: what was written goes to stderr then
+        print(line, file=sys.stderr if any(o.to_stdout for o, _ in rendered) else sys.stdout)
+
+
+def _text(value: Any, style: str = "") -> Text:
+    """Text from a file, shown: never markup, never a terminal escape (core/io/user_text.py)."""
+    return Text(user_text.shown(value), style=style)
 
 
 def _fmt(value: Any) -> str:
@@ -131,8 +157,8 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
     table.add_column("source")
     table.add_column("description")
     for info in infos:
-        description = (Text(info.description) if info.error is None
-                       else Text(info.error, style="red"))  # fmt: skip
+        description = (_text(info.description) if info.error is None
+                       else _text(info.error, "red"))  # fmt: skip
         table.add_row(
             Text(info.name),
             "yes" if info.has_run else "-",
@@ -140,7 +166,7 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
             description,
         )
     for path, why in store.skipped():
-        table.add_row(Text(path.name), "-", "skipped", Text(why, style="yellow"))
+        table.add_row(_text(path.name), "-", "skipped", _text(why, "yellow"))
     if not infos and not store.skipped():
         console.print(Text(f"no {where}" if unavailable else f"no profiles in {store.directory}"))
         return
@@ -151,7 +177,7 @@ def _print_show(console: Any, profile: Profile) -> None:
     from rich.table import Table
 
     defaults = Settings()
-    console.print(Text.assemble((profile.name, "bold"), "  ", profile.description))
+    console.print(Text.assemble((profile.name, "bold"), "  ", user_text.shown(profile.description)))
     table = Table(title="settings", title_justify="left")
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
@@ -174,14 +200,15 @@ def _print_show(console: Any, profile: Profile) -> None:
     info.add_column("value")
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
-        info.add_row(key, Text(_fmt(env.get(key))))
+        info.add_row(key, _text(_fmt(env.get(key))))
     from core.identity import describe_models
     from core.runtime.version import version_text
 
-    info.add_row("measured by", Text(version_text(env)))
+    info.add_row("measured by", _text(version_text(env)))
     for role, line in describe_models(run.summary.models).items():  # 'unknown' in old runs
-        info.add_row(role, Text(line))  # a spec is what the user typed: text, not markup
-    prompt = run.prompt if len(run.prompt) <= 60 else run.prompt[:57] + "..."
+        info.add_row(role, _text(line))  # a spec is what the user typed: text, not markup
+    text = user_text.shown(run.prompt)
+    prompt = text if len(text) <= 60 else text[:57] + "..."
     info.add_row("prompt", Text(prompt or "-"))
     info.add_row("calibration", "yes" if run.calibration else "-")
     for label, value in summary_metrics(run):
@@ -215,14 +242,14 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     table.add_column(Text(b.name))
     table.add_column(Text(f"{b.name} / {a.name}"))
     for key in ("backend", "device_name"):
-        table.add_row(key, Text(_fmt(a.run.environment.get(key))),
-                      Text(_fmt(b.run.environment.get(key))))  # fmt: skip
+        table.add_row(key, _text(_fmt(a.run.environment.get(key))),
+                      _text(_fmt(b.run.environment.get(key))))  # fmt: skip
     from core.identity import describe_models
 
     ma, mb = describe_models(a.run.summary.models), describe_models(b.run.summary.models)
     for role in ("target", "draft"):  # a difference here means the runs compare models
         style = "bold yellow" if ma.get(role) != mb.get(role) else ""
-        table.add_row(role, Text(ma.get(role, "none"), style), Text(mb.get(role, "none"), style))
+        table.add_row(role, _text(ma.get(role, "none"), style), _text(mb.get(role, "none"), style))
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
         table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")

@@ -31,6 +31,7 @@ from core.io.untrusted import (
     read_bounded,
 )
 from core.profile.records import Profile, ProfileError, RecordedRun
+from core.profile.run_check import check_round, check_summary
 from core.settings import Settings, SettingsError
 
 SCHEMA = 2  # of both files; bump it and add a migration when a stored key changes meaning
@@ -93,18 +94,13 @@ def user_profiles_dir() -> Path:
 def profiles_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Where profiles are read and saved: `--profiles-dir`, else $SPECDEC_TUI_PROFILES, else the
     user data folder. Never the working folder: run from a checkout, saves would land among
-    the shipped presets and in `git status`."""
+    the shipped presets and in `git status`. Nothing is created here: reading a shipped preset
+    needs no writable folder (a read-only home once refused `profiles show fixed-4-tv1`, and
+    `profiles list` made the folder); `ProfileStore.save` creates it when a save needs it."""
     chosen = override if override is not None else os.environ.get(PROFILES_ENV) or None
-    if chosen is not None:
-        path = Path(chosen).expanduser()
-        if path.exists() and not path.is_dir():
-            raise ProfileError(f"The profiles folder {path} is a file, not a folder.")
-        return path
-    path = user_profiles_dir()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ProfileError(f"Could not create the profiles folder {path}: {reason(exc)}.") from None
+    path = Path(chosen).expanduser() if chosen is not None else user_profiles_dir()
+    if chosen is not None and path.exists() and not path.is_dir():
+        raise ProfileError(f"The profiles folder {path} is a file, not a folder.")
     return path
 
 
@@ -231,13 +227,20 @@ def _run_from_doc(doc: Any, where: str) -> RecordedRun:
             environment=environment,
             rounds=_rounds_from(doc["rounds"]),
             summary=_summary_from(doc["summary"]),
-            prompt=str(doc.get("prompt", "")),
+            prompt=_prompt_of(doc),
             calibration=calibration,
             settings=settings,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ProfileError(f"{where} is corrupt ({detail}), so it was left untouched.") from None
+
+
+def _prompt_of(doc: dict[str, Any]) -> str:
+    prompt = doc.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise TypeError("the prompt must be a string")
+    return prompt
 
 
 def _rounds_from(rounds: Any) -> tuple[RoundEvent, ...]:
@@ -259,8 +262,7 @@ def _rounds_from(rounds: Any) -> tuple[RoundEvent, ...]:
             for t in tokens
         ):  # fmt: skip
             raise TypeError(f"round {i}'s tokens must be a list of [id, origin] pairs")
-        if not isinstance(r.get("timings", {}), dict):
-            raise TypeError(f"round {i}'s timings must be an object")
+        check_round(r, i)  # types, finite numbers in range: core/profile/run_check.py
         try:
             out.append(RoundEvent.from_dict(r))
         except (TypeError, ValueError) as exc:
@@ -281,6 +283,7 @@ def _summary_from(summary: Any) -> RunSummary:
     unknown = sorted(set(summary) - {f.name for f in fields})
     if unknown:
         raise TypeError(f"the summary has unknown key(s) {', '.join(unknown)}")
+    check_summary(summary)
     return RunSummary.from_dict(summary)
 
 

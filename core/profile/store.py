@@ -201,11 +201,35 @@ class ProfileStore:
         return out
 
 
-def load_profile(spec: str, profiles_dir_override: str | None = None) -> Profile:
+def _is_path_spec(spec: str) -> bool:
+    return spec.endswith(TOML_SUFFIX) or "/" in spec or os.sep in spec
+
+
+def load_profile(
+    spec: str, profiles_dir_override: str | None = None, with_run: bool = True
+) -> Profile:
     """What `--profile SPEC` means: a path when it looks like one, else a name in the store."""
-    if spec.endswith(TOML_SUFFIX) or "/" in spec or os.sep in spec:
-        return load_file(spec)
-    return ProfileStore.default(profiles_dir_override).load(spec)
+    if _is_path_spec(spec):
+        return load_file(spec, with_run=with_run)
+    return ProfileStore.default(profiles_dir_override).load(spec, with_run=with_run)
+
+
+def profile_paths(spec: str, profiles_dir_override: str | None = None) -> list[Path]:
+    """The files `load_profile(spec)` reads (its .toml and the .run.json beside it), for a
+    command that must never write onto its own inputs; [] when there is none to find."""
+    try:
+        if _is_path_spec(spec):
+            toml = Path(spec).expanduser()
+        else:
+            found = ProfileStore.default(profiles_dir_override)._find(spec)
+            if found is None:
+                return []
+            toml = found
+    except (ProfileError, OSError, ValueError):
+        return []  # the load itself says why, in its own sentence
+    if not toml.name.endswith(TOML_SUFFIX):
+        return [toml]
+    return [toml, toml.with_name(toml.name[: -len(TOML_SUFFIX)] + RUN_SUFFIX)]
 
 
 def _allowed(name: str) -> bool:

@@ -271,16 +271,12 @@ class Spmd:
     def _sharded_mlx(self, spec: str, source: str) -> Any:
         from mlx_lm.utils import sharded_load
 
-        from core.models import LoadedModel, ModelLoadError, compute_dtype
-        from core.models.mlx_folder import _download_repo
+        from core.models import LoadedModel, compute_dtype
+        from core.models.mlx_folder import _download_repo, check_mlx_folder
 
         local = Path(source).expanduser()
         folder = local if local.exists() else _download_repo(source)
-        if not (folder / "config.json").is_file():
-            raise ModelLoadError(
-                f"{spec} is a folder but not an mlx-lm model folder (it has no config.json)."
-            )
-        config = json.loads((folder / "config.json").read_text())
+        config = check_mlx_folder(folder, spec)  # regular files, a bounded config.json
         if why := _heads_problem(config, self.size):
             raise DistributedError(f"{spec} cannot be sharded over {self.size} ranks: {why}.")
         try:

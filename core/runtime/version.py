@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root: this file is core/runtime/version.py
 
 
 @functools.cache

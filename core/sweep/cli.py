@@ -149,29 +149,26 @@ def prompt_names_from_args(args: argparse.Namespace) -> list[str]:
 
 
 def output_paths(args: argparse.Namespace) -> dict[str, Path]:
-    """Every file the sweep will write, checked before the models load: no folder, no two
-    outputs on one file, the folder exists, and no existing file without --force."""
-    paths: dict[str, Path] = {}
-    for flag in ("json", "csv", "markdown", "svg"):
-        if getattr(args, flag, None):
-            paths[flag] = Path(getattr(args, flag)).expanduser()
-    if "markdown" in paths and "svg" not in paths:
-        paths["svg"] = paths["markdown"].with_suffix(".svg")
-    seen: dict[Path, str] = {}
-    for flag, path in paths.items():
-        if path.is_dir():
-            raise SweepError(f"--{flag} {path} is a folder, not a file.")
-        resolved = path.resolve()
-        if resolved in seen:
-            raise SweepError(f"--{seen[resolved]} and --{flag} both name {path}; give each "
-                             "output its own file.")  # fmt: skip
-        seen[resolved] = flag
-        if not resolved.parent.is_dir():
-            raise SweepError(f"--{flag} {path}: the folder {resolved.parent} does not exist.")
-        if path.exists() and not args.force:
-            what = "the SVG beside --markdown" if flag == "svg" and not args.svg else f"--{flag}"
-            raise SweepError(f"{path} ({what}) already exists; pass --force to replace it.")
-    return paths
+    """Every file the sweep will write, checked before the models load by the rule every
+    command shares (core.io.atomic.check_outputs): no folder, device, FIFO or dangling link,
+    a link written through, no two outputs on one file, never a model file it reads, the
+    folder exists and takes a file, and no existing file without --force. No `-`: the files
+    are rewritten after every block."""
+    from core.io.atomic import OutputPathError, check_outputs
+
+    given: list[tuple[str, Any]] = [(f"--{flag}", getattr(args, flag, None))
+                                    for flag in ("json", "csv", "markdown", "svg")]  # fmt: skip
+    if getattr(args, "markdown", None) and not getattr(args, "svg", None):
+        beside = Path(args.markdown).expanduser().with_suffix(".svg")
+        given[-1] = ("the SVG beside --markdown", str(beside))
+    inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
+    try:
+        checked = check_outputs(given, force=bool(getattr(args, "force", False)), inputs=inputs)
+    except OutputPathError as exc:
+        raise SweepError(str(exc)) from None
+    names = {"--json": "json", "--csv": "csv", "--markdown": "markdown", "--svg": "svg",
+             "the SVG beside --markdown": "svg"}  # fmt: skip
+    return {names[flag]: out.path for flag, out in checked.items() if out.path is not None}
 
 
 @rank0_only  # launched over ranks: one set of files, not one per rank

@@ -503,7 +503,9 @@ def test_profiles_dir_prefers_override_then_environment_then_user_data(
     user = tmp_path / "user-data"
     monkeypatch.setattr(files_mod.platformdirs, "user_data_dir", lambda app: str(user / app))
     assert profiles_dir(None) == user / "specdec-tui" / "profiles"
-    assert (user / "specdec-tui" / "profiles").is_dir()
+    assert not (user / "specdec-tui").exists()  # naming the folder creates nothing (issue 32)
+    ProfileStore.default(None).save(Profile("made", SEED))  # a save creates it
+    assert (user / "specdec-tui" / "profiles" / "made.toml").is_file()
     (tmp_path / "profiles").mkdir()  # a profiles/ in the working folder (a checkout) is not used
     assert profiles_dir(None) == user / "specdec-tui" / "profiles"
     monkeypatch.setenv(files_mod.PROFILES_ENV, str(tmp_path / "from-env"))

@@ -276,6 +276,25 @@ def test_sweep_refuses_to_overwrite_without_force(tmp_path, capsys):
     assert not (tmp_path / "s.json").exists()  # refused before anything ran
 
 
+def test_sweep_outputs_follow_the_one_output_rule(tmp_path, capsys, monkeypatch):
+    """Issue 32: the sweep checks its files as bench, calibrate and export do (core/io/atomic.py),
+    before the models load: a device is refused even with --force, a link is written through."""
+    import core.models
+
+    monkeypatch.setattr(core.models, "load_pair", lambda *a, **k: pytest.fail("models loaded"))
+    argv = ["sweep", *TINY, "--prompt-name", "math-boxes", "--no-plot"]
+    assert main([*argv, "--json", "/dev/null", "--force"]) == 2
+    assert "--json /dev/null is a character device" in capsys.readouterr().err
+    assert main([*argv, "--csv", "-"]) == 2
+    assert "--csv cannot go to stdout" in capsys.readouterr().err
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    assert main(["sweep", "--target", str(model), "--prompt-name", "math-boxes",
+                 "--json", str(model), "--force"]) == 2  # fmt: skip
+    assert "is the target model this command reads" in capsys.readouterr().err
+    assert model.read_bytes() == b"GGUF"
+
+
 def test_ctrl_c_keeps_the_finished_blocks(tmp_path, monkeypatch, capsys):
     import core.sweep.run as run_mod
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -15,9 +14,7 @@ import pytest
 from core import cli
 from core import models as M
 from core.models import fetch as F
-from core.profile import Profile, ProfileStore
 from tests.core.test_models import fake_wheel, one_sentence
-from tests.core.test_profile import SEED, make_run
 
 
 @pytest.fixture(autouse=True)
@@ -266,84 +263,6 @@ def test_calibrate_loads_the_profiles_models(tmp_path, monkeypatch) -> None:
     assert cli.main(["calibrate", "--profile", str(tmp_path / "tiny.toml"),
                      "--target", "shape:other"]) == 2  # fmt: skip
     assert seen == [("shape:tiny", "shape:tiny-draft"), ("shape:other", "shape:tiny-draft")]
-
-
-# --------------------------------------------------------------------------- profile text is text
-
-MARKUP = "uses [/] and [/red] and [gpu] and [bold]not bold"
-
-
-def write_profile(folder: Path, name: str, description: str = "", **settings: str) -> Path:
-    lines = ["schema = 2", f"description = {description!r}".replace("'", '"'), "[settings]"]
-    lines += [f'{k} = "{v}"' for k, v in settings.items()]
-    path = folder / f"{name}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def test_profile_text_with_brackets_is_shown_as_written(tmp_path, capsys) -> None:
-    d = str(tmp_path)
-    write_profile(tmp_path, "odd", MARKUP, target="shape:tiny[/]", draft="[gpu]")
-    write_profile(tmp_path, "plain", "an ordinary one")
-    assert cli.main(["profiles", "list", "--profiles-dir", d]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "plain" in out and "[gpu]" in out and "[/red]" in out  # one file does not stop all
-    assert cli.main(["profiles", "show", "odd", "--profiles-dir", d]) == 0
-    out = capsys.readouterr().out
-    assert MARKUP in out and "shape:tiny[/]" in out and "[gpu]" in out
-    assert cli.main(["profiles", "diff", "odd", "plain", "--profiles-dir", d]) == 0
-    assert "shape:tiny[/]" in capsys.readouterr().out
-
-
-def test_files_with_names_that_are_not_allowed_are_listed_as_skipped(tmp_path, capsys) -> None:
-    write_profile(tmp_path, "good")
-    write_profile(tmp_path, "has space")
-    assert cli.main(["profiles", "list", "--profiles-dir", str(tmp_path)]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "has space.toml" in out and "skipped" in out and "not allowed" in out
-
-
-def test_list_shows_the_presets_when_the_profiles_folder_cannot_be_made(
-    tmp_path, monkeypatch, capsys
-) -> None:
-    import core.profile.files as files
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    monkeypatch.setattr(files.platformdirs, "user_data_dir", lambda app: str(blocker / "data"))
-    monkeypatch.delenv(files.PROFILES_ENV, raising=False)  # the user data folder, as a user has
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(["profiles", "list"]) == 0
-    out = capsys.readouterr()
-    assert "target-only" in out.out and "preset" in out.out
-    assert "Could not create the profiles folder" in " ".join(out.err.split())
-
-
-def test_export_never_replaces_a_file_unless_forced(tmp_path, capsys) -> None:
-    ProfileStore(tmp_path).save(Profile("rec", SEED, "", make_run()))
-    toml = tmp_path / "rec.toml"
-    before = toml.read_bytes()
-    d = ["--profiles-dir", str(tmp_path)]
-    assert cli.main(["profiles", "export", "rec", "--csv", str(toml), *d]) == 2
-    assert "already exists" in last_error(capsys) and toml.read_bytes() == before
-    out = tmp_path / "rounds.csv"
-    assert cli.main(["profiles", "export", "rec", "--csv", str(out), *d]) == 0
-    assert cli.main(["profiles", "export", "rec", "--csv", str(out), *d]) == 2
-    assert cli.main(["profiles", "export", "rec", "--csv", str(out), "--force", *d]) == 0
-
-
-def test_a_corrupt_run_file_says_what_is_wrong(tmp_path, capsys) -> None:
-    write_profile(tmp_path, "r")
-    doc = {"schema": 2, "summary": {}, "rounds": [{"index": 0, "tokens": [[5]]}]}
-    (tmp_path / "r.run.json").write_text(json.dumps(doc))
-    assert cli.main(["profiles", "show", "r", "--profiles-dir", str(tmp_path)]) == 2
-    msg = last_error(capsys)
-    assert "round 0's tokens must be a list of [id, origin] pairs" in msg, msg
-    assert "unpack" not in msg
-    doc["rounds"] = []
-    (tmp_path / "r.run.json").write_text(json.dumps(doc))
-    assert cli.main(["profiles", "show", "r", "--profiles-dir", str(tmp_path)]) == 2
-    assert "the summary lacks mode" in last_error(capsys)
 
 
 def test_type_errors_say_an_integer_not_a_int() -> None:

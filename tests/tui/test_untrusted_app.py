@@ -204,3 +204,95 @@ async def test_a_compile_at_load_shows_in_the_status_line_until_done(profiles: P
                                                                "[model] in ")
                                           for n in app._notifications))  # fmt: skip
         assert app.compiling is None and said not in status() and "ready" in status()
+
+
+# --------------------------------------------------------------------------- edited run files
+
+
+def _spoiled(profiles: Path, name: str, edit: str) -> None:
+    """Save `name` with a recorded run, then edit its run file the ways issue 32 found."""
+    import json
+
+    from core.profile import Profile
+    from tests.core.test_profile import SEED, make_run
+
+    ProfileStore(profiles, presets=None).save(Profile(name, SEED, "", make_run()))
+    path = profiles / f"{name}.run.json"
+    doc = json.loads(path.read_text())
+    if edit == "string phase_s":
+        doc["summary"]["phase_s"] = "fast"
+    elif edit == "nan timing":
+        doc["rounds"][0]["timings"]["verify"] = float("nan")
+    elif edit == "null e2e":
+        doc["summary"]["e2e_s"] = None
+    elif edit == "string tokens":
+        doc["summary"]["tokens"] = "9"
+    path.write_text(json.dumps(doc))
+
+
+def _toasts(app: SpecDecApp) -> str:
+    return " ".join(plain(t) for t in app.screen.query(Toast))
+
+
+async def test_an_edited_run_is_a_notification_never_a_traceback(profiles: Path) -> None:
+    from core.profile import Profile
+    from tui.screens.compare import CompareScreen
+
+    edits = ["string phase_s", "nan timing", "null e2e", "string tokens"]
+    for i, edit in enumerate(edits):
+        _spoiled(profiles, f"bad{i}", edit)
+    ProfileStore(profiles, presets=None).save(Profile("good", Settings()))
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        for i in range(len(edits)):  # `p`: switching to it
+            app.switch_profile(f"bad{i}")
+            await wait_for(pilot, lambda i=i: f"bad{i}.run.json is corrupt" in _toasts(app))
+            assert app.profile_name is None  # nothing switched
+        app.clear_notifications()
+        app.push_screen(CompareScreen([], app.store(), "profile:bad0", "profile:good"))  # `x`
+        await wait_for(pilot, lambda: "bad0.run.json" in _toasts(app)
+                       and "profile not loaded" in _toasts(app))  # fmt: skip
+        assert app.is_running and app.return_code is None
+
+
+async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profiles: Path) -> None:
+    import argparse
+
+    from tests.tui.conftest import FakeSession as Fake
+    from tui.app import build_app
+
+    _spoiled(profiles, "bad", "nan timing")
+    args = argparse.Namespace(profile=str(profiles / "bad.toml"), profiles_dir=str(profiles),
+                              target=None, draft=None)  # fmt: skip
+    app = build_app(args, lambda target, draft: Fake(Script(), target, draft))
+    assert app.start_notices and "bad.run.json" in app.start_notices[0]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "was not loaded" in _toasts(app))
+        assert app.profile_name == "bad" and app.is_running
+
+
+async def test_escapes_in_a_recorded_run_never_reach_the_screen(profiles: Path) -> None:
+    from core.profile import Profile
+    from tui.screens.compare import model_rows, profile_run, result_rows, settings_rows
+
+    esc = "\u001b]52;c;aGVsbG8=\u0007"
+    store = ProfileStore(profiles, presets=None)
+    from tests.core.test_profile import make_run
+
+    run = make_run()
+    run = dataclasses.replace(run, environment={**run.environment, "device_name": f"cpu{esc}",
+                                                "specdec_tui": f"0.1{esc}"},
+                              settings=Settings(target=f"shape:tiny{esc}"))  # fmt: skip
+    store.save(Profile("esc", Settings(target=f"shape:tiny{esc}"), "", run))
+    a = profile_run(store.load("esc"))
+    cells = [*settings_rows(a, a), *result_rows(a, a), *model_rows(a, a)]
+    text = " ".join(c.plain for row in cells for c in row if isinstance(c, Text))
+    assert "cpu" in text and "shape:tiny" in text and "\x1b" not in text and "\x07" not in text
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify(f"quoted {esc}file")
+        await wait_for(pilot, lambda: "quoted" in _toasts(app))
+        assert "\x1b" not in _toasts(app)

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.identity import human_count
+from core.io.user_text import shown
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
 from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
@@ -68,7 +69,7 @@ def _fmt(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return str(value)
+    return shown(value)  # settings and environment come from files: no terminal escapes
 
 
 def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text]]:
@@ -96,6 +97,7 @@ CELL = 24  # characters a model cell shows: both columns fit beside the metric n
 
 def _cut(text: str) -> str:
     """At most CELL characters, keeping the end (a path's file name, a spec's options)."""
+    text = shown(text)  # model specs and tool versions come from run files
     return text if len(text) <= CELL else "…" + text[-(CELL - 1):]
 
 

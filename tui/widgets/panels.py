@@ -26,6 +26,7 @@ from textual.widgets.option_list import Option
 
 from core.cost.guard import guard_lines
 from core.events import RunSummary, phase_label
+from core.io.user_text import shown
 from core.settings import Settings
 from tui.bridge import CurveInfo, PairInfo
 from tui.copies import CopyOrigin
@@ -444,8 +445,8 @@ def models_text(info: PairInfo | None) -> Text:
         described = describe_models(info.models)
     for role, line in described.items():
         text.append(f"{role:<7}", "dim")
-        text.append(line + "\n")  # a spec is what the user typed: Text, never markup
-    text.append(version_text(info.environment), "dim")
+        text.append(shown(line) + "\n")  # a spec is what the user typed: Text, never markup
+    text.append(shown(version_text(info.environment)), "dim")
     return text
 
 
@@ -493,8 +494,8 @@ class ProfilePanel(VerticalScroll):
         table.clear()
         half = (len(SETTING_KEYS) + 1) // 2
         for left, right in zip_longest(SETTING_KEYS[:half], SETTING_KEYS[half:], fillvalue=""):
-            row = [left, str(getattr(settings, left))]
-            row += [right, str(getattr(settings, right))] if right else ["", ""]
+            row = [left, shown(getattr(settings, left))]  # a profile file's strings
+            row += [right, shown(getattr(settings, right))] if right else ["", ""]
             table.add_row(*(Text(c, "dim") if i % 2 == 0 else Text(c) for i, c in enumerate(row)))
 
     def show_profiles(self, names: list[str], active: str | None) -> None:
@@ -515,7 +516,7 @@ class ProfilePanel(VerticalScroll):
         for box, run in (("#text-a", a), ("#text-b", b)):
             text = Text()
             if run is not None:
-                text.append(run.label + "\n", "bold")
+                text.append(shown(run.label) + "\n", "bold")
                 body = run.text.strip()
                 text.append(body[:300] + ("…" if len(body) > 300 else ""))
             self.query_one(box, Static).update(text)
