@@ -81,6 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Flags whose empty value once meant the default silently (`--target ""` loaded the default
+# model, `--mode ""` ran speculative): an empty one is refused in one sentence (issue 32).
+_NOT_EMPTY = ("target", "draft", "mode", "profile", "profiles_dir", "bench_profiles", "curve",
+              "prompt_file", "prompt_name", "markdown", "json", "csv", "trace", "modes",
+              "draft_source")  # fmt: skip
+
+
+def check_not_empty(args: argparse.Namespace) -> None:
+    """Refuse `--flag ""` (or only spaces) for the flags above: a value was given, so taking
+    the default instead would run something the user did not ask for."""
+    for name in _NOT_EMPTY:
+        value = getattr(args, name, None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = "--profile" if name == "bench_profiles" else f"--{name.replace('_', '-')}"
+            raise UserError(f"{flag} was given an empty value; give one or leave the flag out.")
+
+
 # Subcommands that take no settings: a --profile there is refused, never silently ignored.
 _NO_SETTINGS = {
     "fetch": "only downloads the default model",
@@ -96,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)
+        check_not_empty(args)
         if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
             raise UserError(
                 f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."
