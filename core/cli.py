@@ -31,6 +31,13 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
         help="draft model: same sources as --target, or 'self:bits=B' / 'self:layers=N' "
         "derived from the target",
     )
+    p.add_argument(
+        "--special-tokens-in-text",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="read special-token spellings typed in a message (<|im_end|>, ...) as control "
+        "tokens; without it they stay text and only the chat template's own markers control",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -349,5 +349,9 @@ def build_app(args: argparse.Namespace, session_factory: SessionFactory | None =
 
 def run_app(args: argparse.Namespace) -> int:
     """Entry point from core.cli (the real engine; a bad --profile raises a UserError)."""
+    if getattr(args, "special_tokens_in_text", False):  # the process's one session reads it
+        from tui.session import MLXSession
+
+        MLXSession.specials_in_text = True
     result = build_app(args).run()
     return int(result or 0)

@@ -486,7 +486,10 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
     curve_note = _use_curve(args, curve, engine, err, pair) if curve is not None else None
-    prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
+    prompt_ids, used = fit_prompt_ids(
+        pair.target.tokenizer, text, budget, model=pair.target.name,
+        specials_in_text=getattr(args, "special_tokens_in_text", False),
+    )
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
     peer: Any = None
