@@ -321,6 +321,10 @@ class EngineBridge:
         self._run_ids = itertools.count(1)
         self._active: _Command | None = None
         self._session: EngineSession | None = None
+        # Set once the thread took the close: no MLX call runs after it (issue 32, row 14: an
+        # exit while a round ran was "terminate called without an active exception" or a
+        # segfault), so the process may end.
+        self._stopped = threading.Event()
 
     # -- UI side ------------------------------------------------------------------------------
 
@@ -362,12 +366,35 @@ class EngineBridge:
             return True
         return pending
 
-    def close(self, timeout: float = 0.5) -> None:
-        """Stop the thread after the current round; it is a daemon, so exit never hangs on it."""
+    def request_close(self) -> None:
+        """Stop after the current round: commands not yet started are dropped, the running
+        one is cancelled, and the thread stops (parks) before any other MLX call. Returns at
+        once; `stopped` says when it is safe to exit."""
+        if not self._thread.is_alive():
+            self._stopped.set()
+            return
+        with self._queue.mutex:
+            self._queue.queue.clear()
         self.cancel()
         self._queue.put(None)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        """True once no MLX work runs on the engine thread, nor will (or it never started)."""
+        return self._stopped.is_set() or not self._thread.is_alive()
+
+    @property
+    def busy_with(self) -> str | None:
+        """The kind of command running now ("generate", "load", ...), or None."""
+        active = self._active
+        return None if active is None else active.kind
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stop the thread after the current round and wait for it (up to `timeout` s; a
+        round or a calibration forward ends well within it). True when it stopped: the
+        thread is a daemon, so exit never hangs on it, but an exit mid-round crashed MLX."""
+        self.request_close()
+        return self._stopped.wait(timeout) or not self._thread.is_alive()
 
     @property
     def alive(self) -> bool:
@@ -382,6 +409,7 @@ class EngineBridge:
         while True:
             cmd = self._queue.get()
             if cmd is None:
+                self._stopped.set()
                 if getattr(self._factory, "park_thread_on_close", False):
                     # MLX aborts the process at exit ("terminate called without an active
                     # exception") once a thread that ran its compiled samplers has ended
