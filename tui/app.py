@@ -112,7 +112,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.run_id: int | None = None
         self.sequencer = RunSequencer()  # a run's messages folded in the engine's order
         self.current: AssistantMessage | None = None
-        self.last_run: tuple[list, RunSummary, Settings, str] | None = None
+        # rounds, summary, the first round's settings, prompt, (round, changed fields) after it
+        self.last_run: tuple[list, RunSummary, Settings, str, tuple] | None = None
         self.models_loading = False
         self.calibrating = False
         self.calibration_label: str | None = None

@@ -170,10 +170,55 @@ class RoundCommitted(Message):
 class RunFinished(Message):
     """Run `run_id` ended (summary None when the engine stopped without one)."""
 
-    def __init__(self, run_id: int, summary: RunSummary | None, prompt_ids: list[int]) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        summary: RunSummary | None,
+        prompt_ids: list[int],
+        first_settings: Settings | None = None,
+        settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
+    ) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
+        # The settings the run's first round read, and (round, changed fields) for every later
+        # round that read others: a key pressed mid-turn applies from the next round, so the
+        # settings at the end are not what produced the run (issue 32, row 16).
+        self.first_settings, self.settings_changes = first_settings, settings_changes
+
+
+class SettingsWatch:
+    """The engine's settings source, noting which settings each round ran with: the first
+    round's and, for every round that ran with others, its index and the fields that changed.
+    The engine tells the source through `taken(s)` which settings its next rounds run with
+    (other reads only peek: a pipelined step reads ahead), so `taken` after n rounds came out
+    is round n's."""
+
+    def __init__(self, source: Callable[[], Settings]) -> None:
+        self._source = source
+        self.rounds = 0  # rounds yielded so far
+        self.first: Settings | None = None
+        self._last: Settings | None = None
+        self._changes: list[tuple[int, dict[str, Any]]] = []
+
+    def __call__(self) -> Settings:
+        return self._source()
+
+    def taken(self, s: Settings) -> None:
+        if self._last is None:
+            self.first = self._last = s
+        elif s != self._last:
+            old, new = self._last.to_dict(), s.to_dict()
+            changed = {k: v for k, v in new.items() if old[k] != v}
+            if self._changes and self._changes[-1][0] == self.rounds:  # two takes, one round
+                changed = {**self._changes.pop()[1], **changed}
+            self._changes.append((self.rounds, changed))
+            self._last = s
+
+    @property
+    def changes(self) -> tuple[tuple[int, dict[str, Any]], ...]:
+        """The changes some round ran with (one taken after the last round ran none)."""
+        return tuple(c for c in self._changes if c[0] < self.rounds)
 
 
 class EngineFailed(Message):
@@ -460,6 +505,7 @@ class EngineBridge:
         post(RunStarted(cmd.run_id, list(prompt_ids), spans,
                               [m["role"] for m in messages]))
         summary: RunSummary | None = None
+        watch = SettingsWatch(self._settings_source)
         try:
             settings = cmd.args["settings"]
             # The run would calibrate silently before its first token (~30 s on a CPU): do it
@@ -469,18 +515,18 @@ class EngineBridge:
             ):
                 post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
                 return
-            for item in session.generate(
-                prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
-            ):
+            for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
                 if isinstance(item, RunSummary):
                     summary = item
                 else:
+                    watch.rounds += 1
                     post(RoundCommitted(cmd.run_id, item))
         except Exception as exc:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".
             post(EngineFailed("generate", describe_error(exc), cmd.run_id))
-        post(RunFinished(cmd.run_id, summary, prompt_ids))
+        post(RunFinished(cmd.run_id, summary, prompt_ids, watch.first or cmd.args["settings"],
+                         watch.changes))  # fmt: skip
 
     def _fit(self, session: EngineSession, cmd: _Command,
              post: Callable[[Message], None]) -> list[int]:

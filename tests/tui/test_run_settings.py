@@ -1,0 +1,45 @@
+"""Issue 32, row 16: mode, rule or policy changed mid-turn, then ctrl+s. The saved run records
+the settings its first round ran with and, from the round where they changed, what changed:
+never the settings at the end as if they had produced every round."""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from core.profile import ProfileStore
+from tests.tui.conftest import ready, wait_for
+from tui.screens.modals import SaveProfileScreen
+
+SIZE = (160, 48)
+
+
+async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
+    make_app, script, profiles  # noqa: ANN001
+) -> None:
+    script.rounds, script.delay_s = 60, 0.1
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Input).value = "go on"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
+        app.query_one("#prompt", Input).blur()
+        await pilot.press("m", "a")  # mode speculative -> target-only; rule mentored -> greedy
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert app.settings.mode == "target-only"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
+        app.screen.query_one(Input).value = "mixed"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: (profiles / "mixed.run.json").is_file())
+    run = ProfileStore(profiles).load("mixed").run
+    assert run is not None and run.settings is not None
+    assert run.settings.mode == "speculative"  # what the first round ran with
+    assert run.settings_changes, "the change mid-turn was not recorded"
+    changed = {k for _, c in run.settings_changes for k in c}
+    assert {"mode", "rule"} <= changed
+    for i, ev in enumerate(run.rounds):  # each round's recorded mode is the one it ran in
+        target_only = all(t.origin == "target" for t in ev.tokens)
+        assert (run.settings_of_round(i).mode == "target-only") == target_only, i
+    assert any(all(t.origin == "target" for t in ev.tokens) for ev in run.rounds)
+    assert any(ev.proposed for ev in run.rounds)
