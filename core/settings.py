@@ -130,6 +130,12 @@ class Settings:
         unknown = sorted(set(data) - names)
         if unknown:
             raise SettingsError(f"Unknown setting(s): {', '.join(unknown)}.")
+        data = dict(data)
+        k, k_max = data.get("k"), data.get("k_max", _DEFAULTS.k_max)
+        if _is_type(k, int) and _is_type(k_max, int) and k > k_max:
+            # Written before k was bounded by k_max (issue 32): a fixed policy drafted k
+            # whatever k_max said, so k is the k_max that describes what ran.
+            data["k_max"] = k
         typed: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name not in data:

@@ -78,7 +78,11 @@ def test_a_fixed_k_above_k_max_is_refused(capsys, no_load) -> None:  # noqa: F81
     refused(capsys, ["bench", "--profile", "fixed-8-tv1", "--k", "12", *QUICK],
             "--k:", "must not exceed k_max (8)")  # fmt: skip
     assert Settings(k=12, k_max=12).k == 12
+    refused(capsys, ["bench", "--profile", "fixed-8-tv1:k=12", *QUICK], "must not exceed k_max")
     assert no_load == []
+    # a file written before the bound: the fixed policy drafted k, so k_max is read as k
+    old = Settings.from_dict({"policy": "fixed", "k": 12, "k_max": 8})
+    assert (old.k, old.k_max) == (12, 12)
 
 
 @pytest.mark.parametrize(

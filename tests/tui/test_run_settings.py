@@ -43,3 +43,18 @@ async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
         assert (run.settings_of_round(i).mode == "target-only") == target_only, i
     assert any(all(t.origin == "target" for t in ev.tokens) for ev in run.rounds)
     assert any(ev.proposed for ev in run.rounds)
+
+
+async def test_k_up_past_k_max_takes_k_max_with_it(make_app) -> None:  # noqa: ANN001
+    from core.settings import MAX_K, Settings
+
+    app = make_app(Settings(k=8, k_max=8))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f6")  # k + 1 while typing
+        assert (app.settings.k, app.settings.k_max) == (9, 9)
+        app.apply(k=MAX_K, k_max=MAX_K)
+        await pilot.press("f6")  # past MAX_K: refused, nothing changes
+        assert (app.settings.k, app.settings.k_max) == (MAX_K, MAX_K)
+        await pilot.press("f5")
+        assert (app.settings.k, app.settings.k_max) == (MAX_K - 1, MAX_K)
