@@ -3,12 +3,12 @@
 # ctrl+q pressed at a random point while the turn generates; N tries, each one's exit status.
 # A clean quit is exit 0; the crashes this guards against were 134 ("terminate called without
 # an active exception") and 139 (segfault). Not collected by pytest (minutes of real models).
-#   tests/tui/quit_in_tmux.sh                    # 20 tries on the default pair
+#   tests/tui/quit_in_tmux.sh                    # 20 tries on the default pair, fixed-4-tv1
 #   N=5 ARGS="--target shape:tiny --draft shape:tiny-draft" tests/tui/quit_in_tmux.sh
 set -u
 N=${N:-20}
 BIN=${BIN:-.venv/bin/specdec-tui}
-ARGS=${ARGS:-}
+ARGS=${ARGS:---profile fixed-4-tv1}  # fixed k: rounds stream at once (cost-aware calibrates first)
 work=$(mktemp -d)
 clean=0
 mid=0

@@ -58,3 +58,38 @@ async def test_k_up_past_k_max_takes_k_max_with_it(make_app) -> None:  # noqa: A
         assert (app.settings.k, app.settings.k_max) == (MAX_K, MAX_K)
         await pilot.press("f5")
         assert (app.settings.k, app.settings.k_max) == (MAX_K - 1, MAX_K)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(("first", "then"), [("speculative", "target-only"),
+                                             ("target-only", "speculative")])  # fmt: skip
+def test_the_real_engine_tells_the_watch_which_round_took_the_change(first, then) -> None:
+    """On the real loop, where a pipelined target step reads the settings ahead of its round:
+    the recorded change starts at the first round that ran in the new mode."""
+    from core.decode.engine import Engine
+    from core.events import RoundEvent
+    from core.models import load_pair
+    from core.settings import Settings
+    from tui.bridge import SettingsWatch
+
+    engine = Engine.from_pair(load_pair("shape:tiny", "shape:tiny-draft"))
+    s = Settings(mode=first, temperature=0.0, k=3, max_tokens=40, ignore_eos=True, traced=False)
+    current = [s]
+    watch = SettingsWatch(lambda: current[0])
+    rounds = []
+    for item in engine.generate(list(range(5, 25)), s, settings_source=watch):
+        if isinstance(item, RoundEvent):
+            rounds.append(item)
+            watch.rounds += 1
+            if len(rounds) == 4:
+                current[0] = s.replace(mode=then)
+    assert watch.first == s
+    ((at, changed),) = watch.changes
+    assert changed == {"mode": then}
+    spec = [ev.source != "" for ev in rounds]  # a drafting source, or none: a target step
+    if then == "speculative":  # target steps up to the change, a draft from its round on
+        assert not any(spec[:at]) and spec[at], (at, spec)  # (the last may be a plain step)
+    else:
+        assert all(spec[:at]) and not any(spec[at:]), (at, spec)
