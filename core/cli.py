@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(p)
     bench.add_bench_arguments(p)
 
+    p = sub.add_parser("sweep", help="the seed's experiment: speed against what a TV budget "
+                       "gives up, over a grid of settings and prompts; its frontier")
+    _add_model_arguments(p)
+    from core.sweep.cli import add_sweep_arguments
+
+    add_sweep_arguments(p)
+
     p = sub.add_parser("calibrate", help="measure verify cost against rows; predict kernels")
     _add_model_arguments(p)
     p.add_argument("--profile", default=argparse.SUPPRESS,
@@ -110,6 +117,7 @@ def check_not_empty(args: argparse.Namespace) -> None:
 _NO_SETTINGS = {
     "fetch": "only downloads the default model",
     "profiles": "takes profile names after its action, as in `profiles show NAME`",
+    "sweep": "builds its own grid of settings (see `specdec-tui sweep --help`)",
 }
 
 
@@ -122,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         check_not_empty(args)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports call the command
         if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
             raise UserError(
                 f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."
@@ -147,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from core.bench import run_bench_cli
 
             return run_bench_cli(args)
+        if args.command == "sweep":
+            from core.sweep.cli import run_sweep_cli
+
+            return run_sweep_cli(args)
         if args.command == "calibrate":
             from core.dispatch.cli import run_calibrate_cli
 

@@ -8,6 +8,7 @@ import tempfile
 import pytest
 
 from core.profile.files import PROFILES_ENV
+from core.sweep.last import SWEEP_ENV
 
 
 def pytest_configure() -> None:
@@ -15,6 +16,8 @@ def pytest_configure() -> None:
     # --profiles-dir writes here, not into the user data folder of whoever runs the suite.
     # One folder per process: parallel workers (pytest-xdist) never save over each other.
     os.environ[PROFILES_ENV] = tempfile.mkdtemp(prefix="specdec-profiles-")
+    # The sweep's copy for the app (core/sweep/last.py), likewise.
+    os.environ[SWEEP_ENV] = os.path.join(tempfile.mkdtemp(prefix="specdec-sweep-"), "last.json")
 
 
 # The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the

@@ -86,6 +86,21 @@ class SettingsActions:
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_content()))
 
+    def action_sweep_frontier(self) -> None:
+        """The last `specdec-tui sweep` (core/sweep/last.py) as a table; its recommendation
+        (or any row) becomes the settings, through `apply` like every key."""
+        from core.errors import UserError
+        from core.sweep.last import last_sweep_path, read_sweep
+        from tui.screens.sweep import SweepScreen
+
+        try:
+            data = read_sweep()
+        except UserError as exc:
+            self.notify(str(exc), title="no sweep", severity="warning")
+            return
+        self.push_screen(SweepScreen(data, lambda s: bool(self.apply(**s)),
+                                     str(last_sweep_path())))  # fmt: skip
+
     def action_calibrate(self) -> None:
         if not self._can_start("calibrate"):
             return

@@ -118,6 +118,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.calibrating = False
         self.calibration_label: str | None = None
         self.compiling: str | None = None  # a first use compiling GPU kernels: its latest line
+        self.idle_warming: str | None = None  # the idle warm-up's progress, until all are warm
         self.fallback_reason: str | None = None  # from the last RunSummary
         self.benchmarking = False
         self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
@@ -257,6 +258,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             return "calibrating…"
         if self.benchmarking:
             return "benchmarking…"
+        if self.idle_warming:  # the engine compiles the rest while the user types
+            return f"ready · {self.idle_warming}"
         return "ready"
 
     def _state_style(self) -> str:

@@ -70,6 +70,7 @@ class CurveInfo:
     predicted_boundary: int | None = None  # where core.dispatch's rules put it
     kernels: dict[int, str] = field(default_factory=dict)  # rows -> predicted kernel family
     raw: Any = None  # the core.dispatch.VerifyCostCurve, when real
+    kept_at: str | None = None  # reused from the curve cache: when it was measured (local time)
 
 
 class EngineSession(Protocol):
@@ -272,6 +273,15 @@ def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
+class IdleWarmup(Message):
+    """The engine thread warmed one more size while idle (core.runtime.warmup.IdleProgress:
+    done, total, the last size): the status line says so until all are done."""
+
+    def __init__(self, progress: Any) -> None:
+        super().__init__()
+        self.progress = progress
+
+
 class Calibrated(Message):
     """A verify-cost curve was measured."""
 
@@ -370,6 +380,7 @@ class EngineBridge:
         # exit while a round ran was "terminate called without an active exception" or a
         # segfault), so the process may end.
         self._stopped = threading.Event()
+        self._idle_failed = False
 
     # -- UI side ------------------------------------------------------------------------------
 
@@ -450,9 +461,39 @@ class EngineBridge:
     def _post(self, message: Message) -> None:
         self._target.post_message(message)
 
+    def _next_command(self) -> _Command | None:
+        """The next command; while none is queued, the session's idle warm-up runs one size
+        at a time, so a command that arrives waits at most for the size in flight."""
+        while True:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if not self._warm_idle_once():
+                return self._queue.get()
+
+    def _warm_idle_once(self) -> bool:
+        """One size of the session's idle warm-up (False: nothing left, or it cannot)."""
+        session = self._session
+        step = getattr(session, "warm_idle", None)
+        if step is None or self._idle_failed:
+            return False
+        try:
+            with core_warnings_to(self._post):
+                progress = step(self._settings_source())
+        except Exception as exc:  # never worth stopping the thread for: compiles happen later
+            self._idle_failed = True
+            self._post(EngineNotice("Warming GPU kernels in the background stopped: "
+                                    f"{describe_error(exc)}"))  # fmt: skip
+            return False
+        if progress is None:
+            return False
+        self._post(IdleWarmup(progress))
+        return True
+
     def _serve(self) -> None:
         while True:
-            cmd = self._queue.get()
+            cmd = self._next_command()
             if cmd is None:
                 self._stopped.set()
                 if getattr(self._factory, "park_thread_on_close", False):
@@ -485,6 +526,7 @@ class EngineBridge:
         self._session = None
         session = self._factory(cmd.args["target"], cmd.args["draft"])
         self._session = session
+        self._idle_failed = False
         self._post(ModelsLoaded(session.info, session.decode))
 
     def _do_generate(self, cmd: _Command) -> None:
@@ -508,11 +550,11 @@ class EngineBridge:
         watch = SettingsWatch(self._settings_source)
         try:
             settings = cmd.args["settings"]
-            # The run would calibrate silently before its first token (~30 s on a CPU): do it
-            # here, where the Kernels panel shows the progress and then the curve.
-            if session.needs_curve(settings) and not self._calibrate(
-                session, settings, cmd, "first use, "
-            ):
+            # The run would calibrate silently before its first token (~30 s on a CPU): reuse
+            # the curve kept for this pair and machine, else measure it here, where the
+            # Kernels panel shows the progress and then the curve.
+            if session.needs_curve(settings) and not self._kept_curve(session, settings) \
+                    and not self._calibrate(session, settings, cmd, "first use, "):
                 post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
                 return
             for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
@@ -546,6 +588,20 @@ class EngineBridge:
             cmd.args["messages"] = kept
             post(ContextTrimmed(cmd.run_id, kept, dropped, window))
         return ids
+
+    def _kept_curve(self, session: EngineSession, settings: Settings) -> bool:
+        """The curve kept from an earlier start (core.dispatch.curve_cache), when the session
+        has one for this pair, machine and settings: posted as Calibrated, and True."""
+        kept = getattr(session, "kept_curve", None)
+        if kept is None:
+            return False
+        curve, notices = kept(settings)
+        for text in notices:  # a damaged or foreign file, ignored: measured again
+            self._post(EngineNotice(text))
+        if curve is None:
+            return False
+        self._post(Calibrated(curve))
+        return True
 
     def _do_calibrate(self, cmd: _Command) -> None:
         self._calibrate(self._need_session(), cmd.args["settings"], cmd)

@@ -14,6 +14,7 @@ from tui.bridge import (
     ContextTrimmed,
     EngineFailed,
     EngineNotice,
+    IdleWarmup,
     KernelsCompiling,
     ModelsLoaded,
     ModelsLoading,
@@ -201,6 +202,13 @@ class EngineEvents:
                 self.notify(notice.text, severity="warning", timeout=8)
         self._show_settings()
 
+    def on_idle_warmup(self, message: IdleWarmup) -> None:
+        """The engine thread warmed one more size while idle: the status line says how far,
+        and nothing once all are warm."""
+        progress = message.progress
+        self.idle_warming = None if progress.finished else progress.text()
+        self._show_settings()
+
     def on_engine_failed(self, message: EngineFailed) -> None:
         if message.run_id is not None:
             self._in_order(message)  # a run's failure belongs before its finish
@@ -235,7 +243,9 @@ class EngineEvents:
         self.calibrating = False
         self.calibration_label = None
         self.curve = message.curve
-        self.notify("calibration done: see the Kernels panel", timeout=2)
+        kept = getattr(message.curve, "kept_at", None)
+        self.notify(f"calibration kept from {kept} reused (c measures again)" if kept
+                    else "calibration done: see the Kernels panel", timeout=2)  # fmt: skip
         self._show_settings()
         self._refresh_panels(all_panels=True)
 

@@ -53,6 +53,8 @@ KEYS: tuple[Key, ...] = (
     Key("switch_profile", "p", "alt+p", "p", "profiles", "switch to a saved profile"),
     Key("compare_runs", "x", "alt+x", "x", "compare", "compare two runs side by side (this "
         "session's and saved profiles)", show=False),
+    Key("sweep_frontier", "w", "alt+w", "w", "sweep", "the last sweep's frontier; apply its "
+        "recommended setting", show=False),
     Key("save_profile", "ctrl+s", "", "^s", "save", "save settings + recorded rounds as a profile"),
     Key("help", "question_mark", "f1", "? F1", "help", "keys and colours"),
 )

@@ -7,6 +7,7 @@ thread, and it touches the tokenizer alone, never MLX.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -16,9 +17,10 @@ from core.settings import MAX_K, Settings
 from tui.bridge import CurveInfo, PairInfo, ShapeKernel
 
 
-def curve_info(curve: Any, greedy: bool | None = None) -> CurveInfo:
+def curve_info(curve: Any, greedy: bool | None = None, kept_at: str | None = None) -> CurveInfo:
     """A core.dispatch.VerifyCostCurve as the plain numbers the Kernels panel draws; with
-    `greedy` given, the draft step is the one a run sampling that way pays (for_sampling)."""
+    `greedy` given, the draft step is the one a run sampling that way pays (for_sampling);
+    `kept_at`: reused from the curve cache, measured then."""
     step = curve.draft_step_s
     if greedy is not None and hasattr(curve, "for_sampling"):
         step = curve.for_sampling(greedy).draft_step_s
@@ -29,6 +31,7 @@ def curve_info(curve: Any, greedy: bool | None = None) -> CurveInfo:
         predicted_boundary=curve.predicted_boundary,
         kernels={int(r): str(k) for r, k in curve.kernels.items()},
         raw=curve,
+        kept_at=kept_at,
     )
 
 
@@ -51,19 +54,21 @@ class MLXSession:
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.decode.engine import Engine
         from core.models import load_pair, pair_context_window
-        from core.runtime.warmup import warm_up_engine
+        from core.runtime.warmup import Warmer, every_size
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
-        # Every verification size and both sampling paths once, before the first message: on
-        # a fresh GPU the compiles happen here, said in the status line (core.runtime.warmup's notices,
-        # forwarded by the bridge), not as a first answer that hangs for a minute.
-        # Settings change while the app runs: every row count, each kind of logits processing
-        # (top-p, repetition penalty) and the fused draft step, not just the defaults.
+        # Compiles in the order of need (issue 31): each turn warms what its first rounds use
+        # (generate), and the engine thread warms the rest while idle (warm_idle), smallest
+        # first: every row count, each kind of logits processing (top-p, repetition penalty)
+        # and the fused draft step, since settings change while the app runs. On a fresh GPU
+        # the first answer then waits for a few kernels, not for all of them.
+        self.warmer = Warmer(self.engine, label=self.pair.target.name)
         every = [Settings(), Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1,
                                       fused_draft=True)]  # fmt: skip
-        self.warmup = warm_up_engine(self.engine, every, rows=range(1, MAX_K + 2),
-                                     label=self.pair.target.name)  # fmt: skip
+        self.warmer.plan_idle(every_size(every, rows=range(1, MAX_K + 2),
+                                         has_draft=self.pair.draft is not None))  # fmt: skip
+        self.warmup: Any = None  # the last turn's first-round WarmupRecord
         self.tokenizer = self.pair.target.tokenizer
         # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
         self.context_window = pair_context_window(self.pair)
@@ -153,8 +158,33 @@ class MLXSession:
         cancel: threading.Event,
         settings_source: Callable[[], Settings],
     ) -> Iterable[RoundEvent | RunSummary]:
+        # What this turn's first rounds use, before its first round (the compile notices are
+        # forwarded by the bridge); the rest was or will be warmed while idle.
+        self.warmup = self.warmer.first_round(settings, len(prompt_ids))
         return self.engine.generate(prompt_ids, settings, cancel=cancel,
                                     settings_source=settings_source)
+
+    def warm_idle(self, settings: Settings) -> Any:
+        """One size of the idle warm-up, preferring what `settings`' next turn would use; None
+        when all are warm (core.runtime.warmup.IdleProgress otherwise)."""
+        from core.runtime.warmup import first_round_sizes
+
+        first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
+                                  has_draft=self.pair.draft is not None)  # fmt: skip
+        return self.warmer.idle_step(first)
+
+    def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
+        """The curve kept for this pair, machine and settings by an earlier start, set on the
+        engine (None: none kept, or it does not match); notices for files ignored."""
+        from core.dispatch.curve_cache import engine_key, load_curve
+
+        found = load_curve(engine_key(self.engine, settings), settings)
+        notices = (found.notice,) if found.notice else ()
+        if found.kept is None:
+            return None, notices
+        curve = found.kept.curve
+        self.engine.set_cost_curve(curve)
+        return curve_info(curve, settings.greedy, kept_at=found.kept.when()), notices
 
     def needs_curve(self, settings: Settings) -> bool:
         return self.engine.needs_curve(settings)
@@ -163,34 +193,21 @@ class MLXSession:
                   cancel: threading.Event | None = None) -> CurveInfo:
         """Measure verify cost for 1..k_max+1 rows (at least 9, past CUDA's GEMM switch);
         `cancel` set (Esc) stops it after the forward under way (CalibrationCancelled)."""
-        from core.dispatch import calibrate
+        from core.dispatch.curve_cache import curve_for
 
         def report(done: int, total: int, label: str) -> None:
             progress(done / total if total else 0.0, label)
 
-        from core.runtime.warmup import warm_up
-
-        draft = self.pair.draft.model if self.pair.draft is not None else None
-        rows = min(MAX_K + 1, max(settings.k_max + 1, 9))
-        modes = ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
-        # A mode or a fused draft the load's warm-up did not run compiles here, not in a sample.
-        warm_up(self.pair.target.model, draft, vocab=self.pair.vocab_size, rows=range(1, rows + 1),
-                prompt_tokens=128, modes=modes, fused_draft=settings.fused_draft,
-                label=self.pair.target.name)  # fmt: skip
-        curve = calibrate(
-            self.pair.target.model,
-            draft,
-            rows=rows,
-            repeats=3,
-            progress=report,
-            modes=modes,
-            fused_draft=settings.fused_draft,
-            cancel=cancel,
-        )
+        # Measured now (`c`, or a first turn that found no kept curve), after a warm-up of every
+        # row and mode it times (no sample includes a compile); kept for the next start.
+        result = curve_for(self.engine, settings, context=128, progress=report, cancel=cancel,
+                           remeasure=True, label=self.pair.target.name)  # fmt: skip
+        curve = result.curve
         curve.target_spec, curve.target_name = self.pair.target.spec, self.pair.target.name
         if self.pair.draft is not None:
             curve.draft_spec, curve.draft_name = self.pair.draft.spec, self.pair.draft.name
-        self.engine.set_cost_curve(curve)
+        for text in result.notices:  # the cache folder could not be written: said, not fatal
+            logging.getLogger("core.dispatch.curve_cache").warning(text)
         return curve_info(curve, settings.greedy)
 
     def bench(

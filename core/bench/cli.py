@@ -110,11 +110,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--trace", default=None, metavar="PATH",
                    help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
     g.add_argument("--peer", choices=PEERS, default=None,
-                   help="also time mlx-lm's own loops, or transformers' prompt lookup on the "
-                        "same GGUF (needs torch, transformers, gguf), greedy, paired with ours")  # fmt: skip
+                   help="also time mlx-lm's own loops, or transformers' prompt lookup or "
+                        "assisted generation (assistant_model: the draft) on the same GGUFs "
+                        "(needs torch, transformers, gguf), greedy, paired with ours")  # fmt: skip
     g.add_argument("--peer-k", type=int, default=None,
-                   help="draft length for the peer (mlx-lm: the first fixed-k setting's k; "
-                        "transformers-pld: prompt_lookup_num_tokens, 10)")  # fmt: skip
+                   help="draft length for the peer (mlx-lm, transformers-assisted: the first "
+                        "fixed-k setting's k; transformers-pld: prompt_lookup_num_tokens, 10)")  # fmt: skip
     g.add_argument("--peer-ngram", type=int, default=None,
                    help="transformers-pld: max_matching_ngram_size (default 3)")  # fmt: skip
 
@@ -464,15 +465,15 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     from core.runtime.distributed import current_spmd
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
-    if args.peer == "transformers-pld":  # refused before any model loads
+    if args.peer in ("transformers-pld", "transformers-assisted"):  # before any model loads
         from core.bench.peer_pld import PeerUnavailable, missing_packages
 
         if missing := missing_packages():
             raise PeerUnavailable(
-                f"--peer transformers-pld needs torch, transformers, gguf and accelerate; "
+                f"--peer {args.peer} needs torch, transformers, gguf and accelerate; "
                 f"{', '.join(missing)} will not import here."
             )
-    needs_draft = args.peer == "mlx-lm" or any(b.settings.mode != "target-only" for b in rows)
+    needs_draft = args.peer in ("mlx-lm", "transformers-assisted") or any(b.settings.mode != "target-only" for b in rows)
     log = None if err.is_terminal else LogLines(err)
     loading = Text(f"loading {target} / {draft}")
     if log is not None:
@@ -498,6 +499,16 @@ def run_bench_cli(args: argparse.Namespace) -> int:
 
         k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
         peer = load_pld_peer(target, k, n)
+    if args.peer == "transformers-assisted":
+        from core.bench.peer_pld import ASSISTED_K, load_assisted_peer
+
+        k = args.peer_k or next(
+            (b.settings.k for b in rows
+             if b.settings.mode == "speculative" and b.settings.policy == "fixed"), ASSISTED_K,
+        )  # fmt: skip
+        if not 1 <= k <= 32:
+            raise BenchError(f"--peer-k must be between 1 and 32, got {k}.")
+        peer = load_assisted_peer(target, draft, k)
     if args.peer == "mlx-lm":
         k = _mlx_peer_k(args, rows)
         peer = Peer(

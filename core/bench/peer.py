@@ -19,7 +19,7 @@ from core.bench.results import BenchResult, BenchSetting, Divergence
 from core.decode.acceptance import PositionTally
 from core.settings import Settings
 
-PEERS = ("mlx-lm", "transformers-pld")
+PEERS = ("mlx-lm", "transformers-pld", "transformers-assisted")
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,9 @@ class _PeerRequest:
 
 def is_peer_match(s: Settings, mode: str, k: int, peer: str = "mlx-lm") -> bool:
     """Whether a row of ours runs what the peer's loop of `mode` runs: greedy; for mlx-lm's
-    speculative loop a fixed k with the bonus, for transformers' prompt lookup our lookup
-    (its k our own: the comparison is of how far each copies)."""
+    speculative loop and transformers' assisted generation a fixed k with the bonus from the
+    draft model, for transformers' prompt lookup our lookup (its k our own: the comparison is
+    of how far each copies)."""
     same = s.mode == mode and s.greedy and s.repetition_penalty == 1.0
     if mode == "speculative" and peer == "transformers-pld":
         return same and s.draft_source == "lookup"
@@ -99,7 +100,7 @@ def _peer_request(
     peer: Any, prompt_ids: Sequence[int], tokens: int, speculative: bool
 ) -> _PeerRequest:
     """One request of the peer's from a fresh cache (mlx-lm builds one per call)."""
-    if peer.name == "transformers-pld":
+    if peer.name in ("transformers-pld", "transformers-assisted"):
         from core.bench.peer_pld import pld_request
 
         return _PeerRequest(*pld_request(peer, prompt_ids, tokens, speculative))  # type: ignore[arg-type]
@@ -191,6 +192,13 @@ def run_peer(
                          "max_matching_ngram_size": peer.ngram, "dtype": peer.dtype,
                          "device": peer.device}  # fmt: skip
             name = (f"{peer.name} k={peer.k} ngram={peer.ngram}" if speculative
+                    else f"transformers greedy ({peer.dtype})")  # fmt: skip
+        if peer.name == "transformers-assisted":
+            settings |= {"draft_source": "assistant-model", "num_assistant_tokens": peer.k,
+                         "num_assistant_tokens_schedule": "constant",
+                         "assistant_confidence_threshold": 0.0, "dtype": peer.dtype,
+                         "device": peer.device}  # fmt: skip
+            name = (f"{peer.name} k={peer.k}" if speculative
                     else f"transformers greedy ({peer.dtype})")  # fmt: skip
         r = BenchResult(name, name, settings, engine=peer.name)
         mine = paired.get(speculative) if ours is not None else None

@@ -1,5 +1,6 @@
-"""The transformers prompt-lookup peer: Hugging Face's `generate(prompt_lookup_num_tokens=...)`
-on the same GGUF, greedy, next to our lookup in the same call.
+"""The transformers peers: Hugging Face's `generate(prompt_lookup_num_tokens=...)` (prompt
+lookup) and `generate(assistant_model=...)` (assisted generation: a draft model), on the same
+GGUFs, greedy, next to our lookup and our draft-model rows in the same call.
 
 Why: prompt lookup decoding is the copy-from-the-prompt method most users meet first; its
 fixed k (10) and n-gram size (3) against our k from the match and the verify-cost curve is the
@@ -24,6 +25,8 @@ from core.decode.acceptance import PositionTally
 from core.errors import UserError
 
 PLD = "transformers-pld"
+ASSISTED = "transformers-assisted"
+ASSISTED_K = 8  # num_assistant_tokens when no fixed-k row of ours names one (the sweep's k)
 NUM_TOKENS = 10  # transformers' own example value for prompt_lookup_num_tokens
 PACKAGES = ("torch", "transformers", "gguf", "accelerate")  # transformers' GGUF loading needs all
 NGRAM = 3  # its default max_matching_ngram_size (2 in some versions: recorded either way)
@@ -64,6 +67,9 @@ class PldPeer:
     ngram: int = NGRAM
     name: str = PLD
     draft: Any = True  # a speculative row: prompt lookup (no draft model)
+    # Assisted generation: the draft's model from its own GGUF (transformers' assistant_model);
+    # None for prompt lookup.
+    assistant: Any = None
 
     @property
     def k(self) -> int:
@@ -91,6 +97,22 @@ def load_pld_peer(spec: str, num_tokens: int = NUM_TOKENS, ngram: int = NGRAM) -
     device = "cuda" if cuda else "cpu"
     model = model.to(device).eval()
     return PldPeer(model, device, str(dtype).removeprefix("torch."), num_tokens, ngram)
+
+
+def load_assisted_peer(target: str, draft: str, k: int = ASSISTED_K) -> PldPeer:
+    """transformers' assisted generation on the same GGUFs: the target's and the draft's
+    models loaded as load_pld_peer loads one, the draft as `assistant_model`, a constant
+    `num_assistant_tokens` = k (its schedule otherwise moves k by acceptance, and the row of
+    ours it is paired with drafts a fixed k)."""
+    peer = load_pld_peer(target, k)
+    path = gguf_path_of(draft)
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if peer.device == "cuda" else torch.float32
+    assistant = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                     dtype=dtype).to(peer.device).eval()  # fmt: skip
+    return PldPeer(peer.model, peer.device, peer.dtype, k, NGRAM, ASSISTED, True, assistant)
 
 
 class _Clock:
@@ -127,13 +149,23 @@ def pld_request(
     config.eos_token_id = int(peer.model.config.vocab_size)
     config.pad_token_id = 0
     config.do_sample, config.max_new_tokens, config.min_new_tokens = False, tokens, None
-    if speculative:
+    extra: dict[str, Any] = {}
+    if speculative and peer.assistant is not None:
+        # transformers reads the draft length from the assistant's own generation config (and
+        # from the call's in some versions): both say k, a constant schedule, and no
+        # confidence threshold (its default, 0.4, stops a proposal early: not a fixed k).
+        for cfg in (config, peer.assistant.generation_config):
+            cfg.num_assistant_tokens = peer.num_tokens
+            cfg.num_assistant_tokens_schedule = "constant"
+            cfg.assistant_confidence_threshold = 0.0
+        extra["assistant_model"] = peer.assistant
+    elif speculative:
         config.prompt_lookup_num_tokens = peer.num_tokens
         config.max_matching_ngram_size = peer.ngram
     clock = _Clock()
     with torch.inference_mode():
         out = peer.model.generate(ids, attention_mask=torch.ones_like(ids),
-                                  generation_config=config, streamer=clock)
+                                  generation_config=config, streamer=clock, **extra)
         if peer.device == "cuda":
             torch.cuda.synchronize()
     e2e = time.perf_counter() - clock.t0

@@ -204,7 +204,9 @@ def report_markdown(report: BenchReport) -> str:
     peers = [r for r in report.results if r.engine != "specdec-tui"]
     if peers:
         who = peers[0].engine
-        what = ("the same GGUF dequantized" if who == "transformers-pld" else "same models")
+        what = {"transformers-pld": "the same GGUF dequantized",
+                "transformers-assisted": "the same GGUFs dequantized, the draft as "
+                "assistant_model"}.get(who, "same models")  # fmt: skip
         out.append(f"\n### Against {who} (greedy, {what}, same protocol)\n")
         out.append(
             f"Paired: each of {who}'s requests ran right after one of ours with the same seed "

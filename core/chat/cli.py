@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -99,6 +101,32 @@ def chat_settings(args: argparse.Namespace) -> Settings:
     return base.replace(**changes)
 
 
+def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
+                 say: Callable[[str], None]) -> Any:  # fmt: skip
+    """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
+    for this pair and machine, else measured after a full warm-up of its rows and kept), then
+    a warm-up of only what the first rounds use (core.runtime.warmup.Warmer): later sizes
+    compile at their first use, after the first token. Sharded, every rank warms and
+    measures everything, as they must run the same forwards. Returns the curve's CurveResult
+    (None when the run needs none)."""
+    from core.runtime.warmup import Warmer, warm_up_engine
+
+    result = None
+    if getattr(engine, "spmd", None) is not None:
+        warm_up_engine(engine, [settings], prompt_tokens=prompt_tokens, label=label)
+        return None
+    if engine.needs_curve(settings):
+        from core.dispatch.curve_cache import curve_for
+
+        result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label)
+        for notice in result.notices:
+            say(notice)
+        if result.kept is not None:
+            say(f"calibration kept from {result.kept.when()} reused ({result.kept.path})")
+    Warmer(engine, label=label).first_round(settings, prompt_tokens)
+    return result
+
+
 def run_chat_cli(args: argparse.Namespace) -> int:
     """Load the pair, answer one prompt with colour by origin, print the summary."""
     from core.decode.engine import Engine
@@ -120,11 +148,13 @@ def run_chat_cli(args: argparse.Namespace) -> int:
                           specials_in_text=getattr(args, "special_tokens_in_text", False))  # fmt: skip
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
-    # First use on a GPU compiles kernels (a minute on a fresh CUDA machine): said, not silent.
-    from core.runtime.warmup import notices_to, warm_up_engine
+    # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
+    # and only what the first rounds use before the first token (issue 31).
+    from core.runtime.warmup import notices_to
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
-        warm_up_engine(engine, [settings], prompt_tokens=len(ids), label=pair.target.name)
+        prepare_chat(engine, settings, len(ids), pair.target.name,
+                     lambda text: err.print(Text(text, style="yellow")))  # fmt: skip
     detok = tok.detokenizer
     detok.reset()
     summary = None

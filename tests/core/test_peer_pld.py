@@ -64,3 +64,21 @@ def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
     assert pld.peer_of == "lookup greedy" and pld.settings["max_matching_ngram_size"] == 3
     assert pld.outputs[0] == plain.outputs[0]  # prompt lookup is lossless under greedy
     assert "### Against transformers-pld" in report.to_markdown()
+
+
+def test_assisted_generation_is_paired_with_our_fixed_k_model_row() -> None:
+    """transformers' assisted generation drafts with a model, k a round: its counterpart is
+    our greedy fixed-k row from the draft model (added when none is there), never a lookup."""
+    rows = [BenchSetting("t", Settings(mode="target-only", temperature=0.0))]
+    out = with_peer_counterparts(rows, 8, peer_pld.ASSISTED)
+    spec = [b for b in out if is_peer_match(b.settings, "speculative", 8, peer_pld.ASSISTED)]
+    assert [b.name for b in spec] == ["speculative greedy k=8"]
+    s = spec[0].settings
+    assert (s.policy, s.k, s.draft_source, s.bonus, s.greedy) == ("fixed", 8, "model", True, True)
+
+
+def test_the_assisted_peer_is_refused_in_one_sentence_where_a_package_is_missing(monkeypatch):
+    monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch"])
+    with pytest.raises(UserError, match=r"^--peer transformers-assisted needs torch, transformers, "
+                       r"gguf and accelerate; torch will not import here\.$"):  # fmt: skip
+        _run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-assisted"])

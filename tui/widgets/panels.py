@@ -360,7 +360,9 @@ class KernelsPanel(VerticalScroll):
                         else "no measured boundary (cost per row never drops)")
             draft = (f"   draft step {curve.draft_step_s * 1e3:.1f} ms"
                      if curve.draft_step_s else "")
-            note.update(Text(measured + draft, "dim"))
+            kept = (f"   kept from {curve.kept_at} (c: measure again)"
+                    if getattr(curve, "kept_at", None) else "")
+            note.update(Text(measured + draft + kept, "dim"))
         families = info.families if info is not None else None
         for row in curve_rows(curve, rows, families):
             curve_table.add_row(*row)

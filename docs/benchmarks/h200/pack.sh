@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Packs what a GPU benchmark needs onto the lent H200 machine, whose Python (3.12) has no
 # package index and whose calls carry at most 64 MiB of files each: MLX 0.32.4 with its CUDA
-# backend, mlx-lm 0.32.2 and our two small dependencies, and (with --default-model) the
-# embedded default model's 98 MB GGUF, in parts that ride along with the set-up calls.
+# backend, mlx-lm 0.32.2, gguf (core/models/gguf_header.py imports it when the CLI starts) and
+# our two small dependencies, and (with --default-model) the embedded default model's 98 MB
+# GGUF, in parts that ride along with the set-up calls.
 #
-# Here, from the repo root (about 2 minutes; the model must be fetched: specdec-tui fetch):
+# Here, from the repo root (about 3 minutes; the model must be fetched: specdec-tui fetch):
 #   bash docs/benchmarks/h200/pack.sh [--default-model]
 # Then, back to back on the device (an idle machine is released after 30 s):
 #   1. carrying .device/a:  bash .device/a/stage.sh
@@ -20,39 +21,85 @@
 #   start the next call with    bash docs/benchmarks/h200/kcache.sh restore  (carrying .device/kcache)
 # Packing again keeps .device/kcache.
 set -euo pipefail
-MLX_VERSION=0.32.4
-MLX_LM_VERSION=0.32.2
+# Every [project] dependency of pyproject.toml is in exactly one of these three lists, and
+# every requirement of a packed wheel is packed or on the machine: tests/core/test_pack_deps.py
+# parses them (one array a line) and fails when they and pyproject.toml disagree.
+# Packed as wheels (pyproject's pins; the CLI imports each of them):
+PACK=("mlx==0.32.4" "mlx-lm==0.32.2" "gguf==0.19.0" "platformdirs>=4" "tomli-w>=1.0")
+# MLX's CUDA backend (pyproject's `cuda` extra), unpacked into /tmp/site:
+CUDA_PACK="mlx-cuda-13==0.32.4"
+# Already installed on the lent machines (their image 'cuda'), with what they require:
+MACHINE=(numpy jinja2 rich tokenizers transformers pyyaml tqdm requests protobuf sentencepiece)
+# Imported by the app alone (tui/); the device runs the headless CLI, which never imports them:
+APP_ONLY=(textual textual-plot textual-hires-canvas)
 root="$(git rev-parse --show-toplevel)"
 cd "$root"
-grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
+exclude="$(git rev-parse --git-common-dir)/info/exclude"  # a worktree's .git is a file
+grep -qxF '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 rm -rf .device/a .device/b .device/c .device/tmp  # .device/kcache (kcache.sh) is kept
+# The compressed CUDA backend and model are kept in .device/keep, named by what they hold, so
+# packing again (after the tree changed) skips the slow part: xz of ~190 MB on a busy machine.
+keep=.device/keep; mkdir -p "$keep"
+cuda_xz="$keep/$CUDA_PACK.tar.xz"
 mkdir -p .device/a .device/b .device/c .device/tmp
 plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
-dl .device/tmp "mlx-cuda-13==${MLX_VERSION}"
-dl .device/a "mlx==${MLX_VERSION}" "mlx-lm==${MLX_LM_VERSION}" platformdirs tomli-w
-mkdir -p .device/tmp/x
-python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
-echo "compressing the CUDA backend (about a minute)..."
-tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
-split -b 38M .device/tmp/cuda.tar.xz .device/tmp/cuda.part.
-mv .device/tmp/cuda.part.aa .device/a/
-mv .device/tmp/cuda.part.ab .device/b/
+dl .device/a "${PACK[@]}"
+for want in "${PACK[@]}"; do  # a wheel pip could not find would fail later, on the device
+  name=$(echo "${want%%[=<>]*}" | tr - _)
+  ls .device/a/"$name"-*.whl >/dev/null 2>&1 || { echo "pack.sh: no wheel for $want" >&2; exit 2; }
+done
+if [[ ! -s "$cuda_xz" ]]; then
+  dl .device/tmp "$CUDA_PACK"
+  mkdir -p .device/tmp/x
+  python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
+  echo "compressing the CUDA backend (a minute on an idle machine)..."
+  tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
+  mv .device/tmp/cuda.tar.xz "$cuda_xz"
+else
+  echo "reusing $cuda_xz"
+fi
+model=""
 if [[ "${1:-}" == "--default-model" ]]; then
   gguf="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/SmolLM2-135M-Instruct.Q4_1.gguf"
   test -f "$gguf" || { echo "fetch the default model first: specdec-tui fetch" >&2; exit 2; }
-  # 16 and 22 MiB ride with the set-up parts (each call carries at most 64 MiB, the repo
-  # included); the rest, about 56 MiB, travels alone in call 3.
-  python3 - "$gguf" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-a, b = 16 << 20, 38 << 20
-for path, part in ((".device/a/model.part.1", data[:a]), (".device/b/model.part.2",
-                   data[a:b]), (".device/c/model.part.3", data[b:])):
-    open(path, "wb").write(part)
-PY
+  model="$keep/$(basename "$gguf").xz"  # the default's bytes are pinned (fetch checks them)
+  if [[ ! -s "$model" ]]; then
+    echo "compressing the default model (xz saves ~12 MiB of its 94)..."
+    xz -T0 -6 -c "$gguf" > .device/tmp/model.xz && mv .device/tmp/model.xz "$model"
+  fi
 fi
+# Each call carries at most 64 MiB: the working tree that travels with it (tracked and
+# untracked, not ignored, files) and its .device folder. The parts fill the three calls in
+# order, leaving PACK_MARGIN_MIB (default 2) for the tree to grow before the calls; the CUDA
+# backend must be whole after call 2 (install.sh unpacks it), the model after call 3.
+tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+python3 - "$tree" "$cuda_xz" "$model" "${PACK_MARGIN_MIB:-2}" <<'PY'
+import os, sys
+tree, cuda, model, margin = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+budget = (64 << 20) - tree - int(margin * 2**20)
+used = [sum(os.path.getsize(os.path.join(".device/a", f)) for f in os.listdir(".device/a")), 0, 0]
+calls = ("a", "b", "c")
+for blob, name, last in ((cuda, "cuda", 1), (model, "model", 2)):
+    if not blob:
+        continue
+    data, n = open(blob, "rb").read(), 0
+    for i in range(last + 1):
+        room = budget - used[i]
+        if data and room > 0:
+            part, data = data[:room], data[room:]
+            with open(f".device/{calls[i]}/{name}.part.{n}", "wb") as f:
+                f.write(part)
+            used[i] += len(part)
+            n += 1
+    if data:
+        sys.exit(f"pack.sh: the {name} parts do not fit in {last + 1} calls of "
+                 f"{budget / 2**20:.1f} MiB each (64 MiB less the {tree / 2**20:.1f} MiB "
+                 f"working tree and a {margin:g} MiB margin): make the tree smaller")
+print("per call (MiB, with the tree): " + ", ".join(
+    f"{c} {(u + tree) / 2**20:.1f}" for c, u in zip(calls, used)))
+PY
 rm -rf .device/tmp
 cat > .device/a/stage.sh <<'SH'
 set -e
@@ -62,14 +109,14 @@ echo "staged part 1; start the second call within 30 s"
 SH
 cat > .device/b/install.sh <<'SH'
 set -e
-test -f /root/mlx-parts/cuda.part.aa || { echo "part 1 is not staged here: run stage.sh first" >&2; return 1 2>/dev/null || exit 1; }
+test -f /root/mlx-parts/stage.sh || { echo "part 1 is not staged here: run stage.sh first" >&2; return 1 2>/dev/null || exit 1; }
+cp .device/b/*.part.* /root/mlx-parts/ 2>/dev/null || true
 mkdir -p /tmp/site
-cat /root/mlx-parts/cuda.part.aa .device/b/cuda.part.ab | tar -xJ -C /tmp/site
+cat $(ls /root/mlx-parts/cuda.part.* | sort -V) | tar -xJ -C /tmp/site
 python3 -c "
 import glob, zipfile
 for w in glob.glob('/root/mlx-parts/*.whl'):
     zipfile.ZipFile(w).extractall('/tmp/site')"
-if [ -f .device/b/model.part.2 ]; then cp .device/b/model.part.2 /root/mlx-parts/; fi
 export PYTHONPATH=/tmp/site:$PWD
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
 SH
@@ -77,7 +124,8 @@ cat > .device/c/model.sh <<'SH'
 set -e
 export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
 mkdir -p /root/sdcache
-cat /root/mlx-parts/model.part.1 /root/mlx-parts/model.part.2 .device/c/model.part.3 \
+cp .device/c/model.part.* /root/mlx-parts/ 2>/dev/null || true
+cat $(ls /root/mlx-parts/model.part.* | sort -V) | xz -d \
   > /root/sdcache/SmolLM2-135M-Instruct.Q4_1.gguf
 # The sha256 check the app runs before first use: a bad reassembly is refused, not loaded.
 python3 -m core.cli fetch

@@ -1,0 +1,261 @@
+"""Calibrate once per pair and machine: verify-cost curves kept in the user cache folder.
+
+Why: the cost-aware policy needs a curve, and measuring one takes about 40 s on a CPU and a
+full compile warm-up on a fresh GPU. Every app start and every `chat` measured it again,
+although the pair, the machine and MLX were those of yesterday. A curve is decided by both
+models' weights, the backend and device, the MLX version, the calibration's modes (the
+dispatch) and the sampling view the acceptance rule prices with; a kept curve is reused only
+when every one of those is the same (`curve_key`), else it is a miss and is measured again.
+
+Files live in `cache_dir()/curves/` (platformdirs' user cache folder, or $SPECDEC_TUI_CACHE as
+for models), one per key, named by the key's digest. Each is a file anyone could have put
+there: it is read within core/io/untrusted.py's bounds, and a damaged one, one whose key is
+not the one asked for, or one that fails the curve's own checks is ignored with a notice (a
+sentence naming it), never an error: the caller measures and writes a good one over it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
+
+FORMAT = "specdec-tui curve cache"
+VERSION = 1
+FOLDER = "curves"
+# The fields of a ModelIdentity that pin its weights and their layout (not its spec: the same
+# file under another path is the same model; a self-draft's derivation is in kind and bits).
+IDENTITY_FIELDS = ("kind", "architecture", "parameters", "layers", "bits", "group_size",
+                   "tensor_bits", "sha256", "revision", "shape", "seed")  # fmt: skip
+
+
+def identity_key(identity: Any) -> dict[str, Any] | None:
+    """What of a model's identity decides a curve; None when nothing pins its weights (no
+    sha256 and no shape and seed: an unknown model is never cached)."""
+    if identity is None:
+        return None
+    d = identity.to_dict() if hasattr(identity, "to_dict") else dict(identity)
+    if not d.get("sha256") and d.get("shape") is None:
+        return None
+    out = {k: d.get(k) for k in IDENTITY_FIELDS}
+    out["tensor_bits"] = [list(x) for x in (d.get("tensor_bits") or [])]
+    return out
+
+
+def calibration_modes(settings: Any) -> tuple[str, ...]:
+    """The modes a calibration for `settings` measures (dispatch=fastest needs the padded one)."""
+    return ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
+
+
+def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
+              settings: Any) -> dict[str, Any] | None:  # fmt: skip
+    """Everything that decides a calibration for `settings` on this pair and machine; None
+    when the pair cannot be pinned (then nothing is read or kept)."""
+    models = models or {}
+    target = identity_key(models.get("target"))
+    if target is None:
+        return None
+    draft_id = models.get("draft")
+    draft = identity_key(draft_id)
+    if draft_id is not None and draft is None:
+        return None
+    return {
+        "target": target,
+        "draft": draft,
+        "backend": str(backend.backend),
+        "device": str(backend.device_name),
+        "architecture": str(getattr(backend, "architecture", "")),
+        "mlx": str(mlx_version),
+        "modes": list(calibration_modes(settings)),
+        "fused_draft": bool(settings.fused_draft),
+        "sampling": "greedy" if settings.greedy else "sampled",
+    }
+
+
+def curves_dir() -> Path:
+    """Where kept curves live: `curves/` in the model cache folder (core.models.loaded)."""
+    from core.models.loaded import cache_dir
+
+    return cache_dir() / FOLDER
+
+
+def key_path(key: dict[str, Any], folder: Path | None = None) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return (folder or curves_dir()) / f"curve-{digest[:32]}.json"
+
+
+@dataclass(frozen=True)
+class KeptCurve:
+    """A curve found in the cache, and when it was measured (seconds since the epoch)."""
+
+    curve: VerifyCostCurve
+    measured_at: float
+    path: Path
+
+    def when(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a lookup found: the kept curve (None: a miss) and a notice for a file ignored."""
+
+    kept: KeptCurve | None
+    notice: str | None = None
+    path: Path | None = None
+
+
+def covers(curve: VerifyCostCurve, settings: Any) -> bool:
+    """Whether the curve measured every row count a run of `settings` can verify, in each mode
+    it needs (a curve measured for k_max = 8 does not price k = 15)."""
+    need = min(getattr(settings, "k_max", 0), 32) + 1
+    return all(mode in curve.times and max(curve.times[mode], default=0) >= need
+               for mode in calibration_modes(settings))  # fmt: skip
+
+
+def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = None) -> Lookup:
+    """The kept curve for `key`, or a miss; a damaged or foreign file is a miss with a notice."""
+    if key is None:
+        return Lookup(None)
+    path = key_path(key, folder)
+    try:
+        text = read_bounded(path, JSON_MAX_BYTES, "kept curve").decode("utf-8")
+        check_depth(text, str(path))
+        doc = json.loads(text)
+    except FileNotFoundError:
+        return Lookup(None, path=path)
+    except UntrustedFileError as exc:
+        return Lookup(None, f"{exc} It is ignored and will be measured again.", path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+        return Lookup(None, f"The kept curve {path} is damaged ({detail}); it is ignored and "
+                            "will be measured again.", path)  # fmt: skip
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        return Lookup(None, f"The file {path} is not a curve this version of specdec-tui kept; "
+                            "it is ignored and will be measured again.", path)  # fmt: skip
+    if doc.get("key") != key:
+        return Lookup(None, f"The kept curve {path} was measured for another pair or machine; "
+                            "it is ignored and will be measured again.", path)  # fmt: skip
+    try:
+        curve = VerifyCostCurve.from_dict(doc.get("curve"), f"The kept curve {path}")
+        measured_at = float(doc.get("measured_at"))
+    except (CalibrationError, TypeError, ValueError) as exc:
+        text = str(exc) if isinstance(exc, CalibrationError) else f"The kept curve {path} is damaged."
+        return Lookup(None, f"{text.rstrip('.')}; it is ignored and will be measured again.", path)
+    if not covers(curve, settings):
+        return Lookup(None, path=path)  # measured for shorter proposals: measured again, kept
+    return Lookup(KeptCurve(curve, measured_at, path), path=path)
+
+
+def save_curve(key: dict[str, Any] | None, curve: VerifyCostCurve,
+               folder: Path | None = None) -> Path | None:  # fmt: skip
+    """Keep `curve` under `key` (atomically, replacing any older one); None when the pair
+    cannot be pinned. An unwritable cache folder raises OSError for the caller's sentence."""
+    if key is None:
+        return None
+    from core.io.atomic import write_atomic
+
+    path = key_path(key, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"format": FORMAT, "version": VERSION, "key": key, "measured_at": curve.created,
+           "curve": curve.to_dict()}  # fmt: skip
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def engine_key(engine: Any, settings: Any) -> dict[str, Any] | None:
+    """curve_key for an Engine's pair on this machine and MLX (None when sharded: every rank
+    measures, so none can skip a collective the others run)."""
+    if getattr(engine, "spmd", None) is not None:
+        return None
+    import mlx.core as mx
+
+    from core.dispatch.backend import current_backend
+
+    return curve_key(getattr(engine, "models", None), current_backend(), mx.__version__, settings)
+
+
+@dataclass
+class CurveResult:
+    """A curve for a run: reused from the cache (`kept`) or measured now (`warmup`: the
+    compile warm-up that ran before its first timed call), with notices to show."""
+
+    curve: VerifyCostCurve
+    kept: KeptCurve | None = None
+    warmup: Any = None
+    notices: tuple[str, ...] = ()
+
+
+def calibration_rows(settings: Any) -> int:
+    """Rows a calibration for `settings` measures: k_max + 1, at least 9 (past CUDA's switch
+    to a matrix kernel, so the Kernels panel shows the boundary), at most MAX_K + 1."""
+    from core.settings import MAX_K
+
+    return min(MAX_K + 1, max(settings.k_max + 1, 9))
+
+
+def curve_for(
+    engine: Any,
+    settings: Any,
+    *,
+    context: int = 128,
+    progress: Any = None,
+    cancel: Any = None,
+    remeasure: bool = False,
+    label: str | None = None,
+    folder: Path | None = None,
+) -> CurveResult:
+    """The curve a run of `settings` prices with: the kept one for this pair and machine when
+    there is one (unless `remeasure`: the app's `c`), else measured now, after a warm-up of
+    every row it times (so no sample includes a compile), and kept for the next start.
+
+    Sets it on the engine and names the models on it. `cancel` stops a measurement after the
+    forward under way (core.dispatch.curve.CalibrationCancelled); nothing is kept then."""
+    from core.dispatch.calibrate import calibrate
+    from core.runtime.warmup import warm_up
+
+    key = engine_key(engine, settings)
+    notices: list[str] = []
+    if not remeasure:
+        found = load_curve(key, settings, folder)
+        if found.notice:
+            notices.append(found.notice)
+        if found.kept is not None:
+            curve = found.kept.curve
+            engine.set_cost_curve(curve)
+            return CurveResult(curve, kept=found.kept, notices=tuple(notices))
+    target, draft = engine.target_model, getattr(engine, "draft_model", None)
+    rows = calibration_rows(settings)
+    modes = calibration_modes(settings)
+    name = label or _target_name(engine)
+    record = warm_up(target, draft, vocab=engine.vocab_size, rows=range(1, rows + 1),
+                     prompt_tokens=context, modes=modes, fused_draft=settings.fused_draft,
+                     label=name)  # fmt: skip
+    curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
+                      modes=modes, fused_draft=settings.fused_draft, cancel=cancel)  # fmt: skip
+    models = getattr(engine, "models", None) or {}
+    for role in ("target", "draft"):
+        ident = models.get(role)
+        if ident is not None:
+            setattr(curve, f"{role}_spec", ident.spec)
+            setattr(curve, f"{role}_name", ident.name or ident.spec)
+    engine.set_cost_curve(curve)
+    try:
+        save_curve(key, curve, folder)
+    except OSError as exc:
+        where = key_path(key, folder).parent if key is not None else "the cache folder"
+        notices.append(f"Could not keep the calibration in {where} ({exc.strerror or exc}); "
+                       "the next start measures it again.")  # fmt: skip
+    return CurveResult(curve, warmup=record, notices=tuple(notices))
+
+
+def _target_name(engine: Any) -> str:
+    models = getattr(engine, "models", None) or {}
+    ident = models.get("target")
+    return (ident.name or ident.spec) if ident is not None else "this model"

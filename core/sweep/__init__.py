@@ -1,0 +1,30 @@
+"""The sweep: the seed's question (how much faster does a TV budget make speculative decoding,
+and what does the text give up for it?) as a grid of bench runs, its frontier and its answer.
+
+Modules: grid (the cells), run (one bench protocol per prompt and temperature, the cells'
+summaries), frontier (Pareto front and the fastest cell within a bound: pure, on recorded
+cells), report (table, CSV, Markdown, SVG, terminal plot), cli (`specdec-tui sweep`).
+"""
+
+from __future__ import annotations
+
+from core.sweep.frontier import dominates, feasible, frontier_summary, pareto_front, recommend
+from core.sweep.grid import Cell, SweepError, SweepGrid, parse_policy
+from core.sweep.run import ProtocolConfig, SweepPrompt, SweepRun, run_sweep, summarise_cell
+
+__all__ = [
+    "Cell",
+    "ProtocolConfig",
+    "SweepError",
+    "SweepGrid",
+    "SweepPrompt",
+    "SweepRun",
+    "dominates",
+    "feasible",
+    "frontier_summary",
+    "pareto_front",
+    "parse_policy",
+    "recommend",
+    "run_sweep",
+    "summarise_cell",
+]

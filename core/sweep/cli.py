@@ -1,0 +1,348 @@
+"""`specdec-tui sweep`: the seed's experiment as a command, on any pair.
+
+Its flags, the prompts and grid they ask for, the progress bar, and the files: JSON (the raw
+blocks and the cells, with what ran), CSV, Markdown and the frontier's SVG beside it, all
+rewritten after every block so Ctrl+C keeps what finished. Output paths are checked before the
+models load, and an existing file is replaced only with --force (like `profiles export`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
+from core.io.atomic import write_atomic
+from core.io.user_text import prompt_text
+from core.runtime.distributed import rank0_only
+from core.sweep.grid import (
+    DEFAULT_POLICIES,
+    DEFAULT_SOURCES,
+    DEFAULT_TEMPERATURES,
+    DEFAULT_TVS,
+    SweepError,
+    SweepGrid,
+    parse_floats,
+    parse_names,
+)
+from core.sweep.run import ProtocolConfig, SweepPrompt, SweepRun, run_sweep
+
+DEFAULT_SWEEP_PROMPT = "creative-seed-vault"
+
+
+def _csv(values: tuple[Any, ...]) -> str:
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """`specdec-tui sweep` flags: the grid, the prompts, the protocol, the bounds, the files."""
+    g = parser.add_argument_group(
+        "grid",
+        "Every TV budget x policy x draft source, at every temperature, plus target-only (each "
+        "temperature's baseline) and draft-only. At temperature 0 the rule is greedy, so the TV "
+        "budgets collapse to one greedy cell per policy.",
+    )
+    g.add_argument("--tv", default=_csv(DEFAULT_TVS), metavar="LIST",
+                   help=f"TV budgets in [0, 1], comma-separated (default {_csv(DEFAULT_TVS)})")  # fmt: skip
+    g.add_argument("--policies", default=None, metavar="LIST",
+                   help="k policies: fixed-K, cost-aware, cost-aware-KMAX, ... (default "
+                   f"{_csv(DEFAULT_POLICIES)})")  # fmt: skip
+    g.add_argument("--k", default=None, metavar="LIST",
+                   help="shorthand for --policies fixed-K,...: '4,8' is fixed-4,fixed-8")  # fmt: skip
+    g.add_argument("--sources", default=_csv(DEFAULT_SOURCES), metavar="LIST",
+                   help="draft sources: model, lookup, hybrid (default model)")  # fmt: skip
+    g.add_argument("--temperatures", default=_csv(DEFAULT_TEMPERATURES), metavar="LIST",
+                   help="sampling temperatures; 0 is greedy (default 0.7, the seed's)")  # fmt: skip
+    g.add_argument("--no-draft-only", action="store_true", help="leave out the draft-only row")
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--repetition-penalty", type=float, default=None)
+    g.add_argument("--no-bonus", action="store_true", help="no bonus token (the seed's engine)")
+    g.add_argument("--seed", type=int, default=None, help="first seed (then seed+1, ...)")
+
+    g = parser.add_argument_group("prompts")
+    g.add_argument("--prompt-name", dest="prompt_names", action="append", default=[],
+                   metavar="NAME", help=f"a shipped prompt (repeatable; default "
+                   f"{DEFAULT_SWEEP_PROMPT}); see `bench --list-prompts`")  # fmt: skip
+    g.add_argument("--prompt", dest="inline_prompts", action="append", default=[],
+                   metavar="TEXT", help="a user message of your own (repeatable; named "
+                   "inline-1, inline-2, ...; no task check)")  # fmt: skip
+    g.add_argument("--all-prompts", action="store_true", help="every shipped prompt")
+    g.add_argument("--prompt-tokens", type=int, default=None,
+                   help="cut each prompt at a word to at most N templated tokens")  # fmt: skip
+
+    g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
+    g.add_argument("--tokens", type=int, default=256, help="new tokens per request (EOS ignored)")
+    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
+    g.add_argument("--invocations", type=int, default=3, help="timed invocations per cell")
+    g.add_argument("--warmup", type=int, default=1, help="warm-up requests per cell and prompt")
+    g.add_argument("--traced", action="store_true",
+                   help="also a traced request per seed (the phase split; slower)")  # fmt: skip
+    g.add_argument("--predict", action="store_true",
+                   help="also the bench's predicted speedup per cell (a calibration first)")  # fmt: skip
+    g.add_argument("--no-quality", action="store_true",
+                   help="skip NLL scoring (then no frontier: NLL is its quality axis)")  # fmt: skip
+
+    g = parser.add_argument_group("the answer: the fastest setting within a quality bound")
+    g.add_argument("--max-nll-delta", type=float, default=None, metavar="NATS",
+                   help="the most NLL per token a setting may give up against target-only")  # fmt: skip
+    g.add_argument("--min-task", type=float, default=None, metavar="SHARE",
+                   help="the least task success (0-1) on the prompts with a check")  # fmt: skip
+
+    g = parser.add_argument_group("outputs (rewritten after every prompt and temperature)")
+    g.add_argument("--json", default=None, metavar="PATH", help="raw blocks, cells, provenance")
+    g.add_argument("--csv", default=None, metavar="PATH", help="one row per cell (and prompt)")
+    g.add_argument("--markdown", default=None, metavar="PATH",
+                   help="the page; the frontier's SVG is written beside it (same name, .svg)")  # fmt: skip
+    g.add_argument("--svg", default=None, metavar="PATH", help="the frontier's SVG elsewhere")
+    g.add_argument("--force", action="store_true", help="replace output files that exist")
+    g.add_argument("--no-plot", action="store_true", help="no terminal plot of the frontier")
+
+
+def grid_from_args(args: argparse.Namespace) -> SweepGrid:
+    """The grid the flags ask for; one sentence for a bad item."""
+    from core.settings import Settings, SettingsError
+
+    if args.k is not None and args.policies is not None:
+        raise SweepError("--k is shorthand for --policies fixed-K; give one of them.")
+    if args.k is not None:
+        ks = parse_names("--k", args.k)
+        if not all(k.isdigit() for k in ks):
+            raise SweepError(f"--k {args.k}: give whole numbers, as in --k 4,8.")
+        policies = tuple(f"fixed-{k}" for k in ks)
+    else:
+        policies = parse_names("--policies", args.policies or _csv(DEFAULT_POLICIES))
+    base: dict[str, Any] = {"target": args.target or Settings.target,
+                            "draft": args.draft or Settings.draft}  # fmt: skip
+    for flag, key in (("top_p", "top_p"), ("repetition_penalty", "repetition_penalty"),
+                      ("seed", "seed")):  # fmt: skip
+        if getattr(args, flag, None) is not None:
+            base[key] = getattr(args, flag)
+    if args.no_bonus:
+        base["bonus"] = False
+    try:
+        settings = Settings().replace(**base)
+    except SettingsError as exc:
+        raise SweepError(str(exc)) from None
+    return SweepGrid(
+        tvs=parse_floats("--tv", args.tv), policies=policies,
+        sources=parse_names("--sources", args.sources),
+        temperatures=parse_floats("--temperatures", args.temperatures),
+        draft_only=not args.no_draft_only, base=settings,
+    )  # fmt: skip
+
+
+def prompt_names_from_args(args: argparse.Namespace) -> list[str]:
+    """The shipped prompts asked for, each checked to exist (one sentence naming the known)."""
+    if args.all_prompts and args.prompt_names:
+        raise SweepError("--all-prompts and --prompt-name both choose the prompts; give one.")
+    names = prompt_names() if args.all_prompts else list(dict.fromkeys(args.prompt_names))
+    if not names and getattr(args, "inline_prompts", None):
+        return []
+    names = names or [DEFAULT_SWEEP_PROMPT]
+    for n in names:
+        read_prompt(n)
+    return names
+
+
+def output_paths(args: argparse.Namespace) -> dict[str, Path]:
+    """Every file the sweep will write, checked before the models load: no folder, no two
+    outputs on one file, the folder exists, and no existing file without --force."""
+    paths: dict[str, Path] = {}
+    for flag in ("json", "csv", "markdown", "svg"):
+        if getattr(args, flag, None):
+            paths[flag] = Path(getattr(args, flag)).expanduser()
+    if "markdown" in paths and "svg" not in paths:
+        paths["svg"] = paths["markdown"].with_suffix(".svg")
+    seen: dict[Path, str] = {}
+    for flag, path in paths.items():
+        if path.is_dir():
+            raise SweepError(f"--{flag} {path} is a folder, not a file.")
+        resolved = path.resolve()
+        if resolved in seen:
+            raise SweepError(f"--{seen[resolved]} and --{flag} both name {path}; give each "
+                             "output its own file.")  # fmt: skip
+        seen[resolved] = flag
+        if not resolved.parent.is_dir():
+            raise SweepError(f"--{flag} {path}: the folder {resolved.parent} does not exist.")
+        if path.exists() and not args.force:
+            what = "the SVG beside --markdown" if flag == "svg" and not args.svg else f"--{flag}"
+            raise SweepError(f"{path} ({what}) already exists; pass --force to replace it.")
+    return paths
+
+
+@rank0_only  # launched over ranks: one set of files, not one per rank
+def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
+    """Every output, each replaced whole or not at all (a reader never sees half a file)."""
+    import json
+
+    from core.io.atomic import reason
+    from core.sweep.report import frontier_svg, sweep_csv, sweep_markdown
+
+    svg = paths.get("svg")
+    md_svg = None
+    if svg is not None and "markdown" in paths:
+        md = paths["markdown"].resolve().parent
+        try:
+            md_svg = str(svg.resolve().relative_to(md))
+        except ValueError:
+            md_svg = str(svg.resolve())
+    renders = {"json": lambda: json.dumps(data, indent=1, allow_nan=False) + "\n",
+               "csv": lambda: sweep_csv(data),
+               "markdown": lambda: sweep_markdown(data, md_svg),
+               "svg": lambda: frontier_svg(data)}  # fmt: skip
+    for flag, path in paths.items():
+        try:
+            write_atomic(path, renders[flag]())
+        except OSError as exc:
+            raise SweepError(f"Could not write {path}: {reason(exc)}.") from None
+
+
+def run_sweep_cli(args: argparse.Namespace) -> int:
+    """Load the pair once, run every block with a progress bar, write the files after each."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    from core.bench.cli import LogLines
+    from core.decode.engine import Engine
+    from core.models import check_request, load_pair, pair_context_window
+    from core.runtime.distributed import current_spmd
+    from core.runtime.warmup import notices_to
+
+    console, err = Console(), Console(stderr=True)
+    for flag in ("tokens", "seeds", "invocations"):
+        if getattr(args, flag) < 1:
+            raise SweepError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
+    if args.warmup < 0:
+        raise SweepError(f"--warmup must be at least 0, got {args.warmup}.")
+    if args.min_task is not None and not 0.0 <= args.min_task <= 1.0:
+        raise SweepError(f"--min-task is a share between 0 and 1, got {args.min_task:g}.")
+    if args.max_nll_delta is not None and args.max_nll_delta != args.max_nll_delta:
+        raise SweepError("--max-nll-delta must be a number.")
+    grid = grid_from_args(args)
+    names = prompt_names_from_args(args)
+    paths = output_paths(args)
+    config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
+                            warmup=args.warmup, traced=args.traced,
+                            quality=not args.no_quality, predict=args.predict)  # fmt: skip
+    from core.bench.protocol import check_seeds
+    from core.bench.results import BenchSetting
+
+    check_seeds([BenchSetting(c.id, c.settings) for c in grid.all_cells()], args.seeds)
+
+    log = None if err.is_terminal else LogLines(err)
+    target, draft = grid.base.target, grid.base.draft
+    spmd = current_spmd()
+    if log is not None:
+        log.line(f"loading {target} / {draft}")
+    with err.status(Text(f"loading {target} / {draft}")) if log is None else _null():
+        pair = (load_pair if spmd is None else spmd.load_pair)(target, draft)
+        engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
+    if pair.draft is not None and not pair.speculation_ok:
+        err.print(Text(str(pair.speculation_reason), style="yellow"))
+
+    def decode(ids: list[int]) -> str:
+        return str(pair.target.tokenizer.decode(ids))
+
+    prompts = []
+    inline = [(f"inline-{i}", prompt_text(t, "--prompt"), None)
+              for i, t in enumerate(args.inline_prompts, 1)]  # fmt: skip
+    for name, text, budget in [(n, *read_prompt(n)) for n in names] + inline:
+        budget = args.prompt_tokens if args.prompt_tokens is not None else budget
+        ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
+        check_request(len(ids), args.tokens, pair_context_window(pair), pair.target.name)
+        check = prompt_check(name) if name in names else None
+        prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, decode, pair.eos_ids),
+                                   check.describe() if check is not None else None))  # fmt: skip
+
+    names = [p.name for p in prompts]
+    run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
+    argv = getattr(args, "argv", None)
+    argv = sys.argv[1:] if argv is None else argv
+    run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in argv)
+
+    def on_block(r: SweepRun) -> None:
+        data = r.to_dict()
+        if paths:
+            write_outputs(paths, data)
+        _remember(data)  # the app's sweep view (`w`) shows the last one
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                   TextColumn("left"), TimeRemainingColumn(), console=err, transient=True,
+                   disable=log is not None)  # fmt: skip
+    cancel = threading.Event()
+    try:
+        with bar, notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
+            task = bar.add_task("sweep", total=None)
+
+            def progress(done: int, total: int, label: str) -> None:
+                bar.update(task, completed=done, total=total, description=label[:56])
+                if log is not None:
+                    log.line(f"{done}/{total} {label}")
+
+            run_sweep(engine, prompts, grid, config, progress=progress, cancel=cancel,
+                      decode=decode, on_block=on_block, run=run)  # fmt: skip
+    except KeyboardInterrupt:
+        cancel.set()
+        kept, planned = len(run.blocks), len(names) * len(grid.temperatures)
+        if not kept:
+            err.print(Text(f"interrupted before the first of {planned} block(s) finished: "
+                           "nothing was written"))  # fmt: skip
+            return 130
+        where = ", ".join(str(p) for p in paths.values()) or "no file (no output was asked for)"
+        err.print(Text(f"interrupted: {kept} finished block(s) of {planned} kept in {where}"))
+        _show(run, console, args)
+        return 130
+    _show(run, console, args)
+    for p in paths.values():
+        console.print(Text(f"wrote {p}"))
+    return 0
+
+
+def _show(run: SweepRun, console: Any, args: argparse.Namespace) -> None:
+    from core.sweep.report import frontier_plot, print_cells
+
+    if not run.blocks:
+        return
+    data = run.to_dict()
+    print_cells(data, console)
+    if not args.no_plot:
+        console.print(frontier_plot(data))
+
+
+@rank0_only
+def _remember(data: dict[str, Any]) -> None:
+    from core.sweep.last import remember
+
+    remember(data)
+
+
+def _task(check: Any, decode: Any, eos_ids: Any) -> Any:
+    """A prompt's check over one output's ids: the answer is the text before the first EOS."""
+    if check is None:
+        return None
+
+    def run(ids: list[int]) -> bool:
+        end = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
+        return bool(check(decode(ids[:end])))
+
+    return run
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

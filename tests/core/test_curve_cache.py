@@ -1,0 +1,198 @@
+"""A calibration kept per pair and machine (issue 31, core/dispatch/curve_cache.py).
+
+The second `chat` with a cost-aware profile on the same pair starts its first round with no
+calibration; a changed model, backend, device, MLX version, dispatch or sampling view misses;
+a damaged, oversized, too deeply nested or foreign file is ignored with a sentence naming it.
+The machine and MLX's version are faked (their values, never the maths); the calibrations
+counted here run for real on the tiny random-weight pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pytest
+
+import core.dispatch
+from core.dispatch.backend import backend_info
+from core.dispatch.curve import VerifyCostCurve
+from core.dispatch.curve_cache import (
+    curve_key,
+    key_path,
+    load_curve,
+    save_curve,
+)
+from core.identity import ModelIdentity
+from core.settings import Settings
+
+H200 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
+                                            "compute_capability_major": 9,
+                                            "compute_capability_minor": 0}))  # fmt: skip
+H100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H100",
+                                            "compute_capability_major": 9,
+                                            "compute_capability_minor": 0}))  # fmt: skip
+METAL = backend_info(query=lambda: ("metal", {"device_name": "Apple M2",
+                                              "architecture": "applegpu_g14s"}))  # fmt: skip
+COST = Settings(policy="cost-aware", temperature=0.0, rule="greedy", k_max=8)
+TARGET = ModelIdentity("default", kind="default", architecture="llama", bits=4,
+                       sha256="ab" * 32)  # fmt: skip
+DRAFT = ModelIdentity("self:bits=4", kind="self", architecture="llama", bits=4,
+                      sha256="ab" * 32, base="default")  # fmt: skip
+PAIR = {"target": TARGET, "draft": DRAFT}
+
+
+def _curve(rows: int = 9) -> VerifyCostCurve:
+    return VerifyCostCurve("cuda", "NVIDIA H200", 128,
+                           {"auto": {r: 1e-3 * (1 + 0.1 * r) for r in range(1, rows + 1)}},
+                           draft_step_s=2e-4)  # fmt: skip
+
+
+def _key(models=PAIR, backend=H200, mlx="0.32.4", settings=COST):  # noqa: ANN001, ANN202
+    return curve_key(models, backend, mlx, settings)
+
+
+def test_a_kept_curve_is_found_again_with_its_measurement_time(tmp_path):
+    curve = _curve()
+    path = save_curve(_key(), curve, tmp_path)
+    assert path is not None and path.parent == tmp_path
+    found = load_curve(_key(), COST, tmp_path)
+    assert found.notice is None and found.kept is not None
+    assert found.kept.curve.times == curve.times and found.kept.measured_at == curve.created
+    assert found.kept.curve.draft_step_s == curve.draft_step_s
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"models": {"target": ModelIdentity("default", kind="default", architecture="llama",
+                                            bits=4, sha256="cd" * 32), "draft": DRAFT}},
+        {"models": {"target": TARGET, "draft": ModelIdentity("self:bits=3", kind="self",
+                                                             architecture="llama", bits=3,
+                                                             sha256="ab" * 32)}},
+        {"models": {"target": TARGET, "draft": None}},
+        {"backend": H100},
+        {"backend": METAL},
+        {"mlx": "0.33.0"},
+        {"settings": COST.replace(dispatch="fastest")},
+        {"settings": COST.replace(temperature=0.7, rule="lossless")},  # the sampled view
+        {"settings": COST.replace(fused_draft=True)},
+    ],
+    ids=["target-sha256", "draft", "no-draft", "device", "backend", "mlx-version", "dispatch",
+         "sampling", "fused-draft"],
+)
+def test_anything_that_decides_the_curve_changed_is_a_miss(tmp_path, changed):
+    save_curve(_key(), _curve(), tmp_path)
+    key = _key(**changed)
+    assert key != _key()
+    settings = changed.get("settings", COST)
+    found = load_curve(key, settings, tmp_path)
+    assert found.kept is None and found.notice is None  # simply not kept: measured, no alarm
+
+
+def test_shapes_are_keyed_by_shape_and_seed_and_unpinned_models_are_never_kept(tmp_path):
+    a = ModelIdentity("shape:tiny", kind="shape", shape="tiny", seed=0)
+    b = ModelIdentity("shape:tiny,seed=1", kind="shape", shape="tiny", seed=1)
+    assert _key({"target": a, "draft": None}) != _key({"target": b, "draft": None})
+    unknown = ModelIdentity("./somewhere", kind="unknown")
+    assert _key({"target": unknown, "draft": None}) is None
+    assert save_curve(None, _curve(), tmp_path) is None
+    assert load_curve(None, COST, tmp_path).kept is None
+
+
+def test_a_curve_too_short_for_the_settings_is_measured_again(tmp_path):
+    save_curve(_key(), _curve(rows=9), tmp_path)
+    longer = COST.replace(k_max=15)
+    assert load_curve(_key(settings=longer), longer, tmp_path).kept is None
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{\"format\": \"specdec-tui curve cache\", \"vers", "is damaged"),
+        (b"\xff\xfe not text", "is damaged"),
+        (json.dumps({"format": "something else", "version": 1}).encode(), "is not a curve"),
+        (b"[" * 40 + b"]" * 40, "nests arrays or tables more than 32 deep"),
+        (None, "was measured for another pair or machine"),  # the right name, another key
+        ("bad-curve", "is malformed"),
+    ],
+    ids=["truncated", "binary", "foreign", "nested", "other-key", "bad-curve"],
+)
+def test_a_damaged_or_foreign_file_is_ignored_with_a_notice(tmp_path, content, says):
+    key = _key()
+    path = key_path(key, tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if content is None:
+        other = save_curve(_key(mlx="0.1.0"), _curve(), tmp_path)
+        path.write_bytes(other.read_bytes())
+    elif content == "bad-curve":
+        path.write_text(json.dumps({"format": "specdec-tui curve cache", "version": 1,
+                                    "key": key, "measured_at": 0, "curve": {"times": {}}}))
+    else:
+        path.write_bytes(content)
+    found = load_curve(key, COST, tmp_path)
+    assert found.kept is None and found.notice and says in found.notice, found.notice
+    assert str(path) in found.notice and found.notice.endswith("measured again.")
+    # measuring again writes a good one over it
+    save_curve(key, _curve(), tmp_path)
+    assert load_curve(key, COST, tmp_path).kept is not None
+
+
+def test_an_oversized_file_is_not_read(tmp_path, monkeypatch):
+    import core.dispatch.curve_cache as cc
+
+    key = _key()
+    save_curve(key, _curve(), tmp_path)
+    monkeypatch.setattr(cc, "JSON_MAX_BYTES", 64)
+    found = load_curve(key, COST, tmp_path)
+    assert found.kept is None and "larger than" in found.notice
+
+
+@pytest.fixture
+def counted_calibrations(monkeypatch):
+    """Every calibration, from any caller, counted (and still run)."""
+    module = sys.modules["core.dispatch.calibrate"]
+    real = module.calibrate
+    calls = []
+
+    def counting(*a, **kw):
+        calls.append(kw.get("rows"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(module, "calibrate", counting)
+    monkeypatch.setattr(core.dispatch, "calibrate", counting)
+    return calls
+
+
+def _chat_args(**kw) -> argparse.Namespace:  # noqa: ANN003
+    base = dict(prompt="Say hello.", target="shape:tiny", draft="shape:tiny-draft",
+                profile="hybrid-cost-aware", profiles_dir=None, max_tokens=4, temperature=None,
+                mode=None, draft_source=None)  # fmt: skip
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_a_second_chat_on_the_same_pair_reuses_the_curve_and_another_misses(tmp_path, monkeypatch,
+                                                         counted_calibrations, capsys):  # fmt: skip
+    from core.chat.cli import run_chat_cli
+
+    monkeypatch.setenv("SPECDEC_TUI_CACHE", str(tmp_path))
+    assert run_chat_cli(_chat_args()) == 0
+    assert len(counted_calibrations) == 1  # the first start measures (after its warm-up)
+    kept = list((tmp_path / "curves").glob("curve-*.json"))
+    assert len(kept) == 1
+    capsys.readouterr()
+    assert run_chat_cli(_chat_args()) == 0
+    assert len(counted_calibrations) == 1  # the second starts its first round at once
+    assert "calibration kept from" in capsys.readouterr().err
+    # another pair misses: measured again, kept beside the first
+    assert run_chat_cli(_chat_args(draft="shape:tiny")) == 0
+    assert len(counted_calibrations) == 2
+    assert len(list((tmp_path / "curves").glob("curve-*.json"))) == 2
+    # a damaged kept curve is said, measured again and written over
+    kept[0].write_text("{ not json")
+    capsys.readouterr()
+    assert run_chat_cli(_chat_args()) == 0
+    err = capsys.readouterr().err
+    assert "is damaged" in err and len(counted_calibrations) == 3
+    assert json.loads(kept[0].read_text())["format"] == "specdec-tui curve cache"

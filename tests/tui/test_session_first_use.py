@@ -1,0 +1,62 @@
+"""MLXSession on the tiny random-weight pair (issue 31): a turn warms only its first rounds'
+sizes, the rest is warmed one size per idle step, and a session started again on the same
+pair reuses the kept curve. The GPU is faked (the hardware query), the forwards are real."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import core.dispatch.backend as backend_mod
+from core.dispatch.backend import backend_info
+from core.settings import MAX_K, Settings
+
+CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
+                                            "compute_capability_major": 9,
+                                            "compute_capability_minor": 0}))  # fmt: skip
+GREEDY = Settings(temperature=0.0, rule="greedy", k=2, max_tokens=3)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    monkeypatch.setattr(backend_mod, "current_backend", lambda: CUDA)
+
+
+def _session():  # noqa: ANN202
+    from tui.session import MLXSession
+
+    return MLXSession("shape:tiny", "shape:tiny-draft")
+
+
+def test_a_turn_warms_its_first_rounds_and_idle_steps_warm_the_rest(gpu):
+    s = _session()
+    assert s.warmup is None and s.warmer.idle_pending  # nothing compiled at load
+    total = s.warmer.idle_total
+    ids = s.prompt_ids([{"role": "user", "content": "hello"}])
+    items = list(s.generate(ids, GREEDY, threading.Event(), lambda: GREEDY))
+    assert items and s.warmup.ran and s.warmup.rows == [1, 2, 3]  # k + 1, not MAX_K + 1
+    steps = []
+    while (p := s.warm_idle(GREEDY)) is not None:
+        steps.append(p)
+        assert len(steps) <= total + 4
+    assert steps and steps[-1].finished
+    verified = {z.rows for z in s.warmer.ran if z.kind == "verify"}
+    assert verified == set(range(1, MAX_K + 2))  # every size, in the end
+
+
+def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_TUI_CACHE", str(tmp_path))
+    cost = Settings(policy="cost-aware", temperature=0.0, rule="greedy", k_max=4)
+    first = _session()
+    assert first.kept_curve(cost) == (None, ())  # nothing kept yet
+    measured = first.calibrate(cost, lambda f, label: None)
+    assert measured.kept_at is None
+    again = _session()
+    assert again.engine.needs_curve(cost)
+    info, notices = again.kept_curve(cost)
+    assert notices == () and info is not None and info.kept_at
+    assert info.t_verify == measured.t_verify
+    assert not again.engine.needs_curve(cost)  # its first round starts without calibrating
+    # a greedy curve is not the sampled view's: a sampled run measures its own
+    assert again.kept_curve(cost.replace(temperature=0.7, rule="lossless")) == (None, ())

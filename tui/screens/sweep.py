@@ -1,0 +1,121 @@
+"""The last sweep's frontier as a view: every cell of `specdec-tui sweep`, its Pareto front
+marked, and a key that applies the recommended setting (or the one under the cursor).
+
+Why read the JSON and not run anything: a sweep takes minutes to hours (on a GPU machine, say),
+the app only shows what it found and takes its answer; the numbers are the sweep's own
+(core.sweep.report formats them the same way for the terminal and the Markdown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from core.bench.fmt import pct
+from core.sweep.report import recommendation_lines, recommended_ids
+
+FRONT_STYLE = "bold green"
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def cell_row(c: dict[str, Any], rec: set[str]) -> tuple[Text, ...]:
+    """One table row: mark (R recommended, * on the front), T, cell, speed, range, acceptance,
+    NLL given up, mean TV, task; a front cell in bold green."""
+    style = FRONT_STYLE if c.get("on_front") else ""
+    mark = ("R" if c["id"] in rec else "") + ("*" if c.get("on_front") else "")
+    lo, hi = c.get("speedup_min"), c.get("speedup_max")
+    cols = (mark, f"{c.get('temperature', 0):g}", str(c.get("name", c["id"])),
+            _num(c.get("speedup"), ".2f") + ("x" if c.get("speedup") is not None else ""),
+            f"{_num(lo, '.2f')}-{_num(hi, '.2f')}", pct(c.get("acceptance")),
+            _num(c.get("nll_delta"), "+.3f"), _num(c.get("mean_tv"), ".3f"),
+            pct(c.get("task_success")))  # fmt: skip
+    return tuple(Text(x, style=style) for x in cols)
+
+
+class SweepScreen(Screen[None]):
+    """The cells of one sweep; enter applies the row under the cursor, `a` the recommendation."""
+
+    BINDINGS = [
+        Binding("escape,q", "close", "back", key_display="esc"),
+        Binding("a", "apply_recommended", "apply recommended"),
+        Binding("enter", "apply_selected", "apply this row"),
+    ]
+    DEFAULT_CSS = """
+    SweepScreen { layout: vertical; }
+    #sweep-title { height: auto; padding: 0 1; background: $boost; text-style: bold; }
+    #sweep-note { height: auto; padding: 0 1; }
+    #sweep-cells { height: 1fr; }
+    """
+
+    def __init__(self, data: dict[str, Any], apply: Callable[[dict[str, Any]], bool],
+                 source: str = "") -> None:  # fmt: skip
+        super().__init__()
+        self.data = data
+        self._apply = apply
+        self._source = source
+        self.cells: list[dict[str, Any]] = [c for c in data.get("cells", [])
+                                            if isinstance(c, dict) and "id" in c]  # fmt: skip
+        self.recommended = recommended_ids(data)
+
+    def compose(self) -> ComposeResult:
+        models = (self.data.get("models") or {})
+        title = f"sweep: speed against NLL given up, {models.get('target', '?')}"
+        if not self.data.get("complete"):
+            title += f" (partial: {self.data.get('blocks_done')} of "
+            title += f"{self.data.get('blocks_planned')} blocks)"
+        yield Static(Text(title), id="sweep-title")
+        lines = recommendation_lines(self.data)
+        note = "\n".join(lines) + "\nR recommended, * on the Pareto front (bold green)"
+        if self._source:
+            note += f"; from {self._source}"
+        yield Static(Text(note), id="sweep-note")
+        yield DataTable(id="sweep-cells", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#sweep-cells", DataTable)
+        table.add_columns("", "T", "cell", "speedup", "min-max", "acceptance", "NLL given up",
+                          "mean TV", "task")  # fmt: skip
+        for c in self.cells:
+            table.add_row(*cell_row(c, self.recommended), key=c["id"])
+        first = next((i for i, c in enumerate(self.cells) if c["id"] in self.recommended), 0)
+        if self.cells:
+            table.move_cursor(row=first)
+        table.focus()
+
+    def _take(self, cell: dict[str, Any] | None) -> None:
+        if cell is None:
+            self.notify("This sweep recommends nothing within its bounds.", severity="warning")
+            return
+        settings = cell.get("apply")
+        if not isinstance(settings, dict):
+            self.notify(f"{cell['id']} names no settings to apply.", severity="error")
+            return
+        if self._apply(settings):
+            self.notify(f"applied {cell['id']}", title="sweep", timeout=2)
+            self.dismiss(None)
+
+    def action_apply_recommended(self) -> None:
+        rec = [c for c in self.cells if c["id"] in self.recommended]
+        self._take(rec[0] if rec else None)
+
+    def action_apply_selected(self) -> None:
+        table = self.query_one("#sweep-cells", DataTable)
+        if self.cells:
+            self._take(self.cells[table.cursor_row])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_apply_selected()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
