@@ -255,3 +255,11 @@ def test_a_broken_chat_template_falls_back_to_the_plain_layout_naming_the_model(
     assert tok.decode(ids) == "user: hi\nassistant: "
     (record,) = [r for r in caplog.records if "chat template" in r.getMessage()]
     assert "broken.gguf" in record.getMessage() and why in record.getMessage(), record.getMessage()
+
+
+def test_a_sweep_of_a_fixed_k_past_the_base_k_max_raises_k_max_with_it() -> None:
+    from core.sweep.grid import SweepGrid
+
+    cells = [c for c in SweepGrid(tvs=(1.0,), policies=("fixed-16",), draft_only=False)
+             .cells(0.7) if c.settings.mode == "speculative"]  # fmt: skip
+    assert cells and all((c.settings.k, c.settings.k_max) == (16, 16) for c in cells)
