@@ -14,8 +14,9 @@ SIZE = (160, 48)
 
 
 async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
-    make_app, script, profiles  # noqa: ANN001
+    make_app, script, profiles, capsys, monkeypatch  # noqa: ANN001
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     script.rounds, script.delay_s = 60, 0.1
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -43,6 +44,11 @@ async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
         assert (run.settings_of_round(i).mode == "target-only") == target_only, i
     assert any(all(t.origin == "target" for t in ev.tokens) for ev in run.rounds)
     assert any(ev.proposed for ev in run.rounds)
+    from core import cli
+
+    assert cli.main(["profiles", "show", "mixed", "--profiles-dir", str(profiles)]) == 0
+    at = run.settings_changes[0][0]
+    assert f"settings from round {at}" in " ".join(capsys.readouterr().out.split())
 
 
 async def test_k_up_past_k_max_takes_k_max_with_it(make_app) -> None:  # noqa: ANN001
