@@ -490,6 +490,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     prompt_ids, used = fit_prompt_ids(
         pair.target.tokenizer, text, budget, model=pair.target.name,
         specials_in_text=getattr(args, "special_tokens_in_text", False),
+        notice=lambda t: err.print(Text(t, style="yellow")),
     )
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 

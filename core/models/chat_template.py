@@ -43,20 +43,32 @@ def chat_prompt_ids(
     add_generation_prompt: bool = True,
     model: str | None = None,
     specials_in_text: bool = False,
+    notice: Callable[[str], None] | None = None,
 ) -> list[int]:
     """Token ids of a conversation rendered by the model's chat template, ready to answer
-    (`add_generation_prompt=False`: without the answer's header, for per-message spans)."""
+    (`add_generation_prompt=False`: without the answer's header, for per-message spans).
+
+    A template that fails is said once per model and template: to `notice` (the CLIs print
+    it), else as a WARNING of this module's logger (the app's bridge shows core's warnings)."""
     template = _template_of(tokenizer)
     if template is not None:
         try:
             return _templated_ids(tokenizer, template, messages, add_generation_prompt,
                                   specials_in_text)  # fmt: skip
         except TemplateFailure as exc:
-            log.warning(
-                "The chat template of %s could not be used (%s); the plain 'role: content' "
-                "layout is used instead.", model or "the model", exc,
-            )  # fmt: skip
+            key = (model, template)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                text = (f"The chat template of {model or 'the model'} could not be used ({exc}); "
+                        "the plain 'role: content' layout is used instead.")  # fmt: skip
+                if notice is not None:
+                    notice(text)
+                else:
+                    log.warning("%s", text)
     return _plain_ids(tokenizer, messages, add_generation_prompt, specials_in_text)
+
+
+_WARNED: set[tuple[str | None, str]] = set()  # a failed template is said once, not every turn
 
 
 def _template_of(tokenizer: Any) -> str | None:

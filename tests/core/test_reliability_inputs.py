@@ -263,3 +263,26 @@ def test_a_sweep_of_a_fixed_k_past_the_base_k_max_raises_k_max_with_it() -> None
     cells = [c for c in SweepGrid(tvs=(1.0,), policies=("fixed-16",), draft_only=False)
              .cells(0.7) if c.settings.mode == "speculative"]  # fmt: skip
     assert cells and all((c.settings.k, c.settings.k_max) == (16, 16) for c in cells)
+
+
+def test_chat_on_a_folder_with_a_broken_template_answers_and_says_so(
+    tiny_folder, tmp_path, capsys  # noqa: ANN001
+) -> None:
+    import shutil
+
+    from core import cli
+
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_folder, folder)
+    bad = "{{ raise_exception('this template refuses') }}"
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = bad
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    if (folder / "chat_template.jinja").exists():
+        (folder / "chat_template.jinja").write_text(bad)
+    argv = ["chat", "hi", "--target", str(folder), "--draft", "shape:tiny-draft",
+            "--max-tokens", "3"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert "The chat template of broken could not be used" in err and "refuses" in err, err
