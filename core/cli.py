@@ -31,6 +31,13 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
         help="draft model: same sources as --target, or 'self:bits=B' / 'self:layers=N' "
         "derived from the target",
     )
+    p.add_argument(
+        "--special-tokens-in-text",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="read special-token spellings typed in a message (<|im_end|>, ...) as control "
+        "tokens; without it they stay text and only the chat template's own markers control",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,6 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Flags whose empty value once meant the default silently (`--target ""` loaded the default
+# model, `--mode ""` ran speculative): an empty one is refused in one sentence (issue 32).
+_NOT_EMPTY = ("target", "draft", "mode", "profile", "profiles_dir", "bench_profiles", "curve",
+              "prompt_file", "prompt_name", "markdown", "json", "csv", "trace", "modes",
+              "draft_source")  # fmt: skip
+
+
+def check_not_empty(args: argparse.Namespace) -> None:
+    """Refuse `--flag ""` (or only spaces) for the flags above: a value was given, so taking
+    the default instead would run something the user did not ask for."""
+    for name in _NOT_EMPTY:
+        value = getattr(args, name, None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = "--profile" if name == "bench_profiles" else f"--{name.replace('_', '-')}"
+            raise UserError(f"{flag} was given an empty value; give one or leave the flag out.")
+
+
 # Subcommands that take no settings: a --profile there is refused, never silently ignored.
 _NO_SETTINGS = {
     "fetch": "only downloads the default model",
@@ -104,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)
+        check_not_empty(args)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports call the command
         if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
             raise UserError(

@@ -22,6 +22,12 @@ DISPATCH = ("auto", "gemv", "gemm", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError
+# Upper bounds of the integer knobs (issue 32, row 6: 2**31 reached MLX's 32-bit slice indices
+# as a traceback after a timed request). A million tokens is past every context window a
+# model here has; a prefill chunk past 65536 rows only costs memory, never time.
+MAX_TOKENS = 2**20
+MAX_REPETITION_CONTEXT = 2**20
+MAX_PREFILL_CHUNK = 2**16
 
 
 class SettingsError(UserError, ValueError):
@@ -61,6 +67,7 @@ class Settings:
     prefill_chunk: int = 512
 
     def __post_init__(self) -> None:
+        _check_types(self)
         _check_choice("mode", self.mode, MODES)
         _check_choice("draft_source", self.draft_source, registry.names())
         _check_choice("rule", self.rule, RULES)
@@ -78,18 +85,16 @@ class Settings:
             _check_range(name, getattr(self, name), 0, MAX_K)
         if self.k_min > self.k_max:
             raise SettingsError(f"k_min ({self.k_min}) must not exceed k_max ({self.k_max}).")
+        if self.k > self.k_max:  # a fixed k past k_max was drafted as given (issue 32)
+            raise SettingsError(
+                f"k ({self.k}) must not exceed k_max ({self.k_max}); raise k_max too."
+            )
         if not 0 <= self.seed <= MAX_SEED:
             raise SettingsError(f"seed must be between 0 and 2**64 - 1; got {self.seed!r}.")
-        if self.max_tokens < 1:
-            raise SettingsError(f"max_tokens must be at least 1, got {self.max_tokens}.")
-        if self.repetition_context < 1:
-            raise SettingsError("repetition_context must be at least 1.")
-        if not 1 <= self.lookup_min_match <= 64:
-            raise SettingsError(
-                f"lookup_min_match must be between 1 and 64; got {self.lookup_min_match!r}."
-            )
-        if self.prefill_chunk < 1:
-            raise SettingsError("prefill_chunk must be at least 1.")
+        _check_range("max_tokens", self.max_tokens, 1, MAX_TOKENS)
+        _check_range("repetition_context", self.repetition_context, 1, MAX_REPETITION_CONTEXT)
+        _check_range("lookup_min_match", self.lookup_min_match, 1, 64)
+        _check_range("prefill_chunk", self.prefill_chunk, 1, MAX_PREFILL_CHUNK)
         if self.accept_lo > self.accept_hi:
             raise SettingsError("accept_lo must not exceed accept_hi.")
 
@@ -103,7 +108,16 @@ class Settings:
         return "greedy" if self.greedy else self.rule
 
     def replace(self, **changes: Any) -> Settings:
-        """A new validated Settings with some fields changed (raises SettingsError)."""
+        """A new validated Settings with some fields changed (raises SettingsError).
+
+        Only declared fields: `greedy=` or `replace=` once reached dataclasses as a TypeError
+        traceback (issue 32, row 5)."""
+        unknown = sorted(set(changes) - set(field_names()))
+        if unknown:
+            raise SettingsError(
+                f"Unknown setting(s): {', '.join(unknown)}; the settings are "
+                f"{', '.join(field_names())}."
+            )
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -112,10 +126,16 @@ class Settings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
         """Build from a mapping, refusing unknown keys with one sentence."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = set(field_names())
         unknown = sorted(set(data) - names)
         if unknown:
             raise SettingsError(f"Unknown setting(s): {', '.join(unknown)}.")
+        data = dict(data)
+        k, k_max = data.get("k"), data.get("k_max", _DEFAULTS.k_max)
+        if _is_type(k, int) and _is_type(k_max, int) and k > k_max:
+            # Written before k was bounded by k_max (issue 32): a fixed policy drafted k
+            # whatever k_max said, so k is the k_max that describes what ran.
+            data["k_max"] = k
         typed: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name not in data:
@@ -124,6 +144,36 @@ class Settings:
             want = type(getattr(cls(), f.name))
             typed[f.name] = _coerce(f.name, value, want)
         return cls(**typed)
+
+
+def field_names() -> tuple[str, ...]:
+    """The declared settings, in order: the only names an override or a file may set."""
+    return tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def field_type(name: str) -> type:
+    """The type a declared setting holds (bool, int, float or str)."""
+    return type(getattr(_DEFAULTS, name))
+
+
+def _check_types(s: Settings) -> None:
+    """Each field holds its declared type (an int may stand for a float), so a comparison
+    below is never a TypeError traceback and a bool is never taken for a number."""
+    for f in dataclasses.fields(s):
+        value = getattr(s, f.name)
+        want = type(f.default)
+        if not _is_type(value, want):
+            raise SettingsError(f"Setting {f.name} must be {type_words(want)}, got {shown(value)}.")
+
+
+def _is_type(value: Any, want: type) -> bool:
+    if want is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if want is float:
+        return isinstance(value, int | float)
+    return isinstance(value, want)
 
 
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -136,13 +186,7 @@ def type_words(want: type) -> str:
 
 def _coerce(name: str, value: Any, want: type) -> Any:
     """Accept a value only if it already is the field's type (ints may stand for floats)."""
-    ok = (
-        (want is bool and isinstance(value, bool))
-        or (want is int and isinstance(value, int) and not isinstance(value, bool))
-        or (want is float and isinstance(value, int | float) and not isinstance(value, bool))
-        or (want is str and isinstance(value, str))
-    )
-    if not ok:
+    if not _is_type(value, want):
         raise SettingsError(f"Setting {name} must be {type_words(want)}, got {shown(value)}.")
     return want(value)
 
@@ -167,4 +211,12 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 def _check_range(name: str, value: float, lo: float, hi: float) -> None:
     if not (lo <= value <= hi):
-        raise SettingsError(f"{name} must be between {lo:g} and {hi:g}; got {value!r}.")
+        raise SettingsError(f"{name} must be between {_num(lo)} and {_num(hi)}; got {value!r}.")
+
+
+def _num(x: float) -> str:
+    """A bound as a user reads it: 1,048,576 for an integer, 1e-06 for a float."""
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+_DEFAULTS = Settings()

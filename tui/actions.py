@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Input, TabbedContent
 
 from core.drafting import registry
-from core.settings import MODES, POLICIES, RULES
+from core.settings import MAX_K, MODES, POLICIES, RULES
 from tui.keys import help_content
 from tui.screens.modals import HelpScreen
 from tui.widgets.chat import AssistantMessage, ChatView, Legend
@@ -29,7 +29,12 @@ class SettingsActions:
         self.apply(tv_budget=float(value))
 
     def action_k_step(self, delta: int) -> None:
-        self.apply(k=self.settings.k + int(delta))
+        """k up past k_max takes k_max with it (k may not exceed k_max), up to MAX_K."""
+        k = self.settings.k + int(delta)
+        if k > self.settings.k_max and k <= MAX_K:
+            self.apply(k=k, k_max=k)
+        else:
+            self.apply(k=k)
 
     def _cycle(self, name: str, choices: tuple[str, ...]) -> None:
         current = getattr(self.settings, name)

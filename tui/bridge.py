@@ -171,10 +171,55 @@ class RoundCommitted(Message):
 class RunFinished(Message):
     """Run `run_id` ended (summary None when the engine stopped without one)."""
 
-    def __init__(self, run_id: int, summary: RunSummary | None, prompt_ids: list[int]) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        summary: RunSummary | None,
+        prompt_ids: list[int],
+        first_settings: Settings | None = None,
+        settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
+    ) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
+        # The settings the run's first round read, and (round, changed fields) for every later
+        # round that read others: a key pressed mid-turn applies from the next round, so the
+        # settings at the end are not what produced the run (issue 32, row 16).
+        self.first_settings, self.settings_changes = first_settings, settings_changes
+
+
+class SettingsWatch:
+    """The engine's settings source, noting which settings each round ran with: the first
+    round's and, for every round that ran with others, its index and the fields that changed.
+    The engine tells the source through `taken(s)` which settings its next rounds run with
+    (other reads only peek: a pipelined step reads ahead), so `taken` after n rounds came out
+    is round n's."""
+
+    def __init__(self, source: Callable[[], Settings]) -> None:
+        self._source = source
+        self.rounds = 0  # rounds yielded so far
+        self.first: Settings | None = None
+        self._last: Settings | None = None
+        self._changes: list[tuple[int, dict[str, Any]]] = []
+
+    def __call__(self) -> Settings:
+        return self._source()
+
+    def taken(self, s: Settings) -> None:
+        if self._last is None:
+            self.first = self._last = s
+        elif s != self._last:
+            old, new = self._last.to_dict(), s.to_dict()
+            changed = {k: v for k, v in new.items() if old[k] != v}
+            if self._changes and self._changes[-1][0] == self.rounds:  # two takes, one round
+                changed = {**self._changes.pop()[1], **changed}
+            self._changes.append((self.rounds, changed))
+            self._last = s
+
+    @property
+    def changes(self) -> tuple[tuple[int, dict[str, Any]], ...]:
+        """The changes some round ran with (one taken after the last round ran none)."""
+        return tuple(c for c in self._changes if c[0] < self.rounds)
 
 
 class EngineFailed(Message):
@@ -331,6 +376,10 @@ class EngineBridge:
         self._run_ids = itertools.count(1)
         self._active: _Command | None = None
         self._session: EngineSession | None = None
+        # Set once the thread took the close: no MLX call runs after it (issue 32, row 14: an
+        # exit while a round ran was "terminate called without an active exception" or a
+        # segfault), so the process may end.
+        self._stopped = threading.Event()
         self._idle_failed = False
 
     # -- UI side ------------------------------------------------------------------------------
@@ -373,12 +422,35 @@ class EngineBridge:
             return True
         return pending
 
-    def close(self, timeout: float = 0.5) -> None:
-        """Stop the thread after the current round; it is a daemon, so exit never hangs on it."""
+    def request_close(self) -> None:
+        """Stop after the current round: commands not yet started are dropped, the running
+        one is cancelled, and the thread stops (parks) before any other MLX call. Returns at
+        once; `stopped` says when it is safe to exit."""
+        if not self._thread.is_alive():
+            self._stopped.set()
+            return
+        with self._queue.mutex:
+            self._queue.queue.clear()
         self.cancel()
         self._queue.put(None)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        """True once no MLX work runs on the engine thread, nor will (or it never started)."""
+        return self._stopped.is_set() or not self._thread.is_alive()
+
+    @property
+    def busy_with(self) -> str | None:
+        """The kind of command running now ("generate", "load", ...), or None."""
+        active = self._active
+        return None if active is None else active.kind
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stop the thread after the current round and wait for it (up to `timeout` s; a
+        round or a calibration forward ends well within it). True when it stopped: the
+        thread is a daemon, so exit never hangs on it, but an exit mid-round crashed MLX."""
+        self.request_close()
+        return self._stopped.wait(timeout) or not self._thread.is_alive()
 
     @property
     def alive(self) -> bool:
@@ -423,6 +495,7 @@ class EngineBridge:
         while True:
             cmd = self._next_command()
             if cmd is None:
+                self._stopped.set()
                 if getattr(self._factory, "park_thread_on_close", False):
                     # MLX aborts the process at exit ("terminate called without an active
                     # exception") once a thread that ran its compiled samplers has ended
@@ -474,6 +547,7 @@ class EngineBridge:
         post(RunStarted(cmd.run_id, list(prompt_ids), spans,
                               [m["role"] for m in messages]))
         summary: RunSummary | None = None
+        watch = SettingsWatch(self._settings_source)
         try:
             settings = cmd.args["settings"]
             # The run would calibrate silently before its first token (~30 s on a CPU): reuse
@@ -483,18 +557,18 @@ class EngineBridge:
                     and not self._calibrate(session, settings, cmd, "first use, "):
                 post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
                 return
-            for item in session.generate(
-                prompt_ids, cmd.args["settings"], cmd.cancel, self._settings_source
-            ):
+            for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
                 if isinstance(item, RunSummary):
                     summary = item
                 else:
+                    watch.rounds += 1
                     post(RoundCommitted(cmd.run_id, item))
         except Exception as exc:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".
             post(EngineFailed("generate", describe_error(exc), cmd.run_id))
-        post(RunFinished(cmd.run_id, summary, prompt_ids))
+        post(RunFinished(cmd.run_id, summary, prompt_ids, watch.first or cmd.args["settings"],
+                         watch.changes))  # fmt: skip
 
     def _fit(self, session: EngineSession, cmd: _Command,
              post: Callable[[Message], None]) -> list[int]:

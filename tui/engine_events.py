@@ -142,9 +142,12 @@ class EngineEvents:
             self.stats.summary = summary
             self.fallback_reason = summary.fallback_reason
             self._show_banner()
-            run_settings = self._live_settings
+            # what the first round ran with, and what later rounds changed: the settings now
+            # (a key pressed mid-turn) did not produce the run (issue 32, row 16)
+            run_settings = message.first_settings or self._live_settings
             prompt = self._last_prompt() or ""
-            self.last_run = (list(self.stats.rounds), summary, run_settings, prompt)
+            self.last_run = (list(self.stats.rounds), summary, run_settings, prompt,
+                             message.settings_changes)  # fmt: skip
             self.run_count += 1
             label = f"run {self.run_count}"
             record = RunRecord(label, run_settings, summary,

@@ -75,8 +75,8 @@ class ProfileActions:
         if self.last_run is None:
             profile = Profile(name, self.settings)
         else:
-            rounds, summary, run_settings, prompt = self.last_run
-            rec = ProfileRecorder(name, run_settings)
+            rounds, summary, run_settings, prompt, changes = self.last_run
+            rec = ProfileRecorder(name, run_settings, settings_changes=changes)
             for ev in rounds:
                 rec.add(ev)
             rec.add(summary)

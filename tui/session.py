@@ -48,6 +48,8 @@ class MLXSession:
     """Loads the pair with core.models and drives core.decode.engine.Engine on the calling thread."""
 
     park_thread_on_close = True  # see EngineBridge._serve: an ended MLX thread aborts at exit
+    # `<|im_end|>` typed in a message stays text unless --special-tokens-in-text (issue 32)
+    specials_in_text = False
 
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.decode.engine import Engine
@@ -112,7 +114,11 @@ class MLXSession:
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         from core.models import chat_prompt_ids
 
-        return chat_prompt_ids(self.tokenizer, messages)
+        return chat_prompt_ids(self.tokenizer, messages, model=self._model_name(),
+                               specials_in_text=self.specials_in_text)  # fmt: skip
+
+    def _model_name(self) -> str:
+        return str(self.pair.target.name)
 
     def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
         """Per message, its [start, end) in prompt_ids(messages): where the conversation
@@ -131,14 +137,11 @@ class MLXSession:
 
     def _rendered(self, messages: list[dict[str, str]]) -> list[int]:
         """The ids of a conversation as the template renders it, without the answer's header."""
-        tok = self.tokenizer
-        if getattr(tok, "has_chat_template", True) is False:  # as core.models.chat_prompt_ids
-            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
-            return list(tok.encode(text, add_special_tokens=False))
-        ids = tok.apply_chat_template(messages, add_generation_prompt=False, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
+        from core.models import chat_prompt_ids
+
+        return chat_prompt_ids(self.tokenizer, messages, add_generation_prompt=False,
+                               model=self._model_name(),
+                               specials_in_text=self.specials_in_text)  # fmt: skip
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids without special tokens (a rejected draft may be EOS or <|im_start|>)."""

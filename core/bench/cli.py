@@ -34,12 +34,15 @@ from core.io.user_text import prompt_text
 from core.runtime.distributed import is_rank0, rank0_only
 from core.settings import (
     DISPATCH,
+    MAX_TOKENS,
     MODES,
     POLICIES,
     RULES,
     VERIFY_ATTENTION,
     Settings,
     SettingsError,
+    field_names,
+    field_type,
     type_words,
 )
 
@@ -160,20 +163,21 @@ def split_profile_spec(spec: str) -> tuple[str, str]:
 
 
 def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
-    """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings."""
+    """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings.
+
+    Only declared settings are keys (`greedy=` or `__doc__=` were TypeError tracebacks), and
+    a string value may hold commas: a piece that does not start with a setting's `name=`
+    continues the string before it, so `draft=shape:tiny-draft,layers=1` is one value, and a
+    quoted value is taken whole (`draft="shape:tiny,seed=3"`: seed is a setting too)."""
     name, rest = split_profile_spec(spec)
     if not rest:
         return name, {}
-    defaults = Settings()
+    pieces = _override_pieces(spec, rest)
     out: dict[str, Any] = {}
-    for part in rest.split(","):
-        key, eq, raw = part.partition("=")
-        key = key.strip().replace("-", "_")
-        if not eq or not hasattr(defaults, key):
-            raise BenchError(f"--profile {spec}: {part!r} is not a known key=value setting.")
+    for key, raw in pieces:
         if key in out:  # `k=2,k=3` once kept the last silently
             raise BenchError(f"--profile {spec} sets {key} twice; give it once.")
-        want = type(getattr(defaults, key))
+        want = field_type(key)
         raw = raw.strip()
         try:
             if want is bool:
@@ -187,6 +191,40 @@ def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
                 f"--profile {spec}: {key} must be {type_words(want)}, got {raw!r}."
             ) from None
     return name, out
+
+
+def _override_pieces(spec: str, rest: str) -> list[tuple[str, str]]:
+    """`k=2,draft="a,b",target=shape:x,layers=1` -> [(key, raw value), ...] (see above)."""
+    declared = set(field_names())
+    pieces: list[tuple[str, str]] = []
+    i = 0
+    while i < len(rest):
+        end = rest.find(",", i)
+        part = rest[i:] if end < 0 else rest[i:end]
+        key, eq, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        value = raw.lstrip()
+        if eq and key in declared and value[:1] in ("'", '"'):
+            start = i + len(part) - len(value) + 1
+            close = rest.find(value[0], start)
+            after = rest[close + 1 :].lstrip() if close >= 0 else ""
+            if close < 0 or not (after == "" or after.startswith(",")):
+                raise BenchError(f"--profile {spec}: the quoted value of {key} is not closed "
+                                 "before the next comma.")  # fmt: skip
+            pieces.append((key, rest[start:close]))
+            i = rest.find(",", close) + 1 if after else len(rest)
+            continue
+        if eq and key in declared:
+            pieces.append((key, raw))
+        elif pieces and field_type(pieces[-1][0]) is str:
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + "," + part)
+        else:
+            raise BenchError(
+                f"--profile {spec}: {part!r} is not a known key=value setting (the settings "
+                f"are {', '.join(field_names())})."
+            )
+        i = len(rest) if end < 0 else end + 1
+    return pieces
 
 
 def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
@@ -230,6 +268,42 @@ def _with_flags(s: Settings, flags: dict[str, Any]) -> Settings:
 
 def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text else text
+
+
+def _mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
+    """mlx-lm's draft length: --peer-k, else the first fixed-k speculative row's k, else 4."""
+    if args.peer_k is not None:
+        return int(args.peer_k)
+    return next(
+        (b.settings.k for b in rows
+         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
+    )  # fmt: skip
+
+
+def _check_peer_and_budget(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
+    """--peer-k, --peer-ngram and --prompt-tokens in range before a long model load: they
+    were read only after it, so a typo cost the load (a 72B: minutes)."""
+    budget = getattr(args, "prompt_tokens", None)
+    if budget is not None and not 1 <= budget <= MAX_TOKENS:
+        raise BenchError(f"--prompt-tokens must be between 1 and {MAX_TOKENS:,}, got {budget}.")
+    peer = getattr(args, "peer", None)
+    if peer is None:
+        for flag in ("peer_k", "peer_ngram"):
+            if getattr(args, flag, None) is not None:
+                raise BenchError(f"--{flag.replace('_', '-')} needs --peer; give both or neither.")
+        return
+    if peer == "transformers-pld":
+        from core.bench.peer_pld import NGRAM, NUM_TOKENS
+
+        k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
+        if not (1 <= k <= 64 and 1 <= n <= 16):
+            raise BenchError(f"--peer-k must be 1-64 and --peer-ngram 1-16, got {k} and {n}.")
+        return
+    if args.peer_ngram is not None:
+        raise BenchError("--peer-ngram applies to --peer transformers-pld only.")
+    k = _mlx_peer_k(args, rows)
+    if not 1 <= k <= 16:
+        raise BenchError(f"--peer-k must be between 1 and 16, got {k}.")
 
 
 def _prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
@@ -389,6 +463,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     outputs = _check_output_paths(args)
     rows = settings_from_args(args)
     check_seeds(rows, args.seeds)
+    _check_peer_and_budget(args, rows)  # before the models load, not after (issue 32)
     curve = _curve_from_args(args, rows)
     prompt_name, text, budget = _prompt_from_args(args)
 
@@ -429,7 +504,11 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     if pair.draft is not None and not pair.speculation_ok:
         err.print(Text(str(pair.speculation_reason), style="yellow"))
     curve_note = _use_curve(args, curve, engine, err, pair) if curve is not None else None
-    prompt_ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
+    prompt_ids, used = fit_prompt_ids(
+        pair.target.tokenizer, text, budget, model=pair.target.name,
+        specials_in_text=getattr(args, "special_tokens_in_text", False),
+        notice=lambda t: err.print(Text(t, style="yellow")),
+    )
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
 
     peer: Any = None
@@ -437,8 +516,6 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         from core.bench.peer_pld import NGRAM, NUM_TOKENS, load_pld_peer
 
         k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
-        if not (1 <= k <= 64 and 1 <= n <= 16):
-            raise BenchError(f"--peer-k must be 1-64 and --peer-ngram 1-16, got {k} and {n}.")
         peer = load_pld_peer(target, k, n)
     if args.peer == "transformers-assisted":
         from core.bench.peer_pld import ASSISTED_K, load_assisted_peer
@@ -451,14 +528,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             raise BenchError(f"--peer-k must be between 1 and 32, got {k}.")
         peer = load_assisted_peer(target, draft, k)
     if args.peer == "mlx-lm":
-        k = args.peer_k
-        if k is None:
-            k = next(
-                (b.settings.k for b in rows
-                 if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
-            )  # fmt: skip
-        if not 1 <= k <= 16:
-            raise BenchError(f"--peer-k must be between 1 and 16, got {k}.")
+        k = _mlx_peer_k(args, rows)
         peer = Peer(
             target=pair.target.model,
             draft=pair.draft.model if pair.draft is not None else None,

@@ -76,7 +76,8 @@ def with_peer_counterparts(
                              k_min=0, k_max=32, bonus=True, **greedy)  # fmt: skip
             out.append(BenchSetting("lookup greedy", s))
         else:
-            s = base.replace(mode="speculative", policy="fixed", k=k, bonus=True, **greedy)
+            s = base.replace(mode="speculative", policy="fixed", k=k, k_max=max(k, base.k_max),
+                             bonus=True, **greedy)  # fmt: skip
             out.append(BenchSetting(f"speculative greedy k={k}", s))
     return out
 

@@ -79,7 +79,10 @@ def _parsed(path: Path) -> tuple[str, int | None, str | None]:
     return text.strip(), budget, check
 
 
-def fit_prompt_ids(tokenizer: Any, text: str, n_tokens: int | None) -> tuple[list[int], str]:
+def fit_prompt_ids(
+    tokenizer: Any, text: str, n_tokens: int | None, *, model: str | None = None,
+    specials_in_text: bool = False, notice: Any = None,
+) -> tuple[list[int], str]:
     """Chat-template ids of `text`, cut at a word boundary so they are at most `n_tokens` long.
 
     Why: a prompt's length in tokens depends on the tokenizer (the byte-level tokenizer of the
@@ -89,7 +92,8 @@ def fit_prompt_ids(tokenizer: Any, text: str, n_tokens: int | None) -> tuple[lis
     from core.models import chat_prompt_ids
 
     def ids_of(t: str) -> list[int]:
-        return chat_prompt_ids(tokenizer, [{"role": "user", "content": t}])
+        return chat_prompt_ids(tokenizer, [{"role": "user", "content": t}], model=model,
+                               specials_in_text=specials_in_text, notice=notice)  # fmt: skip
 
     ids = ids_of(text)
     if n_tokens is None or len(ids) <= n_tokens:

@@ -147,7 +147,9 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer
-    ids = chat_prompt_ids(tok, [{"role": "user", "content": prompt}])
+    ids = chat_prompt_ids(tok, [{"role": "user", "content": prompt}], model=pair.target.name,
+                          specials_in_text=getattr(args, "special_tokens_in_text", False),
+                          notice=lambda t: err.print(Text(t, style="yellow")))  # fmt: skip
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,

@@ -227,8 +227,13 @@ class Engine:
         key = mx.random.key(s.seed)
         stop = "length"
 
+        # A source may ask to hear which settings the loop takes for its next rounds (the app
+        # records a run's settings per round: tui.bridge.SettingsWatch); other reads only peek.
+        taken = getattr(settings_source, "taken", None)
         while True:
             s = source()
+            if taken is not None:
+                taken(s)
             if cancel is not None and cancel.is_set():
                 stop = "cancelled"
                 break

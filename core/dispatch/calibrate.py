@@ -37,6 +37,11 @@ DRAFT_CHAIN = 8  # draft steps per timed chain
 ACCEPT_ROWS = (1, 2, 4, 8, 16, 32, 64)  # row counts the acceptance is timed at (<= rows asked)
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
+# The widest verification a calibration measures. The engine verifies at most MAX_K + 1 rows;
+# past a thousand the curve is a prefill's, and `--rows 1000000000` built a billion-entry
+# list (6 GB in 12 s) before the context check could refuse it (issue 32, row 7).
+MAX_CALIBRATION_ROWS = 1024
+MAX_CALIBRATION_REPEATS = 1000
 
 
 def calibration_tokens(
@@ -58,13 +63,26 @@ def _check_cancel(cancel: Any) -> None:
 
 def _row_list(rows: int | Sequence[int]) -> list[int]:
     if isinstance(rows, int):
-        if rows < 1:
-            raise CalibrationError(f"Calibration needs at least 1 row, got {rows}.")
+        check_rows(rows)
         return list(range(1, rows + 1))
+    rows = list(rows)
+    if len(rows) > MAX_CALIBRATION_ROWS:
+        raise CalibrationError(f"A calibration measures at most {MAX_CALIBRATION_ROWS} row "
+                               f"counts, got {len(rows):,}.")  # fmt: skip
     out = sorted({int(r) for r in rows})
     if not out or out[0] < 1:
         raise CalibrationError("Calibration rows must be positive integers.")
+    check_rows(out[-1])
     return out
+
+
+def check_rows(rows: int) -> None:
+    """Rows between 1 and MAX_CALIBRATION_ROWS, in one sentence, before anything is built."""
+    if not 1 <= rows <= MAX_CALIBRATION_ROWS:
+        raise CalibrationError(
+            f"--rows must be between 1 and {MAX_CALIBRATION_ROWS} (the engine verifies at "
+            f"most 33 rows), got {rows:,}."
+        )
 
 
 def _known_vocab(model: nn.Module) -> int:

@@ -7,10 +7,17 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.dispatch.calibrate import CALIBRATION_MODES, calibrate, calibration_tokens
+from core.dispatch.calibrate import (
+    CALIBRATION_MODES,
+    MAX_CALIBRATION_REPEATS,
+    calibrate,
+    calibration_tokens,
+    check_rows,
+)
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import ROLES
 from core.io.atomic import Output, OutputPathError, check_outputs, reason
+from core.settings import MAX_TOKENS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -160,6 +167,12 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     for name in ("rows", "repeats", "context"):
         if getattr(args, name) < 1:
             raise CalibrationError(f"--{name} must be at least 1, got {getattr(args, name)}.")
+    check_rows(args.rows)  # bounded before the context check builds anything from it
+    if args.repeats > MAX_CALIBRATION_REPEATS:
+        raise CalibrationError(f"--repeats must be at most {MAX_CALIBRATION_REPEATS}, got "
+                               f"{args.repeats:,}.")  # fmt: skip
+    if args.context > MAX_TOKENS:
+        raise CalibrationError(f"--context must be at most {MAX_TOKENS:,}, got {args.context:,}.")
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
     if getattr(args, "profile", None):
         from core.profile import profile_paths

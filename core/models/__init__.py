@@ -9,6 +9,7 @@ that looks it up (e.g. ``core.models.fetch.download_default_wheel``), not this p
 
 from __future__ import annotations
 
+from core.models.chat_template import chat_prompt_ids
 from core.models.context import (
     ContextError,
     check_request,
@@ -39,7 +40,6 @@ from core.models.loader import load_model
 from core.models.mlx_folder import load_mlx, save_mlx_folder
 from core.models.noise_tokenizer import noise_tokenizer
 from core.models.pair import (
-    chat_prompt_ids,
     check_pair,
     load_pair,
     tokenizer_difference,

@@ -19,6 +19,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from core.io.atomic import atomic_writer, write_atomic
+from core.models.bounds import check_config_bounds
 from core.models.gguf_convert import NATIVE, TOKENIZER_FILE, cached_or_converted
 from core.models.gguf_header import read_gguf_header
 from core.models.loaded import (
@@ -232,6 +233,7 @@ def _check_config(config: dict[str, Any], weights: dict[str, mx.array], spec: st
     for key in sizes:
         if int(config[key]) < 1:
             raise ModelLoadError(f"{spec} gives {key} = {config[key]}, which must be positive.")
+    check_config_bounds(config, spec)  # a billion layers is refused before the layer count
     if config["num_hidden_layers"] != len(layers):
         raise ModelLoadError(
             f"{spec} says it has {config['num_hidden_layers']} layers but holds tensors for "

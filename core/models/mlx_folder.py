@@ -18,6 +18,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
+from core.models.bounds import check_config_bounds
 from core.models.loaded import (
     LoadedModel,
     ModelLoadError,
@@ -35,10 +36,16 @@ def load_mlx(path_or_repo: str, *, spec: str | None = None) -> LoadedModel:
     folder = Path(path_or_repo).expanduser()
     if not folder.exists():
         folder = _download_repo(path_or_repo)
-    check_mlx_folder(folder, spec)
+    config = check_mlx_folder(folder, spec)
+    text = config.get("text_config")
+    declared = {**text, **config} if isinstance(text, dict) else config
+    check_config_bounds(declared, spec)  # before mlx-lm builds 100000 layers
     try:
         model, tokenizer, config = mlx_lm.load(str(folder), return_config=True)
     except Exception as exc:  # mlx-lm raises many kinds; each becomes one sentence
+        why = _mismatch(folder, declared)  # "bits 0 is not supported" said what, not why
+        if why is not None:
+            raise ModelLoadError(f"{spec} cannot load: {why}.") from exc
         raise ModelLoadError(f"mlx-lm could not load {spec} ({first_line(exc)}).") from exc
     own = _dtype_from_name(config.get("torch_dtype") or config.get("dtype")) or _param_dtype(model)
     model.set_dtype(compute_dtype(own))
@@ -77,6 +84,70 @@ def check_mlx_folder(folder: Path, spec: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ModelLoadError(f"{config_path} is not a JSON object, so {spec} was not loaded.")
     return config
+
+
+MAX_CONFIG_BYTES = 4 * 2**20  # a config.json is a few kB; a header of tensor names a few MB
+MAX_HEADER_BYTES = 64 * 2**20
+
+
+def _tensor_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """Every tensor's name and shape from the safetensors headers alone (no tensor is read)."""
+    import struct
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in sorted(folder.glob("model*.safetensors")):
+        if not file.is_file():
+            continue
+        with open(file, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                continue
+            (size,) = struct.unpack("<Q", head)
+            if size > MAX_HEADER_BYTES:
+                continue
+            header = json.loads(f.read(size))
+        for name, info in header.items():
+            if isinstance(info, dict) and isinstance(info.get("shape"), list):
+                shapes[name] = tuple(int(d) for d in info["shape"])
+    return shapes
+
+
+def _mismatch(folder: Path, config: dict[str, Any]) -> str | None:
+    """Why a folder's weights do not fit its config.json, in words, or None when that is not
+    the trouble: the layer count, else the first tensor whose shape the config contradicts.
+    Asked only after mlx-lm failed, so a model it loads is never refused here."""
+    import re
+
+    try:
+        shapes = _tensor_shapes(folder)
+    except (OSError, ValueError):
+        return None
+    held = {int(m.group(1)) for n in shapes if (m := re.search(r"(?:^|\.)layers\.(\d+)\.", n))}
+    declared = config.get("num_hidden_layers")
+    if held and isinstance(declared, int) and declared != len(held):
+        return (f"its config.json declares {declared} layers but its weights hold "
+                f"{len(held)}")  # fmt: skip
+    try:
+        from mlx_lm.utils import _get_classes
+
+        model_class, args_class = _get_classes(config)
+        wanted = dict(tree_flatten(model_class(args_class.from_dict(config)).parameters()))
+    except Exception:  # a config mlx-lm cannot even build: its own message says more
+        return None
+    for name, array in wanted.items():
+        got, want = shapes.get(name), tuple(array.shape)
+        if got is None or got == want:
+            continue
+        quantized = name.endswith(".weight") and name[: -len(".weight")] + ".scales" in shapes
+        if quantized and len(got) == len(want) and got[:-1] == want[:-1]:
+            continue  # packed columns: the row count is what the config decides
+        return (f"its tensor {name} is {_dims(got)} but its config.json's sizes make it "
+                f"{_dims(want)}")  # fmt: skip
+    return None
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return " x ".join(str(d) for d in shape) or "a scalar"
 
 
 def _download_repo(repo: str) -> Path:

@@ -98,14 +98,3 @@ def tokenizer_difference(a: Any, b: Any) -> str | None:
     if ea != eb:
         return f"end-of-sequence ids {sorted(ea)} and {sorted(eb)}"
     return None
-
-
-def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Token ids of a conversation rendered by the model's chat template, ready to answer."""
-    if getattr(tokenizer, "has_chat_template", True) is False:
-        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-        return [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]

@@ -20,6 +20,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
+from core.models.bounds import check_config_bounds
 from core.models.loaded import LoadedModel, ModelLoadError, compute_dtype, quantization_config
 from core.models.noise_tokenizer import noise_tokenizer
 from core.models.self_draft import decoder_body
@@ -101,6 +102,8 @@ def shape_config(name: str, vocab: int | None = None, layers: int | None = None)
         if layers < 1:
             raise ModelLoadError(f"shape:{name} needs at least 1 layer, got {layers}.")
         config["num_hidden_layers"] = layers
+    # before build_random_model allocates a layer: `layers=100000` climbed until killed
+    check_config_bounds(config, f"shape:{name}")
     return config
 
 

@@ -211,6 +211,9 @@ def _print_show(console: Any, profile: Profile) -> None:
     prompt = text if len(text) <= 60 else text[:57] + "..."
     info.add_row("prompt", Text(prompt or "-"))
     info.add_row("calibration", "yes" if run.calibration else "-")
+    for at, changed in run.settings_changes:  # a key pressed mid-turn: not one setting's run
+        info.add_row(f"settings from round {at}",
+                     Text(", ".join(f"{k} = {_fmt(v)}" for k, v in changed.items())))  # fmt: skip
     for label, value in summary_metrics(run):
         info.add_row(label, _fmt(value))
     console.print(info)

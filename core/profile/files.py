@@ -198,6 +198,7 @@ def run_to_doc(run: RecordedRun) -> dict[str, Any]:
         "schema": SCHEMA,
         "environment": run.environment,
         "settings": run.settings.to_dict() if run.settings is not None else None,
+        "settings_changes": [{"round": i, "changes": c} for i, c in run.settings_changes],
         "prompt": run.prompt,
         "calibration": run.calibration,
         "summary": run.summary.to_dict(),
@@ -230,6 +231,7 @@ def _run_from_doc(doc: Any, where: str) -> RecordedRun:
             prompt=_prompt_of(doc),
             calibration=calibration,
             settings=settings,
+            settings_changes=_changes_from(doc.get("settings_changes", []), settings, where),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -241,6 +243,29 @@ def _prompt_of(doc: dict[str, Any]) -> str:
     if not isinstance(prompt, str):
         raise TypeError("the prompt must be a string")
     return prompt
+
+
+def _changes_from(
+    changes: Any, first: Settings | None, where: str
+) -> tuple[tuple[int, dict[str, Any]], ...]:
+    """A run's mid-run settings changes, each applied to the settings before it, so a change
+    naming no setting or an out-of-range value is refused like a bad profile."""
+    if not isinstance(changes, list):
+        raise TypeError("settings_changes must be a list")
+    out: list[tuple[int, dict[str, Any]]] = []
+    s = first
+    for entry in changes:
+        if not isinstance(entry, dict) or not isinstance(entry.get("changes"), dict):
+            raise TypeError("each settings change must be an object with its changes")
+        at = entry.get("round")
+        if isinstance(at, bool) or not isinstance(at, int) or at < 0:
+            raise TypeError(f"a settings change's round must be a whole number, got {at!r}")
+        if s is None:
+            raise TypeError("settings_changes need the run's settings")
+        s = _settings_from_table({**s.to_dict(), **entry["changes"]},
+                                 f"{where} (its settings change at round {at})")  # fmt: skip
+        out.append((at, dict(entry["changes"])))
+    return tuple(out)
 
 
 def _rounds_from(rounds: Any) -> tuple[RoundEvent, ...]:

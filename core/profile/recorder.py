@@ -61,9 +61,18 @@ def record_environment() -> dict[str, Any]:
 class ProfileRecorder:
     """The profile writer listener: keeps one run's rounds and summary, then makes a Profile."""
 
-    def __init__(self, name: str, settings: Settings, description: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        settings: Settings,
+        description: str = "",
+        settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
+    ) -> None:
+        """`settings`: the first round's; `settings_changes`: (round, changed fields) for each
+        later round that ran with others (tui.bridge.SettingsWatch)."""
         self.name = validate_name(name)
         self.settings = settings
+        self.settings_changes = tuple((int(i), dict(c)) for i, c in settings_changes)
         self.description = description
         self.rounds: list[RoundEvent] = []
         self.summary: RunSummary | None = None
@@ -98,5 +107,6 @@ class ProfileRecorder:
             prompt=prompt,
             calibration=calibration,
             settings=self.settings,
+            settings_changes=self.settings_changes,
         )
         return Profile(self.name, self.settings, self.description, run)

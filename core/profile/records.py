@@ -33,6 +33,19 @@ class RecordedRun:
     prompt: str = ""
     calibration: dict[str, Any] | None = None  # VerifyCostCurve.to_dict(), kept opaque
     settings: Settings | None = None  # what the run was recorded with, to spot a stale run
+    # (round index, {field: new value}) for each round that ran with other settings than the
+    # round before it (a key pressed mid-turn): `settings` is the first round's
+    settings_changes: tuple[tuple[int, dict[str, Any]], ...] = ()
+
+    def settings_of_round(self, index: int) -> Settings | None:
+        """The settings round `index` ran with: the first round's plus every change up to it."""
+        if self.settings is None:
+            return None
+        s = self.settings
+        for at, changed in self.settings_changes:
+            if at <= index:
+                s = s.replace(**changed)
+        return s
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,8 @@ class SweepGrid:
         for source in self.sources:
             for pol in self.policies:
                 fields = parse_policy(pol)
+                if fields.get("k", 0) > base.k_max:  # k may not exceed k_max (issue 32)
+                    fields["k_max"] = fields["k"]
                 prefix = "" if source == "model" else f"{source} "
                 tvs: tuple[float | None, ...] = (None,) if greedy else self.tvs
                 for tv in tvs:

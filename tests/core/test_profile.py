@@ -140,7 +140,7 @@ def valid_settings(draw: st.DrawFn) -> Settings:
         rule=draw(st.sampled_from(RULES)),
         tv_budget=draw(st.floats(0.0, 1.0)),
         policy=draw(st.sampled_from(POLICIES)),
-        k=draw(st.integers(0, MAX_K)),
+        k=draw(st.integers(0, k_max)),  # k never exceeds k_max (issue 32)
         k_min=k_min,
         k_max=k_max,
         accept_lo=lo,
@@ -158,7 +158,7 @@ def valid_settings(draw: st.DrawFn) -> Settings:
         dispatch=draw(st.sampled_from(DISPATCH)),
         verify_attention=draw(st.sampled_from(VERIFY_ATTENTION)),
         fused_draft=draw(st.booleans()),
-        prefill_chunk=draw(st.integers(1, 100_000)),
+        prefill_chunk=draw(st.integers(1, 2**16)),  # MAX_PREFILL_CHUNK
     )
 
 

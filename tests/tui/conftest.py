@@ -202,6 +202,8 @@ class FakeSession:
             if self.script.fail_after is not None and i == self.script.fail_after:
                 raise RuntimeError("scripted engine failure")
             s = settings_source()
+            if (taken := getattr(settings_source, "taken", None)) is not None:
+                taken(s)  # as the engine: the settings this round runs with
             self.script.seen.append(s)
             ev = self._round(i, s, next_id, len(prompt_ids))
             events.append(ev)

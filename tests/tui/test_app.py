@@ -193,7 +193,7 @@ async def test_printable_keys_type_when_the_input_has_focus(make_app) -> None:
 
 
 async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
-    app = make_app(Settings(k=MAX_K, tv_budget=0.0))
+    app = make_app(Settings(k=MAX_K, k_max=MAX_K, tv_budget=0.0))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await blur_input(pilot)

@@ -60,11 +60,11 @@ for part in $PARTS; do
       bench cost "$T" --profile target-only \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 \
         --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=31 \
-        --profile fixed-8-tv1:k=15,bonus=true ;;
+        --profile fixed-8-tv1:k=15,k_max=15,bonus=true ;;
     key)
       bench key "$T" --profile target-only --profile fixed-8-tv1 \
-        --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,bonus=true \
-        --profile fixed-8-tv1:k=31,bonus=true --profile fixed-8-tv0.5:bonus=true \
+        --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,k_max=15,bonus=true \
+        --profile fixed-8-tv1:k=31,k_max=31,bonus=true --profile fixed-8-tv0.5:bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=15 ;;
     dispatch)
       bench dispatch "$T" --profile target-only \

@@ -34,7 +34,7 @@ for part in ${PARTS:-chat key}; do
       python3 -m core.cli bench --target shape:qwen2.5-72b --draft shape:qwen2.5-0.5b \
         --prompt-name creative-800 --tokens "$T" --seeds 2 --invocations 1 --warmup 1 \
         --no-quality --profile target-only --profile fixed-8-tv1:bonus=true \
-        --profile fixed-8-tv1:k=31,bonus=true --profile fixed-8-tv0.5:bonus=true \
+        --profile fixed-8-tv1:k=31,k_max=31,bonus=true --profile fixed-8-tv0.5:bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=15 \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 \
         --json "$OUT/key72-$T.json" --markdown "$OUT/key72-$T.md" 2>&1 | tee "$OUT/key72-$T.log" ;;

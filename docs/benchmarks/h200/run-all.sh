@@ -45,11 +45,11 @@ for part in $PARTS; do
         --profile fixed-8-tv1:k=7,bonus=true,dispatch=fastest \
         --profile fixed-8-tv1:bonus=true,fused_draft=true \
         --profile cost-aware:rule=mentored,tv_budget=1.0 \
-        --profile fixed-8-tv1:k=15,bonus=true --profile fixed-8-tv1:k=31,bonus=true \
+        --profile fixed-8-tv1:k=15,k_max=15,bonus=true --profile fixed-8-tv1:k=31,k_max=31,bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 ;;
     final)  # after the cost-aware fix (pooled prior, doubling probes) and pipelined tracing
-      bench final --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,bonus=true \
-        --profile fixed-8-tv1:k=15,bonus=true,fused_draft=true --profile fixed-8-tv1:k=31,bonus=true \
+      bench final --profile fixed-8-tv1:bonus=true --profile fixed-8-tv1:k=15,k_max=15,bonus=true \
+        --profile fixed-8-tv1:k=15,k_max=15,bonus=true,fused_draft=true --profile fixed-8-tv1:k=31,k_max=31,bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=1.0,k_max=31 --profile fixed-8-tv0.5:bonus=true \
         --profile cost-aware:rule=mentored,tv_budget=0.5,k_max=31 ;;
     peer)
