@@ -86,7 +86,7 @@ def check_mlx_folder(folder: Path, spec: str) -> dict[str, Any]:
     return config
 
 
-MAX_CONFIG_BYTES = 4 * 2**20  # a config.json is a few kB; a header of tensor names a few MB
+# A header of tensor names is a few MB (config.json is bounded by core.io.untrusted).
 MAX_HEADER_BYTES = 64 * 2**20
 
 
