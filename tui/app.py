@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from core.events import RunSummary
 from core.settings import Settings, SettingsError
@@ -29,12 +29,21 @@ from tui.actions import SettingsActions
 from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
 from tui.engine_events import MAX_RUNS, EngineEvents
-from tui.keys import KEYS, bindings, help_content, parse_arg
+from tui.keys import (
+    KEYS,
+    MAIN_SCREEN_ONLY,
+    NARROW,
+    PANES,
+    bindings,
+    help_content,
+    key_bar,
+    parse_arg,
+)
 from tui.ordering import RunSequencer
 from tui.profiles import ProfileActions, curve_from_dict
 from tui.stats import RoundStats, SourceStats
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
-from tui.widgets.footer import Footer  # Textual's, without its key leak
+from tui.widgets.composer import Composer
 from tui.widgets.panels import (
     AcceptancePanel,
     KernelsPanel,
@@ -59,8 +68,14 @@ def default_settings() -> Settings:
     return Settings(draft_source="hybrid", policy="cost-aware")
 
 
-PANES = (("rounds", "Rounds"), ("acceptance", "Acceptance"), ("kernels", "Kernels"),
-         ("profile", "Profile"))
+
+
+class KeyBar(Static):
+    """The key bar: the keys that work while typing, wrapped to the screen's width (Textual's
+    Footer scrolled sideways and cut them at 80 columns, and glued grouped keys together)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.update(key_bar(max(event.size.width - 2, 20)))
 
 
 class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
@@ -121,6 +136,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
         self.flushes = 0
         self._flush_pending = False
+        self.view = "chat"  # below NARROW columns: what fills the screen (chat or a panel)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -132,8 +148,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             with Vertical(id="chat-column"):
                 yield Legend(id="legend")
                 yield ChatView(id="chat")
-                yield Input(placeholder="Message the target… (enter sends, esc cancels / leaves "
-                            "the box so single keys act)", id="prompt")
+                yield Composer(placeholder="Message the target… enter sends, ctrl+j new line",
+                               id="prompt")
             with TabbedContent(id="panels", initial="rounds"):
                 with TabPane("Rounds", id="rounds"):
                     yield RoundsPanel(id="rounds-panel")
@@ -143,7 +159,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
                     yield KernelsPanel(id="kernels-panel")
                 with TabPane("Profile", id="profile"):
                     yield ProfilePanel(id="profile-panel")
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         self.query_one("#banner", Static).display = False
@@ -156,12 +172,33 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.query_one(ProfilePanel).show_bench_results([])
         if self._start_profile is not None and self._start_profile.run is not None:
             self._show_recorded(self._start_profile)
-        self.query_one("#prompt", Input).focus()
+        self.query_one("#prompt", Composer).focus()
         self.bridge.start()
         self.bridge.load(self.settings.target, self.settings.draft)
 
     def on_unmount(self) -> None:
         self.bridge.close()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._lay_out(event.size.width)
+
+    @property
+    def narrow(self) -> bool:
+        return self.size.width < NARROW
+
+    def _lay_out(self, width: int | None = None) -> None:
+        """Side by side when both fit; else only the chosen view, the other a key away."""
+        if not self.is_mounted:
+            return
+        narrow = (self.size.width if width is None else width) < NARROW
+        main = self.query_one("#main")
+        main.set_class(narrow, "narrow")
+        main.set_class(narrow and self.view != "chat", "show-panels")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The keys' actions only on the main screen: their priority bindings would otherwise
+        reach past a modal (F5 in the save dialog changing k behind it)."""
+        return not (action in MAIN_SCREEN_ONLY and len(self.screen_stack) > 1)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -269,8 +306,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     # -- chat ----------------------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def send(self, event: Input.Submitted) -> None:
+    @on(Composer.Submitted, "#prompt")
+    def send(self, event: Composer.Submitted) -> None:
         text = event.value.strip()
         if not text:
             return
@@ -282,7 +319,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             self.notify("The engine is busy; esc cancels the running generation.",
                         severity="warning")
             return
-        event.input.clear()
+        event.composer.clear()
         self.messages.append({"role": "user", "content": text})
         chat = self.query_one(ChatView)
         assistant = AssistantMessage(self.decode, self.info.eos_ids, self.info.target_name)
@@ -314,6 +351,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     def show_panel(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
+        if self.view != "chat":
+            self.view = pane
+            self._lay_out()
         self._refresh_panels()  # drawn now from the state as it is, not after the next refresh
 
     # -- command palette -----------------------------------------------------------------------
@@ -324,11 +364,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             name, _, arg = key.action.partition("(")
             method = getattr(self, f"action_{name}")
             callback = partial(method, parse_arg(arg.rstrip(")"))) if arg else method
-            forms = " / ".join(k for k in (key.display, key.typing) if k)
-            yield SystemCommand(key.help.capitalize(), f"key: {forms}", callback)
-        for pane_id, title in PANES:
-            yield SystemCommand(f"Show the {title} panel", "side panel",
-                                partial(self.show_panel, pane_id))
+            forms = " / ".join(k for k in (key.bare_display, key.typing_display) if k)
+            title = key.help[:1].upper() + key.help[1:]  # "TV budget", not "Tv budget"
+            yield SystemCommand(title, f"key: {forms}", callback)
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:
