@@ -110,7 +110,7 @@ class SettingsActions:
         self.show_panel(nxt)
 
     def action_show_view(self, view: str) -> None:
-        """alt+0..4: the chat or one panel; side by side both stay, below NARROW columns the
+        """The chat or one panel (the palette, and ctrl+t in turn); side by side both stay, below NARROW columns the
         chosen one fills the screen."""
         self.view = view
         if view == "chat":

@@ -11,7 +11,7 @@ from textual.binding import Binding
 PANES = (("rounds", "Rounds"), ("acceptance", "Acceptance"), ("kernels", "Kernels"),
          ("profile", "Profile"))
 # Below this many columns the chat (40 at least) and the panels (44) do not fit side by side:
-# one of them fills the screen and ctrl+t / alt+0..4 switch (at 80x24 the panels vanished).
+# one of them fills the screen and ctrl+t switches (at 80x24 the panels vanished).
 NARROW = 100
 VIEWS = ("chat", *(pane for pane, _ in PANES))
 
@@ -64,7 +64,8 @@ KEYS: tuple[Key, ...] = (
     Key("toggle_plots", "v", "alt+v", "v", "M-v", "plots",
         "plots or numbers in the Kernels and Acceptance panels"),
     Key("calibrate", "c", "alt+c", "c", "M-c", "calibrate", "measure verify cost vs rows"),
-    Key("bench", "b", "alt+b", "b", "M-b", "bench", "benchmark protocol on the last prompt"),
+    # Not alt+b: ESC b is what macOS terminals send for option+left, and Textual reads it so.
+    Key("bench", "b", "f9", "b", "F9", "bench", "benchmark protocol on the last prompt"),
     Key("switch_profile", "p", "alt+p", "p", "M-p", "profiles", "switch to a saved profile"),
     Key("compare_runs", "x", "alt+x", "x", "M-x", "compare",
         "compare two runs side by side (this session's and saved profiles)"),
@@ -72,16 +73,15 @@ KEYS: tuple[Key, ...] = (
         "save settings + recorded rounds as a profile"),
     Key("next_view", "", "ctrl+t", "", "^t", "view",
         "next panel tab (below 100 columns: chat, then each panel, one at a time)"),
-    Key("show_view('chat')", "", "alt+0", "", "M-0", "chat",
+    # Palette only (ctrl+p): ESC + digit, what alt+1 sends, is read by Textual as a macOS
+    # Option character ("¡"), so no alt+digit can name a view.
+    Key("show_view('chat')", "", "", "", "", "chat",
         "show the chat (below 100 columns) and go back to the message box", bar=False),
-    Key("show_view('rounds')", "", "alt+1", "", "M-1", "Rounds", "show the Rounds panel",
+    Key("show_view('rounds')", "", "", "", "", "Rounds", "show the Rounds panel", bar=False),
+    Key("show_view('acceptance')", "", "", "", "", "Acceptance", "show the Acceptance panel",
         bar=False),
-    Key("show_view('acceptance')", "", "alt+2", "", "M-2", "Acceptance",
-        "show the Acceptance panel", bar=False),
-    Key("show_view('kernels')", "", "alt+3", "", "M-3", "Kernels", "show the Kernels panel",
-        bar=False),
-    Key("show_view('profile')", "", "alt+4", "", "M-4", "Profile", "show the Profile panel",
-        bar=False),
+    Key("show_view('kernels')", "", "", "", "", "Kernels", "show the Kernels panel", bar=False),
+    Key("show_view('profile')", "", "", "", "", "Profile", "show the Profile panel", bar=False),
     Key("help", "question_mark", "f1", "?", "F1", "help", "keys and colours"),
 )
 
@@ -97,8 +97,9 @@ def bindings() -> list[Binding]:
         if key.bare:
             out.append(Binding(key.bare, key.action, key.label, show=False,
                                key_display=key.bare_display, tooltip=key.help))
-        out.append(Binding(key.typing, key.action, key.label, show=False, priority=True,
-                           key_display=key.typing_display, tooltip=key.help))
+        if key.typing:
+            out.append(Binding(key.typing, key.action, key.label, show=False, priority=True,
+                               key_display=key.typing_display, tooltip=key.help))
     out.append(Binding("escape", "cancel", "cancel", key_display="esc", show=False,
                        tooltip="cancel the generation; outside a run, leave the message box"))
     out.append(Binding("i", "focus_input", "type", show=False))
@@ -157,15 +158,16 @@ def help_content() -> RenderableType:
         "[bold]specdec-tui keys[/bold]\n"
         "Single keys act when the message box is [bold]not[/bold] focused (esc leaves it, "
         "[bold]i[/bold] returns). The F-key / alt (M-) forms work while typing too. Enter "
-        "sends; shift+enter, alt+enter or ctrl+j adds a line. Changes apply from the next "
-        "round and show at once. Every action is also in the palette (ctrl+p).\n"
+        "sends; ctrl+j (or shift+enter, where the terminal tells it apart) adds a line. "
+        "Changes apply from the next round and show at once. Every action is also in the palette (ctrl+p).\n"
     )
     keys = Table(box=None, padding=(0, 2), header_style="bold")
     keys.add_column("key", style="bold yellow")
     keys.add_column("while typing", style="yellow")
     keys.add_column("does")
     for key in KEYS:
-        keys.add_row(key.bare_display or key.typing_display, key.typing_display, key.help)
+        keys.add_row(key.bare_display or key.typing_display or "ctrl+p",
+                     key.typing_display or "ctrl+p", key.help)
     keys.add_row("esc", "esc", "cancel the running generation (or leave the message box)")
     keys.add_row("i", "", "back to the message box")
     keys.add_row("ctrl+p", "ctrl+p", "command palette")

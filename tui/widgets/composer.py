@@ -2,9 +2,9 @@
 
 An `Input` holds one line: a pasted function became its first line, and the lookup's headline
 use (paste the code you want edited) could not be typed at all. This is Textual's TextArea
-with chat keys: Enter sends; shift+Enter, alt+Enter and ctrl+j add a line (what terminals
-send for a newline differs: shift+Enter arrives as plain Enter unless the terminal speaks the
-kitty keyboard protocol, ctrl+j is a line feed everywhere). The box grows with its text up to
+with chat keys: Enter sends; ctrl+j and shift+Enter add a line (ctrl+j is a line feed in every
+terminal; shift+Enter and alt+Enter arrive as plain Enter unless the terminal speaks the kitty
+keyboard protocol: Textual reads ESC CR as Enter). The box grows with its text up to
 a few lines (app.tcss: max-height), then scrolls. A paste keeps every line whatever line
 endings the terminal sent (tmux's paste-buffer turns LF into CR).
 """
