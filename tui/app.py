@@ -10,6 +10,7 @@ per batch of queued rounds, so a fast engine never waits for the screen. Its par
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -110,6 +111,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.profiles_dir = profiles_dir
         self._store = profile_store  # a core.profile.ProfileStore; made on first use otherwise
         self.profile_name: str | None = profile.name if profile is not None else None
+        # The settings the named profile had when switched to or saved: the status line marks
+        # the name modified once they differ (it kept "profile ux-run1" after every change).
+        self.profile_settings: Settings | None = start if profile is not None else None
         self._start_profile = profile
         self.info: PairInfo | None = None
         self.decode: Any = None
@@ -136,6 +140,12 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
         self.flushes = 0
         self._flush_pending = False
+        # What a turn waits on before its first round (the prefill), and since when; the
+        # calibration's start and the bench's progress: the status line says each, timed.
+        self.waiting: tuple[str, float] | None = None
+        self.turn_started: float | None = None
+        self.calibration_since: float | None = None
+        self.bench_label: str | None = None
         self.view = "chat"  # below NARROW columns: what fills the screen (chat or a panel)
 
     # -- layout -------------------------------------------------------------------------------
@@ -173,6 +183,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         if self._start_profile is not None and self._start_profile.run is not None:
             self._show_recorded(self._start_profile)
         self.query_one("#prompt", Composer).focus()
+        self.set_interval(1.0, self._tick)
         self.bridge.start()
         self.bridge.load(self.settings.target, self.settings.draft)
 
@@ -254,12 +265,35 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         item("policy", s.policy)
         item("T", f"{s.temperature:g}")
         item("max", str(s.max_tokens))
-        item("profile", self.profile_name or "-", "italic")
+        item("profile", self._profile_label(), "italic")
         self.query_one("#status", Static).update(text)
         if self.is_mounted:
             self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
 
+    def _profile_label(self) -> str:
+        """The profile's name, with " (modified)" once a key changed what it set."""
+        if self.profile_name is None:
+            return "-"
+        base = self.profile_settings
+        modified = base is not None and self.settings.replace(
+            target=base.target, draft=base.draft) != base  # fmt: skip
+        return self.profile_name + (" (modified)" if modified else "")
+
+    def _tick(self) -> None:
+        """Once a second while something runs: the status line's elapsed times move on."""
+        if self.busy and (self.waiting or self.calibration_label or self.benchmarking):
+            self._show_settings()
+
+    @staticmethod
+    def _since(start: float | None) -> str:
+        if start is None:
+            return ""
+        s = int(time.monotonic() - start)
+        return f" · {s} s" if s < 120 else f" · {s // 60} min {s % 60:02d} s"
+
     def _state_text(self) -> str:
+        """What the app (a turn) waits on, and for how long: a first turn once said
+        "generating: round 0" through 100 s of prefill."""
         if self.compiling:  # a first use stalled on GPU kernel compilation: never looks hung
             return self.compiling
         if self.models_loading:
@@ -268,12 +302,16 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             return "no models loaded"
         if self.run_id is not None:
             if self.calibration_label:  # a cost-aware run calibrating before its first round
-                return f"calibrating before the first round: {self.calibration_label}"
+                return (f"first turn waits on the calibration: {self.calibration_label}"
+                        + self._since(self.turn_started))
+            if self.waiting is not None:
+                return f"{self.waiting[0]}…" + self._since(self.waiting[1])
             return f"generating: round {len(self.stats.rounds)}"
         if self.calibrating:
-            return "calibrating…"
+            return (f"calibrating: {self.calibration_label or 'starting'}"
+                    + self._since(self.calibration_since))
         if self.benchmarking:
-            return "benchmarking…"
+            return f"benchmarking: {self.bench_label or 'starting'}"
         return "ready"
 
     def _state_style(self) -> str:
@@ -326,6 +364,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         chat.add(UserMessage(text), assistant)
         self.current = assistant
         self.stats = RoundStats()
+        self.turn_started = time.monotonic()
+        self.waiting = ("waiting for the engine", self.turn_started)
         self.run_id = self.bridge.generate(self.messages, self.settings)
         self._show_settings()
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, self.stats)

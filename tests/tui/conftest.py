@@ -72,6 +72,7 @@ class Script:
     backend: str = "metal"  # "cpu": the app says speculation cannot pay there
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
     calibrate_gate: threading.Event | None = None  # holds calibration after its first step
+    prefill_gate: threading.Event | None = None  # holds a run before its first round
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
@@ -195,6 +196,7 @@ class FakeSession:
 
         events: list[RoundEvent] = []
         stop = "length"
+        hold(self.script.prefill_gate)  # the engine's prefill, as long as the test wants
         for i in range(self.script.rounds):
             if cancel.is_set():
                 stop = "cancelled"

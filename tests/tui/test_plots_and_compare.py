@@ -3,7 +3,7 @@ numbers), and the screen that sets any two runs side by side."""
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Select
 
 from core.profile import Profile
 from core.settings import Settings
@@ -17,6 +17,7 @@ from tui.screens.compare import (
     settings_rows,
 )
 from tui.stats import RoundStats
+from tui.widgets.composer import Composer
 from tui.widgets.panels import AcceptancePanel, KernelsPanel
 from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
 
@@ -25,7 +26,7 @@ SIZE = (160, 45)
 
 async def blur_input(pilot) -> None:  # noqa: ANN001
     await pilot.press("escape")
-    assert not pilot.app.query_one("#prompt", Input).has_focus
+    assert not pilot.app.query_one("#prompt", Composer).has_focus
 
 
 # ---------------------------------------------------------------------------------- plots
@@ -78,7 +79,7 @@ async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
         acceptance = app.query_one(AcceptancePanel)
         assert acceptance.query_one("#acc-positions").display
         assert not acceptance.query_one(PositionPlot).display
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", Composer).focus()
         await pilot.press("alt+v")  # the while-typing form
         assert acceptance.query_one(PositionPlot).display
         assert not acceptance.query_one("#acc-positions").display

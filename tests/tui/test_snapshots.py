@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from core.settings import Settings
 from tests.tui.conftest import chat, ready, wait_for
@@ -20,14 +20,14 @@ SMALL = (100, 30)
 
 def steady(app) -> None:  # noqa: ANN001
     """No blinking cursor, no toasts: the same pixels on every run."""
-    for box in app.screen.query(Input):
+    for box in [*app.screen.query(Input), *app.screen.query(TextArea)]:
         box.cursor_blink = False
     app.clear_notifications()
 
 
 def after_chat(*then: Callable[[Pilot], Awaitable[None]]) -> Callable[[Pilot], Awaitable[None]]:
     async def run_before(pilot: Pilot) -> None:
-        for box in pilot.app.query(Input):
+        for box in [*pilot.app.query(Input), *pilot.app.query(TextArea)]:
             box.cursor_blink = False
         await chat(pilot, "Write a short scene in a lunar greenhouse.")
         for step in then:

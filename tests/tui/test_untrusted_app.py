@@ -16,6 +16,7 @@ from tests.tui.conftest import GATE_S, FakeSession, Script, chat, ready, wait_fo
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
+from tui.widgets.composer import Composer
 from tui.widgets.panels import ProfilePanel
 
 SIZE = (160, 45)
@@ -133,7 +134,7 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
                      profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "too long for this model"
+        app.query_one("#prompt", Composer).value = "too long for this model"
         await pilot.press("enter")
 
         def errors() -> list[str]:
