@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from core.events import RunSummary
-from core.settings import Settings, SettingsError
+from core.settings import Settings, SettingsError, first_run_settings
 from tui.actions import SettingsActions
 from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
@@ -63,10 +63,8 @@ CPU_NOTE = ("Speculation cannot pay on MLX's CPU backend, where verifying R rows
 
 
 def default_settings() -> Settings:
-    """The first run's settings: hybrid drafting (free copies of whatever the chat repeats,
-    the draft model elsewhere) with the cost-aware k, which drafts only where a measured
-    verify cost says drafting pays (profiles/hybrid-cost-aware.toml)."""
-    return Settings(draft_source="hybrid", policy="cost-aware")
+    """The first run's settings, shared with `chat`: core.settings.first_run_settings."""
+    return first_run_settings()
 
 
 

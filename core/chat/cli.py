@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -15,7 +16,7 @@ from rich.text import Text
 
 from core.events import RoundEvent, RunSummary
 from core.io.user_text import prompt_text
-from core.settings import Settings
+from core.settings import Settings, first_run_settings
 
 ORIGIN_STYLE = {
     "accepted": "green",
@@ -25,6 +26,60 @@ ORIGIN_STYLE = {
     "target": "default",
     "draft": "magenta",
 }
+
+
+def legend() -> Text:
+    """Which colour is which origin: the answer is coloured, and nothing said so."""
+    text = Text("colours: ", style="dim")
+    for origin, style in ORIGIN_STYLE.items():
+        text.append("■ ", style=style)
+        text.append(origin + "  ", style="dim")
+    return text
+
+
+class Waiting:
+    """The wait before the first token (an 80 s prefill said nothing): a spinner with the
+    elapsed time on a terminal, one line into a log; gone at the first round."""
+
+    def __init__(self, err: Console, what: str) -> None:
+        self._status: Any = None
+        if err.is_terminal:
+            from rich.status import Status
+
+            self._status = Status(Text(what + "…"), console=err)
+            self._status.start()
+        else:
+            err.print(Text(what + "…"))
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def calibrate_with_progress(engine: Any, settings: Settings, context: int, err: Console) -> None:
+    """The calibration a cost-aware run would make silently inside its first round, made
+    here with its percentage on stderr (what the engine would measure: core.decode.engine)."""
+    import time
+
+    from core.dispatch import calibrate
+
+    start = time.monotonic()
+    last = [-1]
+
+    def report(done: int, total: int, label: str) -> None:
+        pct = int(100 * done / total) if total else 0
+        if err.is_terminal or pct // 10 != last[0] // 10:  # a log gets a line per 10%
+            err.print(Text(f"calibrating the verify cost (first use of the cost-aware k): "
+                           f"{pct}% {label}"), end="\r" if err.is_terminal else "\n")
+            last[0] = pct
+
+    modes = ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
+    curve = calibrate(engine.target_model, engine.draft_model, rows=settings.k_max + 1, repeats=3,
+                      context=max(context, 16), modes=modes, fused_draft=settings.fused_draft,
+                      progress=report)  # fmt: skip
+    engine.set_cost_curve(curve)
+    err.print(Text(f"calibrated in {time.monotonic() - start:.1f} s" + " " * 40))
 
 
 def summary_table(summary: RunSummary) -> Table:
@@ -72,8 +127,8 @@ def source_rows(summary: RunSummary) -> list[tuple[str, str]]:
     return out
 
 
-# A one-shot chat without --profile: greedy, 64 tokens, speculative (Settings' defaults else).
-CHAT_DEFAULTS = Settings(temperature=0.0, rule="greedy", max_tokens=64, mode="speculative")
+# A one-shot chat without --profile starts where the app does (core.settings.first_run_settings).
+CHAT_DEFAULTS = first_run_settings()
 
 
 def chat_settings(args: argparse.Namespace) -> Settings:
@@ -124,10 +179,15 @@ def run_chat_cli(args: argparse.Namespace) -> int:
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         warm_up_engine(engine, [settings], prompt_tokens=len(ids), label=pair.target.name)
+    if engine.needs_curve(settings):  # the cost-aware k's first use: said, with its progress
+        calibrate_with_progress(engine, settings, len(ids), err)
+    err.print(legend())
     detok = tok.detokenizer
     detok.reset()
     summary = None
+    waiting = Waiting(err, f"prefilling {len(ids):,} prompt tokens")
     for item in engine.generate(ids, settings):
+        waiting.stop()
         if isinstance(item, RoundEvent):
             for t in item.tokens:
                 if t.id in pair.eos_ids:
@@ -136,6 +196,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
                 out.print(Text(detok.last_segment, style=ORIGIN_STYLE[t.origin]), end="")
         else:
             summary = item
+    waiting.stop()
     detok.finalize()
     out.print(Text(detok.last_segment))
     if summary is not None:

@@ -19,7 +19,7 @@ from core.profile.export import diff_settings, export_csv, summary_metrics
 from core.profile.files import PROFILES_ENV, shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
-from core.settings import Settings
+from core.settings import Settings, first_run_settings
 
 
 def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,12 +150,14 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
 def _print_show(console: Any, profile: Profile) -> None:
     from rich.table import Table
 
-    defaults = Settings()
+    # The default is what the app and `chat` start from (core.settings.first_run_settings):
+    # the column once showed Settings(), model/fixed/4, which nothing runs without a profile.
+    defaults = first_run_settings()
     console.print(Text.assemble((profile.name, "bold"), "  ", profile.description))
     table = Table(title="settings", title_justify="left")
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
-    table.add_column("default")
+    table.add_column("first run (app, chat)")
     for f in dataclasses.fields(Settings):
         value, default = getattr(profile.settings, f.name), getattr(defaults, f.name)
         changed = value != default

@@ -396,7 +396,7 @@ async def test_bench_progress_and_report(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await chat(pilot)
-        await pilot.press("alt+b")
+        await pilot.press("f9")
         # "bench" in calls: the key was handled (press may return first on a loaded machine)
         await wait_for(pilot, lambda: "bench" in script.calls and not app.benchmarking)
         assert app.query_one(TabbedContent).active == "profile"
@@ -414,7 +414,7 @@ async def test_escape_cancels_the_benchmark(make_app, script: Script) -> None:
         # 4 requests of 60 s each, unless cancelled: only the escape can end it in time, on a
         # machine of any speed (the fake's wait returns at the cancel)
         script.delay_s = 60.0
-        await pilot.press("alt+b")
+        await pilot.press("f9")
         await wait_for(pilot, lambda: "request" in str(
             app.query_one("#bench-result", Static).render()))
         await pilot.press("escape")

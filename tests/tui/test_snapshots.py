@@ -142,3 +142,44 @@ def test_compare_screen(snap_compare, make_app) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(compare))
+
+
+# 80x24 (issue 29): the panels once vanished there and the status line and key bar were cut.
+TERMINAL = (80, 24)
+WIDE = (200, 50)
+
+
+def test_80x24_chat(snap_compare, make_app) -> None:
+    """One view at a time: the chat, the status line wrapped, the whole key bar."""
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=after_chat())
+
+
+def test_80x24_panel_by_ctrl_t(snap_compare, make_app) -> None:
+    """ctrl+t shows the Rounds panel over the whole width."""
+    async def rounds(pilot: Pilot) -> None:
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=after_chat(rounds))
+
+
+def test_200x50(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=WIDE, run_before=after_chat())
+
+
+def test_80x24_pasted_function(snap_compare, make_app) -> None:
+    """A pasted 40-line function in the composer: grown to its cap, scrolled to the end."""
+    from tests.tui.test_terminal_keys import FUNCTION, REQUEST
+
+    async def paste(pilot: Pilot) -> None:
+        box = pilot.app.query_one("#prompt")
+        box.value = FUNCTION + "\n" + REQUEST
+        await pilot.pause()
+
+    async def run_before(pilot: Pilot) -> None:
+        await ready(pilot)
+        await paste(pilot)
+        steady(pilot.app)
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=run_before)
