@@ -212,3 +212,26 @@ async def test_tabs_switch_by_keys_at_any_width(make_app) -> None:
         assert order == ["acceptance", "kernels", "profile", "rounds"]
         assert app.query_one("#chat-column").display  # side by side: the chat stays
         assert app.query_one("#prompt", Composer).has_focus
+
+
+# ------------------------------------------------------------------- compare: a mode change
+
+
+async def test_compare_names_a_mode_change_as_one(make_app) -> None:
+    """Speculative against target-only: the same models, another mode (it once said "they
+    ran different models (draft)")."""
+    from tui.screens.compare import CompareScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        app.apply(mode="target-only")
+        await chat(pilot, "second")
+        app.action_compare_runs()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        note = " ".join(str(app.screen.query_one("#compare-note").render()).split())
+        assert "a mode change: run 1 (this session) ran speculative, run 2 (this session) " \
+               "target-only" in note, note
+        assert "different models" not in note

@@ -221,6 +221,8 @@ async def test_compare_highlights_runs_of_different_models(make_app, profiles) -
                 "8-bit x1, sha256 37a8eec1ce19)") in shown  # fmt: skip
         assert "draft self:bits=4 (self, llama" in shown and "specdec-tui 0.1.0 at 0123456789ab" in shown
         app.switch_profile("other")
+        await pilot.pause()
+        await pilot.press("enter")  # it names other models: load them (issue 29 asks first)
         await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "other.gguf")
         await chat(pilot, "second")
         assert "target other.gguf (gguf, llama" in str(app.query_one(ProfilePanel)
