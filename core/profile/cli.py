@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,20 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return plain_number(value)
     return str(value)
+
+
+def plain_number(value: float) -> str:
+    """A number as people read it, never in exponent form (`profiles diff` printed a run's
+    1.246e+05 tokens/s and 1e-05 s): thousands grouped, four significant digits below."""
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 1 or size == 0:
+        return f"{value:.4g}"
+    text = f"{value:.{max(4, 3 - math.floor(math.log10(size)))}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 def _print_list(console: Any, store: ProfileStore, unavailable: str | None = None) -> None:
@@ -227,5 +240,5 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
         table.add_row(role, Text(ma.get(role, "none"), style), Text(mb.get(role, "none"), style))
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
-        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")
+        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{plain_number(ratio)}x")
     console.print(table)
