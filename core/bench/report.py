@@ -272,14 +272,13 @@ def print_table(report: BenchReport, console: Any) -> None:
 
     Configuration names come from the user's --profile specs: text, never markup.
     """
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
     # Two tables of eight columns, not one of fifteen: at 100 columns the one table cut its
-    # headers and numbers ("accepta…", "13.713-…"). Cells fold rather than end in "…".
-    from rich import box
-
+    # headers and numbers ("accepta…", "13.713-…"); the names wrap, nothing ends in "…".
     speed = Table(title="benchmark: speed", title_justify="left", box=box.SIMPLE_HEAD,
                   collapse_padding=True, pad_edge=False)
     cost = Table(title="benchmark: what it gave up, and the prediction", title_justify="left",
