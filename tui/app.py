@@ -202,6 +202,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         narrow = (self.size.width if width is None else width) < NARROW
         main = self.query_one("#main")
         main.set_class(narrow, "narrow")
+        # The header is one line: "specdec-tui — target ← draft · backend · device" was cut
+        # at 80 columns; narrow, the pair alone (the window's title still says the app).
+        self.title = "" if narrow else self.TITLE
         main.set_class(narrow and self.view != "chat", "show-panels")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

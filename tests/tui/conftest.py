@@ -313,8 +313,12 @@ def make_app(script: Script, profiles: Path) -> Callable[..., SpecDecApp]:
 
         # No shipped presets: the picker and the snapshots see only this test's profiles.
         store = ProfileStore(profiles, presets=None)
-        return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
-                          profile_store=store, **kw)
+        app = SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
+                         profile_store=store, **kw)
+        # "From Enter" on a clock that stands still: the queue's real milliseconds would
+        # move a message's TTFT in every snapshot (a test that times a wait sets its own).
+        app.bridge.clock = lambda: 0.0
+        return app
 
     return make
 
