@@ -20,6 +20,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Header, Static, TabbedContent, TabPane
@@ -144,6 +145,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.turn_started: float | None = None
         self.calibration_since: float | None = None
         self.bench_label: str | None = None
+        self._laid_out_narrow = False
         self.view = "chat"  # below NARROW columns: what fills the screen (chat or a panel)
 
     # -- layout -------------------------------------------------------------------------------
@@ -200,12 +202,22 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         if not self.is_mounted:
             return
         narrow = (self.size.width if width is None else width) < NARROW
+        self._laid_out_narrow = narrow
         main = self.query_one("#main")
         main.set_class(narrow, "narrow")
-        # The header is one line: "specdec-tui — target ← draft · backend · device" was cut
-        # at 80 columns; narrow, the pair alone (the window's title still says the app).
-        self.title = "" if narrow else self.TITLE
+        from textual.widgets._header import HeaderTitle
+
+        header = self.query_one(Header)  # format_title reads the width: say it again
+        for title in header.query(HeaderTitle):
+            title.update(header.format_title())
         main.set_class(narrow and self.view != "chat", "show-panels")
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """The header is one line: "specdec-tui — target ← draft · backend · device" was cut
+        at 80 columns, so below NARROW columns it is the pair alone."""
+        if sub_title and self._laid_out_narrow:
+            return Content(sub_title)
+        return super().format_title(title, sub_title)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The keys' actions only on the main screen: their priority bindings would otherwise
