@@ -68,8 +68,6 @@ def default_settings() -> Settings:
     return first_run_settings()
 
 
-
-
 class KeyBar(Static):
     """The key bar: the keys that work while typing, wrapped to the screen's width (Textual's
     Footer scrolled sideways and cut them at 80 columns, and glued grouped keys together)."""
@@ -195,7 +193,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     @property
     def narrow(self) -> bool:
-        return self.size.width < NARROW
+        """Laid out one view at a time (below NARROW columns, as of the last resize)."""
+        return self._laid_out_narrow
 
     def _lay_out(self, width: int | None = None) -> None:
         """Side by side when both fit; else only the chosen view, the other a key away."""
