@@ -70,6 +70,11 @@ async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: 
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.switch_profile("odd")
+        await pilot.pause()
+        # it names other models: the question quotes them as text, never markup
+        question = str(app.screen.query_one(Static).render())
+        assert "shape:x[/]" in question and "[/red]" in question, question
+        await pilot.press("enter")  # load them
         # the new pair's info, not the old one still shown until the engine thread says loading
         await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "shape:x[/]")
         assert app.settings.target == "shape:x[/]"

@@ -108,7 +108,7 @@ class AssistantMessage(Vertical):
         if self.transcript.rejected_count:
             parts.append(f"{self.transcript.rejected_count} rejected")
         out = Text(" · ".join(parts), "dim")
-        if self.calibration_s is not None:
+        if self.calibration_s is not None and s is not None:  # a cancelled one: the note says
             out.append(("\n" if parts else "") + f"first use: calibrated the verify cost for "
                        f"{self.calibration_s:.1f}s before the first round (in TTFT and E2E)",
                        "dim yellow")
