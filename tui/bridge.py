@@ -514,6 +514,9 @@ class EngineBridge:
         if cmd.cancel.is_set():  # cancelled while queued
             self._post(CalibrationStopped(cmd.run_id))
             return False
+        # Said at once: its first step (a prefill of the calibration's context) took 30 s on
+        # a busy CPU while the status line could only say "waiting for the engine".
+        progress(0.0, "starting: the context's prefill")
         try:
             curve = session.calibrate(settings, progress, cmd.cancel)
         except CalibrationCancelled:

@@ -1,4 +1,11 @@
-"""The app's keys: one table gives the bindings, the help screen and the palette."""
+"""The app's keys: one table gives the bindings, the help screen, the palette and the key bar.
+
+A row is Key(action, bare, typing, bare_display, typing_display, label, help, bar=True): the
+bare key acts when the message box is not focused, the typing form (a priority binding)
+always; tests/tui/test_terminal_keys.py sends every typing form's bytes through Textual's
+parser, so a new row's form must be one Textual reads from real terminals (not alt+b, alt+f,
+alt+digit or shift+F3: see Key).
+"""
 
 from __future__ import annotations
 
