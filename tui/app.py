@@ -215,8 +215,26 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         """The header is one line: "specdec-tui — target ← draft · backend · device" was cut
         at 80 columns, so below NARROW columns it is the pair alone."""
         if sub_title and self._laid_out_narrow:
-            return Content(sub_title)
+            return Content(self._narrow_title(sub_title))
         return super().format_title(title, sub_title)
+
+    def _narrow_title(self, sub_title: str) -> str:
+        """target ← draft · backend in the header's room, long names cut in their middle
+        (the device is in the Profile panel): a GGUF's own names are 40 characters."""
+        info = self.info
+        room = self.size.width - 12  # the header's icon and margins
+        if info is None or len(sub_title) <= room:
+            return sub_title
+        target, draft = info.target_name, info.draft_name or "no draft"
+        each = max((room - len(" ←  · ") - len(info.backend)) // 2, 8)
+
+        def cut(name: str) -> str:
+            if len(name) <= each:
+                return name
+            head = (each - 1) // 2
+            return name[:head] + "…" + name[len(name) - (each - 1 - head):]
+
+        return f"{cut(target)} ← {cut(draft)} · {info.backend}"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The keys' actions only on the main screen: their priority bindings would otherwise

@@ -5,6 +5,7 @@ where a time is asserted."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from textual.widgets import Static, TabbedContent
@@ -198,6 +199,13 @@ async def test_a_narrow_terminal_shows_one_view_switched_by_ctrl_t(make_app) -> 
         text = str(keybar.render())
         assert all(len(line) <= 78 for line in text.splitlines())
         assert "F1 help" in text and "^q quit" in text
+        # the header: the pair alone, long GGUF names cut in their middle, the backend kept
+        app.info = dataclasses.replace(app.info, target_name="SmolLM2-135M-Instruct Q4_1",
+                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32")
+        title = app._narrow_title(f"{app.info.target_name} ← {app.info.draft_name} · metal · "
+                                  "AMD EPYC 7763 64-Core Processor")
+        assert len(title) <= 80 - 12 and title.endswith(" · metal"), title
+        assert title.startswith("SmolLM2-135M") and "←" in title
 
 
 async def test_tabs_switch_by_keys_at_any_width(make_app) -> None:
