@@ -219,4 +219,14 @@ def _num(x: float) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
+def first_run_settings() -> Settings:
+    """What the app and `specdec-tui chat` start from without --profile (README, "One
+    default"): hybrid drafting (free copies of whatever the chat repeats, the draft model
+    elsewhere) with the cost-aware k, which drafts only where a measured verify cost says
+    drafting pays (profiles/hybrid-cost-aware.toml). They once started from three: the app
+    from this, `chat` from the draft model at a fixed k = 4, and `profiles show` compared
+    with Settings() and called that the default. `bench` keeps the seed protocol's rows."""
+    return Settings(draft_source="hybrid", policy="cost-aware")
+
+
 _DEFAULTS = Settings()

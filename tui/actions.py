@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Input, TabbedContent
+from textual.widgets import TabbedContent
 
 from core.drafting import registry
 from core.settings import MAX_K, MODES, POLICIES, RULES
-from tui.keys import help_content
+from tui.keys import PANES, VIEWS, help_content
 from tui.screens.modals import HelpScreen
 from tui.widgets.chat import AssistantMessage, ChatView, Legend
+from tui.widgets.composer import Composer
 from tui.widgets.panels import AcceptancePanel, KernelsPanel, ProfilePanel
 
 
@@ -76,12 +77,56 @@ class SettingsActions:
                 self.notify("cancelling the calibration: it stops after the forward under way"
                             if measuring else "cancelling after this round", timeout=3)
             return
-        prompt = self.query_one("#prompt", Input)
+        prompt = self.query_one("#prompt", Composer)
         if prompt.has_focus:
             self.query_one(ChatView).focus()
 
     def action_focus_input(self) -> None:
-        self.query_one("#prompt", Input).focus()
+        if self.view != "chat":
+            self.action_show_view("chat")
+        self.query_one("#prompt", Composer).focus()
+
+    # Values a key steps through; the palette's entries are the same actions (tui.keys.KEYS).
+    TEMPERATURES = (0.0, 0.3, 0.7, 1.0)
+    MAX_TOKENS = (64, 128, 256, 512, 1024)
+
+    def action_cycle_temperature(self) -> None:
+        """The next temperature above the current one (0 after the last): T was fixed at
+        start, and only a profile could change it."""
+        t = self.settings.temperature
+        nxt = next((v for v in self.TEMPERATURES if v > t + 1e-9), self.TEMPERATURES[0])
+        if self.apply(temperature=nxt):
+            self.notify(f"temperature {nxt:g}" + (" (greedy)" if nxt == 0 else ""), timeout=1.5)
+
+    def action_cycle_max_tokens(self) -> None:
+        n = self.settings.max_tokens
+        nxt = next((v for v in self.MAX_TOKENS if v > n), self.MAX_TOKENS[0])
+        if self.apply(max_tokens=nxt):
+            self.notify(f"max tokens {nxt}", timeout=1.5)
+
+    def action_next_view(self) -> None:
+        """ctrl+t: the next panel tab; below NARROW columns the chat is one of the views."""
+        if self.narrow:
+            self.action_show_view(VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)])
+            return
+        panes = [pane for pane, _ in PANES]
+        active = self.query_one(TabbedContent).active
+        nxt = panes[(panes.index(active) + 1) % len(panes)] if active in panes else panes[0]
+        self.show_panel(nxt)
+
+    def action_show_view(self, view: str) -> None:
+        """The chat or one panel (the palette, and ctrl+t in turn); side by side both stay, below NARROW columns the
+        chosen one fills the screen."""
+        self.view = view
+        if view == "chat":
+            self._lay_out()
+            self.query_one("#prompt", Composer).focus()
+            return
+        self.query_one(TabbedContent).active = view
+        self._lay_out()
+        if self.narrow:  # the message box is hidden: single keys act on the panel shown
+            self.screen.set_focus(None)
+        self._refresh_panels()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_content()))

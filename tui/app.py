@@ -10,32 +10,43 @@ per batch of queued rounds, so a fast engine never waits for the screen. Its par
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from core.events import RunSummary
 from core.io.user_text import shown
-from core.settings import Settings, SettingsError
+from core.settings import Settings, SettingsError, first_run_settings
 from tui.actions import SettingsActions
 from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
 from tui.engine_events import MAX_RUNS, EngineEvents
-from tui.keys import KEYS, bindings, help_content, parse_arg
+from tui.keys import (
+    KEYS,
+    MAIN_SCREEN_ONLY,
+    NARROW,
+    PANES,
+    bindings,
+    help_content,
+    key_bar,
+    parse_arg,
+)
 from tui.ordering import RunSequencer
 from tui.profiles import ProfileActions, curve_from_dict
 from tui.stats import RoundStats, SourceStats
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
-from tui.widgets.footer import Footer  # Textual's, without its key leak
+from tui.widgets.composer import Composer
 from tui.widgets.panels import (
     AcceptancePanel,
     KernelsPanel,
@@ -54,14 +65,16 @@ CPU_NOTE = ("Speculation cannot pay on MLX's CPU backend, where verifying R rows
 
 
 def default_settings() -> Settings:
-    """The first run's settings: hybrid drafting (free copies of whatever the chat repeats,
-    the draft model elsewhere) with the cost-aware k, which drafts only where a measured
-    verify cost says drafting pays (profiles/hybrid-cost-aware.toml)."""
-    return Settings(draft_source="hybrid", policy="cost-aware")
+    """The first run's settings, shared with `chat`: core.settings.first_run_settings."""
+    return first_run_settings()
 
 
-PANES = (("rounds", "Rounds"), ("acceptance", "Acceptance"), ("kernels", "Kernels"),
-         ("profile", "Profile"))
+class KeyBar(Static):
+    """The key bar: the keys that work while typing, wrapped to the screen's width (Textual's
+    Footer scrolled sideways and cut them at 80 columns, and glued grouped keys together)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.update(key_bar(max(event.size.width - 2, 20)))
 
 
 class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
@@ -97,6 +110,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.profiles_dir = profiles_dir
         self._store = profile_store  # a core.profile.ProfileStore; made on first use otherwise
         self.profile_name: str | None = profile.name if profile is not None else None
+        # The settings the named profile had when switched to or saved: the status line marks
+        # the name modified once they differ (it kept "profile ux-run1" after every change).
+        self.profile_settings: Settings | None = start if profile is not None else None
         self._start_profile = profile
         self.start_notices: list[str] = []  # said once mounted (a --profile run not loaded)
         self.info: PairInfo | None = None
@@ -126,6 +142,14 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.show_plots = True  # the Kernels and Acceptance panels: plots, or their numbers
         self.flushes = 0
         self._flush_pending = False
+        # What a turn waits on before its first round (the prefill), and since when; the
+        # calibration's start and the bench's progress: the status line says each, timed.
+        self.waiting: tuple[str, float] | None = None
+        self.turn_started: float | None = None
+        self.calibration_since: float | None = None
+        self.bench_label: str | None = None
+        self._laid_out_narrow = False
+        self.view = "chat"  # below NARROW columns: what fills the screen (chat or a panel)
 
     # -- layout -------------------------------------------------------------------------------
 
@@ -137,8 +161,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             with Vertical(id="chat-column"):
                 yield Legend(id="legend")
                 yield ChatView(id="chat")
-                yield Input(placeholder="Message the target… (enter sends, esc cancels / leaves "
-                            "the box so single keys act)", id="prompt")
+                yield Composer(placeholder="Message the target… enter sends, ctrl+j new line",
+                               id="prompt")
             with TabbedContent(id="panels", initial="rounds"):
                 with TabPane("Rounds", id="rounds"):
                     yield RoundsPanel(id="rounds-panel")
@@ -148,7 +172,7 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
                     yield KernelsPanel(id="kernels-panel")
                 with TabPane("Profile", id="profile"):
                     yield ProfilePanel(id="profile-panel")
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         self.query_one("#banner", Static).display = False
@@ -161,7 +185,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self.query_one(ProfilePanel).show_bench_results([])
         if self._start_profile is not None and self._start_profile.run is not None:
             self._show_recorded(self._start_profile)
-        self.query_one("#prompt", Input).focus()
+        self.query_one("#prompt", Composer).focus()
+        self.set_interval(1.0, self._tick)
         self.bridge.start()
         self.bridge.load(self.settings.target, self.settings.draft)
 
@@ -185,6 +210,59 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         if self.bridge.stopped:
             self._quit_timer.stop()
             self.exit()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._lay_out(event.size.width)
+
+    @property
+    def narrow(self) -> bool:
+        """Laid out one view at a time (below NARROW columns, as of the last resize)."""
+        return self._laid_out_narrow
+
+    def _lay_out(self, width: int | None = None) -> None:
+        """Side by side when both fit; else only the chosen view, the other a key away."""
+        if not self.is_mounted:
+            return
+        narrow = (self.size.width if width is None else width) < NARROW
+        self._laid_out_narrow = narrow
+        main = self.query_one("#main")
+        main.set_class(narrow, "narrow")
+        from textual.widgets._header import HeaderTitle
+
+        header = self.query_one(Header)  # format_title reads the width: say it again
+        for title in header.query(HeaderTitle):
+            title.update(header.format_title())
+        main.set_class(narrow and self.view != "chat", "show-panels")
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """The header is one line: "specdec-tui — target ← draft · backend · device" was cut
+        at 80 columns, so below NARROW columns it is the pair alone."""
+        if sub_title and self._laid_out_narrow:
+            return Content(self._narrow_title(sub_title))
+        return super().format_title(title, sub_title)
+
+    def _narrow_title(self, sub_title: str) -> str:
+        """target ← draft · backend in the header's room, long names cut in their middle
+        (the device is in the Profile panel): a GGUF's own names are 40 characters."""
+        info = self.info
+        room = self.size.width - 12  # the header's icon and margins
+        if info is None or len(sub_title) <= room:
+            return sub_title
+        target, draft = info.target_name, info.draft_name or "no draft"
+        each = max((room - len(" ←  · ") - len(info.backend)) // 2, 8)
+
+        def cut(name: str) -> str:
+            if len(name) <= each:
+                return name
+            head = (each - 1) // 2
+            return name[:head] + "…" + name[len(name) - (each - 1 - head):]
+
+        return f"{cut(target)} ← {cut(draft)} · {info.backend}"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The keys' actions only on the main screen: their priority bindings would otherwise
+        reach past a modal (F5 in the save dialog changing k behind it)."""
+        return not (action in MAIN_SCREEN_ONLY and len(self.screen_stack) > 1)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -242,12 +320,35 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         item("policy", s.policy)
         item("T", f"{s.temperature:g}")
         item("max", str(s.max_tokens))
-        item("profile", self.profile_name or "-", "italic")
+        item("profile", self._profile_label(), "italic")
         self.query_one("#status", Static).update(text)
         if self.is_mounted:
             self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
 
+    def _profile_label(self) -> str:
+        """The profile's name, with " (modified)" once a key changed what it set."""
+        if self.profile_name is None:
+            return "-"
+        base = self.profile_settings
+        modified = base is not None and self.settings.replace(
+            target=base.target, draft=base.draft) != base  # fmt: skip
+        return self.profile_name + (" (modified)" if modified else "")
+
+    def _tick(self) -> None:
+        """Once a second while something runs: the status line's elapsed times move on."""
+        if self.busy and (self.waiting or self.calibration_label or self.benchmarking):
+            self._show_settings()
+
+    @staticmethod
+    def _since(start: float | None) -> str:
+        if start is None:
+            return ""
+        s = int(time.monotonic() - start)
+        return f" · {s} s" if s < 120 else f" · {s // 60} min {s % 60:02d} s"
+
     def _state_text(self) -> str:
+        """What the app (a turn) waits on, and for how long: a first turn once said
+        "generating: round 0" through 100 s of prefill."""
         if self.compiling:  # a first use stalled on GPU kernel compilation: never looks hung
             return self.compiling
         if self.models_loading:
@@ -256,12 +357,16 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             return "no models loaded"
         if self.run_id is not None:
             if self.calibration_label:  # a cost-aware run calibrating before its first round
-                return f"calibrating before the first round: {self.calibration_label}"
+                return (f"first turn waits on the calibration: {self.calibration_label}"
+                        + self._since(self.turn_started))
+            if self.waiting is not None:
+                return f"{self.waiting[0]}…" + self._since(self.waiting[1])
             return f"generating: round {len(self.stats.rounds)}"
         if self.calibrating:
-            return "calibrating…"
+            return (f"calibrating: {self.calibration_label or 'starting'}"
+                    + self._since(self.calibration_since))
         if self.benchmarking:
-            return "benchmarking…"
+            return f"benchmarking: {self.bench_label or 'starting'}"
         if self.idle_warming:  # the engine compiles the rest while the user types
             return f"ready · {self.idle_warming}"
         return "ready"
@@ -296,8 +401,8 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     # -- chat ----------------------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    def send(self, event: Input.Submitted) -> None:
+    @on(Composer.Submitted, "#prompt")
+    def send(self, event: Composer.Submitted) -> None:
         text = event.value.strip()
         if not text:
             return
@@ -309,13 +414,15 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             self.notify("The engine is busy; esc cancels the running generation.",
                         severity="warning")
             return
-        event.input.clear()
+        event.composer.clear()
         self.messages.append({"role": "user", "content": text})
         chat = self.query_one(ChatView)
         assistant = AssistantMessage(self.decode, self.info.eos_ids, self.info.target_name)
         chat.add(UserMessage(text), assistant)
         self.current = assistant
         self.stats = RoundStats()
+        self.turn_started = time.monotonic()
+        self.waiting = ("waiting for the engine", self.turn_started)
         self.run_id = self.bridge.generate(self.messages, self.settings)
         self._show_settings()
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, self.stats)
@@ -341,6 +448,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
 
     def show_panel(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane
+        if self.view != "chat":
+            self.view = pane
+            self._lay_out()
         self._refresh_panels()  # drawn now from the state as it is, not after the next refresh
 
     # -- command palette -----------------------------------------------------------------------
@@ -351,11 +461,9 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
             name, _, arg = key.action.partition("(")
             method = getattr(self, f"action_{name}")
             callback = partial(method, parse_arg(arg.rstrip(")"))) if arg else method
-            forms = " / ".join(k for k in (key.display, key.typing) if k)
-            yield SystemCommand(key.help.capitalize(), f"key: {forms}", callback)
-        for pane_id, title in PANES:
-            yield SystemCommand(f"Show the {title} panel", "side panel",
-                                partial(self.show_panel, pane_id))
+            forms = " / ".join(k for k in (key.bare_display, key.typing_display) if k)
+            title = key.help[:1].upper() + key.help[1:]  # "TV budget", not "Tv budget"
+            yield SystemCommand(title, f"key: {forms}", callback)
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:

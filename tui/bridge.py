@@ -13,6 +13,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -168,23 +169,41 @@ class RoundCommitted(Message):
         self.run_id, self.event = run_id, event
 
 
+class Prefilling(Message):
+    """Run `run_id` handed its `tokens` prompt tokens to the engine: until its first round the
+    turn waits on the prefill (80 s for a long prompt on a CPU), and the status says so."""
+
+    def __init__(self, run_id: int, tokens: int) -> None:
+        super().__init__()
+        self.seq = -1  # its place in its run, set by the engine thread as it posts
+        self.run_id, self.tokens = run_id, tokens
+
+
 class RunFinished(Message):
-    """Run `run_id` ended (summary None when the engine stopped without one)."""
+    """Run `run_id` ended (summary None when the engine stopped without one).
+
+    `waited_s` is the time from Enter to the engine's start (the queue, fitting the context,
+    a first-use calibration): the engine's TTFT and E2E start later, so the message adds it,
+    and names `calibration_s` on a line of its own (a first turn's 4.5 minutes were hidden).
+    `first_settings` are the settings the run's first round read, and `settings_changes`
+    (round, changed fields) every later round that read others: a key pressed mid-turn
+    applies from the next round, so the settings at the end are not what produced the run
+    (issue 32, row 16)."""
 
     def __init__(
         self,
         run_id: int,
         summary: RunSummary | None,
         prompt_ids: list[int],
+        waited_s: float = 0.0,
+        calibration_s: float | None = None,
         first_settings: Settings | None = None,
         settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
     ) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
         self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
-        # The settings the run's first round read, and (round, changed fields) for every later
-        # round that read others: a key pressed mid-turn applies from the next round, so the
-        # settings at the end are not what produced the run (issue 32, row 16).
+        self.waited_s, self.calibration_s = waited_s, calibration_s
         self.first_settings, self.settings_changes = first_settings, settings_changes
 
 
@@ -381,6 +400,7 @@ class EngineBridge:
         # segfault), so the process may end.
         self._stopped = threading.Event()
         self._idle_failed = False
+        self.clock: Callable[[], float] = time.monotonic  # faked in tests: "from Enter"
 
     # -- UI side ------------------------------------------------------------------------------
 
@@ -395,8 +415,8 @@ class EngineBridge:
         """Queue a chat turn; returns its run id. `messages` is the whole conversation."""
         run_id = next(self._run_ids)
         self._queue.put(
-            _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings},
-                     run_id=run_id)
+            _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings,
+                                  "entered": self.clock()}, run_id=run_id)
         )
         return run_id
 
@@ -548,15 +568,24 @@ class EngineBridge:
                               [m["role"] for m in messages]))
         summary: RunSummary | None = None
         watch = SettingsWatch(self._settings_source)
+        entered = cmd.args.get("entered", self.clock())
+        calibration_s: float | None = None
+        started = entered
         try:
             settings = cmd.args["settings"]
             # The run would calibrate silently before its first token (~30 s on a CPU): reuse
             # the curve kept for this pair and machine, else measure it here, where the
             # Kernels panel shows the progress and then the curve.
-            if session.needs_curve(settings) and not self._kept_curve(session, settings) \
-                    and not self._calibrate(session, settings, cmd, "first use, "):
-                post(RunFinished(cmd.run_id, None, prompt_ids))  # Esc: no tokens
-                return
+            if session.needs_curve(settings) and not self._kept_curve(session, settings):
+                began = self.clock()
+                calibrated = self._calibrate(session, settings, cmd, "first use, ")
+                calibration_s = self.clock() - began
+                if not calibrated:
+                    post(RunFinished(cmd.run_id, None, prompt_ids,  # Esc: no tokens
+                                     self.clock() - entered, calibration_s))
+                    return
+            post(Prefilling(cmd.run_id, len(prompt_ids)))
+            started = self.clock()
             for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
                 if isinstance(item, RunSummary):
                     summary = item
@@ -567,8 +596,8 @@ class EngineBridge:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".
             post(EngineFailed("generate", describe_error(exc), cmd.run_id))
-        post(RunFinished(cmd.run_id, summary, prompt_ids, watch.first or cmd.args["settings"],
-                         watch.changes))  # fmt: skip
+        post(RunFinished(cmd.run_id, summary, prompt_ids, max(started - entered, 0.0),
+                         calibration_s, watch.first or cmd.args["settings"], watch.changes))
 
     def _fit(self, session: EngineSession, cmd: _Command,
              post: Callable[[Message], None]) -> list[int]:
@@ -617,6 +646,9 @@ class EngineBridge:
         if cmd.cancel.is_set():  # cancelled while queued
             self._post(CalibrationStopped(cmd.run_id))
             return False
+        # Said at once: its first step (a prefill of the calibration's context) took 30 s on
+        # a busy CPU while the status line could only say "waiting for the engine".
+        progress(0.0, "starting: the context's prefill")
         try:
             curve = session.calibrate(settings, progress, cmd.cancel)
         except CalibrationCancelled:

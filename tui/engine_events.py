@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -18,6 +20,7 @@ from tui.bridge import (
     KernelsCompiling,
     ModelsLoaded,
     ModelsLoading,
+    Prefilling,
     RoundCommitted,
     RunFinished,
     RunStarted,
@@ -48,11 +51,14 @@ class EngineEvents:
     def on_round_committed(self, message: RoundCommitted) -> None:
         self._in_order(message)
 
+    def on_prefilling(self, message: Prefilling) -> None:
+        self._in_order(message)
+
     def on_run_finished(self, message: RunFinished) -> None:
         self._in_order(message)
 
     def _in_order(self, message: RunStarted | ContextTrimmed | RoundCommitted | RunFinished
-                  | EngineFailed) -> None:
+                  | EngineFailed | Prefilling) -> None:
         for ready in self.sequencer.push(message, ends_run=isinstance(message, RunFinished)):
             if isinstance(ready, RunStarted):
                 self._run_started(ready)
@@ -64,6 +70,14 @@ class EngineEvents:
                 self._run_finished(ready)
             elif isinstance(ready, EngineFailed):
                 self._engine_failed(ready)
+            elif isinstance(ready, Prefilling):
+                self._prefilling(ready)
+
+    def _prefilling(self, message: Prefilling) -> None:
+        """The turn now waits on its prefill: the status line says so, with the time."""
+        if message.run_id == self.run_id and not self.stats.rounds:
+            self.waiting = (f"prefilling {message.tokens:,} prompt tokens", time.monotonic())
+            self._show_settings()
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
@@ -94,6 +108,7 @@ class EngineEvents:
         if message.run_id != self.run_id or self.current is None:
             return
         ev = message.event
+        self.waiting = None  # the first round: the wait for it is over
         # The engine reads the same live settings once per round; a plain target step of
         # speculative mode counts against each source's hit rate, a target-only round does not.
         live = self._live_settings
@@ -130,8 +145,11 @@ class EngineEvents:
         assistant = self.current
         self.run_id = None
         self.current = None
+        self.waiting = None
         summary = message.summary
         if assistant is not None:
+            assistant.waited_s = message.waited_s
+            assistant.calibration_s = message.calibration_s
             assistant.summary = summary
             assistant.finished = True
             if assistant.text or summary is not None:
@@ -233,11 +251,12 @@ class EngineEvents:
         self._show_settings()
 
     def on_calibration_progress(self, message: CalibrationProgress) -> None:
+        if self.calibration_label is None:
+            self.calibration_since = time.monotonic()
         self.calibration_label = f"{message.fraction:.0%} {message.label}"
         self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
                                           self.calibration_label)
-        if self.run_id is not None:
-            self._show_settings()  # the status line carries the progress of a run's calibration
+        self._show_settings()  # the status line carries the percentage (`c` showed none)
 
     def on_calibrated(self, message: Calibrated) -> None:
         self.calibrating = False
@@ -263,9 +282,13 @@ class EngineEvents:
 
     def on_bench_progress(self, message: BenchProgress) -> None:
         self.query_one(ProfilePanel).show_bench(message.fraction, Text(message.label, "dim"))
+        # The status line too: the panel's bar sat below the Profile tab's fold for 5 minutes.
+        self.bench_label = f"{message.fraction:.0%} {message.label}"
+        self._show_settings()
 
     def on_bench_finished(self, message: BenchFinished) -> None:
         self.benchmarking = False
+        self.bench_label = None
         panel = self.query_one(ProfilePanel)
         if message.report is None:
             panel.show_bench(None, Text("benchmark stopped", "dim"))

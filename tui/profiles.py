@@ -7,10 +7,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.errors import UserError
+from core.settings import Settings
 from tui.bridge import CurveInfo
-from tui.screens.modals import ProfilePickerScreen, SaveProfileScreen
+from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.stats import RoundStats
 from tui.widgets.panels import ProfilePanel, RunRecord
+
+DEFAULT = Settings()  # a profile naming these models means "what is loaded"
 
 
 class ProfileActions:
@@ -63,6 +66,7 @@ class ProfileActions:
             self.notify(str(exc), title="not saved", severity="error")
             return
         self.profile_name = saved
+        self.profile_settings = self.settings
         self._show_settings()
         self._refresh_profiles()
         note = " (name taken, saved under a free one)" if saved != name else ""
@@ -120,7 +124,12 @@ class ProfileActions:
             self.switch_profile(event.option.id)
 
     def switch_profile(self, name: str | None) -> None:
-        """Load a saved profile: its settings become active, its recorded run fills the panels."""
+        """Load a saved profile: its settings become active, its recorded run fills the panels.
+
+        Presets change settings, not models: a profile's target "default" with the default
+        draft means "what is loaded" (every shipped preset says so, and picking one once
+        swapped a loaded Qwen pair for SmolLM2). A profile that names other models asks
+        before reloading; kept, only its settings apply."""
         if not name:
             return
         try:
@@ -129,17 +138,35 @@ class ProfileActions:
             self.notify(str(exc), title="profile not loaded", severity="error")
             return
         old = self.settings
+        want = (profile.settings.target, profile.settings.draft)
+        if want in ((DEFAULT.target, DEFAULT.draft), (old.target, old.draft)):
+            self._apply_profile(profile, reload=False)
+            return
+        draft = want[1] or "no draft"
+        question = (f"Profile {profile.name} names the models {want[0]} ← {draft}; loaded are "
+                    f"{old.target} ← {old.draft or 'no draft'}. Load its models? The "
+                    "conversation stays on screen, and the new pair reads it afresh.")
+        self.push_screen(ConfirmReloadScreen(question),
+                         lambda load: self._apply_profile(profile, reload=bool(load)))
+
+    def _apply_profile(self, profile: Any, *, reload: bool) -> None:
+        old = self.settings
+        settings = profile.settings
+        if not reload:  # the loaded pair stays; the profile's settings apply to it
+            settings = settings.replace(target=old.target, draft=old.draft)
         self.profile_name = profile.name
-        self.settings = profile.settings
+        self.profile_settings = settings
+        self.settings = settings
         self._show_settings()
         self._refresh_profiles()
-        if (profile.settings.target, profile.settings.draft) != (old.target, old.draft):
+        if reload:
             if self.run_id is not None:
                 self.bridge.cancel()
-            self.bridge.load(profile.settings.target, profile.settings.draft)
+            self.bridge.load(settings.target, settings.draft)
         if profile.run is not None:
             self._show_recorded(profile)
-        self.notify(f"switched to profile {profile.name}", title="profile", timeout=2)
+        kept = "" if reload else " (the loaded models kept)"
+        self.notify(f"switched to profile {profile.name}{kept}", title="profile", timeout=2)
 
     def _show_recorded(self, profile: Any) -> None:
         run = profile.run

@@ -37,7 +37,7 @@ async def _loaded(app: SpecDecApp, pilot: Pilot) -> None:
     await _until(pilot, lambda: app.info is not None or bool(app._notifications), 600)
     if app.info is None:
         raise SystemExit("; ".join(n.message for n in app._notifications))
-    for box in app.query("Input"):
+    for box in [*app.query("Input"), *app.query("TextArea")]:
         box.cursor_blink = False  # type: ignore[attr-defined]
 
 

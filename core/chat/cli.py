@@ -18,7 +18,7 @@ from rich.text import Text
 from core.cost.guard import guard_lines
 from core.events import RoundEvent, RunSummary, phase_label
 from core.io.user_text import prompt_text
-from core.settings import Settings
+from core.settings import Settings, first_run_settings
 
 ORIGIN_STYLE = {
     "accepted": "green",
@@ -28,6 +28,51 @@ ORIGIN_STYLE = {
     "target": "default",
     "draft": "magenta",
 }
+
+
+def legend() -> Text:
+    """Which colour is which origin: the answer is coloured, and nothing said so."""
+    text = Text("colours: ", style="dim")
+    for origin, style in ORIGIN_STYLE.items():
+        text.append("■ ", style=style)
+        text.append(origin + "  ", style="dim")
+    return text
+
+
+class Waiting:
+    """The wait before the first token (an 80 s prefill said nothing): a spinner with the
+    elapsed time on a terminal, one line into a log; gone at the first round."""
+
+    def __init__(self, err: Console, what: str) -> None:
+        self._status: Any = None
+        if err.is_terminal:
+            from rich.status import Status
+
+            self._status = Status(Text(what + "…"), console=err)
+            self._status.start()
+        else:
+            err.print(Text(what + "…"))
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def calibration_progress(err: Console) -> Callable[[int, int, str], None]:
+    """The calibration a cost-aware run would make silently inside its first round, told with
+    its percentage on stderr: the reporter core.dispatch.curve_cache.curve_for calls (a
+    terminal gets one line redrawn, a log a line per 10%)."""
+    last = [-1]
+
+    def report(done: int, total: int, label: str) -> None:
+        pct = int(100 * done / total) if total else 0
+        if err.is_terminal or pct // 10 != last[0] // 10:
+            err.print(Text(f"calibrating the verify cost (first use of the cost-aware k): "
+                           f"{pct}% {label}"), end="\r" if err.is_terminal else "\n")
+            last[0] = pct
+
+    return report
 
 
 def summary_table(summary: RunSummary) -> Table:
@@ -77,8 +122,8 @@ def source_rows(summary: RunSummary) -> list[tuple[str, str]]:
     return out
 
 
-# A one-shot chat without --profile: greedy, 64 tokens, speculative (Settings' defaults else).
-CHAT_DEFAULTS = Settings(temperature=0.0, rule="greedy", max_tokens=64, mode="speculative")
+# A one-shot chat without --profile starts where the app does (core.settings.first_run_settings).
+CHAT_DEFAULTS = first_run_settings()
 
 
 def chat_settings(args: argparse.Namespace) -> Settings:
@@ -105,7 +150,7 @@ def chat_settings(args: argparse.Namespace) -> Settings:
 
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
-                 say: Callable[[str], None]) -> Any:  # fmt: skip
+                 say: Callable[[str], None], progress: Any = None) -> Any:  # fmt: skip
     """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
     for this pair and machine, else measured after a full warm-up of its rows and kept), then
     a warm-up of only what the first rounds use (core.runtime.warmup.Warmer): later sizes
@@ -121,7 +166,8 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
     if engine.needs_curve(settings):
         from core.dispatch.curve_cache import curve_for
 
-        result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label)
+        result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,
+                           progress=progress)
         for notice in result.notices:
             say(notice)
         if result.kept is not None:
@@ -158,11 +204,15 @@ def run_chat_cli(args: argparse.Namespace) -> int:
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         prepare_chat(engine, settings, len(ids), pair.target.name,
-                     lambda text: err.print(Text(text, style="yellow")))  # fmt: skip
+                     lambda text: err.print(Text(text, style="yellow")),
+                     progress=calibration_progress(err))  # fmt: skip
+    err.print(legend())
     detok = tok.detokenizer
     detok.reset()
     summary = None
+    waiting = Waiting(err, f"prefilling {len(ids):,} prompt tokens")
     for item in engine.generate(ids, settings):
+        waiting.stop()
         if isinstance(item, RoundEvent):
             for t in item.tokens:
                 if t.id in pair.eos_ids:
@@ -171,6 +221,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
                 out.print(Text(detok.last_segment, style=ORIGIN_STYLE[t.origin]), end="")
         else:
             summary = item
+    waiting.stop()
     detok.finalize()
     out.print(Text(detok.last_segment))
     if summary is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from core.profile.export import diff_settings, summary_metrics
 from core.profile.files import PROFILES_ENV, shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
-from core.settings import Settings
+from core.settings import Settings, first_run_settings
 
 
 def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,8 +139,20 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return plain_number(value)
     return str(value)
+
+
+def plain_number(value: float) -> str:
+    """A number as people read it, never in exponent form (`profiles diff` printed a run's
+    1.246e+05 tokens/s and 1e-05 s): thousands grouped, four significant digits below."""
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 1 or size == 0:
+        return f"{value:.4g}"
+    text = f"{value:.{max(4, 3 - math.floor(math.log10(size)))}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 def _print_list(console: Any, store: ProfileStore, unavailable: str | None = None) -> None:
@@ -176,12 +189,14 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
 def _print_show(console: Any, profile: Profile) -> None:
     from rich.table import Table
 
-    defaults = Settings()
+    # The default is what the app and `chat` start from (core.settings.first_run_settings):
+    # the column once showed Settings(), model/fixed/4, which nothing runs without a profile.
+    defaults = first_run_settings()
     console.print(Text.assemble((profile.name, "bold"), "  ", user_text.shown(profile.description)))
     table = Table(title="settings", title_justify="left")
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
-    table.add_column("default")
+    table.add_column("first run (app, chat)")
     for f in dataclasses.fields(Settings):
         value, default = getattr(profile.settings, f.name), getattr(defaults, f.name)
         changed = value != default
@@ -255,5 +270,5 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
         table.add_row(role, _text(ma.get(role, "none"), style), _text(mb.get(role, "none"), style))
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
-        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{ratio:.3g}x")
+        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{plain_number(ratio)}x")
     console.print(table)

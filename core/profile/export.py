@@ -24,6 +24,10 @@ CSV_COLUMNS = (
     "accepted",
     "rows",
     "kernel",
+    # where the round's drafts came from (model, lookup; empty: a plain target step), and
+    # the copies it kept (tokens of origin "copied"): a hybrid run's rounds apart by source
+    "source",
+    "copied",
     *(f"{p}_ms" for p in PHASES),
     "total_ms",
     "tv",
@@ -76,6 +80,8 @@ def rounds_csv(run: RecordedRun) -> str:
                 r.accepted,
                 r.rows,
                 r.kernel,
+                r.source or "",
+                sum(t.origin == "copied" for t in r.tokens),
                 *(f"{ms[p]:.4f}" for p in (*PHASES, "total")),
                 "" if r.tv is None else f"{r.tv:.6g}",
                 int(r.traced),

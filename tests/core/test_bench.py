@@ -282,7 +282,8 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
 
     args = parser.parse_args(["chat", "hello", "--draft-source", "lookup"])
     assert chat_settings(args).draft_source == "lookup"
-    assert chat_settings(parser.parse_args(["chat", "hello"])).draft_source == "model"
+    # without a flag: where the app starts (issue 29: one default, not three)
+    assert chat_settings(parser.parse_args(["chat", "hello"])).draft_source == "hybrid"
 
 
 def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):

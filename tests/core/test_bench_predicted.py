@@ -273,3 +273,26 @@ def test_a_sharded_row_s_phase_split_is_labelled_compute_and_priced() -> None:
     md = report_markdown(bench.BenchReport({}, meta, [row]))
     assert "| verify (compute) |" in md and "| comm (priced) |" in md
     assert "comm (priced): each collective of the sharded target is charged" in md
+
+
+def test_the_terminal_table_cuts_nothing_at_80_columns():
+    """Fifteen columns in one table cut "acceptance" to "accepta…" and a range to "13.713-…"
+    (issue 29): two tables of eight, at 80 columns too, every header and number whole."""
+    from rich.console import Console
+
+    base = _row("Target-only", Settings(mode="target-only"), [100.0])
+    r = _row("Fixed-4, TV=0, hybrid drafts (match 3+)", Settings(k=4), [120.0])
+    r.e2e_s = [13.7132, 13.9457, 14.1021]
+    base.e2e_s = [16.2, 16.4, 16.9]
+    report = bench.BenchReport({}, {"tokens": 1, "seeds": 1, "invocations": 1, "warmup": 0,
+                                    "prompt_tokens": 1, "nll_basis": "-"}, [base, r])
+    for width in (80, 100, 160):
+        console = Console(width=width, record=True, color_system=None)
+        bench.print_table(report, console)
+        text = console.export_text()
+        assert "…" not in text, text
+        assert all(len(line.rstrip()) <= width for line in text.splitlines()), text
+        for header in ("accept", "min-max", "target", "predicted", "greedy", "kernel", "tok/s"):
+            assert header in text, (header, text)
+        for number in ("13.713-14.102", "16.200-16.900", "13.946 s", "120.0"):
+            assert number in text, (number, text)

@@ -80,3 +80,21 @@ def test_an_installed_copy_lists_the_presets_and_saves_to_the_user_data_folder(
     ).split()
     assert saved[0] == str(tmp_path / "data" / "specdec-tui" / "profiles" / "mine.toml")
     assert saved[1] == "hybrid"  # a preset loads by name from the installed copy
+
+
+def test_building_says_nothing_about_the_licence(tmp_path: Path) -> None:
+    """`make run` printed screens of setuptools deprecation warnings about the licence table
+    (issue 29): the SPDX string builds without them."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in ("core", "tui", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (tmp_path / "out").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", "from setuptools.build_meta import "
+         "prepare_metadata_for_build_wheel as p; p('out')"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "licen" not in (proc.stdout + proc.stderr).lower(), proc.stderr[-2000:]

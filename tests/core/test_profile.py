@@ -660,6 +660,8 @@ def test_rounds_csv_has_one_row_per_round_with_phase_ms() -> None:
     )
     assert float(first["verify_ms"]) == pytest.approx(20.0)
     assert float(first["total_ms"]) == pytest.approx(34.5)
+    # the draft source of each round and the copies it kept (issue 29: no source column)
+    assert (first["source"], first["copied"]) == ("", "0")
     assert (second["tokens"], second["tv"], second["draft_ms"]) == ("5", "", "0.0000")
 
 
@@ -761,8 +763,13 @@ def test_lookup_presets_save_the_draft_source_and_profiles_show_it(cli, capsys) 
     lines = capsys.readouterr().out.splitlines()
     assert any("draft_source" in ln and "hybrid" in ln and "lookup" in ln for ln in lines)
     assert cli("show", "lookup") == 0
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if "draft_source" in ln)
-    assert "lookup" in line and "model" in line  # its value and the default it differs from
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "draft_source" in ln)
+    # its value and the default it differs from: what the app and `chat` start from (hybrid,
+    # cost-aware), not Settings()'s model/fixed/4 (issue 29: one default, shown as it is)
+    assert "lookup" in line and "hybrid" in line
+    assert "first run (app, chat)" in out
+    assert not any(ln.split()[:1] == ["policy"] and "fixed" in ln for ln in out.splitlines())
 
 
 def test_cli_export_writes_rounds_as_csv(cli, capsys, tmp_path: Path) -> None:
@@ -852,3 +859,29 @@ def test_a_real_engine_run_is_recorded_saved_and_loaded_unchanged(store: Profile
     assert profile.run.environment["backend"] in {"cpu", "metal", "cuda", "gpu"}
     assert store.save(profile) == "engine-run"
     assert store.load("engine-run") == profile
+
+
+def test_rounds_csv_names_each_rounds_draft_source() -> None:
+    """A hybrid run's rounds apart by source in the CSV, with the copies each kept."""
+    import dataclasses
+
+    run = make_run()
+    copy = dataclasses.replace(run.rounds[0], source="lookup", tokens=(
+        CommittedToken(5, "copied"), CommittedToken(6, "copied"), CommittedToken(9, "corrected")))
+    model = dataclasses.replace(run.rounds[1], source="model")
+    rows = list(csv.DictReader(io.StringIO(rounds_csv(dataclasses.replace(
+        run, rounds=(copy, model))))))  # fmt: skip
+    assert [(r["source"], r["copied"]) for r in rows] == [("lookup", "2"), ("model", "0")]
+
+
+def test_profiles_prints_plain_numbers() -> None:
+    """`profiles diff` printed 1.246e+05 (issue 29): no exponent form, at any size."""
+    from core.profile.cli import plain_number
+
+    assert plain_number(124_600.0) == "124,600"
+    assert plain_number(13.7137) == "13.71"
+    assert plain_number(0.625) == "0.625"
+    assert plain_number(0.0000123) == "0.0000123"
+    assert plain_number(0.0) == "0"
+    for value in (1e-9, 3.2e-5, 0.5, 7.0, 999.9, 1e5, 2.5e9, -4.2e6):
+        assert "e" not in plain_number(value), value

@@ -225,9 +225,11 @@ def test_chat_runs_the_profile_it_is_given(capsys) -> None:
     s = chat_settings(parser.parse_args(["chat", "hi", "--profile", "fixed-8-tv1",
                                          "--max-tokens", "3"]))  # fmt: skip
     assert (s.k, s.tv_budget, s.rule, s.max_tokens) == (8, 1.0, "mentored", 3)
-    plain = chat_settings(parser.parse_args(["chat", "hi"]))  # unchanged without a profile
-    assert (plain.mode, plain.rule, plain.temperature, plain.max_tokens) == (
-        "speculative", "greedy", 0.0, 64)
+    plain = chat_settings(parser.parse_args(["chat", "hi"]))  # the app's first run without one
+    from core.settings import first_run_settings
+
+    assert plain == first_run_settings()
+    assert (plain.draft_source, plain.policy) == ("hybrid", "cost-aware")
     assert cli.main(["--profile", "target-only", "chat", "hi", *TINY, "--max-tokens", "3"]) == 0
     err = capsys.readouterr().err
     assert re.search(r"mode\s+target-only\s", err), err  # the summary's mode row

@@ -72,9 +72,12 @@ class Script:
     backend: str = "metal"  # "cpu": the app says speculation cannot pay there
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
     calibrate_gate: threading.Event | None = None  # holds calibration after its first step
+    prefill_gate: threading.Event | None = None  # holds a run before its first round
+    bench_gate: threading.Event | None = None  # holds the bench after its second request
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
+    loads: list[tuple[str, str | None]] = field(default_factory=list)  # every pair loaded
 
 
 GATE_S = 120.0  # a gate the test never opens fails the test instead of hanging the suite
@@ -91,6 +94,7 @@ class FakeSession:
 
     def __init__(self, script: Script, target: str, draft: str | None) -> None:
         hold(script.load_gate)
+        script.loads.append((target, draft))
         if script.fail_load:
             raise FileNotFoundError(f"no model at {target}")
         self.script = script
@@ -195,6 +199,7 @@ class FakeSession:
 
         events: list[RoundEvent] = []
         stop = "length"
+        hold(self.script.prefill_gate)  # the engine's prefill, as long as the test wants
         for i in range(self.script.rounds):
             if cancel.is_set():
                 stop = "cancelled"
@@ -240,6 +245,8 @@ class FakeSession:
             if cancel.is_set():
                 return None
             progress(i / 4, f"request {i + 1}/4")
+            if i == 1:
+                hold(self.script.bench_gate)
             cancel.wait(self.script.delay_s)  # a cancel ends the wait: checked above
         rows = [
             SimpleNamespace(name="Target-only", acceptance=None, median_e2e_s=2.0,
@@ -308,8 +315,12 @@ def make_app(script: Script, profiles: Path) -> Callable[..., SpecDecApp]:
 
         # No shipped presets: the picker and the snapshots see only this test's profiles.
         store = ProfileStore(profiles, presets=None)
-        return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
-                          profile_store=store, **kw)
+        app = SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
+                         profile_store=store, **kw)
+        # "From Enter" on a clock that stands still: the queue's real milliseconds would
+        # move a message's TTFT in every snapshot (a test that times a wait sets its own).
+        app.bridge.clock = lambda: 0.0
+        return app
 
     return make
 

@@ -22,12 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Static
 
 from core.settings import Settings
 from tui.app import KEYS
 from tui.screens.modals import ProfilePickerScreen
 from tui.widgets.chat import AssistantMessage
+from tui.widgets.composer import Composer
 
 # Actions a user presses between turns (their bare keys are looked up in tui.app.KEYS).
 SOAK_ACTIONS = ("tv_step(-0.05)", "tv_step(0.05)", "tv_step(-0.25)", "tv_step(0.25)",
@@ -168,9 +169,9 @@ async def _started(pilot: Any, before: Any, turn: int, timeout: float = 10.0) ->
 
 async def _focus_input(pilot: Any) -> None:
     app = pilot.app
-    if not app.query_one("#prompt", Input).has_focus:
+    if not app.query_one("#prompt", Composer).has_focus:
         await pilot.press("i")
-    assert app.query_one("#prompt", Input).has_focus
+    assert app.query_one("#prompt", Composer).has_focus
 
 
 async def soak(
@@ -244,7 +245,7 @@ async def soak(
             dropped_before = app.dropped_messages
             t0 = time.monotonic()
             before = _last_answer(app)
-            app.query_one("#prompt", Input).value = rng.choice(PROMPTS)
+            app.query_one("#prompt", Composer).value = rng.choice(PROMPTS)
             await pilot.press("enter")
             # press() returns once the queues it saw are drained, which Textual judges by the
             # process's CPU time against the clock: on a starved machine it returned while the

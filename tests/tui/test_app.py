@@ -15,6 +15,7 @@ from tui.app import CPU_NOTE, default_settings
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
 from tui.widgets.chat import AssistantMessage, Legend
+from tui.widgets.composer import Composer
 from tui.widgets.panels import KernelsPanel, RoundsPanel
 
 SIZE = (160, 45)
@@ -34,7 +35,7 @@ def warnings(app) -> list[str]:  # noqa: ANN001
 async def blur_input(pilot) -> None:  # noqa: ANN001
     """Esc outside a run leaves the input box, so single keys act."""
     await pilot.press("escape")
-    assert not pilot.app.query_one("#prompt", Input).has_focus
+    assert not pilot.app.query_one("#prompt", Composer).has_focus
 
 
 # ---------------------------------------------------------------------------------- chat
@@ -74,10 +75,10 @@ async def test_enter_while_generating_is_refused(make_app, script: Script) -> No
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "one"
+        app.query_one("#prompt", Composer).value = "one"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
-        app.query_one("#prompt", Input).value = "two"
+        app.query_one("#prompt", Composer).value = "two"
         await pilot.press("enter")
         assert any("busy" in w for w in warnings(app))
         assert script.calls.count("generate") == 1
@@ -148,7 +149,7 @@ async def test_bare_keys_change_settings(make_app, keys, field, expected) -> Non
 
 TYPING_CASES = [
     ("f3", "tv_budget", 0.05),
-    ("shift+f3", "tv_budget", 0.25),
+    ("f8", "tv_budget", 0.25),
     ("shift+f4", "tv_budget", 1.0),
     ("f6", "k", 5),
     ("f5", "k", 3),
@@ -164,7 +165,7 @@ async def test_typing_forms_act_while_the_input_has_focus(make_app, key, field, 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        prompt = app.query_one("#prompt", Input)
+        prompt = app.query_one("#prompt", Composer)
         assert prompt.has_focus
         await pilot.press(key)
         assert getattr(app.settings, field) == pytest.approx(expected)
@@ -179,7 +180,7 @@ async def test_typing_forms_of_toggles(make_app) -> None:
         assert app.show_rejected
         await pilot.press("f3", "f3", "f2")
         assert app.settings.tv_budget == pytest.approx(0.05)
-        await pilot.press("shift+f4", "shift+f2", "f4")
+        await pilot.press("shift+f4", "f7", "f4")
         assert app.settings.tv_budget == 0.0
 
 
@@ -188,7 +189,7 @@ async def test_printable_keys_type_when_the_input_has_focus(make_app) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("right_square_bracket", "m", "1", "plus")
-        assert app.query_one("#prompt", Input).value == "]m1+"
+        assert app.query_one("#prompt", Composer).value == "]m1+"
         assert app.settings == Settings()
 
 
@@ -209,7 +210,7 @@ async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "go"
+        app.query_one("#prompt", Composer).value = "go"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(script.seen) >= 2)
         await pilot.press("f6", "f3")  # k 5, TV 0.05 while the run goes on
@@ -236,7 +237,7 @@ async def test_help_and_palette(make_app) -> None:
         await pilot.press("escape")
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
         assert "Cycle mode: target-only, draft-only, speculative" in commands
-        commands["Tv budget +0.25"].callback()
+        commands["TV budget +0.25"].callback()
         assert app.settings.tv_budget == 0.25
         commands["Cycle the draft source: model, lookup, hybrid"].callback()
         assert app.settings.draft_source == "lookup"
@@ -252,7 +253,7 @@ async def test_escape_cancels_a_running_generation(make_app, script: Script) -> 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "go on forever"
+        app.query_one("#prompt", Composer).value = "go on forever"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
         await pilot.press("escape")
@@ -272,7 +273,7 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "break"
+        app.query_one("#prompt", Composer).value = "break"
         await pilot.press("enter")
         await wait_for(pilot, lambda: bool(errors(app)) and app.run_id is None)
         assert "scripted engine failure" in errors(app)[0]
@@ -292,7 +293,7 @@ async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) 
         await wait_for(pilot, lambda: app.models_loading)
         assert app.query_one(ChatView).loading
         assert "loading models" in str(app.query_one("#status", Static).render())
-        app.query_one("#prompt", Input).value = "too early"
+        app.query_one("#prompt", Composer).value = "too early"
         await pilot.press("enter")
         await wait_for(pilot, lambda: any("not loaded yet" in w for w in warnings(app)))
         assert app.models_loading and "generate" not in script.calls
@@ -309,7 +310,7 @@ async def test_model_load_error_notifies(make_app, script: Script) -> None:
         await wait_for(pilot, lambda: bool(errors(app)))
         assert "no model at default" in errors(app)[0]
         assert app.info is None and app.is_running
-        app.query_one("#prompt", Input).value = "hello"
+        app.query_one("#prompt", Composer).value = "hello"
         await pilot.press("enter")
         assert any("No models" in w for w in warnings(app))
 
@@ -354,9 +355,9 @@ async def test_first_cost_aware_run_calibrates_with_progress_first(make_app, scr
     app = make_app(Settings(policy="cost-aware"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "hello"
+        app.query_one("#prompt", Composer).value = "hello"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "calibrating before the first round" in app._state_text())
+        await wait_for(pilot, lambda: "first turn waits on the calibration" in app._state_text())
         assert "first use, auto: 1 rows" in app._state_text()
         assert script.calls == ["calibrate"] and app.curve is None  # nothing generated yet
         script.calibrate_gate.set()
@@ -395,7 +396,7 @@ async def test_bench_progress_and_report(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await chat(pilot)
-        await pilot.press("alt+b")
+        await pilot.press("f9")
         # "bench" in calls: the key was handled (press may return first on a loaded machine)
         await wait_for(pilot, lambda: "bench" in script.calls and not app.benchmarking)
         assert app.query_one(TabbedContent).active == "profile"
@@ -413,7 +414,7 @@ async def test_escape_cancels_the_benchmark(make_app, script: Script) -> None:
         # 4 requests of 60 s each, unless cancelled: only the escape can end it in time, on a
         # machine of any speed (the fake's wait returns at the cancel)
         script.delay_s = 60.0
-        await pilot.press("alt+b")
+        await pilot.press("f9")
         await wait_for(pilot, lambda: "request" in str(
             app.query_one("#bench-result", Static).render()))
         await pilot.press("escape")
@@ -577,7 +578,7 @@ async def test_d_switches_the_draft_source_from_the_next_round(make_app, script:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "go"
+        app.query_one("#prompt", Composer).value = "go"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(script.seen) >= 2)
         await pilot.press("alt+d")  # while typing: model -> lookup

@@ -16,6 +16,7 @@ from tests.tui.test_app import blur_input
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage
+from tui.widgets.composer import Composer
 
 SIZE = (160, 45)
 
@@ -64,9 +65,9 @@ async def test_esc_during_a_first_use_calibration_generates_nothing(
     said(app)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "hello"
+        app.query_one("#prompt", Composer).value = "hello"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "calibrating before the first round" in app._state_text())
+        await wait_for(pilot, lambda: "first turn waits on the calibration" in app._state_text())
         await pilot.press("escape")
         await wait_for(pilot, lambda: any("stops after the forward under way" in m
                                           for m in said(app)))  # fmt: skip

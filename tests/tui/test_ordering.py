@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from core.settings import Settings
 from tests.tui.conftest import Script, chat, ready
-from tui.bridge import RoundCommitted, RunFinished, RunStarted
+from tui.bridge import Prefilling, RoundCommitted, RunFinished, RunStarted
 from tui.ordering import RunSequencer
 
 SIZE = (140, 44)
@@ -76,7 +76,7 @@ async def _recorded_run(make_app, script: Script, text: str):  # noqa: ANN001, A
         post = app.bridge._post
 
         def capture(message) -> None:  # noqa: ANN001
-            if isinstance(message, RunStarted | RoundCommitted | RunFinished):
+            if isinstance(message, RunStarted | Prefilling | RoundCommitted | RunFinished):
                 captured.append(message)
             post(message)
 
@@ -103,12 +103,12 @@ async def test_the_app_folds_a_run_in_order_however_its_messages_arrive(
     script.rounds = 6
     captured, in_order = await _recorded_run(make_app, script, "first")
     assert in_order["rounds"] == 6
-    started = [m for m in captured if isinstance(m, RunStarted)]
+    started = [m for m in captured if isinstance(m, RunStarted | Prefilling)]
     rounds = [m for m in captured if isinstance(m, RoundCommitted)]
     finish = [m for m in captured if isinstance(m, RunFinished)]
     assert [m.seq for m in started + rounds + finish] == list(range(len(captured)))
     orders = {
-        "finish first, rounds reversed": finish + rounds[::-1] + started,
+        "finish first, rounds reversed": finish + rounds[::-1] + started[::-1],
         "rounds after the finish": started + rounds[:2] + finish + rounds[2:],
         "shuffled": random.Random(7).sample(captured, len(captured)),
     }

@@ -3,7 +3,7 @@ numbers), and the screen that sets any two runs side by side."""
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, Input, Select
+from textual.widgets import DataTable, Select
 
 from core.profile import Profile
 from core.settings import Settings
@@ -17,6 +17,7 @@ from tui.screens.compare import (
     settings_rows,
 )
 from tui.stats import RoundStats
+from tui.widgets.composer import Composer
 from tui.widgets.panels import AcceptancePanel, KernelsPanel
 from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
 
@@ -25,7 +26,7 @@ SIZE = (160, 45)
 
 async def blur_input(pilot) -> None:  # noqa: ANN001
     await pilot.press("escape")
-    assert not pilot.app.query_one("#prompt", Input).has_focus
+    assert not pilot.app.query_one("#prompt", Composer).has_focus
 
 
 # ---------------------------------------------------------------------------------- plots
@@ -78,7 +79,7 @@ async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
         acceptance = app.query_one(AcceptancePanel)
         assert acceptance.query_one("#acc-positions").display
         assert not acceptance.query_one(PositionPlot).display
-        app.query_one("#prompt", Input).focus()
+        app.query_one("#prompt", Composer).focus()
         await pilot.press("alt+v")  # the while-typing form
         assert acceptance.query_one(PositionPlot).display
         assert not acceptance.query_one("#acc-positions").display
@@ -220,6 +221,8 @@ async def test_compare_highlights_runs_of_different_models(make_app, profiles) -
                 "8-bit x1, sha256 37a8eec1ce19)") in shown  # fmt: skip
         assert "draft self:bits=4 (self, llama" in shown and "specdec-tui 0.1.0 at 0123456789ab" in shown
         app.switch_profile("other")
+        await pilot.pause()
+        await pilot.press("enter")  # it names other models: load them (issue 29 asks first)
         await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "other.gguf")
         await chat(pilot, "second")
         assert "target other.gguf (gguf, llama" in str(app.query_one(ProfilePanel)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Static
 
 from core.events import CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
 from tests.tui.conftest import chat, wait_for
 from tui.bridge import CurveInfo
 from tui.stats import RoundStats
+from tui.widgets.composer import Composer
 from tui.widgets.panels import KernelsPanel
 from tui.widgets.plots import StaticPlot
 from tui.widgets.prediction import SpeedupPlot, speedup_view
@@ -100,7 +101,7 @@ async def test_view_renders_after_fake_rounds_and_v_shows_the_numbers(make_app) 
         table = view.query_one("#speedup-table", DataTable)
         assert plot.display and not table.display
         await pilot.press("escape")
-        assert not app.query_one("#prompt", Input).has_focus
+        assert not app.query_one("#prompt", Composer).has_focus
         await pilot.press("v")
         assert not plot.display and table.display and table.row_count == 9
         marks = str(table.get_row_at(4)[5])

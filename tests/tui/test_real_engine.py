@@ -8,13 +8,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from textual.widgets import Input
 
 from core.profile import ProfileStore
 from core.settings import Settings
 from tests.tui.conftest import wait_for
 from tui.app import SpecDecApp
 from tui.widgets.chat import AssistantMessage
+from tui.widgets.composer import Composer
 
 pytestmark = pytest.mark.real_model
 
@@ -29,7 +29,7 @@ async def test_real_engine_answers_on_the_default_pair(tmp_path) -> None:
         assert app.info is not None, [n.message for n in app._notifications]
         assert app.info.target_name.startswith("SmolLM2")
         assert not app.info.random_weights
-        app.query_one("#prompt", Input).value = "What is the capital of France?"
+        app.query_one("#prompt", Composer).value = "What is the capital of France?"
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.run_id is None and bool(app.runs), timeout=300)
         summary = app.runs[-1].summary

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from core.settings import Settings
 from tests.tui.conftest import chat, ready, wait_for
@@ -20,14 +20,15 @@ SMALL = (100, 30)
 
 def steady(app) -> None:  # noqa: ANN001
     """No blinking cursor, no toasts: the same pixels on every run."""
-    for box in app.screen.query(Input):
-        box.cursor_blink = False
+    for screen in app.screen_stack:  # the composer under a modal blinks too
+        for box in [*screen.query(Input), *screen.query(TextArea)]:
+            box.cursor_blink = False
     app.clear_notifications()
 
 
 def after_chat(*then: Callable[[Pilot], Awaitable[None]]) -> Callable[[Pilot], Awaitable[None]]:
     async def run_before(pilot: Pilot) -> None:
-        for box in pilot.app.query(Input):
+        for box in [*pilot.app.query(Input), *pilot.app.query(TextArea)]:
             box.cursor_blink = False
         await chat(pilot, "Write a short scene in a lunar greenhouse.")
         for step in then:
@@ -106,6 +107,7 @@ def test_banner_and_target_only(snap_compare, make_app, script) -> None:  # noqa
 def test_help_screen(snap_compare, make_app) -> None:
     async def run_before(pilot: Pilot) -> None:
         await ready(pilot)
+        steady(pilot.app)  # before the help takes the focus: the composer's cursor stays put
         pilot.app.action_help()
         await pilot.pause()
         steady(pilot.app)
@@ -142,3 +144,44 @@ def test_compare_screen(snap_compare, make_app) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=BIG, run_before=after_chat(compare))
+
+
+# 80x24 (issue 29): the panels once vanished there and the status line and key bar were cut.
+TERMINAL = (80, 24)
+WIDE = (200, 50)
+
+
+def test_80x24_chat(snap_compare, make_app) -> None:
+    """One view at a time: the chat, the status line wrapped, the whole key bar."""
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=after_chat())
+
+
+def test_80x24_panel_by_ctrl_t(snap_compare, make_app) -> None:
+    """ctrl+t shows the Rounds panel over the whole width."""
+    async def rounds(pilot: Pilot) -> None:
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=after_chat(rounds))
+
+
+def test_200x50(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=WIDE, run_before=after_chat())
+
+
+def test_80x24_pasted_function(snap_compare, make_app) -> None:
+    """A pasted 40-line function in the composer: grown to its cap, scrolled to the end."""
+    from tests.tui.test_terminal_keys import FUNCTION, REQUEST
+
+    async def paste(pilot: Pilot) -> None:
+        box = pilot.app.query_one("#prompt")
+        box.value = FUNCTION + "\n" + REQUEST
+        await pilot.pause()
+
+    async def run_before(pilot: Pilot) -> None:
+        await ready(pilot)
+        await paste(pilot)
+        steady(pilot.app)
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=TERMINAL, run_before=run_before)

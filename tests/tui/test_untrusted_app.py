@@ -16,6 +16,7 @@ from tests.tui.conftest import GATE_S, FakeSession, Script, chat, ready, wait_fo
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
+from tui.widgets.composer import Composer
 from tui.widgets.panels import ProfilePanel
 
 SIZE = (160, 45)
@@ -69,6 +70,11 @@ async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: 
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.switch_profile("odd")
+        await pilot.pause()
+        # it names other models: the question quotes them as text, never markup
+        question = str(app.screen.query_one(Static).render())
+        assert "shape:x[/]" in question and "[/red]" in question, question
+        await pilot.press("enter")  # load them
         # the new pair's info, not the old one still shown until the engine thread says loading
         await wait_for(pilot, lambda: app.info is not None and app.info.target_spec == "shape:x[/]")
         assert app.settings.target == "shape:x[/]"
@@ -133,7 +139,7 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
                      profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "too long for this model"
+        app.query_one("#prompt", Composer).value = "too long for this model"
         await pilot.press("enter")
 
         def errors() -> list[str]:

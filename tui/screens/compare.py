@@ -120,11 +120,26 @@ def model_cells(run: ComparedRun, role: str) -> tuple[str, str, str, str]:
 
 
 def models_differ(a: ComparedRun, b: ComparedRun) -> list[str]:
-    """The roles whose models differ between two runs that both name theirs."""
+    """The roles whose models differ between two runs that both name theirs. A run that used
+    no draft (target-only) against one that did is a mode change, not a draft model change
+    (mode_change): the screen once said "they ran different models (draft)" for it."""
     if a.summary is None or b.summary is None or not a.summary.models or not b.summary.models:
         return []
-    return [role for role in ("target", "draft")
-            if model_cells(a, role) != model_cells(b, role)]  # fmt: skip
+    out = []
+    for role in ("target", "draft"):
+        ca, cb = model_cells(a, role), model_cells(b, role)
+        if role == "draft" and "none" in (ca[0], cb[0]):
+            continue
+        if ca != cb:
+            out.append(role)
+    return out
+
+
+def mode_change(a: ComparedRun, b: ComparedRun) -> str | None:
+    """The sentence for two runs of different modes (speculative against target-only)."""
+    if a.summary is None or b.summary is None or a.summary.mode == b.summary.mode:
+        return None
+    return (f"a mode change: {a.label} ran {a.summary.mode}, {b.label} {b.summary.mode}")
 
 
 def _tool(env: dict[str, Any]) -> str:
@@ -340,6 +355,9 @@ class CompareScreen(Screen[None]):
         text.append(f"   {changed} setting{' differs' if changed == 1 else 's differ'}", "dim")
         warnings = [f"{r.label} has no recorded run" for r in (a, b) if r.summary is None]
         warnings += [f"{r.label}'s settings changed after its run" for r in (a, b) if r.stale]
+        mode = mode_change(a, b)
+        if mode:
+            warnings.append(mode)
         differ = models_differ(a, b)
         if differ:
             warnings.append(f"they ran different models ({' and '.join(differ)}): the numbers "

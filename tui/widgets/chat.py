@@ -59,6 +59,9 @@ class AssistantMessage(Vertical):
         self.summary: RunSummary | None = None
         self.error: str | None = None
         self.note: str | None = None  # why a turn ended without a summary (not an error)
+        # From Enter to the engine's start (tui.bridge.RunFinished): TTFT and E2E add it
+        self.waited_s = 0.0
+        self.calibration_s: float | None = None
         self.finished = False
         self._body = Static("", classes="body")
         self._footer = Static("…", classes="footer")
@@ -86,12 +89,13 @@ class AssistantMessage(Vertical):
             parts.append(f"{s.tokens} tok")
             # 0: every token came in the first round, so there is no decode time to divide by
             parts.append(f"{s.decode_tok_s:.1f} tok/s" if s.decode_tok_s else "- tok/s")
-            parts.append(f"TTFT {s.ttft_s:.2f}s")
+            # From Enter: the queue and a first-use calibration before the engine's own clock
+            parts.append(f"TTFT {s.ttft_s + self.waited_s:.2f}s")
             if s.acceptance is not None:
                 mal = f", {s.mean_accepted_length:.2f}/round" if s.mean_accepted_length else ""
                 parts.append(f"acc {s.acceptance:.0%}{mal}")
             parts.append(f"{s.rounds} rounds")
-            parts.append(f"E2E {s.e2e_s:.2f}s")
+            parts.append(f"E2E {s.e2e_s + self.waited_s:.2f}s")
             if s.stop_reason != "length":
                 parts.append(s.stop_reason)
         elif stats is not None:
@@ -104,6 +108,10 @@ class AssistantMessage(Vertical):
         if self.transcript.rejected_count:
             parts.append(f"{self.transcript.rejected_count} rejected")
         out = Text(" · ".join(parts), "dim")
+        if self.calibration_s is not None and s is not None:  # a cancelled one: the note says
+            out.append(("\n" if parts else "") + f"first use: calibrated the verify cost for "
+                       f"{self.calibration_s:.1f}s before the first round (in TTFT and E2E)",
+                       "dim yellow")
         if self.note:
             out.append(("  " if parts else "") + self.note, "yellow")
         if self.error:

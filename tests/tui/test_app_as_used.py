@@ -1,0 +1,245 @@
+"""The app as people use it (issue 29): presets that keep the loaded models, first turns
+told as they are, progress in the status line, temperature and max-tokens keys, one view at a
+time on a narrow terminal. On the scripted engine (tests/tui/conftest.py), with a faked clock
+where a time is asserted."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from textual.widgets import Static, TabbedContent
+
+from core.profile import Profile, ProfileStore
+from core.settings import Settings
+from tests.tui.conftest import Script, chat, ready, wait_for
+from tui.screens.modals import ConfirmReloadScreen
+from tui.widgets.chat import AssistantMessage
+from tui.widgets.composer import Composer
+
+SIZE = (160, 45)
+# A loaded pair that is not the default (the scripted engine takes any spec; the real one
+# builds these random-weight shapes).
+QWEN = Settings(target="shape:qwen2.5-0.5b,layers=2", draft="shape:qwen2.5-0.5b,layers=1")
+
+
+def status(app) -> str:  # noqa: ANN001
+    return str(app.query_one("#status", Static).render())
+
+
+# ------------------------------------------------------------------- presets keep the models
+
+
+async def test_a_preset_keeps_the_loaded_pair(make_app, script: Script, profiles) -> None:
+    """Every shipped preset says target "default": that means what is loaded, not SmolLM2."""
+    ProfileStore(profiles).save(Profile("lookup", Settings(draft_source="lookup",
+                                                           policy="cost-aware", k_max=32)))
+    app = make_app(QWEN)
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "def f(xs): return xs")
+        assert script.loads == [(QWEN.target, QWEN.draft)]
+        app.switch_profile("lookup")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmReloadScreen)
+        assert app.settings.draft_source == "lookup" and app.settings.k_max == 32
+        assert (app.settings.target, app.settings.draft) == (QWEN.target, QWEN.draft)
+        await chat(pilot, "again")  # the next turn runs on the same pair, never reloaded
+        assert script.loads == [(QWEN.target, QWEN.draft)]
+        assert app.info.target_spec == QWEN.target
+
+
+async def test_a_profile_naming_other_models_asks_before_reloading(make_app, script: Script,
+                                                                   profiles) -> None:
+    other = Settings(target="shape:llama-3.2-1b,layers=2", draft="self:bits=3", k=6)
+    ProfileStore(profiles).save(Profile("llama", other))
+    app = make_app(QWEN)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.switch_profile("llama")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmReloadScreen)
+        await pilot.press("k")  # keep the loaded models: only the settings change
+        await pilot.pause()
+        assert app.settings.k == 6 and app.settings.target == QWEN.target
+        assert script.loads == [(QWEN.target, QWEN.draft)]
+        app.switch_profile("llama")
+        await pilot.pause()
+        await pilot.press("enter")  # load them
+        await wait_for(pilot, lambda: len(script.loads) == 2 and app.info is not None)
+        assert script.loads[-1] == (other.target, other.draft)
+        assert app.settings.target == other.target
+
+
+async def test_the_profile_name_is_marked_modified(make_app, profiles) -> None:
+    ProfileStore(profiles).save(Profile("tight", Settings(k=3)))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.switch_profile("tight")
+        await pilot.pause()
+        assert "profile tight" in status(app) and "modified" not in status(app)
+        await pilot.press("f6")  # k 4: no longer what the profile says
+        assert "tight (modified)" in status(app)
+        await pilot.press("f5")
+        assert "modified" not in status(app)
+
+
+# ------------------------------------------------------------------- first turns, progress
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_first_turn_counts_from_enter_with_the_calibration_on_its_own_line(
+        make_app, script: Script) -> None:  # fmt: skip
+    """A first cost-aware turn calibrates before its first round: TTFT and E2E from Enter
+    include it (they reported 62 s for a 7-minute wait), and a line names it."""
+    script.needs_curve, script.calibrate_gate = True, threading.Event()
+    app = make_app(Settings(policy="cost-aware"))
+    clock = FakeClock()
+    app.bridge.clock = clock
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Composer).value = "hello"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "first turn waits on the calibration: 11%" in status(app))
+        clock.now += 270.0  # the calibration takes 4.5 minutes
+        script.calibrate_gate.set()
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
+        msg = app.query_one(AssistantMessage)
+        footer = msg.footer_text(None).plain
+        summary = app.runs[-1].summary
+        assert f"TTFT {summary.ttft_s + 270:.2f}s" in footer
+        assert f"E2E {summary.e2e_s + 270:.2f}s" in footer
+        assert "calibrated the verify cost for 270.0s before the first round" in footer
+
+
+async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Script) -> None:
+    script.prefill_gate = threading.Event()
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.query_one("#prompt", Composer).value = "a long prompt"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "prefilling 1 prompt tokens" in status(app))
+        assert "round" not in status(app)
+        script.prefill_gate.set()
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert "prefilling" not in status(app)
+
+
+async def test_calibration_and_bench_progress_in_the_status_line(make_app,
+                                                                 script: Script) -> None:
+    script.calibrate_gate = threading.Event()
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot)
+        app.action_calibrate()
+        await wait_for(pilot, lambda: "calibrating: 11% auto: 1 rows" in status(app))
+        script.calibrate_gate.set()
+        await wait_for(pilot, lambda: not app.calibrating)
+        script.bench_gate = threading.Event()
+        app.action_bench()
+        await wait_for(pilot, lambda: "benchmarking: 25% request 2/4" in status(app))
+        script.bench_gate.set()
+        await wait_for(pilot, lambda: not app.benchmarking)
+        assert "ready" in status(app)
+
+
+# ------------------------------------------------------------------- temperature, max tokens
+
+
+async def test_temperature_and_max_tokens_keys_and_palette(make_app) -> None:
+    app = make_app(Settings(temperature=0.7, max_tokens=256))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("escape")
+        await pilot.press("t")
+        assert app.settings.temperature == 1.0 and "T 1" in status(app)
+        await pilot.press("t")
+        assert app.settings.temperature == 0.0
+        await pilot.press("n")
+        assert app.settings.max_tokens == 512 and "max 512" in status(app)
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        commands["Cycle the temperature: 0 (greedy), 0.3, 0.7, 1"].callback()
+        assert app.settings.temperature == 0.3
+        commands["Cycle max tokens a message: 64, 128, 256, 512, 1024"].callback()
+        assert app.settings.max_tokens == 1024
+
+
+# ------------------------------------------------------------------- 80x24
+
+
+async def test_a_narrow_terminal_shows_one_view_switched_by_ctrl_t(make_app) -> None:
+    """At 80 columns the chat (40) and the panels (44) do not fit: the panels vanished with
+    no hint. Now one view fills the screen and ctrl+t goes chat, Rounds, ... Profile, chat."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await chat(pilot)
+        chat_column, panels = app.query_one("#chat-column"), app.query_one("#panels")
+        assert chat_column.display and chat_column.size.width >= 76 and panels.size.width == 0
+        seen = []
+        for _ in range(5):
+            await pilot.press("ctrl+t")
+            await pilot.pause()
+            seen.append(app.view)
+            if app.view != "chat":
+                assert panels.size.width >= 76 and chat_column.size.width == 0
+                assert app.query_one(TabbedContent).active == app.view
+        assert seen == ["rounds", "acceptance", "kernels", "profile", "chat"]
+        assert chat_column.size.width >= 76 and app.query_one("#prompt", Composer).has_focus
+        # everything stays on the screen: the key bar's last line is the screen's last
+        keybar = app.query_one("#keybar")
+        assert keybar.region.bottom == 24 and keybar.region.width == 80
+        text = str(keybar.render())
+        assert all(len(line) <= 78 for line in text.splitlines())
+        assert "F1 help" in text and "^q quit" in text
+        # the header: the pair alone, long GGUF names cut in their middle, the backend kept
+        app.info = dataclasses.replace(app.info, target_name="SmolLM2-135M-Instruct Q4_1",
+                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32")
+        title = app._narrow_title(f"{app.info.target_name} ← {app.info.draft_name} · metal · "
+                                  "AMD EPYC 7763 64-Core Processor")
+        assert len(title) <= 80 - 12 and title.endswith(" · metal"), title
+        assert title.startswith("SmolLM2-135M") and "←" in title
+
+
+async def test_tabs_switch_by_keys_at_any_width(make_app) -> None:
+    app = make_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await ready(pilot)
+        tabs = app.query_one(TabbedContent)
+        order = []
+        for _ in range(4):
+            await pilot.press("ctrl+t")
+            order.append(tabs.active)
+        assert order == ["acceptance", "kernels", "profile", "rounds"]
+        assert app.query_one("#chat-column").display  # side by side: the chat stays
+        assert app.query_one("#prompt", Composer).has_focus
+
+
+# ------------------------------------------------------------------- compare: a mode change
+
+
+async def test_compare_names_a_mode_change_as_one(make_app) -> None:
+    """Speculative against target-only: the same models, another mode (it once said "they
+    ran different models (draft)")."""
+    from tui.screens.compare import CompareScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await chat(pilot, "first")
+        app.apply(mode="target-only")
+        await chat(pilot, "second")
+        app.action_compare_runs()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        note = " ".join(str(app.screen.query_one("#compare-note").render()).split())
+        assert "a mode change: run 1 (this session) ran speculative, run 2 (this session) " \
+               "target-only" in note, note
+        assert "different models" not in note
