@@ -337,7 +337,7 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
 
     def cost(c: dict[str, Any]) -> str:
         return (f"acceptance {pct(c.get('acceptance'))}, NLL given up {num(c.get('nll_delta'), '+.3f')} "
-                f"nats/token, mean TV {num(c.get('mean_tv'))}, task success {pct(c.get('task_success'))}")
+                f"nats/token, mean TV {num(c.get('mean_tv'))}")
 
     def pred(c: dict[str, Any]) -> str:
         parts = [f"{x:.2f}x with a {label}" for label, cv in curves
@@ -352,6 +352,18 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
     faster_text = ("On single prompts a budget does pass 1.00x: " + "; ".join(
         f"{name} {cell} {speed_of(x)}" for name, cell, x in above) + ". "
         if above else "No prompt's median passes 1.00x at any budget. ")  # fmt: skip
+    checked = [name for name in doc.get("prompts") or []
+               if ((base.get("per_prompt") or {}).get(name) or {}).get("task_success") is not None]
+    rates = {c["name"]: c.get("task_success") for c in doc.get("cells", [])}
+    per = "; ".join(f"{name} {pct(base['per_prompt'][name]['task_success'])}" for name in checked)
+    task_text = (f"Task success does not tell the cells apart: {pct(base.get('task_success'))} in "
+                 f"every cell, target-only's per checked prompt {per}. "
+                 if checked and len(set(rates.values())) == 1 else
+                 "Task success: " + ", ".join(f"{k} {pct(v)}" for k, v in rates.items()) + ". "
+                 if checked else "")  # fmt: skip
+    noise = (f"; TV 0 keeps the target's distribution, so its {num(tv0.get('nll_delta'), '+.3f')} "
+             "is the spread of one sampled text per seed, the scale below which the NLL "
+             "differences here are noise" if tv0.get("mean_tv") == 0.0 else "")  # fmt: skip
     verdict = ("no TV budget makes this pair faster" if (best.get("speedup") or 0.0) <= 1.0
                else "a TV budget does make this pair faster")  # fmt: skip
     n = len(doc.get("prompts") or [])
@@ -360,7 +372,7 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
             "geometric mean over prompts of each prompt's median ratio, in brackets the range of "
             f"the paired per-request ratios): TV 0.5 runs at {speed_of(half)} ({cost(half)}) and "
             f"TV 1 at {speed_of(full)} ({cost(full)}), against lossless TV 0 at {speed_of(tv0)} "
-            f"({cost(tv0)}) and target-only's task success {pct(base.get('task_success'))}. "
+            f"({cost(tv0)}){noise}. {task_text}"
             f"Draft-only runs at {speed_of(draft)}: a 0.5B request takes about "
             f"{1 / draft['speedup']:.2f} of the 1.5B's time, so a draft step costs nearly a "
             f"target step and, over the prompts, {verdict} (the best, {best['name']}, "
