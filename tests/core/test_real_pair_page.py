@@ -92,3 +92,18 @@ def test_the_headline_follows_the_numbers(sweep):
     next(c for c in doc["cells"] if c["name"] == "fixed-8 TV=1")["speedup"] = 1.5
     text = make_page.headline(doc, curves)
     assert "a TV budget does make this pair faster (the best, fixed-8 TV=1, 1.50x" in text
+
+
+def test_a_greedy_part_leaves_the_headline_at_the_sampled_temperature(sweep):
+    """When greedy blocks join the data (cells of the same names at T = 0), the headline still
+    quotes T = 0.7's cells, and the per-prompt tables come once per temperature."""
+    curves: list = []
+    doc = copy.deepcopy(sweep)
+    greedy = copy.deepcopy(doc["cells"])
+    for c in greedy:
+        c.update(temperature=0.0, id=c["id"].replace("T=0.7", "T=0"), speedup=9.0)
+    doc["cells"] = greedy + doc["cells"]
+    doc["grid"] = {**doc["grid"], "temperatures": [0.0, 0.7]}
+    assert make_page.headline(doc, curves) == make_page.headline(sweep, curves)
+    lines = make_page.per_prompt_lines(doc)
+    assert "### Per prompt, T = 0\n" in lines and "### Per prompt, T = 0.7\n" in lines

@@ -7,7 +7,9 @@ real-pair-sweep-more.sh): the cells measured there (speed with its paired range,
 NLL given up, mean TV, task success), the frontier as an SVG beside the page, the fastest cell
 within the bounds, the texts side by side, and, in columns of their own, the speedup the same
 acceptance would predict with a 7B and a 72B target (the H200 curves measured on those shapes,
-priced by core.cost.prediction). The CPU section: the bench reports of run_cpu.sh (acceptance,
+priced by core.cost.prediction); above them a headline paragraph computed from the cells
+(README.md quotes it verbatim: tests/core/test_real_pair_page.py), below them each prompt's own
+numbers, and after the sweeps what issue 30 planned that no sweep measured. The CPU section: the bench reports of run_cpu.sh (acceptance,
 the TV sweep, NLL, task success) with the speedup predicted from the H200's curve for these two
 shapes. No machine's paths: models by file name and sha256, and the fetch command.
 
@@ -311,6 +313,12 @@ def predicted_cell(cell: dict[str, Any], curve: Any) -> float | None:
     return predict(cost, accept, bonus=True, k_max=hi, k_min=lo).best.speedup
 
 
+def at_temperature(doc: dict[str, Any], t: float) -> dict[str, Any]:
+    """The sweep with only its cells at temperature t (a cell's name repeats across them)."""
+    return {**doc, "cells": [c for c in doc.get("cells", [])
+                             if abs(float(c.get("temperature") or 0.0) - t) < 1e-9]}  # fmt: skip
+
+
 def _cell(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((c for c in doc.get("cells", []) if c["name"] == name), None)
 
@@ -327,7 +335,9 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
     (tests/core/test_real_pair_page.py holds both to the data)."""
     where = (doc.get("environment") or {}).get("device_name") or "the GPU"
     p = doc.get("protocol") or {}
-    temps = (doc.get("grid") or {}).get("temperatures") or []
+    # The budget only matters when sampling: the highest temperature the sweep ran.
+    temps = [max((doc.get("grid") or {}).get("temperatures") or [0.7])]
+    doc = at_temperature(doc, temps[0])
     base, draft = _cell(doc, "target-only"), _cell(doc, "draft-only")
     tv0, half, full = (_cell(doc, _tv_name(doc, tv)) for tv in (0.0, 0.5, 1.0))
     if None in (base, draft, tv0, half, full):
@@ -388,13 +398,19 @@ def speed_of(c: dict[str, Any]) -> str:
 
 
 def per_prompt_lines(doc: dict[str, Any]) -> list[str]:
+    """per_prompt_table for each temperature the sweep ran."""
+    temps = sorted((doc.get("grid") or {}).get("temperatures") or [])
+    return [line for t in temps for line in per_prompt_table(at_temperature(doc, t), t)]
+
+
+def per_prompt_table(doc: dict[str, Any], t: float) -> list[str]:
     """Each prompt's own numbers behind the pooled cells: the speedup (its median ratio, the
     paired range), then acceptance and NLL given up per TV budget, and task success where the
     prompt has a check, so a reader sees which prompts carry a pooled number."""
     cells = doc.get("cells", [])
     base = _cell(doc, "target-only")
     others = [c for c in cells if c["name"] != "target-only"]
-    out = ["### Per prompt\n",
+    out = [f"### Per prompt, T = {t:g}\n",
            "Speedup over target-only on each prompt: target-only's median E2E over the cell's, "
            "in brackets the paired per-request ratios' range; target-only's median E2E in "
            "seconds.\n"]  # fmt: skip
