@@ -164,9 +164,9 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
         warm_up_engine(engine, [settings], prompt_tokens=prompt_tokens, label=label)
         return None
     if engine.needs_curve(settings):
-        from core.dispatch.curve_cache import curve_for
-
         import time
+
+        from core.dispatch.curve_cache import curve_for
 
         began = time.monotonic()
         result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,
