@@ -100,7 +100,9 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
     console = Console(file=io.StringIO(), width=220, record=True)
     bench.print_table(report, console)
     text = console.export_text()
-    assert "predicted" in text and "efficiency" in text
+    # the header is "effic-/iency" on two lines (80 columns hold the table); "efficiency"
+    # whole appears only in a diagnosis line, which depends on the measured times
+    assert "predicted" in text and "effic-" in text and "iency" in text
 
 
 def test_prediction_is_the_formula_on_the_row_s_own_numbers(engine, prompt_ids):
