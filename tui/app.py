@@ -29,9 +29,10 @@ from core.events import RunSummary
 from core.io.user_text import shown
 from core.settings import Settings, SettingsError, first_run_settings
 from tui.actions import SettingsActions
-from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
+from tui.bridge import EngineBridge, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
 from tui.engine_events import MAX_RUNS, EngineEvents
+from tui.engine_info import CurveInfo, PairInfo
 from tui.keys import (
     KEYS,
     MAIN_SCREEN_ONLY,

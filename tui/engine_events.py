@@ -7,7 +7,8 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.bridge import (
+from tui.copies import PromptLayout, locate_copy
+from tui.messages import (
     BenchFinished,
     BenchProgress,
     Calibrated,
@@ -25,7 +26,6 @@ from tui.bridge import (
     RunFinished,
     RunStarted,
 )
-from tui.copies import PromptLayout, locate_copy
 from tui.ordering import RunSequencer
 from tui.widgets.chat import ChatView
 from tui.widgets.panels import KernelsPanel, ProfilePanel, RunRecord

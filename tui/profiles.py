@@ -8,7 +8,7 @@ from typing import Any
 
 from core.errors import UserError
 from core.settings import Settings
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.stats import RoundStats
 from tui.widgets.panels import ProfilePanel, RunRecord

@@ -14,7 +14,7 @@ from typing import Any
 
 from core.events import RoundEvent, RunSummary
 from core.settings import MAX_K, Settings
-from tui.bridge import CurveInfo, PairInfo, ShapeKernel
+from tui.engine_info import CurveInfo, PairInfo, ShapeKernel
 
 
 def curve_info(curve: Any, greedy: bool | None = None, kept_at: str | None = None) -> CurveInfo:

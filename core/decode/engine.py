@@ -228,7 +228,7 @@ class Engine:
         stop = "length"
 
         # A source may ask to hear which settings the loop takes for its next rounds (the app
-        # records a run's settings per round: tui.bridge.SettingsWatch); other reads only peek.
+        # records a run's settings per round: tui.settings_watch.SettingsWatch); other reads only peek.
         taken = getattr(settings_source, "taken", None)
         while True:
             s = source()

@@ -8,7 +8,7 @@ from textual.widgets import DataTable, Select
 from core.profile import Profile
 from core.settings import Settings
 from tests.tui.conftest import chat, ready, wait_for
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.screens.compare import (
     ComparedRun,
     CompareScreen,

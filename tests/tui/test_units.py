@@ -8,8 +8,8 @@ import pytest
 
 from core.events import ORIGINS, CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
-from tui.bridge import CurveInfo
 from tui.copies import PromptLayout, locate_copy
+from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, REJECTED_COPY, Transcript
 from tui.widgets.panels import curve_rows, phase_legend, position_bars, round_bars

@@ -28,8 +28,8 @@ from core.cost.guard import guard_lines
 from core.events import RunSummary, phase_label
 from core.io.user_text import shown
 from core.settings import Settings
-from tui.bridge import CurveInfo, PairInfo
 from tui.copies import CopyOrigin
+from tui.engine_info import CurveInfo, PairInfo
 from tui.stats import SHOWN_PHASES, RoundStats, SourceRow, SourceStats
 from tui.widgets.plots import CurvePlot, PositionPlot
 from tui.widgets.prediction import SpeedupPlot
