@@ -45,16 +45,14 @@ from tui.keys import (
 )
 from tui.ordering import RunSequencer
 from tui.profiles import ProfileActions, curve_from_dict
+from tui.records import RunRecord
 from tui.stats import RoundStats, SourceStats
+from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
 from tui.widgets.composer import Composer
-from tui.widgets.panels import (
-    AcceptancePanel,
-    KernelsPanel,
-    ProfilePanel,
-    RoundsPanel,
-    RunRecord,
-)
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.profile_panel import ProfilePanel
+from tui.widgets.rounds import RoundsPanel
 
 # Importable from here as before the split (tests, tui.screenshot, core.cli).
 __all__ = ["CPU_NOTE", "KEYS", "MAX_RUNS", "PANES", "SpecDecApp", "build_app",

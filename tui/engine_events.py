@@ -27,8 +27,10 @@ from tui.messages import (
     RunStarted,
 )
 from tui.ordering import RunSequencer
+from tui.records import RunRecord
 from tui.widgets.chat import ChatView
-from tui.widgets.panels import KernelsPanel, ProfilePanel, RunRecord
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.profile_panel import ProfilePanel
 
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 

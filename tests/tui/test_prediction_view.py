@@ -11,7 +11,7 @@ from tests.tui.conftest import chat, wait_for
 from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.composer import Composer
-from tui.widgets.panels import KernelsPanel
+from tui.widgets.kernels import KernelsPanel
 from tui.widgets.plots import StaticPlot
 from tui.widgets.prediction import SpeedupPlot, speedup_view
 

@@ -17,7 +17,7 @@ from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
 from tui.widgets.composer import Composer
-from tui.widgets.panels import ProfilePanel
+from tui.widgets.profile_panel import ProfilePanel
 
 SIZE = (160, 45)
 MARKUP = "uses [/] and [/red] and [gpu]"
