@@ -96,7 +96,7 @@ class _Forward(logging.Handler):
         self.post = post
 
     def emit(self, record: logging.LogRecord) -> None:
-        notice = getattr(record, "compile_notice", None)  # from core.runtime.warmup's timer thread
+        notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
                   else EngineNotice(record.getMessage()))  # fmt: skip
 

@@ -121,7 +121,7 @@ class EngineNotice(Message):
 
 
 class KernelsCompiling(Message):
-    """A first use is compiling GPU kernels (core.runtime.warmup.CompileNotice: kind "started",
+    """A first use is compiling GPU kernels (core.runtime.compile_watch.CompileNotice: kind "started",
     "progress" or "done", its text and elapsed seconds): the status line says so until done."""
 
     def __init__(self, notice: Any) -> None:
@@ -130,7 +130,7 @@ class KernelsCompiling(Message):
 
 
 class IdleWarmup(Message):
-    """The engine thread warmed one more size while idle (core.runtime.warmup.IdleProgress:
+    """The engine thread warmed one more size while idle (core.runtime.warmer.IdleProgress:
     done, total, the last size): the status line says so until all are done."""
 
     def __init__(self, progress: Any) -> None:

@@ -550,7 +550,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
-    from core.runtime.warmup import notices_to
+    from core.runtime.compile_watch import notices_to
 
     def compile_notice(n: Any) -> None:  # a fresh GPU compiling before the first timing
         if log is not None:

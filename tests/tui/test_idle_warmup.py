@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from core.runtime.warmup import IdleProgress
+from core.runtime.warmer import IdleProgress
 from core.settings import Settings
 from tests.tui.conftest import FakeSession, Script, hold
 from tui.bridge import EngineBridge
