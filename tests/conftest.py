@@ -18,6 +18,9 @@ def pytest_configure() -> None:
     os.environ[PROFILES_ENV] = tempfile.mkdtemp(prefix="specdec-profiles-")
     # The sweep's copy for the app (core/sweep/last.py), likewise.
     os.environ[SWEEP_ENV] = os.path.join(tempfile.mkdtemp(prefix="specdec-sweep-"), "last.json")
+    # Kept calibration curves likewise (core.dispatch.curve_cache): a test that expects a first
+    # calibration never finds one an earlier run kept in the user cache.
+    os.environ["SPECDEC_TUI_CURVES"] = tempfile.mkdtemp(prefix="specdec-curves-")
 
 
 # The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the

@@ -165,14 +165,19 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
         warm_up_engine(engine, [settings], prompt_tokens=prompt_tokens, label=label)
         return None
     if engine.needs_curve(settings):
+        import time
+
         from core.dispatch.curve_cache import curve_for
 
+        began = time.monotonic()
         result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,
                            progress=progress)
         for notice in result.notices:
             say(notice)
         if result.kept is not None:
             say(f"calibration kept from {result.kept.when()} reused ({result.kept.path})")
+        else:
+            say(f"calibrated in {time.monotonic() - began:.1f} s" + " " * 40)
     Warmer(engine, label=label).first_round(settings, prompt_tokens)
     return result
 

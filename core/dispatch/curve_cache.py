@@ -78,11 +78,19 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
     }
 
 
+CURVES_ENV = "SPECDEC_TUI_CURVES"
+
+
 def curves_dir() -> Path:
-    """Where kept curves live: `curves/` in the model cache folder (core.models.loaded)."""
+    """Where kept curves live: $SPECDEC_TUI_CURVES, else `curves/` in the model cache folder
+    (core.models.loaded). The test suite points the variable at a folder of its own, so no run
+    reuses (or leaves) a curve in the user's cache."""
+    import os
+
     from core.models.loaded import cache_dir
 
-    return cache_dir() / FOLDER
+    env = os.environ.get(CURVES_ENV)
+    return Path(env).expanduser() if env else cache_dir() / FOLDER
 
 
 def key_path(key: dict[str, Any], folder: Path | None = None) -> Path:

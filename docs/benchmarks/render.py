@@ -162,6 +162,60 @@ def source_cell(r: Row, source: str) -> str:
             f"{num(v.get('mean_accepted_length'), '.2f')}")
 
 
+
+def seed_ratios(doc: Doc, r: Row) -> list[float]:
+    """Target-only's E2E over this row's, seed by seed (the bench runs each seed's rows back to
+    back, so the i-th request of both rows is the same seed, paired in time)."""
+    b = baseline(doc)
+    return sorted(x / y for x, y in zip(e2e(b) if b else [], e2e(r), strict=False) if y)
+
+
+def seed_min_max(doc: Doc, r: Row) -> str:
+    xs = seed_ratios(doc, r)
+    return f"{xs[0]:.2f}-{xs[-1]:.2f}x" if xs else "-"
+
+
+def target_share(r: Row) -> float | None:
+    """The share of the row's rounds that were plain target steps (no draft proposed)."""
+    return ((r.get("per_source") or {}).get("none") or {}).get("share")
+
+
+def steps_vs_target_only(doc: Doc, r: Row) -> float | None:
+    """The guard's own rate for plain target steps inside this row (median over requests; it
+    learns from pipelined steps only) over target-only's median decode tok/s, same bench."""
+    xs = [x for x in (((r.get("guard") or {}).get("none") or {}).get("measured_tok_s") or [])
+          if x]
+    b = baseline(doc)
+    base = b.get("decode_tok_s") if b else None
+    return statistics.median(xs) / base if xs and base else None
+
+
+def decode_vs_steps(r: Row) -> float | None:
+    """The row's median decode tok/s over the guard's rate for its own pipelined plain steps:
+    below 1, part of the request's time is in no step the target arm measured."""
+    xs = [x for x in (((r.get("guard") or {}).get("none") or {}).get("measured_tok_s") or [])
+          if x]
+    dec = r.get("decode_tok_s")
+    return dec / statistics.median(xs) if xs and dec else None
+
+
+SAID = {"asked: faster than target steps": "asked", "not asked: slower than target steps":
+        "not asked", "measuring": "measuring"}
+
+
+def guard_counts(r: Row) -> str:
+    """Per source, how many timed requests ended in each of the guard's decisions."""
+    out = []
+    for src, g in (r.get("guard") or {}).items():
+        said = [SAID.get(str(x), str(x)) for x in g.get("guard") or [] if x]
+        if src == "none" or not said:
+            continue
+        counts = {w: said.count(w) for w in ("asked", "not asked", "measuring") if w in said}
+        counts |= {w: said.count(w) for w in said if w not in counts}
+        out.append(f"{src}: " + ", ".join(f"{w} {n}" for w, n in counts.items()))
+    return "; ".join(out) or "-"
+
+
 Field = Callable[[Doc, Row], str]
 FIELDS: dict[str, Field] = {
     "label": lambda d, r: str(r.get("label", r.get("name"))),
@@ -212,6 +266,12 @@ FIELDS: dict[str, Field] = {
     "target_steps": lambda d, r: str(((r.get("per_source") or {}).get("none") or {})
                                      .get("rounds", 0)),
     "tokens_per_round": lambda d, r: num(prediction(r, "tokens_per_round"), ".2f"),
+    "seed_min_max": lambda d, r: seed_min_max(d, r),
+    "target_share": lambda d, r: pct(target_share(r)),
+    "steps_vs_target_only": lambda d, r: ratio(steps_vs_target_only(d, r)),
+    "guard_counts": lambda d, r: guard_counts(r),
+    "decode_vs_steps": lambda d, r: ratio(decode_vs_steps(r)),
+    "decode_tok_s": lambda d, r: num(r.get("decode_tok_s"), ".0f"),
 }
 for _phase in ("draft", "verify", "sample", "cache", "comm", "other"):
     FIELDS[_phase] = lambda d, r, p=_phase: num((r.get("phase_ms") or {}).get(p), ".1f")
@@ -441,6 +501,174 @@ def tp_pair(docs: list[Doc]) -> tuple[list[str], str]:
             + STATISTIC["overhead"] + "; comm = the traced request's collectives")
 
 
+# Issue 28's rows (docs/benchmarks/h200/never_slower.py's ROWS, as the bench names them).
+NS_ROWS = {
+    "target-only:mode=speculative,draft_source=hybrid,policy=cost-aware,bonus=true+flags":
+        "default (hybrid, cost-aware 1..8)",
+    "lookup+flags": "lookup",
+    "hybrid-cost-aware+flags": "hybrid-cost-aware (0..32)",
+    "cost-aware+flags": "model alone (cost-aware)",
+}
+NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL = NS_ROWS
+FLOOR = 0.97  # issue 28: the default, lookup and hybrid at >= 0.97x of target-only
+
+
+def prompt_t(doc: Doc) -> tuple[str, float]:
+    """The bench's prompt name and temperature (every row of a bench shares both)."""
+    name = ((doc.get("protocol") or {}).get("prompt") or {}).get("name", "?")
+    first = rows(doc)[0] if rows(doc) else {}
+    return str(name), float((first.get("settings") or {}).get("temperature", 0.0))
+
+
+def _ns_label(doc: Doc) -> str:
+    name, temp = prompt_t(doc)
+    return f"{name}, T = {temp:g}"
+
+
+def never_slower(docs: list[Doc]) -> tuple[list[str], str]:
+    """A row per bench and speculative row: the median ratio, the per-seed min-max, what the
+    row did (rounds, acceptance, plain target steps) and the guard's decisions."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            if r is baseline(d):
+                continue
+            out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), f"`{r.get('name')}`"),
+                        ratio(speedup(d, r)), seed_min_max(d, r),
+                        num(r.get("rounds_per_request"), ".0f"), pct(r.get("acceptance")),
+                        pct(target_share(r)), ratio(steps_vs_target_only(d, r)),
+                        ratio(decode_vs_steps(r)), guard_counts(r)])
+    stat = ("vs target-only = target-only's median E2E over the row's median E2E (3 seeds, "
+            "same bench); per-seed = the same seed's target-only E2E over the row's, min-max; "
+            "rounds = mean rounds a request; target steps = share of the row's rounds that "
+            "drafted nothing; plain steps vs target-only = the guard's measured rate of the "
+            "row's pipelined plain target steps (median over requests) over target-only's "
+            "median decode tok/s; decode vs own steps = the row's median decode tok/s over that "
+            "same guard rate; guard = per source, the decision each timed request ended in")
+    return md_table(("Prompt, T", "Row", "vs target-only", "per-seed min-max", "rounds",
+                     "acceptance", "target steps", "plain steps vs target-only",
+                     "decode vs own steps", "guard"), out), stat
+
+
+def never_slower_summary(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per row over every bench: how many fell below the floor, the spread of its ratios,
+    how much of it was plain target steps, and the guard's decisions per source in total."""
+    out = []
+    for n, label in NS_ROWS.items():
+        found = [(d, r) for d in docs for r in rows(d) if r.get("name") == n]
+        xs = sorted(x for d, r in found if (x := speedup(d, r)) is not None)
+        shares = sorted(x for _, r in found if (x := target_share(r)) is not None)
+        gaps = sorted(x for _, r in found if (x := decode_vs_steps(r)) is not None)
+        said: dict[str, list[str]] = {}
+        for _, r in found:
+            for src, g in (r.get("guard") or {}).items():
+                if src != "none":
+                    said.setdefault(src, []).extend(SAID.get(str(x), str(x))
+                                                    for x in g.get("guard") or [] if x)
+        guard = "; ".join(f"{src}: " + ", ".join(f"{w} {v.count(w)}" for w in
+                                                  ("asked", "not asked", "measuring") if w in v)
+                          for src, v in said.items())
+        out.append([label, str(len(xs)), str(sum(x < FLOOR for x in xs)),
+                    f"{xs[0]:.2f}-{xs[-1]:.2f}x" if xs else "-",
+                    ratio(statistics.median(xs)) if xs else "-",
+                    f"{shares[0] * 100:.0f}-{shares[-1] * 100:.0f}%" if shares else "-",
+                    f"{gaps[0]:.2f}-{gaps[-1]:.2f}x" if gaps else "-", guard or "-"])
+    stat = ("each bench's ratio = target-only's median E2E over the row's median E2E; below "
+            f"{FLOOR:.2f}x = benches under the floor; target steps = share of rounds that "
+            "drafted nothing, min-max over benches; decode vs own steps = the row's median "
+            "decode tok/s over the guard's median rate of its pipelined plain steps, min-max "
+            "over benches; guard = timed requests ending in each decision, all benches")
+    return md_table(("Row", "benches", f"below {FLOOR:.2f}x", "ratio min-max",
+                     "median of ratios", "target steps", "decode vs own steps", "guard"),
+                    out), stat
+
+
+def _met(ok: bool | None) -> str:
+    return "-" if ok is None else ("met" if ok else "**not met**")
+
+
+def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
+    """Issue 28's per-row goals: the floor (default, lookup, hybrid >= 0.97x of target-only)
+    and the hybrid at >= 0.97x of the better of lookup alone and the model alone."""
+    out = []
+    for d in docs:
+        names = {str(r.get("name")): r for r in rows(d)}
+        sp = {n: speedup(d, names[n]) if n in names else None for n in NS_ROWS}
+        floor = [sp[n] for n in (NS_DEFAULT, NS_LOOKUP, NS_HYBRID)]
+        parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
+        best = max(parts) if parts else None
+        rel = sp[NS_HYBRID] / best if sp[NS_HYBRID] is not None and best else None
+        out.append([_ns_label(d), *(ratio(x) for x in floor),
+                    _met(all(x >= FLOOR for x in floor) if None not in floor else None),
+                    ratio(sp[NS_MODEL]), ratio(rel), _met(rel >= FLOOR if rel else None)])
+    stat = ("each ratio = target-only's median E2E over the row's median E2E, same bench; "
+            f"floor = default, lookup and hybrid all >= {FLOOR:.2f}x (compared unrounded); hybrid / better part = "
+            "the hybrid's ratio over the larger of the lookup's and the model alone's, goal "
+            f">= {FLOOR:.2f}")
+    return md_table(("Prompt, T", "default", "lookup", "hybrid", "floor >= 0.97x",
+                     "model alone", "hybrid / better part", "hybrid goal"), out), stat
+
+
+def _guard_rate(r: Row, arm: str) -> float | None:
+    xs = [x for x in (((r.get("guard") or {}).get(arm) or {}).get("measured_tok_s") or []) if x]
+    return statistics.median(xs) if xs else None
+
+
+def model_alone_split(docs: list[Doc]) -> tuple[list[str], str]:
+    """The model-alone row's request, rebuilt from the guard's own two rates: TTFT, its plain
+    steps' tokens at the target arm's rate, and its model rounds' tokens at the model's rate
+    (that rate carries the pipeline break a drafting round causes). Where the sum matches the
+    measured median, the guard's clock sees the whole request."""
+    out = []
+    for d in docs:
+        r = next((x for x in rows(d) if x.get("name") == NS_MODEL), None)
+        b = baseline(d)
+        if r is None or b is None:
+            continue
+        n = len(e2e(r)) or 1
+        m = (r.get("per_source") or {}).get("model") or {}
+        rounds = m.get("rounds", 0) / n
+        toks = (m.get("accepted", 0) + m.get("rounds", 0)) / n  # accepted + 1 a round
+        plain_rate, model_rate = _guard_rate(r, "none"), _guard_rate(r, "model")
+        model_s = toks / model_rate if model_rate else 0.0
+        plain_s = (int(r.get("tokens_per_request") or 0) - toks) / plain_rate if plain_rate else None
+        est = (r.get("ttft_s") or 0.0) + (plain_s or 0.0) + model_s if plain_s else None
+        out.append([_ns_label(d), secs(median(b)), secs(median(r)), ratio(speedup(d, r)),
+                    num(rounds, ".1f"), num(model_s and rounds and model_s / rounds * 1e3, ".0f"),
+                    secs(model_s), secs(plain_s), secs(est),
+                    num(est / median(r) if est and median(r) else None, ".2f")])
+    stat = ("medians over the 3 timed requests; model rounds = mean a request; model round = "
+            "tokens of its model rounds (accepted + 1 a round) at the guard's measured model "
+            "rate (median over requests), per round; plain steps = the other tokens at the "
+            "guard's measured rate of pipelined plain steps; rebuilt = TTFT + plain steps + "
+            "model rounds, a request; rebuilt / measured = that over the row's median E2E")
+    return md_table(("Prompt, T", "target-only", "model alone", "vs target-only",
+                     "model rounds", "ms a model round", "model rounds, s", "plain steps, s",
+                     "rebuilt", "rebuilt / measured"), out), stat
+
+
+COPY_GOALS = (("rewrite-paragraph", 5.0), ("code-refactor-pasted", 3.0))
+
+
+def never_slower_copy(docs: list[Doc]) -> tuple[list[str], str]:
+    """Issue 28's copy goals, greedy: rewrite-paragraph >= 5x, the pasted-code refactor
+    >= 3x; the lookup row, with the default beside it (the goal names no row)."""
+    out = []
+    for prompt, goal in COPY_GOALS:
+        for d in docs:
+            if prompt_t(d) != (prompt, 0.0):
+                continue
+            for n in (NS_LOOKUP, NS_DEFAULT):
+                r = next((x for x in rows(d) if x.get("name") == n), None)
+                x = speedup(d, r) if r else None
+                out.append([f"{prompt}, greedy", NS_ROWS[n], f">= {goal:g}x", ratio(x),
+                            seed_min_max(d, r) if r else "-",
+                            _met(x >= goal if x is not None else None)])
+    stat = ("measured = target-only's median E2E over the row's median E2E, same bench; "
+            "per-seed = the same seed's target-only E2E over the row's, min-max")
+    return md_table(("Prompt", "Row", "Goal", "Measured", "per-seed min-max", "Met?"), out), stat
+
+
 # -- the tables the pages use: NAME -> renderer ------------------------------------------------
 
 SEED_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
@@ -502,6 +730,11 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "dispatch-matrix": dispatch_matrix,
     "cost-aware-runs": cost_aware_runs,
     "tp-pair": tp_pair,
+    "never-slower": never_slower,
+    "never-slower-goals": never_slower_goals,
+    "never-slower-summary": never_slower_summary,
+    "model-alone-split": model_alone_split,
+    "never-slower-copy": never_slower_copy,
 }
 
 

@@ -31,3 +31,24 @@ def engine(tiny_pair):
     from core.decode.engine import Engine
 
     return Engine.from_pair(tiny_pair)
+
+
+@pytest.fixture
+def wide_console(monkeypatch) -> None:
+    """A console wide enough that a refusal is one line (the hostile-input modules use it)."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+@pytest.fixture
+def no_load(monkeypatch) -> list[tuple]:
+    """Loading a pair fails the test: what is checked here is checked before the models load."""
+    import core.models
+
+    calls: list[tuple] = []
+
+    def load_pair(*args, **kw):  # noqa: ANN002, ANN003
+        calls.append(args)
+        raise AssertionError("the models loaded before the check")
+
+    monkeypatch.setattr(core.models, "load_pair", load_pair)
+    return calls

@@ -113,3 +113,66 @@ def test_every_table_of_a_page_is_generated() -> None:
             if m[1] not in not_from_json:
                 loose.append(f"{page.relative_to(BENCH)}: {m[1]}")
     assert loose == []
+
+
+def _ns_doc(prompt: str, temp: float, e2e: dict[str, list[float]],
+            guard: dict[str, dict[str, list]] | None = None) -> dict:
+    """A bench JSON of issue 28's rows: target-only first, then the named rows' timings."""
+    def result(name: str, xs: list[float]) -> dict:
+        mode = "target-only" if name == "target-only" else "speculative"
+        return {"name": name, "e2e_s": xs, "settings": {"mode": mode, "temperature": temp},
+                "guard": (guard or {}).get(name), "tokens_per_request": 256}
+    return {"protocol": {"prompt": {"name": prompt}},
+            "results": [result(n, xs) for n, xs in e2e.items()]}
+
+
+def test_never_slower_goals_compare_unrounded_ratios() -> None:
+    """0.966x prints as 0.97x but is below the floor; the hybrid is judged against the better
+    of the lookup and the model alone, not against target-only."""
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0, 1.0],
+                             render.NS_DEFAULT: [1 / 0.98] * 3, render.NS_LOOKUP: [1 / 1.5] * 3,
+                             render.NS_HYBRID: [1 / 1.2] * 3, render.NS_MODEL: [1 / 0.966] * 3})
+    lines, _ = render.TABLES["never-slower-goals"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1:5] == ["0.98x", "1.50x", "1.20x", "met"]
+    assert cells[5:] == ["0.97x", "0.80x", "**not met**"]  # 1.2 / 1.5
+    low = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1 / 0.966] * 3,
+                             render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3})
+    lines, _ = render.TABLES["never-slower-goals"]([low])
+    assert "| 0.97x | 1.00x | 1.00x | **not met** |" in lines[2]
+
+
+def test_per_seed_ratios_pair_the_same_seed() -> None:
+    doc = _ns_doc("p", 0.7, {"target-only": [1.0, 2.0, 3.0], render.NS_LOOKUP: [2.0, 1.0, 1.0]})
+    assert render.FIELDS["seed_min_max"](doc, render.row(doc, render.NS_LOOKUP)) == "0.50-3.00x"
+    assert render.FIELDS["ratio"](doc, render.row(doc, render.NS_LOOKUP)) == "2.00x"
+
+
+def test_model_alone_split_rebuilds_the_request_from_the_guard_rates() -> None:
+    """Over 2 requests, 10 model rounds committing 20 tokens (10 accepted + 1 a round): 10
+    tokens a request at 40 tok/s (0.25 s, 50 ms a round), the other 246 at 200 tok/s
+    (1.23 s), plus TTFT 0.02 s: 1.5 s, the row's median E2E."""
+    doc = _ns_doc("p", 0.0, {"target-only": [1.2, 1.2], render.NS_MODEL: [1.5, 1.5]},
+                  guard={render.NS_MODEL: {"none": {"measured_tok_s": [200.0, 200.0]},
+                                           "model": {"measured_tok_s": [40.0, 40.0]}}})
+    r = render.row(doc, render.NS_MODEL)
+    r["ttft_s"] = 0.02
+    r["per_source"] = {"model": {"rounds": 10, "accepted": 10}, "none": {"rounds": 480}}
+    lines, _ = render.TABLES["model-alone-split"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[3:] == ["0.80x", "5.0", "50", "0.250 s", "1.230 s", "1.500 s", "1.00"]
+
+
+def test_never_slower_page_follows_its_data(copy: Path) -> None:
+    """Making the default twice as fast on math-boxes greedy must change the page's per-row,
+    summary and goal tables and its quoted ratio, and nothing on another page."""
+    f = copy / "data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json"
+    doc = json.loads(f.read_text())
+    default = next(r for r in doc["results"] if r["name"] == render.NS_DEFAULT)
+    default["e2e_s"] = [x / 2 for x in default["e2e_s"]]
+    f.write_text(json.dumps(doc))
+    problems = render.check(copy)
+    assert problems and all(p.startswith("never-slower.md: ") for p in problems)
+    for name in ("never-slower from", "never-slower-summary", "never-slower-goals",
+                 "<!-- value: data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json"):
+        assert any(name in p for p in problems), name

@@ -177,6 +177,7 @@ def test_a_second_chat_on_the_same_pair_reuses_the_curve_and_another_misses(tmp_
     from core.chat.cli import run_chat_cli
 
     monkeypatch.setenv("SPECDEC_TUI_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPECDEC_TUI_CURVES", raising=False)  # the suite's own folder: this test reads the cache
     assert run_chat_cli(_chat_args()) == 0
     assert len(counted_calibrations) == 1  # the first start measures (after its warm-up)
     kept = list((tmp_path / "curves").glob("curve-*.json"))

@@ -19,32 +19,13 @@ from core import cli
 from core import models as M
 from core.io import atomic, untrusted, user_text
 from core.profile import Profile, ProfileStore
+from tests.core.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
 from tests.core.test_models import one_sentence
 from tests.core.test_profile import SEED, make_run
 
-TINY = ["--target", "shape:tiny", "--draft", "shape:tiny-draft"]
-QUICK = ["--prompt", "hi", "--tokens", "4", "--seeds", "1", "--invocations", "1", "--warmup",
-         "0", "--no-quality", "--no-predict", *TINY]  # fmt: skip
+pytestmark = pytest.mark.usefixtures("wide_console")
 
 
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "400")
-
-
-@pytest.fixture
-def no_load(monkeypatch) -> list[tuple]:
-    """Loading a pair fails the test: what is checked here is checked before the models load."""
-    import core.models
-
-    calls: list[tuple] = []
-
-    def load_pair(*args, **kw):  # noqa: ANN002, ANN003
-        calls.append(args)
-        raise AssertionError("the models loaded before the check")
-
-    monkeypatch.setattr(core.models, "load_pair", load_pair)
-    return calls
 
 
 @pytest.fixture
@@ -70,22 +51,6 @@ def profiles(tmp_path) -> Path:
     ProfileStore(folder).save(Profile("rec", SEED, "", make_run()))
     return folder
 
-
-def last_error(capsys) -> str:  # noqa: ANN001
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err, err
-    lines = err.splitlines()
-    assert lines, "no error on stderr"
-    return " ".join(lines[-1].split())
-
-
-def refused(capsys, argv: list[str], *words: str) -> str:  # noqa: ANN001
-    """argv exits 2 with one line on stderr holding every one of `words`."""
-    assert cli.main(argv) == 2, argv
-    msg = last_error(capsys)
-    for w in words:
-        assert w in msg, (w, msg)
-    return msg
 
 
 def fifo(path: Path) -> Path:

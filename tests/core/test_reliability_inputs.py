@@ -11,8 +11,10 @@ import pytest
 
 from core import models as M
 from core.settings import MAX_PREFILL_CHUNK, Settings, SettingsError
-from tests.core.test_hostile_input import QUICK, TINY, no_load, refused, wide_console  # noqa: F401
+from tests.core.cli_checks import QUICK, TINY, refused
 from tests.core.test_models import one_sentence
+
+pytestmark = pytest.mark.usefixtures("wide_console")
 
 # --------------------------------------------------------------------------- row 5
 

@@ -46,7 +46,7 @@ def test_prefill_buckets_are_powers_of_two_up_to_the_chunk():
         (GREEDY.replace(policy="fixed", k=0), [1]),
         (GREEDY.replace(policy="acceptance-rate", k=3, k_max=8), [1, 2, 3, 4]),
         (GREEDY.replace(policy="accepted-length", k=3, k_max=8), [1, 2, 3, 4]),
-        (GREEDY.replace(policy="heuristic", k=6, k_max=5), [1, 2, 3, 4, 5, 6]),  # clamped
+        (GREEDY.replace(policy="heuristic", k=5, k_max=5), [1, 2, 3, 4, 5, 6]),  # k at k_max
         # cost-aware with no curve yet: its calibration warms every size before it times them
         (GREEDY.replace(policy="cost-aware", k_max=12), list(range(1, 14))),
     ],
@@ -156,7 +156,7 @@ def test_the_idle_warmer_goes_smallest_first_and_skips_what_ran(engine, counted)
 def test_an_idle_step_prefers_what_the_current_settings_use_next(engine, counted):
     w = Warmer(engine, backend=CUDA, chunk=8)
     w.plan_idle(every_size([GREEDY], rows=range(1, 10), chunk=8))
-    first = first_round_sizes(GREEDY.replace(k=6), 0, chunk=8)
+    first = first_round_sizes(GREEDY.replace(k=6, k_max=8), 0, chunk=8)
     order = []
     for _ in range(8):
         p = w.idle_step(first)

@@ -13,6 +13,7 @@ from core.settings import Settings
 from tests.tui.conftest import FakeSession, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
+from tui.widgets.composer import Composer
 
 SIZE = (160, 48)
 
@@ -47,7 +48,7 @@ async def test_ctrl_q_mid_turn_exits_only_after_the_round_ends(script, profiles)
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "go on"
+        app.query_one("#prompt", Composer).value = "go on"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
         await wait_for(pilot, lambda: state["in_round"])  # mid-round, as a user presses it
@@ -63,7 +64,7 @@ async def test_a_save_confirmed_just_before_ctrl_q_is_on_disk(script, profiles) 
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Input).value = "go on"
+        app.query_one("#prompt", Composer).value = "go on"
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
         await pilot.press("ctrl+s")

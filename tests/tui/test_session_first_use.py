@@ -47,6 +47,7 @@ def test_a_turn_warms_its_first_rounds_and_idle_steps_warm_the_rest(gpu):
 
 def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_TUI_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPECDEC_TUI_CURVES", raising=False)  # the suite's own folder: this test reads the cache
     cost = Settings(policy="cost-aware", temperature=0.0, rule="greedy", k_max=4)
     first = _session()
     assert first.kept_curve(cost) == (None, ())  # nothing kept yet

@@ -3,13 +3,14 @@ with the Pareto rows marked, and `a` applies its recommended setting; no sweep i
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable
 
 from core.settings import Settings
 from core.sweep.frontier import frontier_summary
 from core.sweep.last import last_sweep_path, remember
 from tests.tui.conftest import ready
 from tui.screens.sweep import SweepScreen
+from tui.widgets.composer import Composer
 
 SIZE = (160, 45)
 
@@ -38,7 +39,7 @@ async def test_w_shows_the_frontier_and_a_applies_the_recommendation(make_app) -
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await pilot.press("escape")
-        assert not app.query_one("#prompt", Input).has_focus
+        assert not app.query_one("#prompt", Composer).has_focus
         await pilot.press("w")
         await pilot.pause()
         screen = app.screen

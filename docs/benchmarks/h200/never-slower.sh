@@ -14,6 +14,9 @@
 # 2 temperatures) ~7.5 min, so the driver starts no bench after BUDGET_S=390 s (the call stays under 7.5 min: a bench is ~25-35 s) and lists the
 # rest in skipped.txt; the issue's prompts (rewrite-paragraph, code-edit-pasted,
 # creative-seed-vault) and code-refactor-pasted run first.
+# TRACED=1 gives each row its one traced request too (per-round phases in the JSON; ~1 more
+# request a row): PROMPTS="math-boxes code-bugfix" TRACED=1 BUDGET_S=250 splits the model
+# rounds' cost that docs/benchmarks/never-slower.md's finding 3 leaves open.
 # Writes $OUT/never-slower.tgz (every bench's JSON and Markdown, summary.md, skipped.txt, the
 # log; packed after the run) and $OUT/summary.md and $OUT/never-slower.log beside it.
 set -uo pipefail

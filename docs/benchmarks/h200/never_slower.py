@@ -10,7 +10,9 @@ calibration) on the same loaded weights.
 Usage (on the device, PYTHONPATH set by pack.sh's calls): python3 never_slower.py OUT_DIR
 Environment: BUDGET_S (default 390: no bench starts after it; the rest are listed in
 skipped.txt), TOKENS (256), SEEDS (3), PROMPTS (space-separated; default: all shipped, the
-issue's three first), TEMPS ("0.0 0.7"), TARGET and DRAFT (default, self:bits=4).
+issue's three first), TEMPS ("0.0 0.7"), TARGET and DRAFT (default, self:bits=4), TRACED
+(1: each row also runs its one traced request, so the JSON has per-round phases, `trace` and
+`phase_ms`; docs/benchmarks/never-slower.md asks for it to split a model round's cost).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main(out: Path) -> int:
     temps = os.environ.get("TEMPS", "0.0 0.7").split()
     target = os.environ.get("TARGET", "default")  # shape:tiny / shape:tiny-draft: a CPU smoke run
     draft = os.environ.get("DRAFT", "self:bits=4")
+    traced = os.environ.get("TRACED", "0") == "1"
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     out.mkdir(parents=True, exist_ok=True)
     done, skipped = [], []
@@ -60,7 +63,8 @@ def main(out: Path) -> int:
             argv = ["bench", "--target", target, "--draft", draft,
                     "--prompt-name", name, "--tokens", tokens, "--seeds", seeds,
                     "--invocations", "1", "--warmup", "1", "--temperature", temp,
-                    "--repetition-penalty", "1.0", "--no-quality", "--no-traced", "--no-predict",
+                    "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
+                    *([] if traced else ["--no-traced"]),
                     "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
             for row in ROWS:
                 argv += ["--profile", row]

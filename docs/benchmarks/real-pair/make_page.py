@@ -7,7 +7,9 @@ real-pair-sweep-more.sh): the cells measured there (speed with its paired range,
 NLL given up, mean TV, task success), the frontier as an SVG beside the page, the fastest cell
 within the bounds, the texts side by side, and, in columns of their own, the speedup the same
 acceptance would predict with a 7B and a 72B target (the H200 curves measured on those shapes,
-priced by core.cost.prediction). The CPU section: the bench reports of run_cpu.sh (acceptance,
+priced by core.cost.prediction); above them a headline paragraph computed from the cells
+(README.md quotes it verbatim: tests/core/test_real_pair_page.py), below them each prompt's own
+numbers, and after the sweeps what issue 30 planned that no sweep measured. The CPU section: the bench reports of run_cpu.sh (acceptance,
 the TV sweep, NLL, task success) with the speedup predicted from the H200's curve for these two
 shapes. No machine's paths: models by file name and sha256, and the fetch command.
 
@@ -311,6 +313,173 @@ def predicted_cell(cell: dict[str, Any], curve: Any) -> float | None:
     return predict(cost, accept, bonus=True, k_max=hi, k_min=lo).best.speedup
 
 
+def at_temperature(doc: dict[str, Any], t: float) -> dict[str, Any]:
+    """The sweep with only its cells at temperature t (a cell's name repeats across them)."""
+    return {**doc, "cells": [c for c in doc.get("cells", [])
+                             if abs(float(c.get("temperature") or 0.0) - t) < 1e-9]}  # fmt: skip
+
+
+def _cell(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((c for c in doc.get("cells", []) if c["name"] == name), None)
+
+
+def _tv_name(doc: dict[str, Any], tv: float) -> str:
+    policies = (doc.get("grid") or {}).get("policies") or ["fixed-8"]
+    return f"{policies[0]} TV={tv:g}"
+
+
+def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
+    """The real pair's measured headline, one paragraph computed from the merged sweep: what TV
+    0.5 and TV 1 buy (speedup with its paired range) and cost (NLL given up, mean TV, task
+    success) against lossless TV 0, draft-only and target-only. README.md quotes it verbatim
+    (tests/core/test_real_pair_page.py holds both to the data)."""
+    where = (doc.get("environment") or {}).get("device_name") or "the GPU"
+    p = doc.get("protocol") or {}
+    # The budget only matters when sampling: the highest temperature the sweep ran.
+    temps = [max((doc.get("grid") or {}).get("temperatures") or [0.7])]
+    doc = at_temperature(doc, temps[0])
+    base, draft = _cell(doc, "target-only"), _cell(doc, "draft-only")
+    tv0, half, full = (_cell(doc, _tv_name(doc, tv)) for tv in (0.0, 0.5, 1.0))
+    if None in (base, draft, tv0, half, full):
+        return "The sweep lacks target-only, draft-only or a TV 0, 0.5 or 1 cell: no headline."
+    assert base is not None and draft is not None and tv0 is not None
+    assert half is not None and full is not None
+
+    def cost(c: dict[str, Any]) -> str:
+        return (f"acceptance {pct(c.get('acceptance'))}, NLL given up {num(c.get('nll_delta'), '+.3f')} "
+                f"nats/token, mean TV {num(c.get('mean_tv'))}")
+
+    def pred(c: dict[str, Any]) -> str:
+        parts = [f"{x:.2f}x with a {label}" for label, cv in curves
+                 if (x := predicted_cell(c, cv)) is not None]
+        return " and ".join(parts) if parts else "-"
+
+    spec = [c for c in doc.get("cells", []) if c.get("kind") == "speculative"]
+    best = max(spec, key=lambda c: c.get("speedup") or 0.0)
+    above = [(name, c["name"], x) for name in doc.get("prompts") or [] for c in spec
+             if (x := ((c.get("per_prompt") or {}).get(name) or {})).get("speedup") is not None
+             and x["speedup"] > 1.0]  # fmt: skip
+    faster_text = ("On single prompts a budget does pass 1.00x: " + "; ".join(
+        f"{name} {cell} {speed_of(x)}" for name, cell, x in above) + ". "
+        if above else "No prompt's median passes 1.00x at any budget. ")  # fmt: skip
+    checked = [name for name in doc.get("prompts") or []
+               if ((base.get("per_prompt") or {}).get(name) or {}).get("task_success") is not None]
+    rates = {c["name"]: c.get("task_success") for c in doc.get("cells", [])}
+    per = "; ".join(f"{name} {pct(base['per_prompt'][name]['task_success'])}" for name in checked)
+    task_text = (f"Task success does not tell the cells apart: {pct(base.get('task_success'))} in "
+                 f"every cell, target-only's per checked prompt {per}. "
+                 if checked and len(set(rates.values())) == 1 else
+                 "Task success: " + ", ".join(f"{k} {pct(v)}" for k, v in rates.items()) + ". "
+                 if checked else "")  # fmt: skip
+    noise = (f"; TV 0 keeps the target's distribution, so its {num(tv0.get('nll_delta'), '+.3f')} "
+             "is the spread of one sampled text per seed, the scale below which the NLL "
+             "differences here are noise" if tv0.get("mean_tv") == 0.0 else "")  # fmt: skip
+    verdict = ("no TV budget makes this pair faster" if (best.get("speedup") or 0.0) <= 1.0
+               else "a TV budget does make this pair faster")  # fmt: skip
+    n = len(doc.get("prompts") or [])
+    return (f"Measured on {where} ({n} prompts, T = {', '.join(f'{t:g}' for t in temps)}, "
+            f"{p.get('tokens')} tokens, {p.get('seeds')} seeds; speedup over target-only: the "
+            "geometric mean over prompts of each prompt's median ratio, in brackets the range of "
+            f"the paired per-request ratios): TV 0.5 runs at {speed_of(half)} ({cost(half)}) and "
+            f"TV 1 at {speed_of(full)} ({cost(full)}), against lossless TV 0 at {speed_of(tv0)} "
+            f"({cost(tv0)}){noise}. {task_text}"
+            f"Draft-only runs at {speed_of(draft)}: a 0.5B request takes about "
+            f"{1 / draft['speedup']:.2f} of the 1.5B's time, so a draft step costs nearly a "
+            f"target step and, over the prompts, {verdict} (the best, {best['name']}, "
+            f"{speed_of(best)}). {faster_text}The same per-position acceptance "
+            f"would predict, at TV 1, {pred(full)} target (TV 0.5: {pred(half)}; predicted, not "
+            "measured).")
+
+
+def speed_of(c: dict[str, Any]) -> str:
+    from core.sweep.report import speed_text
+
+    return speed_text(c)
+
+
+def per_prompt_lines(doc: dict[str, Any]) -> list[str]:
+    """per_prompt_table for each temperature the sweep ran."""
+    temps = sorted((doc.get("grid") or {}).get("temperatures") or [])
+    return [line for t in temps for line in per_prompt_table(at_temperature(doc, t), t)]
+
+
+def per_prompt_table(doc: dict[str, Any], t: float) -> list[str]:
+    """Each prompt's own numbers behind the pooled cells: the speedup (its median ratio, the
+    paired range), then acceptance and NLL given up per TV budget, and task success where the
+    prompt has a check, so a reader sees which prompts carry a pooled number."""
+    cells = doc.get("cells", [])
+    base = _cell(doc, "target-only")
+    others = [c for c in cells if c["name"] != "target-only"]
+    out = [f"### Per prompt, T = {t:g}\n",
+           "Speedup over target-only on each prompt: target-only's median E2E over the cell's, "
+           "in brackets the paired per-request ratios' range; target-only's median E2E in "
+           "seconds.\n"]  # fmt: skip
+    rows = []
+    for name in doc.get("prompts") or []:
+        b = ((base or {}).get("per_prompt") or {}).get(name) or {}
+        rows.append([name, num(b.get("median_e2e_s"), ".2f") + " s",
+                     *(speed_of(((c.get("per_prompt") or {}).get(name)) or {}) for c in others)])  # fmt: skip
+    out += table(["prompt", "target-only E2E", *(c["name"] for c in others)], rows)
+    spec = [c for c in others if c.get("kind") == "speculative"]
+    out.append("Acceptance / NLL given up (nats per token against target-only's text of the same "
+               "seeds), per prompt:\n")  # fmt: skip
+    rows = []
+    for name in doc.get("prompts") or []:
+        pp = [((c.get("per_prompt") or {}).get(name)) or {} for c in spec]
+        d = ((_cell(doc, "draft-only") or {}).get("per_prompt") or {}).get(name) or {}
+        rows.append([name, num(d.get("nll_delta"), "+.3f"),
+                     *(f"{pct(x.get('acceptance'))} / {num(x.get('nll_delta'), '+.3f')}" for x in pp)])  # fmt: skip
+    out += table(["prompt", "draft-only NLL given up", *(c["name"] for c in spec)], rows)
+    checked = [n for n in doc.get("prompts") or []
+               if ((base or {}).get("per_prompt") or {}).get(n, {}).get("task_success") is not None]
+    if checked:
+        out.append("Task success on the prompts with a check (share of the seeds' outputs that "
+                   "passed):\n")  # fmt: skip
+        rows = [[n, *(pct((((c.get("per_prompt") or {}).get(n)) or {}).get("task_success"))
+                      for c in cells)] for n in checked]  # fmt: skip
+        out += table(["prompt", *(c["name"] for c in cells)], rows)
+    return out
+
+
+# What issue 30 planned for the real pair on the H200, for the page to say what is missing.
+PLANNED_TEMPERATURES = (0.0, 0.7)
+PLANNED_SOURCES = ("model", "lookup", "hybrid")
+PLANNED_PEERS = ("transformers-assisted", "transformers prompt lookup")
+
+
+def not_run_lines(docs: list[dict[str, Any]]) -> list[str]:
+    """What the plan held and no sweep in the data measured: temperatures, draft sources, the
+    cost-aware policy, prompts, peers; computed from the merged sweeps, never written by hand."""
+    from core.bench import prompt_names
+
+    temps = {t for d in docs for t in (d.get("grid") or {}).get("temperatures", [])}
+    sources = {s for d in docs for s in (d.get("grid") or {}).get("sources", [])}
+    policies = {x for d in docs for x in (d.get("grid") or {}).get("policies", [])}
+    prompts = {x for d in docs for x in d.get("prompts") or []}
+    engines = {r.get("engine") for d in docs for b in d.get("blocks") or []
+               for r in ((b.get("report") or {}).get("results") or [])} - {None, "specdec-tui"}
+    missing = []
+    if gone := [t for t in PLANNED_TEMPERATURES if t not in temps]:
+        missing.append("temperature " + ", ".join(f"{t:g}" for t in gone)
+                       + (" (greedy)" if 0.0 in gone else ""))  # fmt: skip
+    if gone := [s for s in PLANNED_SOURCES if s not in sources]:
+        missing.append("the " + " and ".join(gone) + " draft sources")
+    if "cost-aware" not in policies:
+        missing.append("the cost-aware policy")
+    if gone := [n for n in prompt_names() if n not in prompts]:
+        missing.append("the prompt(s) " + ", ".join(gone))
+    if not engines:
+        missing.append("the peers (" + ", ".join(PLANNED_PEERS) + ")")
+    if not missing:
+        return []
+    return ["## Not measured on the H200 yet\n",
+            "Planned by issue 30 and absent from the sweeps in the data folder: "
+            + "; ".join(missing) + ". docs/benchmarks/h200/real-pair-sweep-more.sh runs the "
+            "lookup and hybrid rows (PART=A), the transformers peers (PART=B, C) and the "
+            "cost-aware rows (PART=D); docs/benchmarks/h200/real-pair-sweep.sh the greedy "
+            "blocks (PART=1, 2) and, with ONLY, a prompt left out.\n"]  # fmt: skip
+
+
 def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: str) -> list[str]:
     """One merged sweep: what ran, the cells with the predicted columns beside them, the
     recommendation, the frontier picture and the texts."""
@@ -343,6 +512,7 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
                "measurements: the speedup core/cost/prediction.py expects for this row's "
                "measured per-position acceptance if the target were a 7B or a 72B on the "
                "H200 (their measured verify-cost curves, the 0.5B draft's step).\n")  # fmt: skip
+    out.append(f"**What it says.** {headline(doc, curves)}\n")
     rec = recommended_ids(doc)
     labels = [label for label, _ in curves]
     out += table(["", "T", "cell", "measured speedup (min-max)", "acceptance",
@@ -359,6 +529,7 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
                "bounds.\n")  # fmt: skip
     out += [f"- {line}" for line in recommendation_lines(doc)] + [""]
     out.append(f"![speed against NLL given up, measured on {where}]({svg_name})\n")
+    out += per_prompt_lines(doc)
     out += ["#" + line if line.startswith("#") else line for line in texts_markdown(doc)]
     out.append("Commands (paths cut to file names):\n")
     out.append("```")
@@ -387,7 +558,7 @@ def main() -> int:
     sweeps = load_sweeps(args.sweep) if args.sweep.is_dir() else []
     text = page(reports, curve, args.curve, data, heading="##" if sweeps else "#")
     if sweeps:
-        from core.sweep.report import frontier_svg
+        from core.sweep.report import display_spec, frontier_svg
 
         curves = big_curves()
         head = ["# What the TV budget gives up, on a real pair\n",
@@ -396,13 +567,19 @@ def main() -> int:
                 "hand -->\n",
                 "Qwen2.5-Coder-1.5B-Instruct Q4_K_M drafted by Qwen2.5-Coder-0.5B-Instruct, "
                 "the GGUFs `python3 docs/benchmarks/real-pair/fetch.py` fetches and checks "
-                "against their sha256 (below).\n"]  # fmt: skip
+                "against their sha256: "
+                + "; ".join(f"{role} `{display_spec(str(d.get('spec', '')))}` sha256 `{d['sha256']}`"
+                            for role, d in ((sweeps[0].get("models") or {}).get("identities")
+                                            or {}).items()
+                            if isinstance(d, dict) and d.get("sha256"))
+                + ".\n"]  # fmt: skip
         for i, doc in enumerate(sweeps):
             svg = args.out.with_name(f"{args.out.stem}-frontier{'' if i == 0 else f'-{i + 1}'}.svg")
             where = (doc.get("environment") or {}).get("device_name") or "measured"
             svg.write_text(frontier_svg(doc, f"Speed against NLL given up ({where})"),
                            encoding="utf-8")  # fmt: skip
             head += sweep_section(doc, curves, svg.name)
+        head += not_run_lines(sweeps)
         text = "\n".join(head) + "\n" + text
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} from {len(reports)} reports{' and the curve' if curve else ''}"
