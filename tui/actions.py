@@ -9,9 +9,11 @@ from core.drafting import registry
 from core.settings import MAX_K, MODES, POLICIES, RULES
 from tui.keys import PANES, VIEWS, help_content
 from tui.screens.modals import HelpScreen
+from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.chat import AssistantMessage, ChatView, Legend
 from tui.widgets.composer import Composer
-from tui.widgets.panels import AcceptancePanel, KernelsPanel, ProfilePanel
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.profile_panel import ProfilePanel
 
 
 class SettingsActions:

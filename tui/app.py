@@ -4,7 +4,8 @@ The app never runs MLX: an EngineBridge thread does, and posts one message per r
 folds each round into RoundStats and a Transcript at once (cheap), and repaints at most once
 per batch of queued rounds, so a fast engine never waits for the screen. Its parts: the keys
 (tui/keys.py), their actions (tui/actions.py, tui/profiles.py) and the engine's messages
-(tui/engine_events.py) are mixins; this module holds the state, the layout and the chat.
+(tui/engine_events.py) and the status line (tui/status.py) are mixins; this module holds the
+state, the layout and the chat.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
@@ -29,9 +29,10 @@ from core.events import RunSummary
 from core.io.user_text import shown
 from core.settings import Settings, SettingsError, first_run_settings
 from tui.actions import SettingsActions
-from tui.bridge import CurveInfo, EngineBridge, PairInfo, SessionFactory
+from tui.bridge import EngineBridge, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
 from tui.engine_events import MAX_RUNS, EngineEvents
+from tui.engine_info import CurveInfo, PairInfo
 from tui.keys import (
     KEYS,
     MAIN_SCREEN_ONLY,
@@ -44,24 +45,19 @@ from tui.keys import (
 )
 from tui.ordering import RunSequencer
 from tui.profiles import ProfileActions, curve_from_dict
+from tui.records import RunRecord
 from tui.stats import RoundStats, SourceStats
+from tui.status import CPU_NOTE, StatusLine
+from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.chat import AssistantMessage, ChatView, Legend, UserMessage
 from tui.widgets.composer import Composer
-from tui.widgets.panels import (
-    AcceptancePanel,
-    KernelsPanel,
-    ProfilePanel,
-    RoundsPanel,
-    RunRecord,
-)
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.profile_panel import ProfilePanel
+from tui.widgets.rounds import RoundsPanel
 
 # Importable from here as before the split (tests, tui.screenshot, core.cli).
 __all__ = ["CPU_NOTE", "KEYS", "MAX_RUNS", "PANES", "SpecDecApp", "build_app",
            "curve_from_dict", "default_settings", "help_content", "run_app"]
-
-# Shown in the banner in speculative mode on MLX's CPU backend (docs/benchmarks/cpu.md).
-CPU_NOTE = ("Speculation cannot pay on MLX's CPU backend, where verifying R rows costs about "
-            "R target steps, so expect no speed-up here: the CPU is for checking correctness.")
 
 
 def default_settings() -> Settings:
@@ -86,7 +82,7 @@ class KeyBar(Static):
         self.update(key_bar(max(self.size.width - 2, 20)))
 
 
-class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
+class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, StatusLine, App[int]):
     """Chat with the target while the draft proposes; see every round's cost and outcome."""
 
     CSS_PATH = "app.tcss"
@@ -306,107 +302,6 @@ class SpecDecApp(SettingsActions, ProfileActions, EngineEvents, App[int]):
         self._show_settings()
         if self.is_mounted:
             self._show_banner()  # the CPU sentence depends on the mode
-
-    def _show_settings(self) -> None:
-        s = self.settings
-        text = Text()
-
-        def item(label: str, value: str, style: str = "bold") -> None:
-            text.append(f"{label} ", "dim")
-            text.append(value, style)
-            text.append("   ")
-
-        text.append("● ", self._state_style())
-        text.append(self._state_text(), "bold")
-        text.append("   ")
-        item("mode", s.mode, "bold magenta")
-        item("source", s.draft_source)
-        item("rule", s.effective_rule + (" (T=0)" if s.temperature == 0 and s.rule != "greedy"
-                                         else ""))
-        tv_style = "bold" if s.effective_rule == "mentored" else "dim strike"
-        item("TV", f"{s.tv_budget:.2f}", tv_style)
-        item("k", str(s.k))
-        item("policy", s.policy)
-        item("T", f"{s.temperature:g}")
-        item("max", str(s.max_tokens))
-        item("profile", self._profile_label(), "italic")
-        self.query_one("#status", Static).update(text)
-        if self.is_mounted:
-            self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
-
-    def _profile_label(self) -> str:
-        """The profile's name, with " (modified)" once a key changed what it set."""
-        if self.profile_name is None:
-            return "-"
-        base = self.profile_settings
-        modified = base is not None and self.settings.replace(
-            target=base.target, draft=base.draft) != base  # fmt: skip
-        return self.profile_name + (" (modified)" if modified else "")
-
-    def _tick(self) -> None:
-        """Once a second while something runs: the status line's elapsed times move on."""
-        if self.busy and (self.waiting or self.calibration_label or self.benchmarking):
-            self._show_settings()
-
-    @staticmethod
-    def _since(start: float | None) -> str:
-        if start is None:
-            return ""
-        s = int(time.monotonic() - start)
-        return f" · {s} s" if s < 120 else f" · {s // 60} min {s % 60:02d} s"
-
-    def _state_text(self) -> str:
-        """What the app (a turn) waits on, and for how long: a first turn once said
-        "generating: round 0" through 100 s of prefill."""
-        if self.compiling:  # a first use stalled on GPU kernel compilation: never looks hung
-            return self.compiling
-        if self.models_loading:
-            return "loading models…"
-        if self.info is None:
-            return "no models loaded"
-        if self.run_id is not None:
-            if self.calibration_label:  # a cost-aware run calibrating before its first round
-                return (f"first turn waits on the calibration: {self.calibration_label}"
-                        + self._since(self.turn_started))
-            if self.waiting is not None:
-                return f"{self.waiting[0]}…" + self._since(self.waiting[1])
-            return f"generating: round {len(self.stats.rounds)}"
-        if self.calibrating:
-            return (f"calibrating: {self.calibration_label or 'starting'}"
-                    + self._since(self.calibration_since))
-        if self.benchmarking:
-            return f"benchmarking: {self.bench_label or 'starting'}"
-        if self.idle_warming:  # the engine compiles the rest while the user types
-            return f"ready · {self.idle_warming}"
-        return "ready"
-
-    def _state_style(self) -> str:
-        if self.compiling:
-            return "yellow"
-        if self.info is None:
-            return "red"
-        return "yellow" if (self.run_id is not None or self.models_loading or self.calibrating
-                            or self.benchmarking) else "green"
-
-    @property
-    def busy(self) -> bool:
-        return self.run_id is not None or self.calibrating or self.benchmarking
-
-    def _show_banner(self) -> None:
-        info = self.info
-        notes: list[str] = []
-        if info is not None and info.random_weights:
-            notes.append("Random-weight model shapes: the text is noise; the timings are real.")
-        if info is not None and not info.speculation_ok:
-            reason = info.speculation_reason or "the pair cannot speculate"
-            notes.append(f"Speculation is off, running target-only: {reason}.")
-        elif self.fallback_reason:
-            notes.append(f"The last run fell back to target-only: {self.fallback_reason}.")
-        elif info is not None and info.backend == "cpu" and self.settings.mode == "speculative":
-            notes.append(CPU_NOTE)
-        banner = self.query_one("#banner", Static)
-        banner.update(Text("  ".join(notes)))  # reasons quote model specs: text, not markup
-        banner.display = bool(notes)
 
     # -- chat ----------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""EngineBridge: the one long-lived thread that owns every MLX call, and the messages it posts.
+"""EngineBridge: the one long-lived thread that owns every MLX call (its messages: tui/messages.py).
 
 MLX streams are per thread (textual-notes.md), so loading the pair, generating, calibrating
 and benchmarking all run on this thread. The UI sends commands through a queue; the thread
@@ -23,55 +23,26 @@ from textual.message_pump import MessagePump
 
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
-
-# ---------------------------------------------------------------------------------------------
-# What the UI needs to know about a loaded pair and a measured curve (plain data, any thread)
-
-
-@dataclass(frozen=True)
-class ShapeKernel:
-    """One weight shape of the target and the kernel its verification is predicted to use."""
-
-    name: str  # e.g. "q_proj" or "mlp.up_proj"
-    shape: str  # e.g. "576x576, 4-bit"
-    kernel: str
-    count: int = 1  # layers sharing the shape
-
-
-@dataclass(frozen=True)
-class PairInfo:
-    """The loaded pair as the UI shows it: names, backend, and why speculation may be off."""
-
-    target_spec: str
-    draft_spec: str | None
-    target_name: str
-    draft_name: str | None
-    backend: str = "cpu"
-    device: str = ""
-    random_weights: bool = False
-    speculation_ok: bool = True
-    speculation_reason: str | None = None
-    eos_ids: frozenset[int] = frozenset()
-    # rows verified -> per-shape kernel prediction; precomputed on the engine thread
-    kernels: dict[int, tuple[ShapeKernel, ...]] = field(default_factory=dict)
-    families: dict[int, str] = field(default_factory=dict)  # rows -> kernel family
-    predicted_boundary: int | None = None  # R where most weights switch to a matrix kernel
-    environment: dict[str, Any] = field(default_factory=dict)  # core.profile.record_environment()
-    # core.models.identify.ModelIdentity per role ("target", "draft"); None: not known
-    models: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class CurveInfo:
-    """A measured verify-cost curve: seconds per verification of R rows, and where GEMM starts."""
-
-    t_verify: dict[int, float]  # rows -> seconds
-    draft_step_s: float | None = None
-    boundary: int | None = None  # measured: first R whose verify got cheaper (a GEMM took over)
-    predicted_boundary: int | None = None  # where core.dispatch's rules put it
-    kernels: dict[int, str] = field(default_factory=dict)  # rows -> predicted kernel family
-    raw: Any = None  # the core.dispatch.VerifyCostCurve, when real
-    kept_at: str | None = None  # reused from the curve cache: when it was measured (local time)
+from tui.engine_info import CurveInfo, PairInfo
+from tui.messages import (
+    BenchFinished,
+    BenchProgress,
+    Calibrated,
+    CalibrationProgress,
+    CalibrationStopped,
+    ContextTrimmed,
+    EngineFailed,
+    EngineNotice,
+    IdleWarmup,
+    KernelsCompiling,
+    ModelsLoaded,
+    ModelsLoading,
+    Prefilling,
+    RoundCommitted,
+    RunFinished,
+    RunStarted,
+)
+from tui.settings_watch import SettingsWatch
 
 
 class EngineSession(Protocol):
@@ -119,162 +90,13 @@ class EngineSession(Protocol):
 SessionFactory = Callable[[str, "str | None"], EngineSession]
 
 
-# ---------------------------------------------------------------------------------------------
-# Messages the thread posts to the app (all posted with post_message: thread-safe, no waiting)
-
-
-class ModelsLoading(Message):
-    """The thread started loading a pair: show the loading indicator."""
-
-    def __init__(self, target: str, draft: str | None) -> None:
-        super().__init__()
-        self.target, self.draft = target, draft
-
-
-class ModelsLoaded(Message):
-    """A pair is ready; `decode` turns ids into text and is safe to call from the UI thread."""
-
-    def __init__(self, info: PairInfo, decode: Callable[[Sequence[int]], str]) -> None:
-        super().__init__()
-        self.info, self.decode = info, decode
-
-
-class RunStarted(Message):
-    """Run `run_id` sent these prompt ids; `spans` and `roles` place each chat message in them
-    (empty when they could not be worked out), so a copy's source can be named."""
-
-    def __init__(self, run_id: int, prompt_ids: list[int], spans: list[tuple[int, int]],
-                 roles: list[str]) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.prompt_ids, self.spans, self.roles = run_id, prompt_ids, spans, roles
-
-
-class ContextTrimmed(Message):
-    """Run `run_id` dropped its `dropped` oldest messages to fit a `window`-token context;
-    `kept` is the conversation the engine now sees."""
-
-    def __init__(self, run_id: int, kept: list[dict[str, str]], dropped: int, window: int) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.kept, self.dropped, self.window = run_id, kept, dropped, window
-
-
-class RoundCommitted(Message):
-    """One round of run `run_id` finished."""
-
-    def __init__(self, run_id: int, event: RoundEvent) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.event = run_id, event
-
-
-class Prefilling(Message):
-    """Run `run_id` handed its `tokens` prompt tokens to the engine: until its first round the
-    turn waits on the prefill (80 s for a long prompt on a CPU), and the status says so."""
-
-    def __init__(self, run_id: int, tokens: int) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.tokens = run_id, tokens
-
-
-class RunFinished(Message):
-    """Run `run_id` ended (summary None when the engine stopped without one).
-
-    `waited_s` is the time from Enter to the engine's start (the queue, fitting the context,
-    a first-use calibration): the engine's TTFT and E2E start later, so the message adds it,
-    and names `calibration_s` on a line of its own (a first turn's 4.5 minutes were hidden).
-    `first_settings` are the settings the run's first round read, and `settings_changes`
-    (round, changed fields) every later round that read others: a key pressed mid-turn
-    applies from the next round, so the settings at the end are not what produced the run
-    (issue 32, row 16)."""
-
-    def __init__(
-        self,
-        run_id: int,
-        summary: RunSummary | None,
-        prompt_ids: list[int],
-        waited_s: float = 0.0,
-        calibration_s: float | None = None,
-        first_settings: Settings | None = None,
-        settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
-    ) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.summary, self.prompt_ids = run_id, summary, prompt_ids
-        self.waited_s, self.calibration_s = waited_s, calibration_s
-        self.first_settings, self.settings_changes = first_settings, settings_changes
-
-
-class SettingsWatch:
-    """The engine's settings source, noting which settings each round ran with: the first
-    round's and, for every round that ran with others, its index and the fields that changed.
-    The engine tells the source through `taken(s)` which settings its next rounds run with
-    (other reads only peek: a pipelined step reads ahead), so `taken` after n rounds came out
-    is round n's."""
-
-    def __init__(self, source: Callable[[], Settings]) -> None:
-        self._source = source
-        self.rounds = 0  # rounds yielded so far
-        self.first: Settings | None = None
-        self._last: Settings | None = None
-        self._changes: list[tuple[int, dict[str, Any]]] = []
-
-    def __call__(self) -> Settings:
-        return self._source()
-
-    def taken(self, s: Settings) -> None:
-        if self._last is None:
-            self.first = self._last = s
-        elif s != self._last:
-            old, new = self._last.to_dict(), s.to_dict()
-            changed = {k: v for k, v in new.items() if old[k] != v}
-            if self._changes and self._changes[-1][0] == self.rounds:  # two takes, one round
-                changed = {**self._changes.pop()[1], **changed}
-            self._changes.append((self.rounds, changed))
-            self._last = s
-
-    @property
-    def changes(self) -> tuple[tuple[int, dict[str, Any]], ...]:
-        """The changes some round ran with (one taken after the last round ran none)."""
-        return tuple(c for c in self._changes if c[0] < self.rounds)
-
-
-class EngineFailed(Message):
-    """A command raised; the thread keeps serving the next one."""
-
-    def __init__(self, task: str, error: str, run_id: int | None = None) -> None:
-        super().__init__()
-        self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.task, self.error, self.run_id = task, error, run_id
-
-
-class EngineNotice(Message):
-    """Something core warned about while serving a command (a damaged cached model fetched
-    again): worth a sentence to the user, not a failure."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-
-class KernelsCompiling(Message):
-    """A first use is compiling GPU kernels (core.runtime.warmup.CompileNotice: kind "started",
-    "progress" or "done", its text and elapsed seconds): the status line says so until done."""
-
-    def __init__(self, notice: Any) -> None:
-        super().__init__()
-        self.notice = notice
-
-
 class _Forward(logging.Handler):
     def __init__(self, post: Callable[[Message], None]) -> None:
         super().__init__(logging.WARNING)
         self.post = post
 
     def emit(self, record: logging.LogRecord) -> None:
-        notice = getattr(record, "compile_notice", None)  # from core.runtime.warmup's timer thread
+        notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
                   else EngineNotice(record.getMessage()))  # fmt: skip
 
@@ -290,56 +112,6 @@ def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
-
-
-class IdleWarmup(Message):
-    """The engine thread warmed one more size while idle (core.runtime.warmup.IdleProgress:
-    done, total, the last size): the status line says so until all are done."""
-
-    def __init__(self, progress: Any) -> None:
-        super().__init__()
-        self.progress = progress
-
-
-class Calibrated(Message):
-    """A verify-cost curve was measured."""
-
-    def __init__(self, curve: CurveInfo) -> None:
-        super().__init__()
-        self.curve = curve
-
-
-class CalibrationStopped(Message):
-    """A calibration was cancelled (Esc) before it measured all; `run_id` is the chat turn it
-    ran before (first use), which then ends without generating."""
-
-    def __init__(self, run_id: int | None) -> None:
-        super().__init__()
-        self.run_id = run_id
-
-
-class CalibrationProgress(Message):
-    """Calibration progress in [0, 1] with what it is measuring."""
-
-    def __init__(self, fraction: float, label: str) -> None:
-        super().__init__()
-        self.fraction, self.label = fraction, label
-
-
-class BenchProgress(Message):
-    """Benchmark progress in [0, 1] with what it is doing."""
-
-    def __init__(self, fraction: float, label: str) -> None:
-        super().__init__()
-        self.fraction, self.label = fraction, label
-
-
-class BenchFinished(Message):
-    """The benchmark protocol ended (report None when cancelled or failed)."""
-
-    def __init__(self, report: Any) -> None:
-        super().__init__()
-        self.report = report
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
-from tui.bridge import (
+from tui.copies import PromptLayout, locate_copy
+from tui.messages import (
     BenchFinished,
     BenchProgress,
     Calibrated,
@@ -25,10 +26,11 @@ from tui.bridge import (
     RunFinished,
     RunStarted,
 )
-from tui.copies import PromptLayout, locate_copy
 from tui.ordering import RunSequencer
+from tui.records import RunRecord
 from tui.widgets.chat import ChatView
-from tui.widgets.panels import KernelsPanel, ProfilePanel, RunRecord
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.profile_panel import ProfilePanel
 
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 

@@ -8,10 +8,11 @@ from typing import Any
 
 from core.errors import UserError
 from core.settings import Settings
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
+from tui.records import RunRecord
 from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.stats import RoundStats
-from tui.widgets.panels import ProfilePanel, RunRecord
+from tui.widgets.profile_panel import ProfilePanel
 
 DEFAULT = Settings()  # a profile naming these models means "what is loaded"
 

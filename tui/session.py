@@ -14,7 +14,7 @@ from typing import Any
 
 from core.events import RoundEvent, RunSummary
 from core.settings import MAX_K, Settings
-from tui.bridge import CurveInfo, PairInfo, ShapeKernel
+from tui.engine_info import CurveInfo, PairInfo, ShapeKernel
 
 
 def curve_info(curve: Any, greedy: bool | None = None, kept_at: str | None = None) -> CurveInfo:
@@ -54,7 +54,7 @@ class MLXSession:
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
         from core.decode.engine import Engine
         from core.models import load_pair, pair_context_window
-        from core.runtime.warmup import Warmer, every_size
+        from core.runtime.warmer import Warmer, every_size
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
@@ -166,8 +166,8 @@ class MLXSession:
 
     def warm_idle(self, settings: Settings) -> Any:
         """One size of the idle warm-up, preferring what `settings`' next turn would use; None
-        when all are warm (core.runtime.warmup.IdleProgress otherwise)."""
-        from core.runtime.warmup import first_round_sizes
+        when all are warm (core.runtime.warmer.IdleProgress otherwise)."""
+        from core.runtime.warmer import first_round_sizes
 
         first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
                                   has_draft=self.pair.draft is not None)  # fmt: skip

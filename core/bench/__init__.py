@@ -10,13 +10,15 @@ and the outputs side by side. Peer rows time mlx-lm's own loops on the same mode
 
 Modules: prompts (shipped prompts), results (rows and report), requests (one request),
 protocol (`run_protocol`), quality (NLL, greedy check), peer (mlx-lm), report (renderings),
-cli (`specdec-tui bench`). The names below are the package's public API.
+cli (`specdec-tui bench`), flags (what its flags ask for). The names below are the package's
+public API.
 """
 
 from __future__ import annotations
 
-from core.bench.cli import add_bench_arguments, run_bench_cli, settings_from_args
+from core.bench.cli import add_bench_arguments, run_bench_cli
 from core.bench.errors import BenchCancelled, BenchError
+from core.bench.flags import settings_from_args
 from core.bench.peer import PEERS, Peer
 from core.bench.prompts import (
     DEFAULT_PROMPT,

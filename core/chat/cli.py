@@ -153,11 +153,12 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
                  say: Callable[[str], None], progress: Any = None) -> Any:  # fmt: skip
     """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
     for this pair and machine, else measured after a full warm-up of its rows and kept), then
-    a warm-up of only what the first rounds use (core.runtime.warmup.Warmer): later sizes
+    a warm-up of only what the first rounds use (core.runtime.warmer.Warmer): later sizes
     compile at their first use, after the first token. Sharded, every rank warms and
     measures everything, as they must run the same forwards. Returns the curve's CurveResult
     (None when the run needs none)."""
-    from core.runtime.warmup import Warmer, warm_up_engine
+    from core.runtime.warmer import Warmer
+    from core.runtime.warmup import warm_up_engine
 
     result = None
     if getattr(engine, "spmd", None) is not None:
@@ -205,7 +206,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
     # and only what the first rounds use before the first token (issue 31).
-    from core.runtime.warmup import notices_to
+    from core.runtime.compile_watch import notices_to
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         prepare_chat(engine, settings, len(ids), pair.target.name,

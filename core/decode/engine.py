@@ -31,21 +31,14 @@ from core.decode.cached_model import CachedModel
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import (
     LogitsConfig,
-    Verdict,
-    accept_greedy,
-    accept_sampled,
-    one_hot,
-    penalize,
-    to_probs,
 )
 from core.decode.single import PipelinedSteps
-from core.decode.trace import RoundTimer
-from core.dispatch import verification_patches
+from core.decode.speculative import drafting_rounds, speculative_round
 from core.drafting import registry
-from core.drafting.base import Drafter, DraftRequest, DraftUnavailable
+from core.drafting.base import Drafter, DraftUnavailable
 from core.drafting.plan import Plan, plan_round
 from core.errors import UserError
-from core.events import CommittedToken, RoundEvent, RunSummary
+from core.events import RoundEvent, RunSummary
 from core.settings import MAX_K, Settings
 
 Item = RoundEvent | RunSummary
@@ -228,7 +221,7 @@ class Engine:
         stop = "length"
 
         # A source may ask to hear which settings the loop takes for its next rounds (the app
-        # records a run's settings per round: tui.bridge.SettingsWatch); other reads only peek.
+        # records a run's settings per round: tui.settings_watch.SettingsWatch); other reads only peek.
         taken = getattr(settings_source, "taken", None)
         while True:
             s = source()
@@ -274,56 +267,8 @@ class Engine:
         source: Callable[[], Settings],
         cancel: threading.Event | None,
     ) -> Iterator[RoundEvent]:
-        """One speculative round from the first offer whose source's policy wants to draft;
-        when none does, plain target steps, pipelined until one might (asked after each)."""
-        self.drafter(s.draft_source)  # built (a hybrid builds its parts) before configured
-        for d in list(self._drafters.values()):  # each source reads its own settings
-            configure = getattr(d, "configure", None)
-            if configure is not None:
-                configure(s)
-        if s.dispatch == "fastest" or s.policy == "cost-aware":
-            self._ensure_curve(s, len(seq))  # a first calibration is no round's cost
-        guard = self._guard(s, totals)
-        t_plan = self._clock()
-        plan = self._plan(seq, s, remaining, guard)
-        drafter, policy, asked = plan.drafter, plan.policy, plan.declined
-        if drafter is not None and policy is not None:
-            # Outside the round's timer; a catch-up after the first (a model's lag behind target
-            # steps or copies) is charged to its policy: a hybrid's model pays its way or stops.
-            t0 = self._clock()
-            absorbed = drafter.catch_up(seq, s.prefill_chunk)
-            caught = self._clock() - t0 if drafter.name in totals.caught_up else 0.0
-            totals.caught_up.add(drafter.name)
-            totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
-            ev = self._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
-            seconds = self._observed_s(ev)
-            policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
-            if guard is not None and seconds is not None:
-                # End to end: the host work that chose it and a later catch-up, while the
-                # device waits (the pipeline is broken), are the round's own cost.
-                guard.observe_round(drafter.name, len(ev.tokens),
-                                    seconds + caught + (t0 - t_plan))  # fmt: skip
-                totals.broke_after = drafter.name
-            yield ev
-            return
-        done = 0
-
-        def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
-            nonlocal asked
-            after = self._plan(seq, s, remaining - done - 1, guard)
-            asked = after.declined
-            return after.drafter is not None
-
-        for ev in self._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
-                                            source, cancel, stop_after=drafts_next):  # fmt: skip
-            done += 1
-            seconds = self._observed_s(ev)
-            for p in asked:  # the policies that said 0 for this step
-                p.observe(0, 0, seconds)
-            if guard is not None and seconds is not None:
-                guard.observe_step(seconds, after=totals.broke_after)
-                totals.broke_after = None
-            yield ev
+        """Speculative rounds, or target steps while no source drafts (core/decode/speculative.py)."""
+        return drafting_rounds(self, seq, s, key, totals, remaining, source, cancel)
 
     def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
         """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
@@ -458,97 +403,8 @@ class Engine:
     def _speculative_round(
         self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter
     ) -> RoundEvent:
-        """Draft up to k tokens, verify them plus one row in one target pass, accept on the
-        device, rewind. k becomes what the drafter actually proposed."""
-        t = self._target
-        cfg = self._logits_config(s)
-        timer = RoundTimer(s.traced, self._clock)
-        keys = mx.random.split(key, k + 1)
-        hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
-        V = self.vocab_size
-        start = max(len(seq) - 2, 0)
-
-        proposal = drafter.propose(
-            DraftRequest(seq, k, V, cfg, keys[:k], hist, compiled=s.fused_draft)
-        )
-        draft_arr = self._agreed(proposal.tokens)  # every rank verifies the same drafts
-        k = proposal.k
-        timer.mark("draft", draft_arr)
-
-        # Verify: the pending token plus all drafts, one forward, k + 1 rows kept.
-        t_pending = seq[len(t.seq) :]
-        inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
-        rows = inp.shape[0]
-        with self._verify_context(s, rows):
-            logits = t.forward(inp, V)[-(k + 1) :]
-        timer.mark("verify", logits)
-
-        # Accept on the device, then the round's single host sync.
-        if hist is not None:
-            logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
-        verdict: Verdict
-        if cfg.greedy:
-            verdict = accept_greedy(mx.argmax(logits, axis=-1), draft_arr)
-        else:
-            p = to_probs(logits, cfg)
-            q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
-            verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[-1])
-        packed = self._agreed(mx.concatenate(
-            [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
-             verdict.next_token.reshape(1).astype(mx.int32)]
-        ))  # fmt: skip
-        mx.eval(packed, verdict.tv_sum)
-        vals = packed.tolist()
-        tv_sum = float(verdict.tv_sum.item())
-        timer.mark("sample")
-
-        proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
-        committed = [CommittedToken(x_, proposal.origin) for x_ in proposed_ids[:n]]
-        if n < k:
-            committed.append(CommittedToken(nxt, "corrected"))
-        elif s.bonus:
-            committed.append(CommittedToken(nxt, "bonus"))
-        committed = self._cut_at_eos(committed, s)
-        rejected = tuple(proposed_ids[n:])
-
-        # Rewind: every cache keeps what it shares with the committed sequence minus its tail.
-        t.seq.extend(t_pending + proposed_ids)
-        drafter.learn(proposed_ids, n)
-        seq.extend(c.id for c in committed)
-        t.rewind(seq[:-1], start)
-        drafter.rewind(seq, start)
-        timer.mark("cache")
-
-        decided = min(n + 1, k)
-        return RoundEvent(
-            index=index,
-            tokens=tuple(committed),
-            rejected=rejected,
-            proposed=k,
-            accepted=n,
-            rows=rows,
-            timings=timer.finish(),
-            kernel=self._kernel(rows),
-            tv=(tv_sum / decided) if decided and not cfg.greedy else None,
-            context=len(seq),
-            traced=s.traced,
-            source=proposal.source,
-            copied_from=proposal.copied_from,
-        )
-
-    def _verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
-        """Dispatch and attention overrides around the multi-row verification only."""
-        return verification_patches(
-            self._target.model, s.dispatch, s.verify_attention, rows, curve=self.cost_curve
-        )
-
-    def _cut_at_eos(self, toks: list[CommittedToken], s: Settings) -> list[CommittedToken]:
-        if s.ignore_eos:
-            return toks
-        for i, tok in enumerate(toks):
-            if tok.id in self.eos_ids:
-                return toks[: i + 1]
-        return toks
+        """One speculative round (core/decode/speculative.py)."""
+        return speculative_round(self, seq, s, k, key, index, drafter)
 
     def _single_model_rounds(
         self,

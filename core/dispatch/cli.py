@@ -199,7 +199,8 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     # Every row count and mode once before the first timed call: a sample never holds a
     # compile, and a fresh GPU says it is compiling rather than looking hung.
-    from core.runtime.warmup import notices_to, warm_up
+    from core.runtime.compile_watch import notices_to
+    from core.runtime.warmup import warm_up
 
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         warmup = warm_up(

@@ -69,7 +69,7 @@ class ProfileRecorder:
         settings_changes: tuple[tuple[int, dict[str, Any]], ...] = (),
     ) -> None:
         """`settings`: the first round's; `settings_changes`: (round, changed fields) for each
-        later round that ran with others (tui.bridge.SettingsWatch)."""
+        later round that ran with others (tui.settings_watch.SettingsWatch)."""
         self.name = validate_name(name)
         self.settings = settings
         self.settings_changes = tuple((int(i), dict(c)) for i, c in settings_changes)

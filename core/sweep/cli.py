@@ -213,8 +213,8 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     from core.bench.cli import LogLines
     from core.decode.engine import Engine
     from core.models import check_request, load_pair, pair_context_window
+    from core.runtime.compile_watch import notices_to
     from core.runtime.distributed import current_spmd
-    from core.runtime.warmup import notices_to
 
     console, err = Console(), Console(stderr=True)
     for flag in ("tokens", "seeds", "invocations"):

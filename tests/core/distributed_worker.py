@@ -168,7 +168,7 @@ def job_comm(runs: int) -> dict[str, Any]:
     """`runs` traced generations, each pricing its collectives afresh as a new process would
     (the probe after the first round that queues a size: what once raced): per run its phase
     seconds, every round's comm and total, its tokens and the prices every rank charged."""
-    import core.runtime.distributed as dist
+    import core.runtime.comm_meter as comm
 
     spmd = current_spmd()
     assert spmd is not None, "launched without a group of two ranks"
@@ -178,7 +178,7 @@ def job_comm(runs: int) -> dict[str, Any]:
     sharded.spmd = spmd
     out: dict[str, Any] = {"runs": []}
     for i in range(runs):
-        dist.reset_comm_prices()  # at the same point of the loop on every rank
+        comm.reset_comm_prices()  # at the same point of the loop on every rank
         s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=4,
                      ignore_eos=True, seed=100 + i, traced=True)  # fmt: skip
         rounds: list[dict[str, float]] = []
@@ -190,7 +190,7 @@ def job_comm(runs: int) -> dict[str, Any]:
                 out["runs"].append({
                     "phase_s": dict(item.phase_s), "rounds": rounds,
                     "tokens": list(item.token_ids),
-                    "prices": sorted([n, v] for n, v in dist._prices.items()),
+                    "prices": sorted([n, v] for n, v in comm._prices.items()),
                     "seconds": time.perf_counter() - t0,
                 })  # fmt: skip
     return out

@@ -20,6 +20,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+import core.runtime.comm_meter as comm
 import core.runtime.distributed as dist
 from core.decode.trace import RoundTimer, active_timer
 from core.events import PHASES, PhaseTimings, RoundEvent
@@ -261,13 +262,13 @@ def test_the_meter_prices_all_sum_in_traced_rounds_without_waiting(
         return x * 2  # two ranks that each held x
 
     monkeypatch.setattr(mx.distributed, "all_sum", slow_sum)
-    dist.install_comm_meter()
+    comm.install_comm_meter()
     group = _FakeGroup(2, rank=0)
     try:
         timer = RoundTimer(traced=False)
         mx.distributed.all_sum(mx.ones(3), group=group)
-        assert timer.finish().comm == 0.0 and calls == [(3,)] and dist._prices == {}
-        probe_calls = 1 + dist.PROBE_CHAIN * dist.PROBE_BURSTS + 1  # meet, bursts, share
+        assert timer.finish().comm == 0.0 and calls == [(3,)] and comm._prices == {}
+        probe_calls = 1 + comm.PROBE_CHAIN * comm.PROBE_BURSTS + 1  # meet, bursts, share
         for n in range(2):  # the second round finds the size priced already
             calls.clear()
             timer = RoundTimer(traced=True)
@@ -278,22 +279,22 @@ def test_the_meter_prices_all_sum_in_traced_rounds_without_waiting(
             timer.mark("verify")
             t = timer.finish()
             assert len(calls) == 3 + (probe_calls if n == 0 else 0)
-            price = dist._prices[dist.SMALLEST_CLASS]  # 12 bytes: the smallest class
+            price = comm._prices[comm.SMALLEST_CLASS]  # 12 bytes: the smallest class
             assert 0.009 <= price < 0.05  # one collective's seconds (the ranks' mean)
             assert t.comm == pytest.approx(3 * price)
             assert t.verify == pytest.approx(t.total - t.comm, abs=1e-3)
     finally:
-        dist.uninstall_comm_meter()
-    assert mx.distributed.all_sum is slow_sum and dist._prices == {}
+        comm.uninstall_comm_meter()
+    assert mx.distributed.all_sum is slow_sum and comm._prices == {}
 
 
 def test_collectives_are_priced_by_size_class() -> None:
     """A price per power of two of bytes, at least 4 KiB: shapes that cost alike share one
     probe (a TP = 2 round of a 72B queues rows x 8192 bf16 and a few int32 decisions)."""
-    assert dist.size_class((1,), mx.int32) == dist.size_class((1, 2, 512), mx.float32) == 4096
-    assert dist.size_class((1, 3, 512), mx.float32) == dist.size_class((1, 4, 512), mx.float32)
-    assert dist.size_class((1, 1, 8192), mx.bfloat16) == 16384
-    assert dist.size_class((1, 9, 8192), mx.bfloat16) == 262144
+    assert comm.size_class((1,), mx.int32) == comm.size_class((1, 2, 512), mx.float32) == 4096
+    assert comm.size_class((1, 3, 512), mx.float32) == comm.size_class((1, 4, 512), mx.float32)
+    assert comm.size_class((1, 1, 8192), mx.bfloat16) == 16384
+    assert comm.size_class((1, 9, 8192), mx.bfloat16) == 262144
 
 
 def test_rounds_recorded_before_comm_existed_still_load() -> None:

@@ -378,7 +378,7 @@ def read_only_user_data(tmp_path, monkeypatch) -> Path:
 
 
 def test_shipped_presets_are_read_without_a_writable_folder(read_only_user_data, capsys) -> None:
-    from core.bench.cli import settings_from_args
+    from core.bench.flags import settings_from_args
     from core.profile import load_profile
 
     assert cli.main(["profiles", "show", "fixed-4-tv1"]) == 0
@@ -403,7 +403,7 @@ def test_reading_profiles_creates_no_folder(tmp_path, monkeypatch, capsys) -> No
 
 
 def test_a_profile_path_with_a_colon_is_a_path(tmp_path, monkeypatch) -> None:
-    from core.bench.cli import settings_from_args, split_profile_spec
+    from core.bench.flags import settings_from_args, split_profile_spec
 
     assert split_profile_spec("./a:b.toml") == ("./a:b.toml", "")
     assert split_profile_spec("./a:b.toml:k=3") == ("./a:b.toml", "k=3")

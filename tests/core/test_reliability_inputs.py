@@ -40,7 +40,7 @@ def test_a_setting_of_the_wrong_type_is_a_sentence_not_a_type_error() -> None:
 
 
 def test_an_override_value_may_hold_commas() -> None:
-    from core.bench.cli import _parse_overrides
+    from core.bench.flags import _parse_overrides
 
     name, out = _parse_overrides("fixed-4-tv1:draft=shape:tiny-draft,layers=1,k=2")
     assert name == "fixed-4-tv1"

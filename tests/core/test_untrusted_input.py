@@ -275,7 +275,7 @@ def test_type_errors_say_an_integer_not_a_int() -> None:
     assert "must be an integer" in one_sentence(exc.value)
     with pytest.raises(SettingsError, match="must be a number"):
         Settings.from_dict({"tv_budget": "x"})
-    from core.bench.cli import _parse_overrides
+    from core.bench.flags import _parse_overrides
     from core.errors import UserError
 
     with pytest.raises(UserError, match="k must be an integer"):

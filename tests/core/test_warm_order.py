@@ -13,15 +13,15 @@ import pytest
 
 from core.dispatch.backend import backend_info
 from core.dispatch.curve import VerifyCostCurve
-from core.runtime.warmup import (
+from core.runtime.warmer import (
     Warmer,
     WarmSize,
     every_size,
     first_round_sizes,
     prefill_bucket,
-    sampling_configs,
     starting_k,
 )
+from core.runtime.warmup import sampling_configs
 from core.settings import Settings
 
 CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",

@@ -13,16 +13,8 @@ from collections import defaultdict
 import pytest
 
 from core.dispatch.backend import backend_info
-from core.runtime.warmup import (
-    THRESHOLD_S,
-    CompileWatch,
-    _settle,
-    kernel_cache_dir,
-    notices_to,
-    sampling_configs,
-    verify_rows,
-    warm_up,
-)
+from core.runtime.compile_watch import THRESHOLD_S, CompileWatch, kernel_cache_dir, notices_to
+from core.runtime.warmup import _settle, sampling_configs, verify_rows, warm_up
 
 CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
                                             "compute_capability_major": 9,

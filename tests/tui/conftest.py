@@ -23,7 +23,7 @@ from core.identity import ModelIdentity
 from core.profile import ProfileStore
 from core.settings import Settings
 from tui.app import SpecDecApp
-from tui.bridge import CurveInfo, PairInfo, ShapeKernel
+from tui.engine_info import CurveInfo, PairInfo, ShapeKernel
 
 EOS = 0
 WORDS = (

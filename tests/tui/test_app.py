@@ -16,7 +16,8 @@ from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScree
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
 from tui.widgets.chat import AssistantMessage, Legend
 from tui.widgets.composer import Composer
-from tui.widgets.panels import KernelsPanel, RoundsPanel
+from tui.widgets.kernels import KernelsPanel
+from tui.widgets.rounds import RoundsPanel
 
 SIZE = (160, 45)
 # Rounds of a run that only a cancel ends (200 s at 0.02 s a round): a test that acts while it

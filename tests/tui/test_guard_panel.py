@@ -8,7 +8,7 @@ from textual.widgets import Static
 from core.cost.guard import SLOWER
 from core.events import RunSummary
 from tui.stats import RoundStats
-from tui.widgets.panels import RoundsPanel
+from tui.widgets.rounds import RoundsPanel
 
 
 class Host(App[None]):

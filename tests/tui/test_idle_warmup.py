@@ -9,10 +9,12 @@ from __future__ import annotations
 import threading
 import time
 
-from core.runtime.warmup import IdleProgress
+from core.runtime.warmer import IdleProgress
 from core.settings import Settings
 from tests.tui.conftest import FakeSession, Script, hold
-from tui.bridge import Calibrated, CurveInfo, EngineBridge, IdleWarmup, RunFinished
+from tui.bridge import EngineBridge
+from tui.engine_info import CurveInfo
+from tui.messages import Calibrated, IdleWarmup, RunFinished
 
 SIZES = 10
 
@@ -94,7 +96,7 @@ def test_the_idle_warmer_yields_to_a_turn_between_sizes():
 
 
 def test_a_failing_idle_warm_up_is_said_once_and_stops():
-    from tui.bridge import EngineNotice
+    from tui.messages import EngineNotice
 
     script = Script(rounds=1)
 
@@ -146,7 +148,7 @@ def test_without_a_kept_curve_the_turn_calibrates_first():
             return None, ("The kept curve /x/curve.json is damaged (bad); it is ignored and "
                           "will be measured again.",)  # fmt: skip
 
-    from tui.bridge import EngineNotice
+    from tui.messages import EngineNotice
 
     bridge, target = _bridge(lambda t, d: Missing(script, t, d))
     try:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from core.settings import Settings
 from tests.tui.conftest import Script, chat, ready
-from tui.bridge import Prefilling, RoundCommitted, RunFinished, RunStarted
+from tui.messages import Prefilling, RoundCommitted, RunFinished, RunStarted
 from tui.ordering import RunSequencer
 
 SIZE = (140, 44)

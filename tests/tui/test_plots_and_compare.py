@@ -8,7 +8,7 @@ from textual.widgets import DataTable, Select
 from core.profile import Profile
 from core.settings import Settings
 from tests.tui.conftest import chat, ready, wait_for
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.screens.compare import (
     ComparedRun,
     CompareScreen,
@@ -17,8 +17,9 @@ from tui.screens.compare import (
     settings_rows,
 )
 from tui.stats import RoundStats
+from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.composer import Composer
-from tui.widgets.panels import AcceptancePanel, KernelsPanel
+from tui.widgets.kernels import KernelsPanel
 from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
 
 SIZE = (160, 45)
@@ -208,7 +209,7 @@ async def test_compare_highlights_runs_of_different_models(make_app, profiles) -
     ran different models and highlights which; the Profile panel names the loaded pair."""
     from core.profile import ProfileStore
     from tui.screens.compare import DIFF_STYLE
-    from tui.widgets.panels import ProfilePanel
+    from tui.widgets.profile_panel import ProfilePanel
 
     ProfileStore(profiles, presets=None).save(Profile("other", Settings(target="other.gguf")))
     app = make_app(Settings())

@@ -8,10 +8,10 @@ from textual.widgets import DataTable, Static
 from core.events import CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
 from tests.tui.conftest import chat, wait_for
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.composer import Composer
-from tui.widgets.panels import KernelsPanel
+from tui.widgets.kernels import KernelsPanel
 from tui.widgets.plots import StaticPlot
 from tui.widgets.prediction import SpeedupPlot, speedup_view
 

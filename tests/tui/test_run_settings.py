@@ -79,7 +79,7 @@ def test_the_real_engine_tells_the_watch_which_round_took_the_change(first, then
     from core.events import RoundEvent
     from core.models import load_pair
     from core.settings import Settings
-    from tui.bridge import SettingsWatch
+    from tui.settings_watch import SettingsWatch
 
     engine = Engine.from_pair(load_pair("shape:tiny", "shape:tiny-draft"))
     s = Settings(mode=first, temperature=0.0, k=3, max_tokens=40, ignore_eos=True, traced=False)

@@ -8,11 +8,13 @@ import pytest
 
 from core.events import ORIGINS, CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
-from tui.bridge import CurveInfo
 from tui.copies import PromptLayout, locate_copy
+from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.transcript import ORIGIN_HELP, ORIGIN_STYLES, REJECTED, REJECTED_COPY, Transcript
-from tui.widgets.panels import curve_rows, phase_legend, position_bars, round_bars
+from tui.widgets.acceptance import position_bars
+from tui.widgets.kernels import curve_rows
+from tui.widgets.rounds import phase_legend, round_bars
 
 # A byte-level vocabulary: "é" is two tokens, "日" three, like byte-level BPE fallbacks.
 BYTES = {1: b"caf", 2: b"\xc3", 3: b"\xa9", 4: b" ", 5: b"\xe6", 6: b"\x97", 7: b"\xa5",

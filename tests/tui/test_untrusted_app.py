@@ -17,7 +17,7 @@ from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
 from tui.widgets.composer import Composer
-from tui.widgets.panels import ProfilePanel
+from tui.widgets.profile_panel import ProfilePanel
 
 SIZE = (160, 45)
 MARKUP = "uses [/] and [/red] and [gpu]"
@@ -185,7 +185,7 @@ async def test_a_compile_at_load_shows_in_the_status_line_until_done(profiles: P
     line, then the final "compiled in N s". The load holds until the status line showed it."""
     import threading
 
-    from core.runtime.warmup import CompileWatch
+    from core.runtime.compile_watch import CompileWatch
 
     shown = threading.Event()
 

@@ -25,7 +25,7 @@ from core.identity import human_count
 from core.io.user_text import shown
 from core.profile import RecordedRun, diff_settings, summary_metrics
 from core.settings import Settings
-from tui.widgets.panels import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
+from tui.widgets.cells import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
 
 A_STYLE, B_STYLE = "bold cyan", "bold magenta"
 DIFF_STYLE = "bold yellow"
@@ -48,7 +48,7 @@ class ComparedRun:
 
 
 def live_run(index: int, record: Any, environment: dict[str, Any] | None = None) -> ComparedRun:
-    """A run of this session (tui.widgets.panels.RunRecord)."""
+    """A run of this session (tui.records.RunRecord)."""
     return ComparedRun(f"live:{index}", f"{record.label} (this session)", record.settings,
                        record.summary, dict(environment or {}))  # fmt: skip
 

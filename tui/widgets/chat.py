@@ -59,7 +59,7 @@ class AssistantMessage(Vertical):
         self.summary: RunSummary | None = None
         self.error: str | None = None
         self.note: str | None = None  # why a turn ended without a summary (not an error)
-        # From Enter to the engine's start (tui.bridge.RunFinished): TTFT and E2E add it
+        # From Enter to the engine's start (tui.messages.RunFinished): TTFT and E2E add it
         self.waited_s = 0.0
         self.calibration_s: float | None = None
         self.finished = False

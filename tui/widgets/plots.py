@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plot import HiResMode, PlotWidget
 
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 
 CURVE_STYLE = "dodger_blue1"

@@ -27,7 +27,7 @@ from textual_plot import HiResMode
 
 from core.cost.prediction import KPrediction, Prediction, RoundCost, predict, predict_schedule
 from core.dispatch.curve import interpolate
-from tui.bridge import CurveInfo
+from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.plots import (
     CURRENT_STYLE,

@@ -5,7 +5,7 @@
 #
 # MLX (0.32) compiles its CUDA kernels at first use and keeps them on disk in
 # $MLX_PTX_CACHE_DIR, else <temp dir>/mlx/<mlx version>/ptx (mlx/backend/cuda/jit_module.cpp;
-# core/runtime/warmup.py's kernel_cache_dir() says the same). A lent machine starts bare, so the cache
+# core/runtime/compile_watch.py's kernel_cache_dir() says the same). A lent machine starts bare, so the cache
 # travels as parts named kcache-mlx<version>-<sm_XY>.tar.xz.part-aa, -ab, ... (15 MiB each: a
 # file brought back is at most 16 MiB; a call brings back at most 8 files). A cache is only
 # restored on the MLX version and GPU architecture that wrote it (a cubin for another sm is
@@ -26,7 +26,7 @@ root="$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
 keep="$root/.device/kcache"
 py=${PYTHON:-python3}
 
-cache_dir() { "$py" -c "from core.runtime.warmup import kernel_cache_dir; print(kernel_cache_dir('cuda'))"; }
+cache_dir() { "$py" -c "from core.runtime.compile_watch import kernel_cache_dir; print(kernel_cache_dir('cuda'))"; }
 tag() {
   "$py" -c "import mlx.core as mx; from core.dispatch import current_backend as b
 print(f'mlx{mx.__version__}-{b().architecture}')"

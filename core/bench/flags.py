@@ -1,0 +1,307 @@
+"""What a `specdec-tui bench` command line asks for, checked before any model loads.
+
+The rows (profiles with overrides, or one flag-built setting), the prompt, a replayed curve
+and the peer, each read from the flags here so run_bench_cli (core/bench/cli.py) reads as the
+run it is: a typo in a flag is one sentence before a long load, not a failure after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from core.bench.errors import BenchError
+from core.bench.peer import Peer
+from core.bench.prompts import DEFAULT_PROMPT, read_prompt
+from core.bench.results import BenchSetting, describe
+from core.io.user_text import prompt_text
+from core.settings import (
+    MAX_TOKENS,
+    Settings,
+    SettingsError,
+    field_names,
+    field_type,
+    type_words,
+)
+
+_FLAG_FIELDS = {
+    "mode": "mode",
+    "rule": "rule",
+    "tv": "tv_budget",
+    "k": "k",
+    "draft_source": "draft_source",
+    "policy": "policy",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "repetition_penalty": "repetition_penalty",
+    "dispatch": "dispatch",
+    "verify_attention": "verify_attention",
+    "fused_draft": "fused_draft",
+    "seed": "seed",
+}
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The Settings fields the flags set; they override every profile's."""
+    out = {
+        f: getattr(args, a) for a, f in _FLAG_FIELDS.items() if getattr(args, a, None) is not None
+    }
+    if getattr(args, "no_bonus", False):
+        out["bonus"] = False
+    return out
+
+
+def split_profile_spec(spec: str) -> tuple[str, str]:
+    """(profile, overrides text) of a --profile value. A path may hold `:` (`./a:b.toml`,
+    `/mnt/c:/x.toml`): the profile is then everything up to the last `.toml` that ends it or
+    is followed by `:`, so only what follows that is read as overrides; a name holds no `:`."""
+    if spec.endswith(".toml"):
+        return spec, ""
+    cut = spec.rfind(".toml:")
+    if cut >= 0:
+        return spec[: cut + len(".toml")], spec[cut + len(".toml:") :]
+    name, _, rest = spec.partition(":")
+    return name, rest
+
+
+def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
+    """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings.
+
+    Only declared settings are keys (`greedy=` or `__doc__=` were TypeError tracebacks), and
+    a string value may hold commas: a piece that does not start with a setting's `name=`
+    continues the string before it, so `draft=shape:tiny-draft,layers=1` is one value, and a
+    quoted value is taken whole (`draft="shape:tiny,seed=3"`: seed is a setting too)."""
+    name, rest = split_profile_spec(spec)
+    if not rest:
+        return name, {}
+    pieces = _override_pieces(spec, rest)
+    out: dict[str, Any] = {}
+    for key, raw in pieces:
+        if key in out:  # `k=2,k=3` once kept the last silently
+            raise BenchError(f"--profile {spec} sets {key} twice; give it once.")
+        want = field_type(key)
+        raw = raw.strip()
+        try:
+            if want is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1", "yes")
+            else:
+                out[key] = want(raw)
+        except ValueError:
+            raise BenchError(
+                f"--profile {spec}: {key} must be {type_words(want)}, got {raw!r}."
+            ) from None
+    return name, out
+
+
+def _override_pieces(spec: str, rest: str) -> list[tuple[str, str]]:
+    """`k=2,draft="a,b",target=shape:x,layers=1` -> [(key, raw value), ...] (see above)."""
+    declared = set(field_names())
+    pieces: list[tuple[str, str]] = []
+    i = 0
+    while i < len(rest):
+        end = rest.find(",", i)
+        part = rest[i:] if end < 0 else rest[i:end]
+        key, eq, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        value = raw.lstrip()
+        if eq and key in declared and value[:1] in ("'", '"'):
+            start = i + len(part) - len(value) + 1
+            close = rest.find(value[0], start)
+            after = rest[close + 1 :].lstrip() if close >= 0 else ""
+            if close < 0 or not (after == "" or after.startswith(",")):
+                raise BenchError(f"--profile {spec}: the quoted value of {key} is not closed "
+                                 "before the next comma.")  # fmt: skip
+            pieces.append((key, rest[start:close]))
+            i = rest.find(",", close) + 1 if after else len(rest)
+            continue
+        if eq and key in declared:
+            pieces.append((key, raw))
+        elif pieces and field_type(pieces[-1][0]) is str:
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + "," + part)
+        else:
+            raise BenchError(
+                f"--profile {spec}: {part!r} is not a known key=value setting (the settings "
+                f"are {', '.join(field_names())})."
+            )
+        i = len(rest) if end < 0 else end + 1
+    return pieces
+
+
+def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
+    """The rows a command line asks for: profiles (with overrides) or one flag-built setting."""
+    from core.profile import load_profile
+
+    specs = list(getattr(args, "bench_profiles", None) or [])
+    top = getattr(args, "profile", None)  # the top-level --profile, when given before `bench`
+    if isinstance(top, str) and top and top not in specs:
+        specs.insert(0, top)
+    flags = flag_overrides(args)
+    override_dir = getattr(args, "profiles_dir", None)
+    rows: list[BenchSetting] = []
+    for spec in specs:
+        name, extra = _parse_overrides(spec)
+        profile = load_profile(name, override_dir)
+        try:
+            s = profile.settings.replace(**extra)
+        except SettingsError as exc:
+            raise BenchError(f"--profile {spec}: {lower_first(str(exc))}") from None
+        s = _with_flags(s, flags)
+        rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
+    if not rows:
+        flags.setdefault("mode", "speculative")
+        s = _with_flags(Settings(), flags)
+        rows.append(BenchSetting(describe(s), s))
+    return rows
+
+
+def _with_flags(s: Settings, flags: dict[str, Any]) -> Settings:
+    """The command line's flags over a row's settings; an out-of-range one names its flag."""
+    try:
+        return s.replace(**flags)
+    except SettingsError as exc:
+        flag = next((f"--{a.replace('_', '-')}" for a, f in _FLAG_FIELDS.items()
+                     if f in flags and str(exc).startswith(f)), None)  # fmt: skip
+        if flag is None:
+            raise
+        raise BenchError(f"{flag}: {lower_first(str(exc))}") from None
+
+
+def lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text else text
+
+
+def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
+    """mlx-lm's draft length: --peer-k, else the first fixed-k speculative row's k, else 4."""
+    if args.peer_k is not None:
+        return int(args.peer_k)
+    return next(
+        (b.settings.k for b in rows
+         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
+    )  # fmt: skip
+
+
+def check_peer_and_budget(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
+    """--peer-k, --peer-ngram and --prompt-tokens in range before a long model load: they
+    were read only after it, so a typo cost the load (a 72B: minutes)."""
+    budget = getattr(args, "prompt_tokens", None)
+    if budget is not None and not 1 <= budget <= MAX_TOKENS:
+        raise BenchError(f"--prompt-tokens must be between 1 and {MAX_TOKENS:,}, got {budget}.")
+    peer = getattr(args, "peer", None)
+    if peer is None:
+        for flag in ("peer_k", "peer_ngram"):
+            if getattr(args, flag, None) is not None:
+                raise BenchError(f"--{flag.replace('_', '-')} needs --peer; give both or neither.")
+        return
+    if peer == "transformers-pld":
+        from core.bench.peer_pld import NGRAM, NUM_TOKENS
+
+        k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
+        if not (1 <= k <= 64 and 1 <= n <= 16):
+            raise BenchError(f"--peer-k must be 1-64 and --peer-ngram 1-16, got {k} and {n}.")
+        return
+    if args.peer_ngram is not None:
+        raise BenchError("--peer-ngram applies to --peer transformers-pld only.")
+    k = mlx_peer_k(args, rows)
+    if not 1 <= k <= 16:
+        raise BenchError(f"--peer-k must be between 1 and 16, got {k}.")
+
+
+def prompt_from_args(args: argparse.Namespace) -> tuple[str, str, int | None]:
+    """(name, text, token budget) of the prompt the command line asks for."""
+    if args.prompt is not None:  # decoded as the terminal meant it; empty as in `chat`
+        return "inline", prompt_text(args.prompt, "--prompt"), args.prompt_tokens
+    if args.prompt_file is not None:
+        from core.io.atomic import reason
+        from core.io.untrusted import PROMPT_MAX_BYTES, UntrustedFileError, read_bounded
+
+        path = Path(args.prompt_file).expanduser()
+        try:  # a regular file of bounded size: a FIFO hung here, /dev/zero filled the memory
+            text = read_bounded(path, PROMPT_MAX_BYTES, "prompt file").decode("utf-8").strip()
+        except UntrustedFileError as exc:
+            raise BenchError(str(exc)) from None
+        except OSError as exc:  # "[Errno 2] ..." is not a sentence
+            raise BenchError(f"Could not read the prompt file {path}: {reason(exc)}.") from None
+        except UnicodeDecodeError as exc:
+            raise BenchError(f"Could not read the prompt file {path}: {exc}.") from None
+        if not text:
+            raise BenchError(f"The prompt file {path} is empty.")
+        return path.name, text, args.prompt_tokens
+    name = args.prompt_name or DEFAULT_PROMPT
+    text, budget = read_prompt(name)
+    return name, text, args.prompt_tokens if args.prompt_tokens is not None else budget
+
+
+def curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any | None:
+    """--curve, read and checked before the models load: a file that cannot price these rows
+    (too few rows or modes) is one sentence, not a failure after a long load."""
+    if not getattr(args, "curve", None):
+        return None
+    from core.bench.predicted import needed_calibration
+    from core.dispatch import read_curve_file
+
+    curve = read_curve_file(args.curve)
+    need = needed_calibration(rows)
+    if need is not None:
+        missing = [m for m in need["modes"] if m not in curve.modes]
+        if max(curve.rows) < need["rows"] or missing:
+            raise BenchError(
+                f"The curve in {args.curve} measured up to {max(curve.rows)} rows in "
+                f"{', '.join(curve.modes)}; these settings need {need['rows']} rows"
+                + (f" and {', '.join(missing)}." if missing else ".")
+            )
+    return curve
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """--tokens, --seeds, --invocations and --warmup in range, before anything is read."""
+    for flag in ("tokens", "seeds", "invocations"):
+        if getattr(args, flag) < 1:
+            raise BenchError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
+    if args.warmup < 0:
+        raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
+
+
+def check_peer_packages(args: argparse.Namespace) -> None:
+    """A transformers peer's packages importable, before any model loads (not after it)."""
+    if args.peer in ("transformers-pld", "transformers-assisted"):
+        from core.bench.peer_pld import PeerUnavailable, missing_packages
+
+        if missing := missing_packages():
+            raise PeerUnavailable(
+                f"--peer {args.peer} needs torch, transformers, gguf and accelerate; "
+                f"{', '.join(missing)} will not import here."
+            )
+
+
+def peer_from_args(args: argparse.Namespace, rows: list[BenchSetting], pair: Any, target: str,
+                   draft: str | None) -> Any:
+    """The peer --peer asks for, on the loaded pair (mlx-lm) or loaded itself (transformers);
+    None without --peer. Its k: --peer-k, else the first fixed-k speculative row's."""
+    peer: Any = None
+    if args.peer == "transformers-pld":
+        from core.bench.peer_pld import NGRAM, NUM_TOKENS, load_pld_peer
+
+        k, n = args.peer_k or NUM_TOKENS, args.peer_ngram or NGRAM
+        peer = load_pld_peer(target, k, n)
+    if args.peer == "transformers-assisted":
+        from core.bench.peer_pld import ASSISTED_K, load_assisted_peer
+
+        k = args.peer_k or next(
+            (b.settings.k for b in rows
+             if b.settings.mode == "speculative" and b.settings.policy == "fixed"), ASSISTED_K,
+        )  # fmt: skip
+        if not 1 <= k <= 32:
+            raise BenchError(f"--peer-k must be between 1 and 32, got {k}.")
+        peer = load_assisted_peer(target, draft, k)
+    if args.peer == "mlx-lm":
+        k = mlx_peer_k(args, rows)
+        peer = Peer(
+            target=pair.target.model,
+            draft=pair.draft.model if pair.draft is not None else None,
+            k=k,
+            vocab_size=pair.vocab_size,
+        )
+    return peer

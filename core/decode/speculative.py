@@ -1,0 +1,194 @@
+"""The speculative rounds: which source drafts next (or plain target steps while none would),
+then one round: draft up to k, verify them plus one row in one target pass, accept on the
+device with the round's one host sync, commit and rewind.
+
+Its own module (issue 27) beside the single-model loop (core/decode/single.py), so the engine
+(core/decode/engine.py) reads as its run and this as its rounds. The engine keeps thin
+`_drafting_rounds` / `_speculative_round` methods that call these, so a test that replaces
+the round on an engine still sees every round go through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mlx.core as mx
+
+from core.decode.run_totals import RunTotals
+from core.decode.sampling import (
+    Verdict,
+    accept_greedy,
+    accept_sampled,
+    one_hot,
+    penalize,
+    to_probs,
+)
+from core.decode.trace import RoundTimer
+from core.dispatch import verification_patches
+from core.drafting.base import Drafter, DraftRequest
+from core.events import CommittedToken, RoundEvent
+from core.settings import Settings
+
+
+def drafting_rounds(
+    engine: Any,
+    seq: list[int],
+    s: Settings,
+    key: mx.array,
+    totals: RunTotals,
+    remaining: int,
+    source: Callable[[], Settings],
+    cancel: threading.Event | None,
+) -> Iterator[RoundEvent]:
+    """One speculative round from the first offer whose source's policy wants to draft;
+    when none does, plain target steps, pipelined until one might (asked after each)."""
+    engine.drafter(s.draft_source)  # built (a hybrid builds its parts) before configured
+    for d in list(engine._drafters.values()):  # each source reads its own settings
+        configure = getattr(d, "configure", None)
+        if configure is not None:
+            configure(s)
+    if s.dispatch == "fastest" or s.policy == "cost-aware":
+        engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
+    guard = engine._guard(s, totals)
+    t_plan = engine._clock()
+    plan = engine._plan(seq, s, remaining, guard)
+    drafter, policy, asked = plan.drafter, plan.policy, plan.declined
+    if drafter is not None and policy is not None:
+        # Outside the round's timer; a catch-up after the first (a model's lag behind target
+        # steps or copies) is charged to its policy: a hybrid's model pays its way or stops.
+        t0 = engine._clock()
+        absorbed = drafter.catch_up(seq, s.prefill_chunk)
+        caught = engine._clock() - t0 if drafter.name in totals.caught_up else 0.0
+        totals.caught_up.add(drafter.name)
+        totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
+        ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
+        seconds = engine._observed_s(ev)
+        policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
+        if guard is not None and seconds is not None:
+            # End to end: the host work that chose it and a later catch-up, while the
+            # device waits (the pipeline is broken), are the round's own cost.
+            guard.observe_round(drafter.name, len(ev.tokens),
+                                seconds + caught + (t0 - t_plan))  # fmt: skip
+            totals.broke_after = drafter.name
+        yield ev
+        return
+    done = 0
+
+    def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
+        nonlocal asked
+        after = engine._plan(seq, s, remaining - done - 1, guard)
+        asked = after.declined
+        return after.drafter is not None
+
+    for ev in engine._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
+                                        source, cancel, stop_after=drafts_next):  # fmt: skip
+        done += 1
+        seconds = engine._observed_s(ev)
+        for p in asked:  # the policies that said 0 for this step
+            p.observe(0, 0, seconds)
+        if guard is not None and seconds is not None:
+            guard.observe_step(seconds, after=totals.broke_after)
+            totals.broke_after = None
+        yield ev
+
+
+def speculative_round(
+    engine: Any, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter
+) -> RoundEvent:
+    """Draft up to k tokens, verify them plus one row in one target pass, accept on the
+    device, rewind. k becomes what the drafter actually proposed."""
+    t = engine._target
+    cfg = engine._logits_config(s)
+    timer = RoundTimer(s.traced, engine._clock)
+    keys = mx.random.split(key, k + 1)
+    hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
+    V = engine.vocab_size
+    start = max(len(seq) - 2, 0)
+
+    proposal = drafter.propose(
+        DraftRequest(seq, k, V, cfg, keys[:k], hist, compiled=s.fused_draft)
+    )
+    draft_arr = engine._agreed(proposal.tokens)  # every rank verifies the same drafts
+    k = proposal.k
+    timer.mark("draft", draft_arr)
+
+    # Verify: the pending token plus all drafts, one forward, k + 1 rows kept.
+    t_pending = seq[len(t.seq) :]
+    inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
+    rows = inp.shape[0]
+    with _verify_context(engine, s, rows):
+        logits = t.forward(inp, V)[-(k + 1) :]
+    timer.mark("verify", logits)
+
+    # Accept on the device, then the round's single host sync.
+    if hist is not None:
+        logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
+    verdict: Verdict
+    if cfg.greedy:
+        verdict = accept_greedy(mx.argmax(logits, axis=-1), draft_arr)
+    else:
+        p = to_probs(logits, cfg)
+        q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
+        verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[-1])
+    packed = engine._agreed(mx.concatenate(
+        [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
+         verdict.next_token.reshape(1).astype(mx.int32)]
+    ))  # fmt: skip
+    mx.eval(packed, verdict.tv_sum)
+    vals = packed.tolist()
+    tv_sum = float(verdict.tv_sum.item())
+    timer.mark("sample")
+
+    proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
+    committed = [CommittedToken(x_, proposal.origin) for x_ in proposed_ids[:n]]
+    if n < k:
+        committed.append(CommittedToken(nxt, "corrected"))
+    elif s.bonus:
+        committed.append(CommittedToken(nxt, "bonus"))
+    committed = _cut_at_eos(committed, s, engine.eos_ids)
+    rejected = tuple(proposed_ids[n:])
+
+    # Rewind: every cache keeps what it shares with the committed sequence minus its tail.
+    t.seq.extend(t_pending + proposed_ids)
+    drafter.learn(proposed_ids, n)
+    seq.extend(c.id for c in committed)
+    t.rewind(seq[:-1], start)
+    drafter.rewind(seq, start)
+    timer.mark("cache")
+
+    decided = min(n + 1, k)
+    return RoundEvent(
+        index=index,
+        tokens=tuple(committed),
+        rejected=rejected,
+        proposed=k,
+        accepted=n,
+        rows=rows,
+        timings=timer.finish(),
+        kernel=engine._kernel(rows),
+        tv=(tv_sum / decided) if decided and not cfg.greedy else None,
+        context=len(seq),
+        traced=s.traced,
+        source=proposal.source,
+        copied_from=proposal.copied_from,
+    )
+
+
+def _verify_context(engine: Any, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
+    """Dispatch and attention overrides around the multi-row verification only."""
+    return verification_patches(
+        engine._target.model, s.dispatch, s.verify_attention, rows, curve=engine.cost_curve
+    )
+
+
+def _cut_at_eos(toks: list[CommittedToken], s: Settings, eos_ids: Any) -> list[CommittedToken]:
+    """The round's tokens up to and with the first EOS (all of them under ignore_eos)."""
+    if s.ignore_eos:
+        return toks
+    for i, tok in enumerate(toks):
+        if tok.id in eos_ids:
+            return toks[: i + 1]
+    return toks

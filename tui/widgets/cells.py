@@ -1,0 +1,32 @@
+"""What every side panel shares: the phase colours, the bar glyph and its number cells.
+
+One place so the Rounds panel, the compare screen and the rest colour a phase and write a
+missing number ("-") alike.
+"""
+
+from __future__ import annotations
+
+PHASE_COLOURS = {
+    "draft": "orchid",
+    "verify": "dodger_blue1",
+    "sample": "green3",
+    "cache": "gold1",
+    "comm": "dark_orange",
+    "other": "grey50",
+}
+BAR = "█"
+
+
+def fmt_ms(value: float | None) -> str:
+    """Seconds already in milliseconds, one decimal; "-" when unknown."""
+    return "-" if value is None else f"{value:.1f}"
+
+
+def fmt_pct(value: float | None) -> str:
+    """A fraction as a whole percentage; "-" when unknown."""
+    return "-" if value is None else f"{value:.0%}"
+
+
+def fmt_num(value: float | None, fmt: str = "{:.3g}") -> str:
+    """A number in the given format; "-" when unknown."""
+    return "-" if value is None else fmt.format(value)
