@@ -11,9 +11,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Label, Sparkline, Static
 
+from core.bench.fmt import num
 from tui.copies import CopyOrigin
 from tui.stats import RoundStats, SourceRow, SourceStats
-from tui.widgets.cells import BAR, fmt_num, fmt_pct
+from tui.widgets.cells import BAR, fmt_pct
 from tui.widgets.plots import PositionPlot
 
 
@@ -44,9 +45,9 @@ def source_cells(row: SourceRow) -> tuple[Text | str, ...]:
     return (
         Text(name, SOURCE_STYLES.get(row.name, "bold")),
         str(row.rounds),
-        fmt_num(row.drafts_per_round, "{:.1f}"),
+        num(row.drafts_per_round, ".1f"),
         fmt_pct(row.hit_rate),
-        fmt_num(row.mean_accepted_length, "{:.2f}"),
+        num(row.mean_accepted_length, ".2f"),
         fmt_pct(row.acceptance),
     )
 
@@ -119,11 +120,11 @@ class AcceptancePanel(VerticalScroll):
         text.append(fmt_pct(acc), "bold green3")
         text.append(f"   ({stats.accepted}/{stats.proposed} drafts)\n", "dim")
         text.append("mean accepted length ", "dim")
-        text.append(fmt_num(mal, "{:.2f}"), "bold")
+        text.append(num(mal, ".2f"), "bold")
         text.append("   tokens/round ", "dim")
-        text.append(fmt_num(stats.tokens_per_round, "{:.2f}"), "bold")
+        text.append(num(stats.tokens_per_round, ".2f"), "bold")
         text.append("\nmean TV(π, p) ", "dim")
-        text.append(fmt_num(s.mean_tv if s is not None else stats.mean_tv, "{:.3f}"), "bold")
+        text.append(num(s.mean_tv if s is not None else stats.mean_tv, ".3f"), "bold")
         last = stats.last
         if last is not None:
             text.append(f"   last round k={last.proposed} kept {last.accepted}", "dim")

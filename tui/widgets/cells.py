@@ -26,7 +26,3 @@ def fmt_pct(value: float | None) -> str:
     """A fraction as a whole percentage; "-" when unknown."""
     return "-" if value is None else f"{value:.0%}"
 
-
-def fmt_num(value: float | None, fmt: str = "{:.3g}") -> str:
-    """A number in the given format; "-" when unknown."""
-    return "-" if value is None else fmt.format(value)

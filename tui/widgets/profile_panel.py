@@ -15,11 +15,12 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, DataTable, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
+from core.bench.fmt import num, ratio
 from core.io.user_text import shown
 from core.settings import Settings
 from tui.engine_info import PairInfo
 from tui.records import RunRecord
-from tui.widgets.cells import fmt_num, fmt_pct
+from tui.widgets.cells import fmt_pct
 
 SETTING_KEYS = ("mode", "rule", "tv_budget", "k", "policy", "k_min", "k_max", "temperature",
                 "top_p", "repetition_penalty", "seed", "max_tokens", "traced", "bonus",
@@ -55,9 +56,9 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
                                    else "-"),
         ("TTFT s", lambda r: f"{r.summary.ttft_s:.2f}"),
         ("acceptance", lambda r: fmt_pct(r.summary.acceptance)),
-        ("mean acc len", lambda r: fmt_num(r.summary.mean_accepted_length, "{:.2f}")),
+        ("mean acc len", lambda r: num(r.summary.mean_accepted_length, ".2f")),
         *((f"{p} share", phase_share(p)) for p in ("draft", "verify", "sample", "cache")),
-        ("mean TV (quality)", lambda r: fmt_num(r.summary.mean_tv, "{:.3f}")),
+        ("mean TV (quality)", lambda r: num(r.summary.mean_tv, ".3f")),
     ]
     return [(name, col(a, f), col(b, f)) for name, f in spec]
 
@@ -175,10 +176,10 @@ class ProfilePanel(VerticalScroll):
             table.add_row(
                 Text(str(getattr(r, "name", "?"))),
                 fmt_pct(getattr(r, "acceptance", None)),
-                fmt_num(median, "{:.2f}"),
-                fmt_num(speed, "{:.2f}x"),
-                fmt_num(getattr(r, "mean_tv", None), "{:.3f}"),
+                num(median, ".2f"),
+                ratio(speed),
+                num(getattr(r, "mean_tv", None), ".3f"),
                 # core.cost.prediction's speedup for this row, and measured (decode) over it
-                fmt_num(getattr(r, "predicted_speedup", None), "{:.2f}x"),
-                fmt_num(getattr(r, "efficiency", None), "{:.2f}"),
+                ratio(getattr(r, "predicted_speedup", None)),
+                num(getattr(r, "efficiency", None), ".2f"),
             )
