@@ -117,9 +117,6 @@ class RoundStats:
     sources: SourceStats = field(default_factory=SourceStats)
     summary: RunSummary | None = None
 
-    def reset(self) -> None:
-        self.__init__()  # type: ignore[misc]
-
     @classmethod
     def from_rounds(cls, rounds: Iterable[RoundEvent], summary: RunSummary | None) -> RoundStats:
         stats = cls()

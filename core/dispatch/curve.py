@@ -113,10 +113,6 @@ class VerifyCostCurve:
         table = self.accept_s.get(self.sampling or "greedy")
         return interpolate(table, rows) if table else 0.0
 
-    def cost_per_row(self, mode: str = "auto") -> dict[int, float]:
-        table = self.times[self._mode(mode)]
-        return {r: table[r] / r for r in sorted(table)}
-
     def boundary(self, mode: str = "auto") -> int | None:
         """The first measured R whose cost is BOUNDARY_DROP (10%) below the previous measured R's:
         where verifying more rows got cheaper, i.e. a matrix kernel took over. None if never."""

@@ -78,15 +78,6 @@ def check_regular(path: str | os.PathLike[str], what: str = "file") -> os.stat_r
     return st
 
 
-def is_regular(path: str | os.PathLike[str]) -> bool:
-    """True for a regular file (links followed); False for anything else, or nothing, there.
-    For scans of a folder that skip what they cannot read (never blocks)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def check_folder_files(folder: str | os.PathLike[str], what: str) -> None:
     """Every entry directly in `folder` is a regular file or a folder (links followed): a
     model folder is handed to a library that opens its files, and one FIFO among them hung
