@@ -27,7 +27,7 @@ from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from core.events import RunSummary
 from core.io.user_text import shown
-from core.settings import Settings, SettingsError, first_run_settings
+from core.settings import Settings, SettingsError, first_run_settings, flag_changes, with_flags
 from tui.actions import SettingsActions
 from tui.bridge import EngineBridge, SessionFactory
 from tui.copies import CopyOrigin, PromptLayout
@@ -384,9 +384,7 @@ def build_app(args: argparse.Namespace, session_factory: SessionFactory | None =
             profile = load_profile(args.profile, profiles_dir, with_run=False)  # else: exit 2
             skipped = f"The recorded run of {profile.name} was not loaded: {exc}"
         settings = profile.settings
-    overrides = {k: getattr(args, k) for k in ("target", "draft") if getattr(args, k, None)}
-    if overrides:
-        settings = settings.replace(**overrides)
+    settings = with_flags(settings, flag_changes(args))  # --target, --draft: the app's flags
     app = SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
     if skipped is not None:
         app.start_notices.append(skipped)

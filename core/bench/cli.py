@@ -21,7 +21,6 @@ from core.bench.flags import (
     check_peer_and_budget,
     check_peer_packages,
     curve_from_args,
-    lower_first,
     peer_from_args,
     prompt_from_args,
     settings_from_args,
@@ -39,6 +38,7 @@ from core.bench.protocol import check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting
 from core.drafting import registry
+from core.errors import lower_first
 from core.io.atomic import Output, check_outputs, write_atomic
 from core.runtime.distributed import is_rank0, rank0_only
 from core.settings import (

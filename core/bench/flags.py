@@ -15,6 +15,7 @@ from core.bench.errors import BenchError
 from core.bench.peer import Peer
 from core.bench.prompts import DEFAULT_PROMPT, read_prompt
 from core.bench.results import BenchSetting, describe
+from core.errors import lower_first
 from core.io.user_text import prompt_text
 from core.settings import (
     MAX_TOKENS,
@@ -22,34 +23,10 @@ from core.settings import (
     SettingsError,
     field_names,
     field_type,
+    flag_changes,
     type_words,
+    with_flags,
 )
-
-_FLAG_FIELDS = {
-    "mode": "mode",
-    "rule": "rule",
-    "tv": "tv_budget",
-    "k": "k",
-    "draft_source": "draft_source",
-    "policy": "policy",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "repetition_penalty": "repetition_penalty",
-    "dispatch": "dispatch",
-    "verify_attention": "verify_attention",
-    "fused_draft": "fused_draft",
-    "seed": "seed",
-}
-
-
-def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The Settings fields the flags set; they override every profile's."""
-    out = {
-        f: getattr(args, a) for a, f in _FLAG_FIELDS.items() if getattr(args, a, None) is not None
-    }
-    if getattr(args, "no_bonus", False):
-        out["bonus"] = False
-    return out
 
 
 def split_profile_spec(spec: str) -> tuple[str, str]:
@@ -138,7 +115,9 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     top = getattr(args, "profile", None)  # the top-level --profile, when given before `bench`
     if isinstance(top, str) and top and top not in specs:
         specs.insert(0, top)
-    flags = flag_overrides(args)
+    # The flags over every row; --target and --draft are the loaded pair's, put on every
+    # row by run_bench_cli once it is chosen.
+    flags = flag_changes(args, skip=("target", "draft"))
     override_dir = getattr(args, "profiles_dir", None)
     rows: list[BenchSetting] = []
     for spec in specs:
@@ -148,29 +127,13 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
             s = profile.settings.replace(**extra)
         except SettingsError as exc:
             raise BenchError(f"--profile {spec}: {lower_first(str(exc))}") from None
-        s = _with_flags(s, flags)
+        s = with_flags(s, flags)
         rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
     if not rows:
         flags.setdefault("mode", "speculative")
-        s = _with_flags(Settings(), flags)
+        s = with_flags(Settings(), flags)
         rows.append(BenchSetting(describe(s), s))
     return rows
-
-
-def _with_flags(s: Settings, flags: dict[str, Any]) -> Settings:
-    """The command line's flags over a row's settings; an out-of-range one names its flag."""
-    try:
-        return s.replace(**flags)
-    except SettingsError as exc:
-        flag = next((f"--{a.replace('_', '-')}" for a, f in _FLAG_FIELDS.items()
-                     if f in flags and str(exc).startswith(f)), None)  # fmt: skip
-        if flag is None:
-            raise
-        raise BenchError(f"{flag}: {lower_first(str(exc))}") from None
-
-
-def lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text else text
 
 
 def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:

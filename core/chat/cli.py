@@ -18,7 +18,7 @@ from rich.text import Text
 from core.cost.guard import guard_lines
 from core.events import RoundEvent, RunSummary, phase_label
 from core.io.user_text import prompt_text
-from core.settings import Settings, first_run_settings
+from core.settings import Settings, first_run_settings, flag_changes, with_flags
 
 ORIGIN_STYLE = {
     "accepted": "green",
@@ -135,18 +135,11 @@ def chat_settings(args: argparse.Namespace) -> Settings:
         base = load_profile(spec, getattr(args, "profiles_dir", None)).settings
     else:
         base = CHAT_DEFAULTS
-    changes: dict[str, object] = {}
-    for flag, field in (("target", "target"), ("draft", "draft"), ("mode", "mode"),
-                        ("draft_source", "draft_source"), ("max_tokens", "max_tokens")):  # fmt: skip
-        value = getattr(args, flag, None)
-        if value is not None and value != "":
-            changes[field] = value
-    temperature = getattr(args, "temperature", None)
-    if temperature is not None:
-        changes["temperature"] = temperature
-        if not spec:  # a profile keeps its own rule; T = 0 is greedy under any rule
-            changes["rule"] = "greedy" if temperature == 0 else "lossless"
-    return base.replace(**changes)
+    changes = flag_changes(args)  # the flags chat offers: models, mode, source, tokens, T
+    temperature = changes.get("temperature")
+    if temperature is not None and not spec:  # a profile keeps its own rule; T = 0 is greedy
+        changes["rule"] = "greedy" if temperature == 0 else "lossless"
+    return with_flags(base, changes)
 
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
