@@ -31,7 +31,7 @@ from core.bench.prompts import (
     prompt_names,
     prompt_token_budget,
 )
-from core.bench.protocol import Progress, run_protocol
+from core.bench.protocol import Progress, ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.quality import NLL_BASIS, first_divergence, score_nll
 from core.bench.report import CSV_COLUMNS, print_table
 from core.bench.results import (
@@ -58,6 +58,8 @@ __all__ = [
     "Divergence",
     "Peer",
     "Progress",
+    "ProtocolConfig",
+    "ProtocolInputs",
     "SettingLike",
     "add_bench_arguments",
     "describe",

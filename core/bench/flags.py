@@ -1,7 +1,8 @@
 """What a `specdec-tui bench` command line asks for, checked before any model loads.
 
-The rows (profiles with overrides, or one flag-built setting), the prompt, a replayed curve
-and the peer, each read from the flags here so run_bench_cli (core/bench/cli.py) reads as the
+The rows (profiles with overrides, or one flag-built setting: the flags to Settings through
+core.settings.flag_changes, as chat and the app map them), the output paths, the prompt, a
+replayed curve and the peer, each read from the flags here so run_bench_cli (core/bench/cli.py) reads as the
 run it is: a typo in a flag is one sentence before a long load, not a failure after it.
 """
 
@@ -16,6 +17,7 @@ from core.bench.peer import Peer
 from core.bench.prompts import DEFAULT_PROMPT, read_prompt
 from core.bench.results import BenchSetting, describe
 from core.errors import lower_first
+from core.io.atomic import Output, check_outputs
 from core.io.user_text import prompt_text
 from core.settings import (
     MAX_TOKENS,
@@ -268,3 +270,40 @@ def peer_from_args(args: argparse.Namespace, rows: list[BenchSetting], pair: Any
             vocab_size=pair.vocab_size,
         )
     return peer
+
+
+OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
+
+
+def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
+    the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
+    from core.profile import profile_paths
+
+    found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
+                                    ("curve", getattr(args, "curve", None))]  # fmt: skip
+    for role in ("target", "draft"):
+        found.append((f"{role} model", getattr(args, role, None)))
+    specs = list(getattr(args, "bench_profiles", None) or [])
+    top = getattr(args, "profile", None)
+    if isinstance(top, str) and top:
+        specs.append(top)
+    for spec in specs:
+        name, _ = split_profile_spec(spec)
+        found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
+    return found
+
+
+def check_output_paths(args: argparse.Namespace) -> dict[str, Output]:
+    """Fail before a long run, not after it, when an output cannot or must not be written
+    there: the rule every command shares (core.io.atomic.check_outputs: folders, devices,
+    FIFOs and dangling links refused, links written through, an existing file only with
+    --force, never an input, no two outputs on one file, `-` for stdout)."""
+    if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
+        raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
+    return check_outputs(
+        [(f"--{flag}", getattr(args, flag, None)) for flag in OUTPUT_FLAGS],
+        force=getattr(args, "force", False),
+        inputs=bench_inputs(args),
+        stdout=[f"--{flag}" for flag in OUTPUT_FLAGS],
+    )

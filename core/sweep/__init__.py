@@ -8,9 +8,10 @@ cells), report (table, CSV, Markdown, SVG, terminal plot), cli (`specdec-tui swe
 
 from __future__ import annotations
 
+from core.bench.protocol import ProtocolConfig  # the bench's, which every block runs
 from core.sweep.frontier import dominates, feasible, frontier_summary, pareto_front, recommend
 from core.sweep.grid import Cell, SweepError, SweepGrid, parse_policy
-from core.sweep.run import ProtocolConfig, SweepPrompt, SweepRun, run_sweep, summarise_cell
+from core.sweep.run import SweepPrompt, SweepRun, run_sweep, summarise_cell
 
 __all__ = [
     "Cell",
