@@ -1,7 +1,9 @@
 """Settings: everything that decides how one generation runs, validated once, frozen.
 
 The engine, the benchmark, the profiles on disk and the TUI keys all speak this one
-type; `replace()` makes the next value when a key moves a knob.
+type; `replace()` makes the next value when a key moves a knob. The command line's flags
+reach it through one table (`FLAG_FIELDS`, `flag_changes`, `with_flags`) that `bench`,
+`chat` and the app share.
 """
 
 from __future__ import annotations

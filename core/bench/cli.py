@@ -1,5 +1,5 @@
-"""`specdec-tui bench`: its flags, and the run with its files (what the flags ask for, checked
-before any model loads: core/bench/flags.py).
+"""`specdec-tui bench`: its flags, and the run with its files, in named steps (what the flags
+ask for, checked before any model loads, is read in core/bench/flags.py).
 
 Why a module of its own: the protocol is a pure function the TUI calls too; everything that
 reads a command line, draws a progress bar or writes a report lives here.

@@ -2,8 +2,9 @@
 
 The rows (profiles with overrides, or one flag-built setting: the flags to Settings through
 core.settings.flag_changes, as chat and the app map them), the output paths, the prompt, a
-replayed curve and the peer, each read from the flags here so run_bench_cli (core/bench/cli.py) reads as the
-run it is: a typo in a flag is one sentence before a long load, not a failure after it.
+replayed curve and the peer, each read from the flags here so run_bench_cli
+(core/bench/cli.py) reads as the run it is: a typo in a flag is one sentence before a long
+load, not a failure after it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The seed's benchmark protocol over an Engine: warm-up, timed and traced requests, quality.
 
 `run_protocol` is a pure function of an Engine (the TUI calls it from its engine thread, the
-CLI from `specdec-tui bench`): no printing, no files, a `BenchReport` back.
+CLI from `specdec-tui bench`, the sweep once per block): no printing, no files, a
+`BenchReport` back. Its parameters come as two objects: `ProtocolConfig`, what is measured
+(recorded in reports), and `ProtocolInputs`, what the caller plugs in (callbacks, a peer).
 """
 
 from __future__ import annotations

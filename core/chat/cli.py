@@ -1,7 +1,8 @@
 """One-shot chat from the command line: the answer streamed, then the run's numbers.
 
-The quickest proof that a pair works (and what `make run` falls back to without a
-terminal): the same engine loop as the TUI, printed with rich instead of drawn.
+The quickest proof that a pair works, headless: the same engine loop as the TUI, printed with
+rich instead of drawn, from the same first-run settings (core.settings.first_run_settings)
+and the same flags-to-Settings table (core.settings.flag_changes).
 """
 
 from __future__ import annotations

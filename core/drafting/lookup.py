@@ -8,7 +8,9 @@ and proposes the tokens that followed it. It costs no device time; its drafts ar
 deterministic (q one-hot), which every acceptance rule handles exactly. When nothing repeats,
 it proposes nothing and the round is a plain, pipelined target step.
 
-The hybrid source asks the lookup first and the draft model when the lookup has nothing.
+The hybrid source offers the lookup's copy first and the draft model after it: each offer
+goes to its own source's policy (and the measured guard), so the model drafts where the
+lookup has no copy or its copy is not worth a round.
 """
 
 from __future__ import annotations
