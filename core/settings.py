@@ -108,6 +108,12 @@ class Settings:
         return self.temperature == 0.0 or self.rule == "greedy"
 
     @property
+    def longest_proposal(self) -> int:
+        """The most drafts one round of these settings can propose: k under a fixed policy,
+        else up to k_max (what a calibration and a warm-up must cover: that plus one row)."""
+        return min(self.k if self.policy == "fixed" else max(self.k, self.k_max), MAX_K)
+
+    @property
     def effective_rule(self) -> str:
         return "greedy" if self.greedy else self.rule
 

@@ -139,14 +139,18 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     return rows
 
 
-def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
-    """mlx-lm's draft length: --peer-k, else the first fixed-k speculative row's k, else 4."""
-    if args.peer_k is not None:
-        return int(args.peer_k)
+def first_fixed_k(rows: list[BenchSetting], default: int) -> int:
+    """The first fixed-k speculative row's k (a peer drafts as our row it is compared with
+    does), else `default`."""
     return next(
         (b.settings.k for b in rows
-         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
+         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), default,
     )  # fmt: skip
+
+
+def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
+    """mlx-lm's draft length: --peer-k, else the first fixed-k speculative row's k, else 4."""
+    return int(args.peer_k) if args.peer_k is not None else first_fixed_k(rows, 4)
 
 
 def check_peer_and_budget(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
@@ -255,10 +259,7 @@ def peer_from_args(args: argparse.Namespace, rows: list[BenchSetting], pair: Any
     if args.peer == "transformers-assisted":
         from core.bench.peer_pld import ASSISTED_K, load_assisted_peer
 
-        k = args.peer_k or next(
-            (b.settings.k for b in rows
-             if b.settings.mode == "speculative" and b.settings.policy == "fixed"), ASSISTED_K,
-        )  # fmt: skip
+        k = args.peer_k or first_fixed_k(rows, ASSISTED_K)
         if not 1 <= k <= 32:
             raise BenchError(f"--peer-k must be between 1 and 32, got {k}.")
         peer = load_assisted_peer(target, draft, k)

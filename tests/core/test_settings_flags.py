@@ -1,5 +1,6 @@
-"""The command line's flags to Settings, in one place (core.settings.flag_changes, with_flags):
-bench, chat and the app read a flag as the same field, and an out-of-range value names its flag."""
+"""Settings read from the command line in one place (core.settings.flag_changes, with_flags):
+bench, chat and the app read a flag as the same field, and an out-of-range value names its
+flag; and the longest proposal a setting can draft, counted one way (Settings.longest_proposal)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,15 @@ def test_chat_names_the_flag_it_refuses() -> None:
     args = build_parser().parse_args(["chat", "hi", "--max-tokens", "0"])
     with pytest.raises(SettingsError, match=r"^--max-tokens: max_tokens must be between 1"):
         chat_settings(args)
+
+
+def test_the_longest_proposal_is_counted_one_way() -> None:
+    """k under a fixed policy, k_max otherwise: what the bench's calibration covers (+1 row)."""
+    from core.bench.predicted import needed_calibration
+    from core.bench.results import BenchSetting
+
+    fixed, adaptive = Settings(policy="fixed", k=3), Settings(policy="heuristic", k=2, k_max=10)
+    assert (fixed.longest_proposal, adaptive.longest_proposal) == (3, 10)
+    need = needed_calibration([BenchSetting("a", fixed), BenchSetting("b", adaptive)])
+    assert need is not None and need["rows"] == 11
+    assert needed_calibration([BenchSetting("t", Settings(mode="target-only"))]) is None
