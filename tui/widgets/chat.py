@@ -12,6 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from core.chat.palette import COMMITTED_STYLES
 from core.events import RunSummary
 from tui.stats import RoundStats
 from tui.transcript import (
@@ -29,8 +30,8 @@ class Legend(Static):
 
     def render_legend(self, show_rejected: bool) -> None:
         text = Text()
-        for origin in ("accepted", "copied", "corrected", "bonus", "target", "draft"):
-            text.append("■ ", ORIGIN_STYLES[origin])
+        for origin, style in COMMITTED_STYLES.items():
+            text.append("■ ", style)
             text.append(origin + "  ")
         text.append("rejected", ORIGIN_STYLES[REJECTED])
         text.append("/")

@@ -16,6 +16,7 @@ from textual.widgets import Button, DataTable, Label, OptionList, ProgressBar, S
 from textual.widgets.option_list import Option
 
 from core.bench.fmt import num, ratio
+from core.events import phase_shares
 from core.io.user_text import shown
 from core.settings import Settings
 from tui.engine_info import PairInfo
@@ -40,10 +41,8 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
 
     def phase_share(p: str) -> Any:
         def get(r: RunRecord) -> str:
-            total = sum(r.summary.phase_s.values())
-            if not r.summary.traced or not total:
-                return "-"
-            return f"{r.summary.phase_s.get(p, 0.0) / total:.0%}"
+            shares = phase_shares(r.summary.phase_s, r.summary.traced)
+            return "-" if shares is None else f"{shares[p]:.0%}"
 
         return get
 
