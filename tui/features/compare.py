@@ -48,6 +48,9 @@ class CompareFeature(Feature):
                 record.text = self.decode_ids(record.summary.token_ids)  # features/models.py
         self._show_pair(self.compare_state.pair)
 
+    def on_profile_panel_compare_asked(self, message: ProfilePanel.CompareAsked) -> None:
+        self.action_compare_runs()
+
     def action_compare_runs(self) -> None:
         """Two runs side by side: this session's runs and the saved profiles, A and B."""
         from tui.screens.compare import CompareScreen, live_run

@@ -12,6 +12,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, DataTable, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
@@ -105,10 +106,14 @@ class ProfilePanel(VerticalScroll):
     def on_mount(self) -> None:
         self.query_one("#settings-table", DataTable).add_columns("setting", "value", "", "")
 
+    class CompareAsked(Message):
+        """The panel's button asks for any two runs side by side (the app's compare feature,
+        tui/features/compare.py, opens them): the panel posts, it never calls the app."""
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "open-compare":
             event.stop()
-            self.app.action_compare_runs()  # type: ignore[attr-defined]
+            self.post_message(self.CompareAsked())
 
     def show_settings(
         self, settings: Settings, profile_name: str | None, info: PairInfo | None = None
