@@ -41,10 +41,11 @@ from tui.features.view import ViewFeature, ViewState
 from tui.keys import KEYS, MAIN_SCREEN_ONLY, PANES, bindings, help_content, parse_arg
 from tui.status import CPU_NOTE, ProfileStatus, Status, banner_notes, status_line
 from tui.widgets.acceptance import AcceptancePanel
-from tui.widgets.chat import ChatView, Legend
+from tui.widgets.chat import ChatView
 from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
 from tui.widgets.key_bar import KeyBar
+from tui.widgets.legend import Legend
 from tui.widgets.profile_panel import ProfilePanel
 from tui.widgets.rounds import RoundsPanel
 

@@ -33,8 +33,10 @@ from tui.ordering import RunSequencer
 from tui.records import RunRecord
 from tui.stats import RoundStats, SourceStats
 from tui.status import RunStatus
-from tui.widgets.chat import AssistantMessage, ChatView, UserMessage
+from tui.widgets.assistant_message import AssistantMessage
+from tui.widgets.chat import ChatView
 from tui.widgets.composer import Composer
+from tui.widgets.user_message import UserMessage
 
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 

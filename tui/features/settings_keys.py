@@ -11,8 +11,9 @@ from tui.features.base import Feature
 from tui.keys import help_content
 from tui.screens.modals import HelpScreen
 from tui.widgets.acceptance import AcceptancePanel
-from tui.widgets.chat import AssistantMessage, Legend
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.kernels import KernelsPanel
+from tui.widgets.legend import Legend
 
 
 class SettingsKeys(Feature):
