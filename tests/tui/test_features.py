@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from textual.app import App
 
 from tests.tui.conftest import ready, wait_for
@@ -53,6 +54,12 @@ def test_a_feature_writes_only_its_own_state_and_status_part() -> None:
     # ... and the shell does not write the parts either: it only draws them
     shell = (TUI / "app.py").read_text()
     assert "set_status(" not in shell
+    # the names read on the app are views of a feature's state: nothing else writes them
+    app = SpecDecApp(session_factory=lambda *a: None)
+    for name in ("runs", "messages", "stats", "curve", "view", "show_plots", "run_id",
+                 "calibrating", "benchmarking", "profile_name", "compiling"):
+        with pytest.raises(AttributeError):
+            setattr(app, name, None)
 
 
 def test_the_status_line_is_drawn_only_from_the_reactives() -> None:

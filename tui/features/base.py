@@ -59,15 +59,12 @@ class Feature:
         return True
 
 
-def state_view(state: str, name: str, doc: str, *, settable: bool = False) -> property:
-    """`app.<name>` reading (and with `settable`, writing) `app.<state>.<name>`: the names
-    tests, the screenshot script and the soak read on the app stay, while the value lives in
-    its feature's state object."""
+def state_view(state: str, name: str, doc: str) -> property:
+    """`app.<name>`, read-only, reading `app.<state>.<name>`: the names tests, the screenshot
+    script and the soak read on the app stay, while the value lives in its feature's state
+    object, written by that feature alone."""
 
     def get(self: Any) -> Any:
         return getattr(getattr(self, state), name)
 
-    def put(self: Any, value: Any) -> None:
-        setattr(getattr(self, state), name, value)
-
-    return property(get, put if settable else None, doc=doc)
+    return property(get, doc=doc)

@@ -31,11 +31,12 @@ class CalibrationFeature(Feature):
 
     @property
     def curve(self) -> CurveInfo | None:
+        """The curve shown: measured (`c`, a first turn), kept, or a profile's recorded one."""
         return self.calibration_state.curve
 
-    @curve.setter
-    def curve(self, curve: CurveInfo | None) -> None:
-        self.calibration_state.curve = curve
+    def show_recorded_curve(self, data: dict[str, Any]) -> None:
+        """A profile's stored calibration becomes the curve shown (none if unreadable)."""
+        self.calibration_state.curve = curve_from_dict(data)
 
     @property
     def calibrating(self) -> bool:

@@ -11,10 +11,8 @@ from typing import Any
 from core.errors import UserError
 from core.settings import Settings
 from tui.features.base import Feature
-from tui.features.calibration import curve_from_dict
 from tui.records import RunRecord
 from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
-from tui.stats import RoundStats
 from tui.status import ProfileStatus
 from tui.widgets.profile_panel import ProfilePanel
 
@@ -195,10 +193,9 @@ class ProfilesFeature(Feature):
     def _show_recorded(self, profile: Any) -> None:
         """A profile's recorded run in the panels (unless a turn runs) and as compare's A."""
         run = profile.run
-        if self.run_id is None:
-            self.stats = RoundStats.from_rounds(run.rounds, run.summary)
+        self.show_recorded_rounds(run.rounds, run.summary)  # tui/features/runs.py
         if run.calibration:
-            self.curve = curve_from_dict(run.calibration)
+            self.show_recorded_curve(run.calibration)  # tui/features/calibration.py
         record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
                            self.decode_ids(run.summary.token_ids), run.summary.mean_tv)
         self.compare_recorded(record)  # tui/features/compare.py

@@ -69,11 +69,9 @@ class RunsFeature(Feature):
 
     runs_state: RunsState
     live_settings: Settings
-    messages = state_view("runs_state", "messages", "The conversation the engine sees.",
-                          settable=True)
+    messages = state_view("runs_state", "messages", "The conversation the engine sees.")
     dropped_messages = state_view("runs_state", "dropped_messages", "Messages dropped so far.")
-    stats = state_view("runs_state", "stats", "The running (or last) run's RoundStats.",
-                       settable=True)
+    stats = state_view("runs_state", "stats", "The running (or last) run's RoundStats.")
     sources = state_view("runs_state", "sources", "Per draft source over the session.")
     last_copy = state_view("runs_state", "last_copy", "The session's last accepted copy.")
     current = state_view("runs_state", "current", "The running turn's message, or None.")
@@ -120,6 +118,11 @@ class RunsFeature(Feature):
                   turn_started=started)
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, state.stats)
         chat.anchor()
+
+    def show_recorded_rounds(self, rounds: Any, summary: RunSummary) -> None:
+        """A recorded run's rounds in the panels (a profile's), unless a turn is running."""
+        if self.run_id is None:
+            self.runs_state.stats = RoundStats.from_rounds(rounds, summary)
 
     def last_prompt(self) -> str | None:
         """The conversation's last user message (what `b` benchmarks), or None."""

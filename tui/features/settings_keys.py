@@ -1,5 +1,5 @@
 """The keys that change a setting (TV, k, mode, rule, policy, source, temperature, max tokens),
-what the chat and panels show (rejected drafts, plots or numbers), help and the last sweep's
+rejected drafts shown or not, help and the last sweep's
 frontier, as SpecDecApp's feature (tui/features/base.py). Every change goes through the
 shell's `apply`, validated; the status line follows the settings reactive."""
 
@@ -10,9 +10,7 @@ from core.settings import MAX_K, MODES, POLICIES, RULES
 from tui.features.base import Feature
 from tui.keys import help_content
 from tui.screens.modals import HelpScreen
-from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.assistant_message import AssistantMessage
-from tui.widgets.kernels import KernelsPanel
 from tui.widgets.legend import Legend
 
 
@@ -82,12 +80,6 @@ class SettingsKeys(Feature):
         self.query_one(Legend).render_legend(show)
         for msg in self.query(AssistantMessage):
             msg.refresh_view(show, self.stats if msg is self.current else None)
-
-    def action_toggle_plots(self) -> None:
-        """The Kernels and Acceptance panels: plots, or their numbers."""
-        self.show_plots = not self.show_plots
-        self.query_one(KernelsPanel).set_plots(self.show_plots)
-        self.query_one(AcceptancePanel).set_plots(self.show_plots)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_content()))

@@ -1,6 +1,7 @@
 """What fills the screen, as SpecDecApp's feature (tui/features/base.py): the chat and the panel
 tabs side by side, or one of them below NARROW columns (ctrl+t, the palette's views); the
-header's title at that width; and the panels redrawn from the state as it is."""
+header's title at that width; the panels redrawn from the state as it is, with plots or
+their numbers (`v`)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,8 @@ class ViewFeature(Feature):
     """Layout, the title at any width, tabs and panels."""
 
     view_state: ViewState
-    view = state_view("view_state", "view", "Below NARROW columns: what fills the screen.",
-                      settable=True)
-    show_plots = state_view("view_state", "show_plots", "Plots, or their numbers.",
-                            settable=True)
+    view = state_view("view_state", "view", "Below NARROW columns: what fills the screen.")
+    show_plots = state_view("view_state", "show_plots", "Plots, or their numbers.")
 
     @property
     def narrow(self) -> bool:
@@ -132,6 +131,13 @@ class ViewFeature(Feature):
         if self.view_state.narrow:  # the message box is hidden: single keys act on the panel
             self.screen.set_focus(None)
         self.refresh_panels()
+
+    def action_toggle_plots(self) -> None:
+        """The Kernels and Acceptance panels: plots, or their numbers."""
+        state = self.view_state
+        state.show_plots = not state.show_plots
+        self.query_one(KernelsPanel).set_plots(state.show_plots)
+        self.query_one(AcceptancePanel).set_plots(state.show_plots)
 
     def action_focus_input(self) -> None:
         if self.view_state.view != "chat":
