@@ -99,3 +99,13 @@ async def test_a_change_of_status_redraws_the_line_by_itself(make_app) -> None:
         app.apply(k=app.settings.k + 1)
         assert f"k {app.settings.k}" in line()
         assert isinstance(app.status, Status)
+
+
+def test_no_private_helper_crosses_files() -> None:
+    """`_last_prompt` and `_decode_ids` were called from modules that did not define them:
+    what one feature offers another is public (tui/features/base.py says which)."""
+    for path in [*(TUI / "features").glob("*.py"), TUI / "app.py"]:
+        text = path.read_text()
+        for name in set(re.findall(r"\bself\.(_[a-z]\w*)", text)):
+            defined = re.search(rf"def {name}\b|self\.{name}\s*(:|=)", text)
+            assert defined, f"{path.name} uses self.{name}, defined elsewhere"
