@@ -16,19 +16,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from core.chat.palette import TERMINAL_STYLES
 from core.cost.guard import guard_lines
-from core.events import RoundEvent, RunSummary, phase_label
+from core.events import RoundEvent, RunSummary, phase_label, phase_shares
 from core.io.user_text import prompt_text
 from core.settings import Settings, first_run_settings, flag_changes, with_flags
 
-ORIGIN_STYLE = {
-    "accepted": "green",
-    "copied": "dark_cyan",  # an accepted looked-up token (draft_source lookup or hybrid)
-    "corrected": "yellow",
-    "bonus": "cyan",
-    "target": "default",
-    "draft": "magenta",
-}
+# The committed origins' colours: the app's palette (core/chat/palette.py), one for both.
+ORIGIN_STYLE = TERMINAL_STYLES
 
 
 def legend() -> Text:
@@ -92,11 +87,11 @@ def summary_table(summary: RunSummary) -> Table:
         rows.append(("acceptance", f"{summary.acceptance:.1%}"))
         rows.append(("mean accepted length", f"{summary.mean_accepted_length:.2f}"))
     rows.extend(source_rows(summary))
-    if summary.traced:
-        total = sum(summary.phase_s.values()) or 1.0
-        sharded = summary.phase_s.get("comm", 0.0) > 0  # then verify is compute, comm a price
+    shares = phase_shares(summary.phase_s, summary.traced)
+    if shares is not None:
+        sharded = shares["comm"] > 0  # then verify is compute, comm a price
         rows.append(("phases", "  ".join(
-            f"{phase_label(k, sharded)} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
+            f"{phase_label(k, sharded)} {v:.0%}" for k, v in shares.items() if v)))
     for k, v in rows:
         t.add_row(Text(k, style="bold"), Text(v))  # a reason may quote a user's spec: no markup
     return t

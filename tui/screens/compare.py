@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 
 from core.errors import UserError
 from core.events import PHASES, RunSummary
+from core.events import phase_shares as shares_of
 from core.identity import human_count
 from core.io.user_text import shown
 from core.profile import RecordedRun, diff_settings, summary_metrics, value_text
@@ -184,13 +185,9 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
 
 
 def phase_shares(summary: RunSummary | None) -> dict[str, float] | None:
-    """Each phase's share of the traced round time; None when the run split no phases."""
-    if summary is None or not summary.traced:
-        return None
-    total = sum(max(summary.phase_s.get(p, 0.0), 0.0) for p in PHASES)
-    if total <= 0:
-        return None
-    return {p: max(summary.phase_s.get(p, 0.0), 0.0) / total for p in PHASES}
+    """Each phase's share of the run's traced time (core.events.phase_shares, the one
+    computation); None when there is no run or it split no phases."""
+    return None if summary is None else shares_of(summary.phase_s, summary.traced)
 
 
 def share_cell(share: float | None, colour: str) -> Any:

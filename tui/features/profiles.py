@@ -1,33 +1,67 @@
-"""Saved profiles in the app: save, switch, compare; mixed into SpecDecApp (tui/app.py)."""
+"""Saved profiles in the app, as SpecDecApp's feature (tui/features/base.py): the store, save
+(ctrl+s), switch (`p`, the Profile panel's list), a profile's recorded run shown in the panels,
+and the active profile's name in the status line (its frozen part, tui/status.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import UserError
 from core.settings import Settings
-from tui.engine_info import CurveInfo
+from tui.features.base import Feature
 from tui.records import RunRecord
 from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
-from tui.stats import RoundStats
+from tui.status import ProfileStatus
 from tui.widgets.profile_panel import ProfilePanel
 
 DEFAULT = Settings()  # a profile naming these models means "what is loaded"
 
 
-class ProfileActions:
-    """The profile store, its keys (save, switch, compare) and a recorded run shown in the panels."""
+@dataclass
+class ProfilesState:
+    """The profile store (made on first use), where it lives, and what start had to say."""
+
+    profiles_dir: Any = None  # --profiles-dir, else the default folder
+    store: Any = None  # a core.profile.ProfileStore
+    start_profile: Any = None  # --profile's, shown once mounted
+    start_notices: list[str] = field(default_factory=list)  # a --profile run not loaded
+
+
+class ProfilesFeature(Feature):
+    """The profile store, its keys (save, switch) and a recorded run shown in the panels."""
+
+    profiles_state: ProfilesState
+
+    @property
+    def profiles_dir(self) -> Any:
+        return self.profiles_state.profiles_dir
+
+    @property
+    def start_notices(self) -> list[str]:
+        """Said once mounted (a --profile whose recorded run could not be read)."""
+        return self.profiles_state.start_notices
+
+    @property
+    def profile_name(self) -> str | None:
+        """The active profile's name, None before one is saved or switched to."""
+        return self.status.profile.name
+
+    @property
+    def profile_settings(self) -> Settings | None:
+        """What the active profile set: the "(modified)" mark compares with it."""
+        return self.status.profile.settings
 
     def store(self) -> Any:
         """The profile store: --profiles-dir (or the default folder) plus the shipped presets."""
-        if self._store is None:
+        state = self.profiles_state
+        if state.store is None:
             from core.profile import ProfileStore
 
-            folder = None if self.profiles_dir is None else str(self.profiles_dir)
-            self._store = ProfileStore.default(folder)
-        return self._store
+            folder = None if state.profiles_dir is None else str(state.profiles_dir)
+            state.store = ProfileStore.default(folder)
+        return state.store
 
     def _profile_names(self) -> list[str]:
         try:  # an unreadable file is skipped here (note_unreadable_profiles says so)
@@ -36,11 +70,19 @@ class ProfileActions:
             self.notify(str(exc), severity="error")
             return []
 
+    def mount_profiles(self) -> None:
+        """Once mounted: the list, what could not be read, and --profile's recorded run."""
+        self._refresh_profiles()
+        self.note_unreadable_profiles()
+        start = self.profiles_state.start_profile
+        if start is not None and start.run is not None:
+            self._show_recorded(start)
+
     def note_unreadable_profiles(self) -> None:
         """At start: a profile file that cannot be read (corrupt, nested 500 deep, 50 MB) is
         left out of the lists, and said once, instead of closing the app on mount; so is a
         --profile whose recorded run could not be read (its settings are in use)."""
-        for note in getattr(self, "start_notices", ()):
+        for note in self.profiles_state.start_notices:
             self.notify(note, title="profile", severity="warning", timeout=8)
         try:
             infos = self.store().list()
@@ -66,9 +108,7 @@ class ProfileActions:
         except UserError as exc:
             self.notify(str(exc), title="not saved", severity="error")
             return
-        self.profile_name = saved
-        self.profile_settings = self.settings
-        self._show_settings()
+        self.set_status(profile=ProfileStatus(saved, self.settings))
         self._refresh_profiles()
         note = " (name taken, saved under a free one)" if saved != name else ""
         self.notify(f"saved profile {saved}{note}", title="profile")
@@ -77,10 +117,11 @@ class ProfileActions:
         """Write settings + the last run's rounds and summary; returns the name it got."""
         from core.profile import Profile, ProfileRecorder
 
-        if self.last_run is None:
+        last_run = self.last_run  # tui/features/runs.py
+        if last_run is None:
             profile = Profile(name, self.settings)
         else:
-            rounds, summary, run_settings, prompt, changes = self.last_run
+            rounds, summary, run_settings, prompt, changes = last_run
             rec = ProfileRecorder(name, run_settings, settings_changes=changes)
             for ev in rounds:
                 rec.add(ev)
@@ -97,24 +138,6 @@ class ProfileActions:
         # free variant, so a save never clobbers a profile the user did not mean.
         own = name == self.profile_name and store.toml_path(name).is_file()
         return store.save(profile, overwrite=own)
-
-    def action_compare_runs(self) -> None:
-        """Two runs side by side: this session's runs and the saved profiles, A and B."""
-        from tui.screens.compare import CompareScreen, live_run
-
-        env = dict(self.info.environment) if self.info is not None else {}
-        live = [live_run(i, record, env) for i, record in enumerate(self.runs)]
-
-        def key(record: RunRecord | None) -> str | None:
-            if record is None:
-                return None
-            for i, run in enumerate(self.runs):
-                if run is record:
-                    return f"live:{i}"
-            return f"profile:{record.label}"  # a recorded profile shown in the panel
-
-        a, b = self.compare
-        self.push_screen(CompareScreen(live, self.store(), key(a), key(b)))
 
     def action_switch_profile(self) -> None:
         self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),
@@ -155,10 +178,8 @@ class ProfileActions:
         settings = profile.settings
         if not reload:  # the loaded pair stays; the profile's settings apply to it
             settings = settings.replace(target=old.target, draft=old.draft)
-        self.profile_name = profile.name
-        self.profile_settings = settings
+        self.set_status(profile=ProfileStatus(profile.name, settings))
         self.settings = settings
-        self._show_settings()
         self._refresh_profiles()
         if reload:
             if self.run_id is not None:
@@ -170,34 +191,12 @@ class ProfileActions:
         self.notify(f"switched to profile {profile.name}{kept}", title="profile", timeout=2)
 
     def _show_recorded(self, profile: Any) -> None:
+        """A profile's recorded run in the panels (unless a turn runs) and as compare's A."""
         run = profile.run
-        if self.run_id is None:
-            self.stats = RoundStats.from_rounds(run.rounds, run.summary)
+        self.show_recorded_rounds(run.rounds, run.summary)  # tui/features/runs.py
         if run.calibration:
-            self.curve = curve_from_dict(run.calibration)
+            self.show_recorded_curve(run.calibration)  # tui/features/calibration.py
         record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
-                           self._decode_ids(run.summary.token_ids), run.summary.mean_tv)
-        self.compare = (record, self.runs[-1] if self.runs else None)
-        self.query_one(ProfilePanel).show_compare(*self.compare)
-        self._refresh_panels(all_panels=True)
-
-    def _decode_ids(self, ids: Iterable[int]) -> str:
-        """A recorded run's text, when a tokenizer is loaded (a profile stores ids only)."""
-        if self.decode is None or self.info is None:
-            return ""
-        keep = [i for i in ids if i not in self.info.eos_ids]
-        try:
-            return str(self.decode(keep))
-        except Exception:  # ids from another vocabulary: show no text rather than fail
-            return ""
-
-
-def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:
-    """A stored calibration back into a CurveInfo (via core.dispatch when it can)."""
-    try:
-        from core.dispatch import VerifyCostCurve
-        from tui.session import curve_info
-
-        return curve_info(VerifyCostCurve.from_dict(data))
-    except Exception:  # a profile from another version: show no curve rather than fail
-        return None
+                           self.decode_ids(run.summary.token_ids), run.summary.mean_tv)
+        self.compare_recorded(record)  # tui/features/compare.py
+        self.refresh_panels(all_panels=True)
