@@ -180,7 +180,8 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
             say(f"calibration kept from {result.kept.when()} reused ({result.kept.path})")
         else:
             say(f"calibrated in {time.monotonic() - began:.1f} s" + " " * 40)
-    Warmer(engine, label=label).first_round(settings, prompt_tokens)
+    # in the run's own chunks (a narrow start's are small: core/runtime/warm_start.py)
+    Warmer(engine, label=label, chunk=settings.prefill_chunk).first_round(settings, prompt_tokens)
     return result
 
 

@@ -134,3 +134,30 @@ def test_a_narrow_calibration_measures_and_prefills_below_the_gemm_rows(engine, 
     again = curve_for(engine, settings, context=40, max_rows=7, folder=tmp_path)
     assert again.kept is not None
     assert not covers(again.curve, first_run_settings())
+
+
+def test_chat_on_a_cold_gpu_starts_narrow_and_says_so(monkeypatch, tmp_path, capsys):
+    """`specdec-tui chat` on a faked A100 with an empty kernel cache: the line says so, the
+    calibration measures 7 rows and no forward of the run is wider."""
+    import core.dispatch.backend as backend
+    from core import cli
+
+    monkeypatch.setattr(backend, "current_backend", lambda: A100)
+    monkeypatch.setenv("MLX_PTX_CACHE_DIR", str(tmp_path / "ptx"))
+    monkeypatch.setenv("SPECDEC_TUI_CURVES", str(tmp_path / "curves"))
+    from mlx_lm.models import llama
+
+    rows: list[int] = []
+    original = llama.Model.__call__
+
+    def recording(self, inputs, *args, **kw):  # noqa: ANN001, ANN002, ANN003
+        rows.append(int(inputs.shape[-1]))
+        return original(self, inputs, *args, **kw)
+
+    monkeypatch.setattr(llama.Model, "__call__", recording)
+    prompt = "copy this: " + "alpha beta gamma delta " * 6
+    assert cli.main(["chat", prompt, "--target", "shape:tiny", "--draft", "shape:tiny-draft",
+                     "--max-tokens", "24"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "forwards kept to 7 rows" in " ".join(err.split()), err
+    assert rows and max(rows) <= 7, sorted(set(rows))
