@@ -196,9 +196,14 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     out = Console()
     prompt = prompt_text(args.prompt)  # before loading: a bad prompt costs no model load
     settings = chat_settings(args)
-    with err.status(Text(f"loading {settings.target} + {settings.draft}")):
+    # A spinner on a terminal, one line into a log: a first-use log's stamps then tell the
+    # imports before it from the load after it (issue 31).
+    loading = Waiting(err, f"loading {settings.target} + {settings.draft}")
+    try:
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(settings.target, settings.draft, progress=True)
+    finally:
+        loading.stop()
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer

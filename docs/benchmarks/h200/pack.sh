@@ -96,6 +96,9 @@ import glob, zipfile
 for w in glob.glob('/root/mlx-parts/*.whl'):
     zipfile.ZipFile(w).extractall('/tmp/site')"
 export PYTHONPATH=/tmp/site:$PWD
+# Bytecode now, as pip compiles it at install: unpacked wheels and a fresh tree otherwise
+# compile every module at the first import, seconds of a first start (first-use.sh measures both).
+python3 -m compileall -q -j 0 /tmp/site core tui > /dev/null 2>&1 || true
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
 SH
 cat > .device/c/model.sh <<'SH'
