@@ -52,7 +52,8 @@ class NarrowStart:
         q = ", ".join(f"{b}-bit g{g}" for b, g in self.quantization)
         return (f"first use of this GPU's matrix kernels ({q}): forwards kept to {self.rows} "
                 f"rows (prefill chunks of {self.rows}, k at most {self.k_max}), which run "
-                "precompiled kernels; larger ones compile at ~30 s each")  # fmt: skip
+                "precompiled kernels; larger ones compile at ~30 s each, once for later "
+                "starts with `specdec-tui calibrate`")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "k_max": self.k_max,
