@@ -133,3 +133,69 @@ def narrowed(settings: Any, narrow: NarrowStart | None) -> Any:
     return settings.replace(prefill_chunk=min(settings.prefill_chunk, narrow.rows),
                             k_max=k_max, k=min(settings.k, k_max),
                             k_min=min(settings.k_min, k_max))  # fmt: skip
+
+
+class NarrowGate:
+    """The app's narrow start: while its idle warm-up (core.runtime.warmer.Warmer) still has
+    sizes to compile, every turn and calibration runs narrowed; once every size is warm (the
+    GEMM kernels compiled, on the idle engine thread) it lifts, and a curve measured narrow,
+    too short for the full settings, is dropped so the next cost-aware turn measures again.
+
+    `narrow` None (Metal, the CPU, a warm kernel cache) makes every method the identity."""
+
+    def __init__(self, narrow: NarrowStart | None, warmer: Any) -> None:
+        self.narrow = narrow
+        self.warmer = warmer
+        self.said = False
+
+    @property
+    def active(self) -> NarrowStart | None:
+        if self.narrow is not None and not getattr(self.warmer, "idle_pending", False):
+            self.narrow = None  # every size warmed: the kernels are compiled now
+        return self.narrow
+
+    @property
+    def rows(self) -> int | None:
+        n = self.active
+        return n.rows if n is not None else None
+
+    def settings(self, settings: Any) -> Any:
+        return narrowed(settings, self.active)
+
+    def source(self, source: Any) -> Any:
+        """A settings source (read once per round) whose settings come narrowed; its
+        `taken(settings)` (tui.settings_watch.SettingsWatch) records what ran."""
+        return _NarrowedSource(source, self) if self.active is not None else source
+
+    def announce(self) -> str | None:
+        """The narrow start's sentence, the first time it applies (None after, or when full)."""
+        n = self.active
+        if n is None or self.said:
+            return None
+        self.said = True
+        return n.text() + "; the app compiles them while idle, then starts full"
+
+    def drop_short_curve(self, engine: Any, settings: Any) -> None:
+        """Once lifted, forget a kept or measured curve that does not cover `settings`."""
+        if self.active is not None:
+            return
+        curve = getattr(engine, "cost_curve", None)
+        if curve is None:
+            return
+        from core.dispatch.curve_cache import covers
+
+        if not covers(curve, settings):
+            engine.set_cost_curve(None)
+
+
+class _NarrowedSource:
+    def __init__(self, source: Any, gate: NarrowGate) -> None:
+        self._source, self._gate = source, gate
+
+    def __call__(self) -> Any:
+        return self._gate.settings(self._source())
+
+    def taken(self, settings: Any) -> None:
+        taken = getattr(self._source, "taken", None)
+        if taken is not None:
+            taken(settings)
