@@ -139,12 +139,14 @@ def chat_settings(args: argparse.Namespace) -> Settings:
 
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
-                 say: Callable[[str], None], progress: Any = None) -> Any:  # fmt: skip
+                 say: Callable[[str], None], progress: Any = None,
+                 max_rows: int | None = None) -> Any:  # fmt: skip
     """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
     for this pair and machine, else measured after a full warm-up of its rows and kept), then
     a warm-up of only what the first rounds use (core.runtime.warmer.Warmer): later sizes
     compile at their first use, after the first token. Sharded, every rank warms and
-    measures everything, as they must run the same forwards. Returns the curve's CurveResult
+    measures everything, as they must run the same forwards. `max_rows` (a narrow start,
+    core/runtime/warm_start.py) bounds the calibration's rows. Returns the curve's CurveResult
     (None when the run needs none)."""
     from core.runtime.warmer import Warmer
     from core.runtime.warmup import warm_up_engine
@@ -160,14 +162,15 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
 
         began = time.monotonic()
         result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,
-                           progress=progress)
+                           progress=progress, max_rows=max_rows)
         for notice in result.notices:
             say(notice)
         if result.kept is not None:
             say(f"calibration kept from {result.kept.when()} reused ({result.kept.path})")
         else:
             say(f"calibrated in {time.monotonic() - began:.1f} s" + " " * 40)
-    Warmer(engine, label=label).first_round(settings, prompt_tokens)
+    # in the run's own chunks (a narrow start's are small: core/runtime/warm_start.py)
+    Warmer(engine, label=label, chunk=settings.prefill_chunk).first_round(settings, prompt_tokens)
     return result
 
 
@@ -182,9 +185,14 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     out = Console()
     prompt = prompt_text(args.prompt)  # before loading: a bad prompt costs no model load
     settings = chat_settings(args)
-    with err.status(Text(f"loading {settings.target} + {settings.draft}")):
+    # A spinner on a terminal, one line into a log: a first-use log's stamps then tell the
+    # imports before it from the load after it (issue 31).
+    loading = Waiting(err, f"loading {settings.target} + {settings.draft}")
+    try:
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(settings.target, settings.draft, progress=True)
+    finally:
+        loading.stop()
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer
@@ -194,13 +202,22 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
-    # and only what the first rounds use before the first token (issue 31).
+    # and only what the first rounds use before the first token (issue 31). Where the matrix
+    # kernels are not compiled yet, every forward stays below them (core/runtime/warm_start.py).
     from core.runtime.compile_watch import notices_to
+    from core.runtime.warm_start import narrow_start, narrowed
 
+    narrow = None
+    if spmd is None:
+        narrow = narrow_start([engine.target_model, getattr(engine, "draft_model", None)])
+    if narrow is not None:
+        settings = narrowed(settings, narrow)
+        err.print(Text(narrow.text(), style="yellow"))
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         prepare_chat(engine, settings, len(ids), pair.target.name,
                      lambda text: err.print(Text(text, style="yellow")),
-                     progress=calibration_progress(err))  # fmt: skip
+                     progress=calibration_progress(err),
+                     max_rows=narrow.rows if narrow else None)  # fmt: skip
     err.print(legend())
     detok = tok.detokenizer
     detok.reset()

@@ -100,7 +100,11 @@ class CachedModel:
         round (prefill evaluates every chunk). A first catch-up, or a long one, is a prefill."""
         todo = list(seq[len(self.seq) : -1])
         if self.seq and 0 < len(todo) <= LAZY_CATCH_UP:
-            self.model(mx.array(todo, dtype=mx.uint32)[None], cache=self.cache)
+            # in forwards of at most `chunk` rows, as a prefill: a narrow start
+            # (core/runtime/warm_start.py) keeps every forward below the GEMM kernels
+            for i in range(0, len(todo), max(1, chunk)):
+                piece = todo[i : i + max(1, chunk)]
+                self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
             self.seq.extend(todo)
             return len(todo)
         self.prefill(todo, chunk)

@@ -15,6 +15,7 @@ blocking inside MLX. Each refusal is one sentence naming the file.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import stat
@@ -116,6 +117,30 @@ def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -
     if len(data) > limit:  # it grew while we read it
         raise _too_large(what, p, limit)
     return data
+
+
+def read_bounded_xz(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """`read_bounded`, and when the name ends in `.xz` its bytes decompressed, at most `limit`
+    of them: the repository keeps its raw benchmark JSON xz'd (docs/benchmarks/rawdata.py
+    says why), and `bench --curve` takes such a file as it is. The decompressor stops after
+    `limit + 1` bytes, so a small file that expands without end is refused like a large one;
+    a damaged stream is refused in one sentence."""
+    data = read_bounded(path, limit, what)
+    p = Path(path)
+    if p.suffix != ".xz":
+        return data
+    dec = lzma.LZMADecompressor()
+    try:
+        out = dec.decompress(data, max_length=limit + 1)
+    except lzma.LZMAError as exc:
+        raise UntrustedFileError(f"The {what} {p} is not a readable xz file ({exc}).") from None
+    if len(out) > limit:
+        raise UntrustedFileError(
+            f"The {what} {p} holds more than {_size(limit)} once decompressed, so it was not read."
+        )
+    if not dec.eof:
+        raise UntrustedFileError(f"The {what} {p} is a truncated xz file.")
+    return out
 
 
 def _too_large(what: str, path: Path, limit: int) -> UntrustedFileError:
