@@ -50,8 +50,11 @@ its draft price and the verification of k + 1 rows) commits fewer tokens per sec
 plain target step, with the pipeline break it causes as measured so far, cannot pay whatever
 it drafts: it is not asked until its first probe (`probe_gap` rounds), and from then on the
 clock judges it like any other. The target step it is compared with is the measured rate of
-pipelined steps once there is one, else the curve's single-row forward (dearer than a
-pipelined step, so the prior never stops a source that a pipelined step would not).
+pipelined steps once there is one; before there is one, the curve's single-row forward (one
+forward and a host sync, dearer than a pipelined step): a source that cannot beat even that
+is stopped at once, one that beats it by more than `PRIOR_MARGIN` is asked at once (a lookup,
+whose rows verify together for little more than one), and in between the target arm is
+measured first, plain steps that lose nothing against target-only.
 
 Host arithmetic only: no device call, no sync, so a round keeps its one host sync.
 """
@@ -68,6 +71,13 @@ Z = 2.0  # standard errors below the target's rate before a source is stopped: a
 # source 1.3x faster whose rounds commit 1-4 tokens was stopped by chance in most runs
 PRIOR_SD = 0.3  # a round's rate varies by about 30% of its mean until its rounds say otherwise
 DECAY = 0.9  # weight the past keeps per new round of the same arm: about the last 10 rounds
+# How much faster than the curve's single-row forward (one forward and a host sync) a
+# pipelined target step may run: a prior within this margin of that forward waits for the
+# measured step before it decides
+PRIOR_MARGIN = 2.0
+# Pipelined steps the prior waits for (a stretch's first step has no step queued before it,
+# so two alone read the step dearer than it runs)
+PRIOR_STEPS = 4
 
 
 @dataclass
@@ -191,6 +201,7 @@ class RateGuard:
     _gaps: dict[str, int] = field(default_factory=dict)  # per source, its next bench's gap
     _probation: set[str] = field(default_factory=set)  # sources being probed again
     _priored: set[str] = field(default_factory=set)  # sources the prior was asked about
+    _target_wanted: bool = False  # a prior waits on the target arm's measured rate
     _break_sum: float = 0.0  # decayed seconds a step after a drafting round paid extra
     _break_weight: float = 0.0
     _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
@@ -214,10 +225,12 @@ class RateGuard:
 
     def target_probe_due(self) -> bool:
         """Whether the next round should be a plain target step to measure the zero-draft
-        arm: a source has been measured and there is no pipelined target evidence yet."""
-        if self.arm(TARGET).rounds >= self.min_rounds:
+        arm: there is no pipelined target evidence yet, and a source has been measured or its
+        prior needs the measured step to decide."""
+        need = PRIOR_STEPS if self._target_wanted else self.min_rounds
+        if self.arm(TARGET).rounds >= need:
             return False
-        return any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
+        return self._target_wanted or any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
 
     def asks(self, source: str) -> bool:
         """Whether `source` may draft the next round (the policy still chooses its k).
@@ -237,23 +250,28 @@ class RateGuard:
         return True
 
     def _prior_stops(self, source: str) -> bool:
-        """Asked once per source, before it has measured rounds: whether its best round, as
-        calibrated, with the pipeline break measured so far, commits fewer tokens a second
-        than a plain target step (the measured pipelined rate once there is one). Then it is
-        stopped until its first probe, as if it had measured slower."""
+        """Before `source` has measured rounds: whether its best round, as calibrated, with
+        the pipeline break measured so far, commits fewer tokens a second than a plain target
+        step. Then it is stopped until its first probe, as if it had measured slower. The
+        step is the measured pipelined rate; before there is one, the curve's single-row
+        forward, which is dearer: a source that cannot beat even that is stopped, one that
+        beats it by more than PRIOR_MARGIN is asked, and in between the target arm is
+        measured first (plain steps: no loss against target-only) and the prior asked then."""
         if self.prior is None or source in self._priored:
             return False
-        self._priored.add(source)
         arm = self.arms.get(source)
-        if arm is not None and arm.rounds > 0:
-            return False
-        p = self.prior(source)
+        p = self.prior(source) if arm is None or arm.rounds == 0 else None
         if p is None or p.tokens <= 0.0 or p.seconds <= 0.0 or p.step_s <= 0.0:
+            self._priored.add(source)
             return False
+        best = p.tokens / (p.seconds + self.break_s)
         target = self.arms.get(TARGET)
-        measured = target.rate if target is not None and target.rounds >= self.min_rounds else None
-        step_rate = measured if measured is not None else 1.0 / p.step_s
-        if p.tokens / (p.seconds + self.break_s) >= step_rate:
+        measured = target.rate if target is not None and target.rounds >= PRIOR_STEPS else None
+        if measured is None and best * p.step_s < PRIOR_MARGIN and best * p.step_s >= 1.0:
+            self._target_wanted = True  # too close to call on the curve's step: measure it
+            return True
+        self._priored.add(source)
+        if best >= (measured if measured is not None else 1.0 / p.step_s):
             return False
         self._stop(source)
         self.by_prior.add(source)
