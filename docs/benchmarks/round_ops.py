@@ -113,7 +113,13 @@ def main(out: Path) -> int:
     step = 1e-3
     engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: step, 9: 1.2 * step}},
                                           draft_step_s=0.3 * step))  # fmt: skip
-    prompt = list(range(5, 60)) * 2  # a repeat: something for the lookup to copy
+    # The target's own greedy text, then a repeat of it: the lookup has something to copy
+    # that the target agrees with, and new text after it.
+    lead = [5, 6, 7, 8, 9, 10]
+    s0 = Settings(mode="target-only", temperature=0.0, max_tokens=60, ignore_eos=True)
+    text = lead + list(list(engine.generate(lead, s0))[-1].token_ids)
+    engine.reset()
+    prompt = text[:40] + text[6:40]
     base = Settings(mode="speculative", policy="fixed", k=3, max_tokens=80, ignore_eos=True,
                     traced=False)  # fmt: skip
     greedy, sampled = base.replace(temperature=0.0), base.replace(temperature=0.7)
