@@ -40,7 +40,11 @@ requests and chat turns (`Engine.guard_for`, core/decode/guard_memory.py), and e
 `begin_run()`, which zeroes only the run's own totals (what the reports show). The rates are
 decayed sums (`DECAY`: about the last 10 rounds of an arm), the round counter and the probe
 schedule go on, so a second request neither pays the "measuring" rounds again nor asks a
-stopped source before its probe is due, and a changed workload is still found by the probes.
+stopped source before its probe is due, and a changed workload is still found by the probes:
+a new request may be one (a pasted text after a chat), so `begin_run` brings each stopped
+source's next probe within the gap at which its probes' measured loss stays within
+`PROBE_SHARE` (2%) of the target steps in between: early for a lookup whose rounds cost
+little more than the steps they replace, the long doubled gap for a dear model round.
 On the H200 the model source drafted 1-5 rounds a request, fewer than `min_rounds` since its
 last probe, so a fresh guard per request ended 45 of 52 default requests "measuring"
 (docs/benchmarks/never-slower.md, finding 4).
@@ -62,6 +66,7 @@ Host arithmetic only: no device call, no sync, so a round keeps its one host syn
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +84,9 @@ PRIOR_MARGIN = 2.0
 # Pipelined steps the prior waits for (a stretch's first step has no step queued before it,
 # so two alone read the step dearer than it runs)
 PRIOR_STEPS = 4
+# The share of a request's rounds the probes of a stopped source may lose at most, when a new
+# request starts (it may be a new workload: begin_run brings a cheap source's probe closer)
+PROBE_SHARE = 0.02
 
 
 @dataclass
@@ -217,6 +225,22 @@ class RateGuard:
         self._earlier = {name: arm.rounds for name, arm in self.arms.items()}
         for arm in self.arms.values():
             arm.begin_run()
+        for name, bench in self.benched.items():  # a new request may be a new workload
+            bench.until = min(bench.until, self.round + self._budget_gap(name))
+
+    def _budget_gap(self, source: str) -> int:
+        """The fewest rounds between probes that keep a probe's measured loss within
+        PROBE_SHARE of the target steps in between (at least `probe_gap`): a cheap source (a
+        lookup whose rounds cost little more than the steps they replace) is probed again
+        early in each new request, where a new prompt may copy well; a dear one (a model
+        round of several steps' time) keeps its long gap."""
+        arm, target = self.arms.get(source), self.arms.get(TARGET)
+        rate = target.rate if target is not None else None
+        if arm is None or rate is None or arm.weight <= 0.0:
+            return self.max_gap
+        per_round = arm.seconds / arm.weight - (arm.tokens / arm.weight) / rate
+        loss = self.min_rounds * max(per_round, 0.0)  # seconds a probe costs over steps
+        return max(self.probe_gap, min(self.max_gap, math.ceil(loss * rate / PROBE_SHARE)))
 
     @property
     def break_s(self) -> float:

@@ -157,8 +157,37 @@ def test_over_requests_the_loss_stays_within_the_probing_budget() -> None:
         total += t
         drafted += order.count("src")
     assert drafted == guard.min_rounds * (1 + guard.probes)
-    assert guard.probes <= 6  # 32, 96, 224, 480, 992, 2016 rounds: ~2,000 in all
+    # Its probes lose 2 x 1.8 ms over the steps they replace: a new request brings its probe
+    # within 180 rounds (PROBE_SHARE), so about one probe a request, never more than two
+    assert guard.probes <= 2 * 8
     assert total <= 8 * 256 * STEP + drafted * (2.5 * STEP + BREAK + STEP)
+    loss = total - 8 * 256 * STEP
+    assert loss <= 0.02 * 8 * 256 * STEP + guard.min_rounds * (2.5 * STEP + BREAK) * 3
+
+
+def test_a_new_request_probes_a_cheap_stopped_source_early_and_a_dear_one_late() -> None:
+    """After five requests that copy nothing the doubled gaps have grown past a request; a
+    sixth request starts. A lookup whose rounds cost 1.6 steps for 1 token (a probe loses
+    about 1.5 steps over the steps it replaces) is probed within its budget gap (under 100
+    rounds: 2% of them pay for the probe), so a request that copies well is found early; a
+    model round of 6 steps for 1-2 tokens keeps its schedule (a probe would lose ~10 steps:
+    its budget gap is longer than a request)."""
+    for cost, draw, early in ((1.6, lambda r: 1, True), (6.0, lambda r: 1 + (r.random() < 0.5),
+                                                         False)):  # fmt: skip
+        guard = RateGuard()
+        arms = {"src": (cost * STEP, draw)}
+        for seed in range(5):
+            request(guard, 256, arms, always("src"), seed)
+        assert guard.verdict("src") == SLOWER
+        before = guard.benched["src"].until - guard.round
+        guard.begin_run()
+        due = guard.benched["src"].until - guard.round
+        budget = guard._budget_gap("src")
+        assert due == min(before, budget)
+        if early:  # within its budget gap, well inside the request, though its gaps doubled
+            assert due <= budget <= 100 < guard.benched["src"].gap
+        else:  # a probe every other request at most: its schedule, not the new request
+            assert budget > 256
 
 
 def test_over_requests_a_noisy_slow_source_costs_at_most_twice_the_budget() -> None:
