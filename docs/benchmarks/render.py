@@ -690,6 +690,26 @@ LOOKUP_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
                ("Measured (decode)", "decode"), ("Efficiency", "efficiency"),
                ("Tracing overhead", "overhead"))
 
+def round_ops(docs: list[Doc]) -> tuple[list[str], str]:
+    """round_ops.py's counts, before and after (two files) or one file: per kind of round,
+    its own MLX calls (outside the models' forwards), its host syncs, the models' calls."""
+    cases = [{c.get("case"): c for c in d.get("cases") or []} for d in docs]
+    names = list(cases[-1])
+    out = []
+    for name in names:
+        got = [c.get(name) or {} for c in cases]
+        cells = [" -> ".join(num(g.get(k), ".1f") for g in got)
+                 for k in ("own_calls", "syncs")]  # fmt: skip
+        out.append([name, *cells, num(got[-1].get("model_calls"), ".0f"),
+                    str(got[-1].get("rounds", "-"))])  # fmt: skip
+    commits = " -> ".join(str(((d.get("environment") or {}).get("specdec_tui") or {})
+                              .get("commit", "?"))[:7] for d in docs)  # fmt: skip
+    head = ("Round", "own MLX calls a round", "host syncs a round",
+            "MLX calls in the models' forwards", "rounds counted")
+    return md_table(head, out), (f"mean per round; a -> b: the code at {commits} "
+                                 "(round_ops.py on shape:tiny, CPU)")
+
+
 TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
@@ -738,6 +758,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-summary": never_slower_summary,
     "model-alone-split": model_alone_split,
     "never-slower-copy": never_slower_copy,
+    "round-ops": round_ops,
 }
 
 
