@@ -672,6 +672,256 @@ def never_slower_copy(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt", "Row", "Goal", "Measured", "per-seed min-max", "Met?"), out), stat
 
 
+def carried_rounds(r: Row) -> str:
+    """Per source, the rounds its kept guard had seen before each timed request (the warm-up
+    and the seeds before it; `guard.<source>.earlier_rounds`), request by request."""
+    out = []
+    for src, g in (r.get("guard") or {}).items():
+        xs = g.get("earlier_rounds") or []
+        if src != "none" and xs:
+            out.append(f"{src}: " + "/".join(str(x) for x in xs))
+    return "; ".join(out) or "-"
+
+
+FIELDS["carried"] = lambda d, r: carried_rounds(r)
+
+
+def never_slower_kept(docs: list[Doc]) -> tuple[list[str], str]:
+    """never_slower's table with the rounds each source's kept guard carried into each timed
+    request (the guard outlives a request since 5d0ea22, core/decode/guard_memory.py)."""
+    lines, stat = never_slower(docs)
+    chosen = [r for d in docs for r in rows(d) if r is not baseline(d)]
+    head, rule, *body = lines
+    body = [line[:-1] + f"| {carried_rounds(r)} |" for line, r in zip(body, chosen, strict=True)]
+    return ([head[:-1] + "| carried rounds |", rule[:-1] + "|---|", *body],
+            stat + "; carried rounds = per source, the rounds its kept guard had counted before "
+            "each timed request (seed 0/1/2: the warm-up and the seeds before it)")
+
+
+def _run_key(doc: Doc) -> str:
+    """Which run a bench JSON belongs to: the tool's commit and the day of its timestamp."""
+    env = doc.get("environment") or {}
+    return f"{str(env.get('specdec_tui_commit', '?'))[:7]} ({str(env.get('timestamp', '?'))[:10]})"
+
+
+def never_slower_runs(docs: list[Doc]) -> tuple[list[str], str]:
+    """Two runs of the same benches side by side, told apart by the tool's commit: per row,
+    the benches under the floor and the median of the ratios, before -> after."""
+    runs: dict[str, list[Doc]] = {}
+    for d in docs:
+        runs.setdefault(_run_key(d), []).append(d)
+    out = []
+    for n, label in NS_ROWS.items():
+        cells = []
+        for ds in runs.values():
+            xs = sorted(x for d in ds for r in rows(d) if r.get("name") == n
+                        if (x := speedup(d, r)) is not None)  # fmt: skip
+            cells.append((f"{sum(x < FLOOR for x in xs)} of {len(xs)}",
+                          ratio(statistics.median(xs)) if xs else "-",
+                          f"{xs[0]:.2f}-{xs[-1]:.2f}x" if xs else "-"))
+        out.append([label, *(" -> ".join(c[i] for c in cells) for i in range(3))])
+    stat = ("a -> b: the run of " + " -> the run of ".join(runs) + "; each bench's ratio = "
+            "target-only's median E2E over the row's median E2E, same bench, compared unrounded")
+    return md_table(("Row", f"benches below {FLOOR:.2f}x", "median of ratios", "ratio min-max"),
+                    out), stat
+
+
+def target_only_spread(docs: list[Doc]) -> tuple[list[str], str]:
+    """Target-only's own spread per bench: its median, min-max, and max over min, the noise
+    a row's ratio sits on."""
+    out = []
+    for d in docs:
+        b = baseline(d)
+        xs = e2e(b) if b else []
+        out.append([_ns_label(d), median_mm(b) if b else "-",
+                    num(max(xs) / min(xs) if xs and min(xs) else None, ".2f")])
+    return (md_table(("Prompt, T", "target-only E2E, median (min-max)", "max / min"), out),
+            "target-only's timed requests (3 seeds), same bench")
+
+
+def _catch_up(t: list[dict[str, Any]], src: str) -> list[int]:
+    """Per round of `src` in a trace, the tokens committed since that source's previous round
+    ended (its KV cache is that far behind the target's): the context the round starts at
+    minus where the last one left off."""
+    out, end = [], (t[0].get("context", 0) if t else 0)
+    for x in t:
+        if (x.get("source") or "") == src:
+            out.append(int(x.get("context", 0)) - int(end))
+            end = x.get("context", 0) + x.get("tokens", 0)
+    return out
+
+
+ROUND_KINDS = (("", "plain step"), ("lookup", "lookup round"), ("model", "model round"))
+
+
+def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
+    """The traced request of each row, its rounds split by kind (plain target step, lookup
+    round, model round): how many, the median ms of the round and of each phase, and the
+    draft ms per drafted token. Traced rounds sync after each phase, so they are not
+    pipelined: a plain step here costs more than in an untraced request."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            t = trace(r)
+            for src, kind in ROUND_KINDS:
+                xs = [x for x in t if (x.get("source") or "") == src]
+                if not xs:
+                    continue
+
+                def med(key: str, xs: list[dict[str, Any]] = xs) -> str:
+                    return num(statistics.median(x.get(key, 0.0) for x in xs), ".1f")
+
+                drafted = sum(x.get("proposed", 0) for x in xs)
+                gaps = _catch_up(t, src) if src == "model" else []
+                rest = statistics.median(x.get("sample_ms", 0.0) + x.get("cache_ms", 0.0)
+                                         + x.get("other_ms", 0.0) for x in xs)
+                out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), str(r.get("name"))),
+                            kind, str(len(xs)),
+                            num(sum(x.get("total_ms", 0.0) for x in xs), ".0f"),
+                            med("total_ms"), med("draft_ms"), med("verify_ms"), num(rest, ".1f"),
+                            num(statistics.median(x.get("proposed", 0) for x in xs), ".0f"),
+                            num(sum(x.get("draft_ms", 0.0) for x in xs) / drafted
+                                if drafted else None, ".1f"),
+                            "/".join(str(g) for g in gaps) or "-"])
+    stat = ("one traced request a row (256 tokens), its rounds by kind; ms, total = all rounds "
+            "of that kind; round, draft, verify, sample + cache + other, drafts = medians over "
+            "those rounds; draft ms a drafted token = the kind's draft ms over its drafted tokens; "
+            "tokens behind = per model round, the tokens committed since the previous model "
+            "round ended (the first: since the request's first round), which the draft model "
+            "reads before it drafts")
+    return md_table(("Prompt, T", "Row", "round", "rounds", "ms, total", "ms a round",
+                     "draft", "verify", "sample + cache + other", "drafts a round",
+                     "draft ms a drafted token", "tokens behind"), out), stat
+
+
+# -- first use on a fresh machine (issue 31) ---------------------------------------------------
+
+
+def _kernel_kinds(names: Sequence[str]) -> str:
+    """A step's new kernel-cache files, by kernel (the .ptx of each; .cu and .txt are its
+    source and log): qmm tiles by name, the fused elementwise kernels counted."""
+    ptx = [n.removesuffix(".ptx") for n in names if n.endswith(".ptx")]
+    named = sorted(n.removesuffix("_affine") for n in ptx if not n.startswith("CV2"))
+    fused = len(ptx) - len(named)
+    return ", ".join(named + ([f"{fused} fused elementwise"] if fused else [])) or "-"
+
+
+def first_probe(docs: list[Doc]) -> tuple[list[str], str]:
+    """first_probe.py's steps, a row each: seconds and the kernels each added, per variant."""
+    variants = [v for d in docs for v in ((d.get("variants") or {}).values() or [d])]
+    steps: list[str] = []
+    for v in sorted(variants, key=lambda v: -len(v.get("steps") or [])):  # the longest's order
+        steps += [s["step"] for s in v.get("steps") or [] if s["step"] not in steps]
+    out = []
+    for name in steps:
+        cells = [name]
+        for v in variants:
+            s = next((x for x in v.get("steps") or [] if x["step"] == name), None)
+            cells += ([num(s.get("s"), ".2f"), f"{s.get('kernels_added', 0)} "
+                       f"({(s.get('bytes_added') or 0) / 1e6:.1f} MB)",
+                       _kernel_kinds(s.get("kernels") or [])] if s else ["-", "-", "-"])
+        out.append(cells)
+    head = ["Step"]
+    for v in variants:
+        head += [f"{v.get('variant')}: s", "files added", "kernels among them"]
+    return md_table(head, out), (
+        "one step at a time on an empty kernel cache (MLX " + str(variants[0].get("mlx", "?"))
+        + ", " + str(variants[0].get("device", "?")) + "); files added = new files in the kernel "
+        "cache after the step (a kernel is a .ptx, .cu and .txt file), and their size; kernels among "
+        "them = the .ptx names the probe listed (qmm = quantized matrix-matrix tiles)")
+
+
+STAMP = re.compile(r"^\[\s*(?P<s>[\d.]+) s\] (?P<stream>out|err): (?P<text>.*)$")
+MILESTONES = (("imports done (\"loading\")", "loading "),
+              ("load done (narrow start)", "first use of this GPU"),
+              ("calibration reused", "calibration kept from"),
+              ("kernels compiled", "compiled GPU kernels"),
+              ("calibrated", "calibrated in"),
+              ("prefill starts", "prefilling"))
+
+
+def _stamps(text: str) -> list[tuple[float, str]]:
+    return [(float(m["s"]), m["text"]) for line in text.splitlines() if (m := STAMP.match(line))]
+
+
+def first_use(docs: list[Doc]) -> tuple[list[str], str]:
+    """first-use.sh's parts: each milestone's stamp in the part's log (seconds since the
+    command started), the first token on stdout and the exit from first-use.json."""
+    doc, *logs = docs
+    parts = doc.get("parts") or {}
+    names = [str(lg.get("name", "")).removeprefix("first-use-").removesuffix(".log")
+             for lg in logs]  # fmt: skip
+    out = []
+    for label, needle in MILESTONES:
+        cells = []
+        for lg in logs:
+            at = next((s for s, t in _stamps(str(lg.get("text", ""))) if t.startswith(needle)
+                       or needle in t[:40]), None)  # fmt: skip
+            cells.append(f"{at:.2f}" if at is not None else "-")
+        if any(c != "-" for c in cells):
+            out.append([label, *cells])
+    for label, key in (("first token on stdout", "first_token_s"), ("exit", "total_s")):
+        out.append([label, *(num((parts.get(n) or {}).get(key), ".2f") for n in names)])
+    out.append([f"goal: first token <= {doc.get('goal_s', '?'):g} s",
+                *(_met((parts.get(n) or {}).get("met")) for n in names)])
+    return md_table(("Seconds since the command started", *names), out), (
+        "stamps from each part's log (first-use.sh stamps every line); first token and exit "
+        "from first-use.json")
+
+
+IMPORT = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)")
+
+
+def _imports(text: str) -> list[tuple[int, int, int, str]]:
+    """`python -X importtime` lines: (self us, cumulative us, depth, module)."""
+    return [(int(m[1]), int(m[2]), len(m[3]) // 2, m[4])
+            for line in text.splitlines() if (m := IMPORT.match(line))]
+
+
+def importtime(docs: list[Doc]) -> tuple[list[str], str]:
+    """Where the CLI's imports go: the chain from core.cli down to the heaviest module
+    (cumulative s at each link), then the packages by their modules' own time; one column
+    per importtime file (without and with bytecode)."""
+    runs = [_imports(str(d.get("text", ""))) for d in docs]
+    names = [str(d.get("name", "?")).removesuffix(".txt") for d in docs]
+    ref = runs[-1]
+    # The chain: from the heaviest top-level import, each step the heaviest child (importtime
+    # lists a module's children right before it, one level deeper).
+    chain: list[str] = []
+    idx = max((i for i, x in enumerate(ref) if x[2] == 0), key=lambda i: ref[i][1])
+    while True:
+        chain.append(ref[idx][3])
+        depth, kids, j = ref[idx][2], [], idx - 1
+        while j >= 0 and ref[j][2] > depth:
+            if ref[j][2] == depth + 1:
+                kids.append(j)
+            j -= 1
+        if not kids or ref[max(kids, key=lambda k: ref[k][1])][1] < 0.5 * ref[idx][1]:
+            break
+        idx = max(kids, key=lambda k: ref[k][1])
+
+    def cum(run: list[tuple[int, int, int, str]], mod: str) -> str:
+        return num(max((c for _, c, _, n in run if n == mod), default=None) and
+                   max(c for _, c, _, n in run if n == mod) / 1e6, ".2f")
+
+    def total(run: list[tuple[int, int, int, str]]) -> float:
+        return sum(c for _, c, d, _ in run if d == 0) / 1e6
+
+    out = [["all imports", *(f"{total(x):.2f}" for x in runs)]]
+    out += [[f"{'  ' * i}`{m}`", *(cum(x, m) for x in runs)] for i, m in enumerate(chain)]
+    own: dict[str, list[float]] = {}
+    for k, run in enumerate(runs):
+        for s, _, _, n in run:
+            own.setdefault(n.split(".")[0], [0.0] * len(runs))[k] += s / 1e6
+    top = sorted(own, key=lambda p: -own[p][-1])[:8]
+    out += [[f"package `{p}` (own time of its modules)", *(f"{v:.2f}" for v in own[p])]
+            for p in top]
+    return md_table(("Import (s, cumulative)", *names), out), (
+        "python -X importtime of the chat command's imports; chain = from the heaviest top-level "
+        "import, each line its heaviest child; packages = the sum of their modules' own (self) "
+        "time, the 8 heaviest with bytecode; importtime's own bookkeeping inflates all of it")
+
+
 # -- the tables the pages use: NAME -> renderer ------------------------------------------------
 
 SEED_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
@@ -759,10 +1009,20 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "model-alone-split": model_alone_split,
     "never-slower-copy": never_slower_copy,
     "round-ops": round_ops,
+    "never-slower-kept": never_slower_kept,
+    "never-slower-runs": never_slower_runs,
+    "target-only-spread": target_only_spread,
+    "traced-rounds": traced_rounds,
+    "first-probe": first_probe,
+    "first-use": first_use,
+    "importtime": importtime,
 }
 
 
 # -- rewriting the pages -----------------------------------------------------------------------
+
+
+TEXT_SUFFIXES = (".log", ".txt")
 
 
 def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Doc]:
@@ -772,7 +1032,9 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
     for s in src.split(","):
         path = (page.parent / s.strip()).resolve()
         if path not in cache:
-            cache[path] = load_json(path)
+            # a log or importtime text is read as {"name", "text"}; everything else is JSON
+            cache[path] = ({"name": path.name, "text": path.read_text()}
+                           if path.suffix in TEXT_SUFFIXES else load_json(path))
         out.append(cache[path])
     return out
 
