@@ -612,6 +612,35 @@ def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
                      "model alone", "hybrid / better part", "hybrid goal"), out), stat
 
 
+def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
+    """Issue 28's per-bench goals counted over the benches: on how many each holds (ratios
+    compared unrounded, as never_slower_goals judges them)."""
+    n = len(docs)
+    counts = {"default": 0, "lookup": 0, "hybrid": 0, "floor": 0, "hybrid_parts": 0}
+    for d in docs:
+        names = {str(r.get("name")): r for r in rows(d)}
+        sp = {k: speedup(d, names[k]) if k in names else None for k in NS_ROWS}
+        ok = {k: sp[name] is not None and sp[name] >= FLOOR
+              for k, name in (("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
+                              ("hybrid", NS_HYBRID))}  # fmt: skip
+        counts["default"] += ok["default"]
+        counts["lookup"] += ok["lookup"]
+        counts["hybrid"] += ok["hybrid"]
+        counts["floor"] += all(ok.values())
+        parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
+        counts["hybrid_parts"] += bool(parts and sp[NS_HYBRID] is not None
+                                       and sp[NS_HYBRID] / max(parts) >= FLOOR)
+    goals = (("default >= 0.97x of target-only", "default"),
+             ("lookup >= 0.97x of target-only", "lookup"),
+             ("hybrid >= 0.97x of target-only", "hybrid"),
+             ("all three (the floor)", "floor"),
+             ("hybrid >= 0.97x of the better of lookup and model alone", "hybrid_parts"))
+    out = [[g, f"{counts[k]} of {n}", _met(counts[k] == n)] for g, k in goals]
+    return md_table(("Goal (on every bench)", "benches where it holds", "Met?"), out), (
+        "each bench's ratio = target-only's median E2E over the row's median E2E, same bench, "
+        "compared unrounded; met = it holds on every bench")
+
+
 def _guard_rate(r: Row, arm: str) -> float | None:
     xs = [x for x in (((r.get("guard") or {}).get(arm) or {}).get("measured_tok_s") or []) if x]
     return statistics.median(xs) if xs else None
@@ -792,6 +821,26 @@ def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt, T", "Row", "round", "rounds", "ms, total", "ms a round",
                      "draft", "verify", "sample + cache + other", "drafts a round",
                      "draft ms a drafted token", "tokens behind"), out), stat
+
+
+def traced_outside(docs: list[Doc]) -> tuple[list[str], str]:
+    """The traced request of each row: its E2E, the ms inside its rounds and the ms outside
+    them (prefill, set-up, between rounds), against target-only's outside ms, same bench."""
+    out = []
+    for d in docs:
+        b = baseline(d)
+        base = b.get("outside_rounds_ms") if b else None
+        for r in rows(d):
+            o = r.get("outside_rounds_ms")
+            out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), str(r.get("name"))),
+                        secs(r.get("traced_e2e_s")),
+                        num(sum(x.get("total_ms", 0.0) for x in trace(r)), ".0f"),
+                        num(o, ".0f"),
+                        num(o - base if o is not None and base is not None else None, "+.0f")])
+    return md_table(("Prompt, T", "Row", "traced E2E", "ms in rounds", "ms outside rounds",
+                     "outside, vs target-only's"), out), (
+        "one traced request a row; ms outside rounds = the request's prefill and everything "
+        "between its rounds (`outside_rounds_ms`)")
 
 
 # -- first use on a fresh machine (issue 31) ---------------------------------------------------
@@ -1010,9 +1059,11 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-copy": never_slower_copy,
     "round-ops": round_ops,
     "never-slower-kept": never_slower_kept,
+    "never-slower-tally": never_slower_tally,
     "never-slower-runs": never_slower_runs,
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
+    "traced-outside": traced_outside,
     "first-probe": first_probe,
     "first-use": first_use,
     "importtime": importtime,
