@@ -918,6 +918,11 @@ def first_use(docs: list[Doc]) -> tuple[list[str], str]:
         "from first-use.json")
 
 
+for _part in ("cold", "warm"):
+    FIELDS[f"first_token_{_part}"] = lambda d, r, p=_part: secs(
+        ((d.get("parts") or {}).get(p) or {}).get("first_token_s"))
+
+
 IMPORT = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)")
 
 
@@ -957,7 +962,8 @@ def importtime(docs: list[Doc]) -> tuple[list[str], str]:
         return sum(c for _, c, d, _ in run if d == 0) / 1e6
 
     out = [["all imports", *(f"{total(x):.2f}" for x in runs)]]
-    out += [[f"{'  ' * i}`{m}`", *(cum(x, m) for x in runs)] for i, m in enumerate(chain)]
+    # Markdown strips a cell's leading spaces: the depth is a dot a level
+    out += [[f"{'· ' * i}`{m}`", *(cum(x, m) for x in runs)] for i, m in enumerate(chain)]
     own: dict[str, list[float]] = {}
     for k, run in enumerate(runs):
         for s, _, _, n in run:
@@ -967,7 +973,7 @@ def importtime(docs: list[Doc]) -> tuple[list[str], str]:
             for p in top]
     return md_table(("Import (s, cumulative)", *names), out), (
         "python -X importtime of the chat command's imports; chain = from the heaviest top-level "
-        "import, each line its heaviest child; packages = the sum of their modules' own (self) "
+        "import, each line its heaviest child (a dot a level); packages = the sum of their modules' own (self) "
         "time, the 8 heaviest with bytecode; importtime's own bookkeeping inflates all of it")
 
 
@@ -1084,7 +1090,7 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
         path = (page.parent / s.strip()).resolve()
         if path not in cache:
             # a log or importtime text is read as {"name", "text"}; everything else is JSON
-            cache[path] = ({"name": path.name, "text": path.read_text()}
+            cache[path] = ({"name": path.name, "text": path.read_text(encoding="utf-8")}
                            if path.suffix in TEXT_SUFFIXES else load_json(path))
         out.append(cache[path])
     return out
@@ -1109,7 +1115,9 @@ def render_page(page: Path) -> str:
 
     def value(m: re.Match[str]) -> str:
         (doc,) = _load(page, m["src"], cache)
-        return m.group(1) + FIELDS[m["field"]](doc, row(doc, m["row"])) + m.group(6)
+        # a row of "-" quotes a file without bench rows (first-use.json, say)
+        r = {} if m["row"] == "-" else row(doc, m["row"])
+        return m.group(1) + FIELDS[m["field"]](doc, r) + m.group(6)
 
     return VALUE.sub(value, BLOCK.sub(block, text))
 
