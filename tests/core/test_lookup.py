@@ -152,14 +152,29 @@ def test_lossless_lookup_follows_the_target_law(target) -> None:
     assert_rejects(table.sum(axis=1), 0.5 * always + 0.5 * law.sum(axis=1), "first vs half-copy")
 
 
+SHORT_FUNCTION = """Add type hints to this Python function. Reply with the whole function only.
+
+```python
+def total_paid(orders):
+    total = 0
+    for order in orders:
+        if order["status"] != "cancelled":
+            total = total + order["amount"]
+    return round(total, 2)
+```"""
+
+
 @pytest.mark.real_model
 def test_greedy_lookup_equals_target_only_on_the_default_model(default_pair) -> None:
     """SmolLM2 asked to repeat a pasted function: lookup and hybrid output equals target-only
-    token for token, and the lookup copies most of it."""
-    from core.bench.prompts import load_prompt
+    token for token, and the lookup copies from it.
+
+    A short function, not the bench's code-refactor prompt (277 tokens): on this CPU every
+    prompt row costs about a decode step, for the target and again for the hybrid's draft, and
+    the copying this checks needs only something to copy."""
     from core.models import chat_prompt_ids
 
-    text = load_prompt("code-refactor")
+    text = SHORT_FUNCTION
     ids = chat_prompt_ids(default_pair.target.tokenizer, [{"role": "user", "content": text}])
     s = Settings(mode="target-only", temperature=0.0, max_tokens=48, ignore_eos=True,
                  traced=False)  # fmt: skip
