@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from core.events import RoundEvent  # noqa: E402
 from core.profile import Profile, ProfileStore  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from tests.tui.soak import SoakReport, soak  # noqa: E402
+from tests.helpers.soak import SoakReport, soak  # noqa: E402
 from tui.app import SpecDecApp  # noqa: E402
 from tui.session import MLXSession  # noqa: E402
 

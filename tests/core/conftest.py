@@ -18,6 +18,15 @@ def default_pair():
 
 
 @pytest.fixture(scope="module")
+def target():
+    """The seeded 2-layer tiny llama (tests/helpers/tiny.py) the engine, drafting, lookup and
+    no-loss tests run against, once per module (each module's engines share its weights)."""
+    from tests.helpers.tiny import tiny_llama
+
+    return tiny_llama(2, seed=0)
+
+
+@pytest.fixture(scope="module")
 def tiny_pair():
     """ModelPair of `shape:tiny` / `shape:tiny-draft`: random ~100k-parameter llamas (CPU, ms)."""
     from core.models import load_pair

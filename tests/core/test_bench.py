@@ -8,7 +8,6 @@ pair (`real_model`). No test asserts a speed: speed lives in docs/benchmarks.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -27,8 +26,7 @@ from core.decode.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.settings import Settings
-
-TINY = ("shape:tiny", "shape:tiny-draft")
+from tests.helpers.bench import TINY, _bench_parser, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -180,22 +178,9 @@ def test_json_contract_keys_and_types(engine, prompt_ids, tiny_pair):
 # --------------------------------------------------------------------------- the CLI path
 
 
-def _bench_parser() -> tuple[argparse.ArgumentParser, list[str]]:
-    """The real `specdec-tui` parser and the words that select its bench subcommand."""
-    from core.cli import build_parser
-
-    return build_parser(), ["bench"]
-
-
-def _run_cli(argv: list[str]) -> int:
-    parser, head = _bench_parser()
-    args = parser.parse_args(head + argv)
-    return bench.run_bench_cli(args)
-
-
 def test_cli_writes_markdown_json_and_csv(tmp_path):
     md, js, cs = tmp_path / "r.md", tmp_path / "r.json", tmp_path / "r.csv"
-    rc = _run_cli([
+    rc = run_cli([
         "--target", TINY[0], "--draft", TINY[1], "--tokens", "8", "--seeds", "2",
         "--invocations", "1", "--warmup", "0", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--prompt-name", "code-refactor", "--prompt-tokens", "120",
@@ -219,7 +204,7 @@ def test_cli_writes_markdown_json_and_csv(tmp_path):
 def test_cli_logs_a_line_a_step_when_stderr_is_not_a_terminal(capsys):
     """A bench run into a log (a job, a remote call) says where it is after every step, so a
     run cut short shows what it was doing; the bar alone drew nothing there."""
-    assert _run_cli(["--target", TINY[0], "--draft", TINY[1], "--tokens", "4", "--seeds", "1",
+    assert run_cli(["--target", TINY[0], "--draft", TINY[1], "--tokens", "4", "--seeds", "1",
                      "--invocations", "1", "--warmup", "1", "--no-quality", "--no-predict",
                      "--profile", "fixed-4-tv1"]) == 0  # fmt: skip
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
@@ -233,13 +218,13 @@ def test_cli_logs_a_line_a_step_when_stderr_is_not_a_terminal(capsys):
 
 def test_cli_refuses_bad_input_in_one_sentence(tmp_path):
     with pytest.raises(UserError, match="no shipped prompt named 'nope'"):
-        _run_cli(["--target", TINY[0], "--prompt-name", "nope", "--tokens", "4"])
+        run_cli(["--target", TINY[0], "--prompt-name", "nope", "--tokens", "4"])
     with pytest.raises(UserError, match="does not exist"):
-        _run_cli(["--target", TINY[0], "--json", str(tmp_path / "missing" / "x.json")])
+        run_cli(["--target", TINY[0], "--json", str(tmp_path / "missing" / "x.json")])
     with pytest.raises(UserError, match="--seeds must be at least 1"):
-        _run_cli(["--target", TINY[0], "--seeds", "0"])
+        run_cli(["--target", TINY[0], "--seeds", "0"])
     with pytest.raises(UserError, match="not a known key=value"):
-        _run_cli(["--target", TINY[0], "--profile", "fixed-4-tv1:warp=9"])
+        run_cli(["--target", TINY[0], "--profile", "fixed-4-tv1:warp=9"])
 
 
 def test_settings_from_profiles_overrides_and_flags():
@@ -456,7 +441,7 @@ def test_cli_on_the_default_pair(tmp_path):
     tiny pair (test_timed_requests_are_invocations_times_seeds_and_warmup_is_excluded).
     """
     out = tmp_path / "out.json"
-    rc = _run_cli([
+    rc = run_cli([
         "--tokens", "8", "--seeds", "2", "--invocations", "1", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--json", str(out), "--warmup", "0",
         "--prompt", "Write a haiku about a greenhouse on the Moon.",
@@ -489,7 +474,7 @@ def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
     GPU-like curve: it drafts, which on this CPU's own curve it would not), with no scaling by
     this machine's round times, and the report says whose curve priced the rows."""
     path, js = _curve_file(tmp_path, 9), tmp_path / "r.json"
-    rc = _run_cli([
+    rc = run_cli([
         "--target", TINY[0], "--draft", TINY[1], "--tokens", "12", "--seeds", "1",
         "--invocations", "1", "--warmup", "0", "--no-quality", "--no-traced",
         "--policy", "cost-aware", "--rule", "mentored", "--tv", "1", "--k", "2",
@@ -510,7 +495,7 @@ def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
 
 def test_cli_refuses_a_curve_too_short_for_the_settings(tmp_path):
     with pytest.raises(UserError, match="measured up to 3 rows in auto; these settings need 9"):
-        _run_cli(["--target", TINY[0], "--draft", TINY[1], "--policy", "cost-aware",
+        run_cli(["--target", TINY[0], "--draft", TINY[1], "--policy", "cost-aware",
                   "--curve", str(_curve_file(tmp_path, 3))])  # fmt: skip
 
 

@@ -19,20 +19,15 @@ from core.decode.engine import Engine
 from core.drafting import registry
 from core.errors import UserError
 from core.settings import Settings, SettingsError
-from tests.core import fixed_drafter
-from tests.core.test_engine import (
+from tests.helpers import fixed_drafter
+from tests.helpers.engine import (
     N_RUNS,
     assert_caches,
     exact_pair_law,
     run,
     sample_pairs,
 )
-from tests.core.tiny import PROMPT, VOCAB, assert_matches, assert_rejects, noisy_copy, tiny_llama
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(2, seed=0)
+from tests.helpers.tiny import PROMPT, VOCAB, assert_matches, assert_rejects, noisy_copy
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 from core import models as M
 from core.models import gguf_convert as C
 from core.models.gguf_header import read_gguf_header
-from tests.core.test_models import one_sentence
+from tests.helpers.models import one_sentence
 
 # Where each type without a numpy quantizer keeps its float16 scale(s), in bytes of a block.
 _F16_AT = {"Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from core import models as M
 from core.models.gguf_header import read_gguf_header
-from tests.core.test_models import one_sentence, write_tiny_gguf
+from tests.helpers.models import one_sentence, write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 

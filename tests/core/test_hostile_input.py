@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
-from tests.core.test_models import one_sentence
+from tests.helpers.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
+from tests.helpers.models import one_sentence
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 
@@ -63,7 +63,7 @@ def test_a_calibration_stops_when_cancelled() -> None:
     import threading
 
     from core.dispatch import CalibrationCancelled, calibrate
-    from tests.core.tiny import tiny_llama
+    from tests.helpers.tiny import tiny_llama
 
     cancel, seen = threading.Event(), []
 

@@ -19,9 +19,9 @@ from core import cli
 from core import models as M
 from core.io import atomic, untrusted, user_text
 from core.profile import Profile, ProfileStore
-from tests.core.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
-from tests.core.test_models import one_sentence
-from tests.core.test_profile import SEED, make_run
+from tests.helpers.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
+from tests.helpers.models import one_sentence
+from tests.helpers.profile import SEED, make_run
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 
@@ -622,7 +622,7 @@ def test_one_output_that_fails_loses_none_of_the_others(tmp_path, capsys, monkey
 
 
 def test_profiles_export_onto_a_folder_or_one_file_twice(tmp_path, capsys) -> None:
-    from tests.core.test_profile import make_run
+    from tests.helpers.profile import make_run
 
     ProfileStore(tmp_path).save(Profile("rec", SEED, "", make_run()))
     d = ["--profiles-dir", str(tmp_path)]

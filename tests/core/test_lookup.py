@@ -12,8 +12,8 @@ from core.decode.engine import Engine
 from core.drafting.lookup import LookupDrafter
 from core.drafting.suffix_index import Match, SuffixIndex, scan_longest_repeat
 from core.settings import Settings
-from tests.core.test_engine import assert_caches, exact_pair_law, run
-from tests.core.tiny import VOCAB, assert_matches, assert_rejects, noisy_copy, tiny_llama
+from tests.helpers.engine import assert_caches, exact_pair_law, run
+from tests.helpers.tiny import VOCAB, assert_matches, assert_rejects, noisy_copy
 
 # -- the index ---------------------------------------------------------------------------------
 
@@ -85,11 +85,6 @@ def test_lookup_drafter_proposes_only_from_a_long_enough_repeat() -> None:
 # -- in the engine -----------------------------------------------------------------------------
 
 REPEATING = [5, 6, 7, 8, 9, 10, 11, 3, 5, 6, 7]  # "5 6 7" repeats: the lookup copies 8 9 ...
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(2, seed=0)
 
 
 @pytest.mark.parametrize("source", ["lookup", "hybrid"])

@@ -13,16 +13,11 @@ from core.decode.engine import Engine
 from core.dispatch import VerifyCostCurve
 from core.drafting.base import Offer
 from core.settings import Settings
-from tests.core.test_engine import assert_caches, run
-from tests.core.tiny import VOCAB, noisy_copy, tiny_llama
+from tests.helpers.engine import assert_caches, run
+from tests.helpers.tiny import VOCAB, noisy_copy
 
 # The lookup copies from the start: "5 6 7" repeats, and so do shorter runs later.
 REPEATING = [5, 6, 7, 8, 9, 10, 11, 3, 5, 6, 7, 8, 9, 5, 6, 7]
-
-
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(2, seed=0)
 
 
 def curve(rows: dict[int, float], draft_step_s: float | None = None) -> VerifyCostCurve:

@@ -10,7 +10,7 @@ from core.bench.peer import is_peer_match, with_peer_counterparts
 from core.bench.results import BenchSetting
 from core.errors import UserError
 from core.settings import Settings
-from tests.core.test_bench import TINY, _run_cli
+from tests.helpers.bench import TINY, run_cli
 
 HAVE_HF = not peer_pld.missing_packages()
 
@@ -19,7 +19,7 @@ def test_the_peer_is_refused_in_one_sentence_where_a_package_is_missing(monkeypa
     monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch", "gguf"])
     with pytest.raises(UserError, match=r"needs torch, transformers, gguf and accelerate; torch, gguf will "
                        r"not import here\.$"):  # fmt: skip
-        _run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-pld"])
+        run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-pld"])
     with pytest.raises(peer_pld.PeerUnavailable, match=r"torch, gguf do not import here"):
         peer_pld.load_pld_peer("default")
 
@@ -81,4 +81,4 @@ def test_the_assisted_peer_is_refused_in_one_sentence_where_a_package_is_missing
     monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch"])
     with pytest.raises(UserError, match=r"^--peer transformers-assisted needs torch, transformers, "
                        r"gguf and accelerate; torch will not import here\.$"):  # fmt: skip
-        _run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-assisted"])
+        run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-assisted"])

@@ -218,7 +218,7 @@ def test_self_drafts_name_the_target_they_derive_from(tiny_pair) -> None:
 
 
 def test_a_gguf_is_named_by_its_sha256_hashed_once_per_version(tmp_path, hash_cache) -> None:
-    from tests.core.test_models import write_tiny_gguf
+    from tests.helpers.models import write_tiny_gguf
 
     path = write_tiny_gguf(tmp_path / "tiny.gguf", load_model("shape:tiny,dense"))
     loaded = load_model(str(path))

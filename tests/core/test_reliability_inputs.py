@@ -11,8 +11,8 @@ import pytest
 
 from core import models as M
 from core.settings import MAX_PREFILL_CHUNK, Settings, SettingsError
-from tests.core.cli_checks import QUICK, TINY, refused
-from tests.core.test_models import one_sentence
+from tests.helpers.cli_checks import QUICK, TINY, refused
+from tests.helpers.models import one_sentence
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 

@@ -29,7 +29,7 @@ from core.decode.sampling import (
     sample,
     tv_distance,
 )
-from tests.core.tiny import assert_matches, assert_rejects
+from tests.helpers.tiny import assert_matches, assert_rejects
 
 # -- float64 references written from docs/ARCHITECTURE.md -----------------------------------------------
 

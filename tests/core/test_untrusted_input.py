@@ -14,7 +14,7 @@ import pytest
 from core import cli
 from core import models as M
 from core.models import fetch as F
-from tests.core.test_models import fake_wheel, one_sentence
+from tests.helpers.models import fake_wheel, one_sentence
 
 
 @pytest.fixture(autouse=True)
@@ -200,7 +200,7 @@ def test_context_window_of_each_kind_of_model() -> None:
 
 def test_gguf_context_length_is_the_window(tmp_path) -> None:
     from core.models import context_window
-    from tests.core.test_models import write_tiny_gguf
+    from tests.helpers.models import write_tiny_gguf
 
     source = M.load_model("shape:tiny,dense")
     loaded = M.load_model(str(write_tiny_gguf(tmp_path / "t.gguf", source)))
@@ -334,8 +334,8 @@ def test_a_chat_that_drops_its_oldest_turns_keeps_both_caches_consistent() -> No
     from core.decode.engine import Engine
     from core.models.context import fit_conversation
     from core.settings import Settings
-    from tests.core.test_engine import assert_caches, run
-    from tests.core.tiny import VOCAB, tiny_llama
+    from tests.helpers.engine import assert_caches, run
+    from tests.helpers.tiny import VOCAB, tiny_llama
 
     target, draft = tiny_llama(2, seed=1), tiny_llama(1, seed=2)
     engine = Engine(target, draft, vocab_size=VOCAB)

@@ -11,7 +11,7 @@ import time
 
 from core.runtime.warmer import IdleProgress
 from core.settings import Settings
-from tests.tui.conftest import FakeSession, Script, hold
+from tests.helpers.app import FakeSession, Script, hold
 from tui.bridge import EngineBridge
 from tui.engine_info import CurveInfo
 from tui.messages import Calibrated, IdleWarmup, RunFinished

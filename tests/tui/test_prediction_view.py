@@ -7,7 +7,7 @@ from textual.widgets import DataTable, Static
 
 from core.events import CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
-from tests.tui.conftest import chat, wait_for
+from tests.helpers.app import chat, wait_for
 from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.composer import Composer

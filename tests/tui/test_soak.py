@@ -14,8 +14,8 @@ import textual.screen
 
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import FakeSession, Script
-from tests.tui.soak import soak
+from tests.helpers.app import FakeSession, Script
+from tests.helpers.soak import soak
 from tui.app import SpecDecApp
 
 TURNS = 200

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 from core.settings import Settings
 from core.sweep.frontier import frontier_summary
 from core.sweep.last import last_sweep_path, remember
-from tests.tui.conftest import ready
+from tests.helpers.app import ready
 from tui.screens.sweep import SweepScreen
 from tui.widgets.composer import Composer
 

@@ -14,7 +14,7 @@ from textual import events
 from textual._xterm_parser import XTermParser
 
 from core.settings import Settings
-from tests.tui.conftest import Script, ready, wait_for
+from tests.helpers.app import FUNCTION, REQUEST, Script, ready, wait_for
 from tui.keys import KEYS
 from tui.widgets.composer import Composer
 
@@ -168,15 +168,6 @@ async def test_a_modal_keeps_its_keys(make_app) -> None:
 
 
 # ---------------------------------------------------------------------------------- paste
-
-FUNCTION = "\n".join(
-    ["def summarize(xs):", '    """Count, mean, min and max of xs."""', "    total = 0",
-     "    count = 0", "    for x in xs:"]
-    + [f"        total += x * {i}  # step {i}" for i in range(34)]
-    + ["    return count, total / max(count, 1), min(xs), max(xs)"]
-)
-REQUEST = "Rename xs to values; return only the code."
-
 
 @pytest.mark.parametrize("newline", ["\n", "\r", "\r\n"], ids=["lf", "cr-tmux", "crlf"])
 async def test_a_pasted_40_line_function_keeps_every_line(make_app, script: Script,

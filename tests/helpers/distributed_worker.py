@@ -28,7 +28,7 @@ from core.decode.engine import Engine  # noqa: E402
 from core.events import RoundEvent, RunSummary  # noqa: E402
 from core.runtime.distributed import current_spmd, shard_model  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from tests.core.tiny import PROMPT, VOCAB, next_token_logits, noisy_copy, softmax, tiny_llama  # noqa: E402
+from tests.helpers.tiny import PROMPT, VOCAB, next_token_logits, noisy_copy, softmax, tiny_llama  # noqa: E402
 
 # A prompt with a repeat, so the lookup (and hybrid) sources have something to copy.
 REPEATING = [*PROMPT, 11, 12, 13, 14, 15, 16, 17, *PROMPT, 11, 12]
