@@ -30,7 +30,7 @@ def pytest_configure() -> None:
 # `make test` passes --no-loadscope-reorder, without which xdist reorders modules by their
 # number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
-    "tests/core/test_bench.py",
+    "tests/core/bench/test_protocol.py",
     "tests/core/test_sweep.py",
     "tests/core/test_compiled_step.py",
     "tests/tui/test_soak.py",

@@ -9,9 +9,9 @@ indented no deeper) is a module the page names in that package.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
+
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 
 

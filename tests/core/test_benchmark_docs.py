@@ -16,7 +16,9 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
+from tests.helpers import REPO
+
+BENCH = REPO / "docs" / "benchmarks"
 ED2 = "data/h200-2026-11-30/"
 
 
@@ -102,7 +104,7 @@ def test_every_table_of_a_page_is_generated() -> None:
         "| script | what it does |",
     }
     # pages written whole by their own script from raw JSON, and checked by its own test
-    whole_pages = {"real-pair.md"}  # real-pair/make_page.py; tests/core/test_bench_tasks.py
+    whole_pages = {"real-pair.md"}  # real-pair/make_page.py; tests/core/bench/test_tasks.py
     loose = []
     for page in render.pages(BENCH):
         if page.name in whole_pages:

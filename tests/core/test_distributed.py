@@ -24,9 +24,9 @@ import core.runtime.comm_meter as comm
 import core.runtime.distributed as dist
 from core.decode.trace import RoundTimer, active_timer
 from core.events import PHASES, PhaseTimings, RoundEvent
+from tests.helpers import REPO as ROOT
 from tests.helpers.tiny import VOCAB, assert_matches, assert_rejects, tiny_llama
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "helpers" / "distributed_worker.py"
 LAUNCH = "import sys; from mlx._distributed_utils.launch import main; sys.exit(main())"
 TIMEOUT_S = 240  # a hang would be a failure, never a stuck suite

@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from core import models as M
 from core.models.gguf_header import read_gguf_header
+from tests.helpers import REPO as ROOT
 from tests.helpers.models import one_sentence, write_tiny_gguf
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # Loads one file the way `--target FILE` does: exit 0 when it loads, 2 with the sentence.
 LOADER = """

@@ -7,9 +7,8 @@ idea: cut it by idea, as docs/ARCHITECTURE.md maps), and at most 8 modules direc
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.helpers import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 450
 MAX_TOP_MODULES = 8
 

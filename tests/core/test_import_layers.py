@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
 
 
 def _modules() -> dict[str, Path]:

@@ -19,6 +19,7 @@ from core import cli
 from core import models as M
 from core.io import atomic, untrusted, user_text
 from core.profile import Profile, ProfileStore
+from tests.helpers import REPO
 from tests.helpers.cli_checks import QUICK, TINY, last_error, refused  # noqa: F401
 from tests.helpers.models import one_sentence
 from tests.helpers.profile import SEED, make_run
@@ -122,7 +123,7 @@ def test_a_device_or_an_endless_prompt_file_is_refused_before_it_is_read(
         [sys.executable, "-c", "import sys; from core import cli; "
          f"sys.exit(cli.main({['bench', '--prompt-file', '/dev/zero', *QUICK[2:]]!r}))"],
         capture_output=True, text=True, timeout=60, preexec_fn=cap,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert "/dev/zero is a character device" in done.stderr and "Traceback" not in done.stderr

@@ -26,7 +26,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
+
 H200 = ROOT / "docs" / "benchmarks" / "h200"
 # The device: Linux, x86-64, CPython 3.12 (pack.sh downloads for it).
 DEVICE = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
 
 
 @pytest.fixture(scope="module")

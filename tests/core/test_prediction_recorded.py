@@ -19,8 +19,9 @@ import pytest
 
 from core.cost.prediction import RoundCost, predict_schedule
 from core.dispatch.curve import VerifyCostCurve, read_curve_file
+from tests.helpers import REPO
 
-DATA = Path(__file__).resolve().parents[2] / "docs/benchmarks/data/h200-2026-12-01/key72-256.json"
+DATA = REPO / "docs/benchmarks/data/h200-2026-12-01/key72-256.json"
 FIT_ROW = "fixed-8-tv1:bonus=true"
 
 

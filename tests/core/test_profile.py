@@ -39,9 +39,9 @@ from core.profile import (
     shipped_presets_dir,
 )
 from core.settings import DISPATCH, MAX_K, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
+from tests.helpers import REPO
 from tests.helpers.profile import ENV, SEED, make_run
 
-REPO = Path(__file__).resolve().parents[2]
 # --------------------------------------------------------------------------- helpers
 
 

@@ -12,12 +12,12 @@ import copy
 import importlib.util
 import re
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
+
 PAGE = ROOT / "docs" / "benchmarks" / "real-pair.md"
 SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-sweep"
 # An absolute path of a machine (the GPU's staging folder, a home, a temporary folder).

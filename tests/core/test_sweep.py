@@ -26,6 +26,7 @@ from core.sweep import (
     parse_policy,
     recommend,
 )
+from tests.helpers import REPO
 
 
 def cell(i: str, speedup: float | None, nll: float | None, task: float | None = None,
@@ -248,7 +249,7 @@ def test_the_real_pair_page_renders_a_sweep_without_machine_paths(tiny_sweep):
     measured ones, and a command whose absolute paths are cut to file names."""
     import importlib.util
 
-    script = Path(__file__).resolve().parents[2] / "docs/benchmarks/real-pair/make_page.py"
+    script = REPO / "docs/benchmarks/real-pair/make_page.py"
     spec = importlib.util.spec_from_file_location("make_page", script)
     assert spec is not None and spec.loader is not None
     make_page = importlib.util.module_from_spec(spec)

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
+
 SCRIPT = ROOT / "docs" / "benchmarks" / "h200" / "tp_report.py"
 OLD = ROOT / "docs" / "benchmarks" / "data" / "h200x2-2026-12-01"
 

@@ -14,6 +14,7 @@ import pytest
 from core import cli
 from core import models as M
 from core.models import fetch as F
+from tests.helpers import REPO as ROOT
 from tests.helpers.models import fake_wheel, one_sentence
 
 
@@ -129,7 +130,6 @@ def test_the_verdict_is_cached_by_size_and_mtime(fake_default, monkeypatch) -> N
 
 # --------------------------------------------------------------------------- prompts
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--target", "shape:tiny", "--draft", "shape:tiny-draft"]
 
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -29,9 +28,9 @@ from core.profile import ProfileRecorder, ProfileStore, TracedRequest, chrome_tr
 from core.profile.files import RUN_SUFFIX
 from core.runtime.version import tool_version, version_text
 from core.settings import Settings
+from tests.helpers import REPO as ROOT
 
 TINY = ("shape:tiny", "shape:tiny-draft")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_parameters(layers: int) -> int:

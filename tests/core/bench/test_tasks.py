@@ -9,6 +9,7 @@ from core.bench.errors import BenchError
 from core.bench.report import report_markdown
 from core.bench.tasks import parse_check
 from core.settings import Settings
+from tests.helpers import REPO
 
 RENAME_PROMPT = bench.load_prompt("code-rename")
 GOOD = """Here it is:
@@ -82,9 +83,8 @@ def test_the_real_pair_page_is_written_from_the_raw_reports(engine, tiny_pair, t
     predicted column waits for the H200 curve."""
     import importlib.util
     import json
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "docs/benchmarks/real-pair/make_page.py"
+    script = REPO / "docs/benchmarks/real-pair/make_page.py"
     spec = importlib.util.spec_from_file_location("make_page", script)
     assert spec is not None and spec.loader is not None
     make_page = importlib.util.module_from_spec(spec)
