@@ -37,7 +37,7 @@ SLOW_FIRST = (
     "tests/core/test_lookup.py",
     "tests/tui/test_app.py",
     "tests/tui/test_terminal_keys.py",
-    "tests/core/test_engine.py",
+    "tests/core/decode/test_engine.py",
     "tests/core/test_distributed.py",
     "tests/tui/test_snapshots.py",
     "tests/core/test_models.py",
