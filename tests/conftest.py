@@ -32,9 +32,9 @@ def pytest_configure() -> None:
 SLOW_FIRST = (
     "tests/core/bench/test_protocol.py",
     "tests/core/test_sweep.py",
-    "tests/core/test_compiled_step.py",
+    "tests/core/drafting/test_compiled.py",
     "tests/tui/test_soak.py",
-    "tests/core/test_lookup.py",
+    "tests/core/drafting/test_lookup.py",
     "tests/tui/test_app.py",
     "tests/tui/test_terminal_keys.py",
     "tests/core/decode/test_engine.py",
