@@ -40,7 +40,7 @@ SLOW_FIRST = (
     "tests/core/decode/test_engine.py",
     "tests/core/test_distributed.py",
     "tests/tui/test_snapshots.py",
-    "tests/core/test_models.py",
+    "tests/core/models/test_loader.py",
 )
 
 
