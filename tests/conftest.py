@@ -38,7 +38,7 @@ SLOW_FIRST = (
     "tests/tui/test_app.py",
     "tests/tui/test_terminal_keys.py",
     "tests/core/decode/test_engine.py",
-    "tests/core/test_distributed.py",
+    "tests/core/runtime/test_distributed.py",
     "tests/tui/test_snapshots.py",
     "tests/core/models/test_loader.py",
 )
