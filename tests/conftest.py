@@ -31,7 +31,7 @@ def pytest_configure() -> None:
 # number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
     "tests/core/bench/test_protocol.py",
-    "tests/core/test_sweep.py",
+    "tests/core/sweep/test_run.py",
     "tests/core/drafting/test_compiled.py",
     "tests/tui/test_soak.py",
     "tests/core/drafting/test_lookup.py",
