@@ -22,7 +22,7 @@
 # Packing again keeps .device/kcache.
 set -euo pipefail
 # Every [project] dependency of pyproject.toml is in exactly one of these three lists, and
-# every requirement of a packed wheel is packed or on the machine: tests/core/test_pack_deps.py
+# every requirement of a packed wheel is packed or on the machine: tests/docs/test_pack_deps.py
 # parses them (one array a line) and fails when they and pyproject.toml disagree.
 # Packed as wheels (pyproject's pins; the CLI imports each of them):
 PACK=("mlx==0.32.4" "mlx-lm==0.32.2" "gguf==0.19.0" "platformdirs>=4" "tomli-w>=1.0")
