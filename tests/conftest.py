@@ -36,7 +36,7 @@ SLOW_FIRST = (
     "tests/tui/test_soak.py",
     "tests/core/drafting/test_lookup.py",
     "tests/tui/test_app.py",
-    "tests/tui/test_terminal_keys.py",
+    "tests/tui/test_keys.py",
     "tests/core/decode/test_engine.py",
     "tests/core/runtime/test_distributed.py",
     "tests/tui/test_snapshots.py",
