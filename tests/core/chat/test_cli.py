@@ -3,10 +3,13 @@ calibration's and the prefill's progress on stderr, and a legend for the colours
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from core import cli
 from core.settings import first_run_settings
-
-TINY = ["--target", "shape:tiny", "--draft", "shape:tiny-draft"]
+from tests.helpers.cli_checks import TINY
 
 
 def test_chat_starts_where_the_app_does_and_says_what_it_waits_on(capsys) -> None:
@@ -23,3 +26,30 @@ def test_chat_starts_where_the_app_does_and_says_what_it_waits_on(capsys) -> Non
     assert "prefilling" in err and "prompt tokens" in err
     assert err.index("calibrated in") < err.index("prefilling")
     assert "colours:" in err and "copied" in err and "corrected" in err
+
+
+# --------------------------------------------------------------------------- folded in from test_reliability_inputs.py
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_chat_on_a_folder_with_a_broken_template_answers_and_says_so(
+    tiny_folder, tmp_path, capsys  # noqa: ANN001
+) -> None:
+    import shutil
+
+    from core import cli
+
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_folder, folder)
+    bad = "{{ raise_exception('this template refuses') }}"
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = bad
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    if (folder / "chat_template.jinja").exists():
+        (folder / "chat_template.jinja").write_text(bad)
+    argv = ["chat", "hi", "--target", str(folder), "--draft", "shape:tiny-draft",
+            "--max-tokens", "3"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert "The chat template of broken could not be used" in err and "refuses" in err, err

@@ -368,3 +368,25 @@ def test_which_specs_load_through_mlx_lm_sharded_loading(tmp_path: Path) -> None
     assert dist.mlx_source(str(tmp_path)) == str(tmp_path)
     for spec in ("default", "shape:qwen2.5-72b", "self:bits=4", "x.gguf", "./missing"):
         assert dist.mlx_source(spec) is None
+
+
+# --------------------------------------------------------------------------- folded in from test_hostile_input.py
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_lost_peer_sentence_does_not_promise_a_message_a_killed_rank_never_left(
+    monkeypatch,
+) -> None:
+    import core.runtime.distributed as D
+
+    class Group:
+        def rank(self) -> int:
+            return 1
+
+        def size(self) -> int:
+            return 2
+
+    monkeypatch.setattr(D, "_group", Group())
+    said = D.lost_peer_sentence(RuntimeError("[ring] Recv failed with errno=104"))
+    assert said is not None and "rank 1 of 2 lost its peers" in said
+    assert "unless it was killed" in said and "its own message says why" not in said
