@@ -1,6 +1,6 @@
-"""The test tree's own rules (issue 27): no test module imports another test module or a
-conftest (what they share is in tests/helpers/, fixtures in conftest.py files), and the
-slow modules the suite starts first (tests/conftest.py's SLOW_FIRST) exist, so a move cannot
+"""The test tree's own rules (issue 27): its folders mirror the source packages, no test module
+imports another test module or a conftest (what they share is in tests/helpers/, fixtures in
+conftest.py files), and the slow modules the suite starts first (tests/conftest.py's SLOW_FIRST) exist, so a move cannot
 silently drop them back to the end of the run."""
 
 from __future__ import annotations
@@ -74,3 +74,31 @@ def test_the_check_sees_a_crossing(tmp_path: Path) -> None:
 def test_the_slow_modules_started_first_exist() -> None:
     missing = [path for path in SLOW_FIRST if not (ROOT / path).is_file()]
     assert missing == [], f"tests/conftest.py's SLOW_FIRST names modules that are gone: {missing}"
+
+
+def unmirrored(root: Path = ROOT) -> list[str]:
+    """Test folders under tests/core and tests/tui with no source package at the same path
+    (tests/core/decode/ needs core/decode/): the tests mirror the tree they test."""
+    out = []
+    for side in ("core", "tui"):
+        base = root / "tests" / side
+        # __pycache__ and the snapshot plugin's __snapshots__ are not test folders
+        for folder in sorted(p for p in base.rglob("*") if p.is_dir()
+                             and not any(part.startswith("__") for part in p.relative_to(base).parts)):
+            source = root / folder.relative_to(root / "tests")
+            if not (source / "__init__.py").is_file():
+                out.append(str(folder.relative_to(root)))
+    return out
+
+
+def test_test_folders_mirror_the_source_packages() -> None:
+    assert unmirrored() == []
+
+
+def test_the_mirror_check_sees_a_folder_without_its_package(tmp_path: Path) -> None:
+    (tmp_path / "core" / "decode").mkdir(parents=True)
+    (tmp_path / "core" / "decode" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "core" / "decode").mkdir(parents=True)
+    (tmp_path / "tests" / "core" / "gone").mkdir(parents=True)
+    (tmp_path / "tests" / "tui" / "__snapshots__" / "test_x").mkdir(parents=True)
+    assert unmirrored(tmp_path) == ["tests/core/gone"]

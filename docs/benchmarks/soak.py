@@ -2,7 +2,7 @@
 
 Run from the repository root:  python docs/benchmarks/soak.py --minutes 5 [--json out.json]
 
-The same driver as tests/tui/test_soak.py (tests/tui/soak.py): headless Textual pilot, random
+The same driver as tests/tui/test_soak.py (tests/helpers/soak.py): headless Textual pilot, random
 TV / k / mode / rule / policy / rejected keys and profile switches between turns, a cancel
 mid-round every few turns, and after every turn the checks (the app answered, it shows the
 settings the engine ran with, nothing failed unseen). Here the engine is the real one

@@ -1,6 +1,6 @@
 """One rank of tests/core/runtime/test_distributed.py, launched N times by mlx.launch (ring backend).
 
-Usage (from the repo root): mlx.launch -n 2 -p PORT --python PY -- tests/core/distributed_worker.py
+Usage (from the repo root): mlx.launch -n 2 -p PORT --python PY -- tests/helpers/distributed_worker.py
 OUT_DIR JOB [CLI ARGS...]. Each rank writes OUT_DIR/rank{R}.json; the test compares the ranks with each other
 and with the unsharded twin every rank also builds (same seeds, same weights). Not a test
 module itself: pytest never collects it.

@@ -6,7 +6,7 @@ which must equal p (lossless) or pi = (1 - theta) p + theta q, theta = min(1, D/
 The references below are written from docs/ARCHITECTURE.md in float64 numpy, independently of the code.
 
 Statistical part: `accept_sampled` itself, vmapped over thousands of seeded keys, against the
-same closed forms by chi-square (tests/core/tiny.py; alpha = 1e-3 at a fixed seed, so every
+same closed forms by chi-square (tests/helpers/tiny.py; alpha = 1e-3 at a fixed seed, so every
 test is deterministic). Each distribution test also checks that the same sample rejects a
 plausible wrong answer, so a pass means something.
 """

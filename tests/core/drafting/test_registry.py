@@ -1,6 +1,6 @@
 """The drafter seam (core/drafting): a source added by one module and one register() call.
 
-tests/core/fixed_drafter.py is such a module: it proposes the same tokens every round and
+tests/helpers/fixed_drafter.py is such a module: it proposes the same tokens every round and
 knows nothing of the engine. These tests run the engine's unedited round with it and check
 what must hold for any source: greedy output equals the target's, lossless output follows the
 target's law (exact law by enumeration, seeded chi-square), every cache stays a prefix of the

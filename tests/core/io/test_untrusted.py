@@ -419,7 +419,7 @@ def test_a_profile_path_with_a_colon_is_a_path(tmp_path, monkeypatch) -> None:
 
 
 # ============================================================================================
-# Folded in from tests/core/test_hostile_input.py and test_untrusted_input.py (issues 24, 21):
+# Folded in from the old test_hostile_input.py and test_untrusted_input.py (issues 24, 21):
 # the file tests of the earlier passes, every assertion kept.
 
 

@@ -1,7 +1,7 @@
 """A target sharded over two processes (core/runtime/distributed.py), on this machine's ring backend.
 
 The launched tests start two ranks with mlx.launch (the same launcher users run), each running
-tests/core/distributed_worker.py or the real CLI, and compare what the ranks wrote: with each
+tests/helpers/distributed_worker.py or the real CLI, and compare what the ranks wrote: with each
 other (they must agree on everything but their clocks) and with the unsharded twin of the
 target every rank also builds. The rest checks the pieces in this process.
 """
