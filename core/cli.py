@@ -1,7 +1,8 @@
 """The `specdec-tui` command: no subcommand opens the TUI; the rest are headless.
 
 Headless subcommands never import Textual; each lives in the package that owns its idea
-(core.bench, core.dispatch.cli, core.profile) and registers its own flags here. Building the
+(core.chat.cli, core.bench, core.sweep.cli, core.dispatch.cli, core.profile) and registers
+its own flags here. Building the
 parser imports those packages, and with them MLX: `--help` lists every flag, in a second or
 two, but never loads Textual.
 """
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="one-shot answer to a prompt, printed with its round stats")
     _add_model_arguments(p)
     p.add_argument("prompt", help="the user message")
-    # None: not given, so --profile's value (else core.chat.cli.CHAT_DEFAULTS: 64, 0, speculative)
+    # None: not given, so --profile's value (else core.chat.cli.CHAT_DEFAULTS, the first run's)
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--mode", default=None)

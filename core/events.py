@@ -7,6 +7,7 @@ these types are their whole contract, and they round-trip through plain dicts (J
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,21 @@ COMM_NOTE = ("comm (priced): each collective of the sharded target is charged wh
 def phase_label(phase: str, sharded: bool) -> str:
     """`phase` as shown: in a sharded run (one with comm) verify and comm say what they are."""
     return SHARDED_LABELS.get(phase, phase) if sharded else phase
+
+
+def phase_shares(phase_s: Mapping[str, float], traced: bool = True) -> dict[str, float] | None:
+    """Each phase's share of the traced time, in PHASES order; None when the run split no
+    phases (untraced, or no time at all). The one computation: `chat`'s summary, the Rounds
+    and Profile panels and the compare screen all read it (four copies had drifted: one
+    divided by 1 when nothing was timed, one counted keys beyond PHASES). A negative time
+    (a hand-edited run file) counts as none."""
+    if not traced:
+        return None
+    times = {p: max(float(phase_s.get(p, 0.0)), 0.0) for p in PHASES}
+    total = sum(times.values())
+    if total <= 0:
+        return None
+    return {p: t / total for p, t in times.items()}
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,21 @@
 """Settings: everything that decides how one generation runs, validated once, frozen.
 
 The engine, the benchmark, the profiles on disk and the TUI keys all speak this one
-type; `replace()` makes the next value when a key moves a knob.
+type; `replace()` makes the next value when a key moves a knob. The command line's flags
+reach it through one table (`FLAG_FIELDS`, `flag_changes`, `with_flags`) that `bench`,
+`chat` and the app share.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.drafting import registry
-from core.errors import UserError
+from core.errors import UserError, lower_first
 
 MODES = ("target-only", "draft-only", "speculative")
 RULES = ("greedy", "lossless", "mentored")
@@ -102,6 +106,12 @@ class Settings:
     def greedy(self) -> bool:
         """Temperature 0 means argmax for both models, whatever the rule says."""
         return self.temperature == 0.0 or self.rule == "greedy"
+
+    @property
+    def longest_proposal(self) -> int:
+        """The most drafts one round of these settings can propose: k under a fixed policy,
+        else up to k_max (what a calibration and a warm-up must cover: that plus one row)."""
+        return min(self.k if self.policy == "fixed" else max(self.k, self.k_max), MAX_K)
 
     @property
     def effective_rule(self) -> str:
@@ -230,3 +240,67 @@ def first_run_settings() -> Settings:
 
 
 _DEFAULTS = Settings()
+
+
+# --------------------------------------------------------------------------- command-line flags
+
+# Every flag that sets one Settings field, by its argparse dest: the one table of `bench`,
+# `chat` and the app (each parser adds the flags it offers; a flag means one field everywhere).
+# They were mapped three times and had begun to differ (chat's skipped "" values, the bench's
+# named the flag in its errors, the app's knew only --target and --draft).
+FLAG_FIELDS: dict[str, str] = {
+    "target": "target",
+    "draft": "draft",
+    "mode": "mode",
+    "rule": "rule",
+    "tv": "tv_budget",
+    "k": "k",
+    "draft_source": "draft_source",
+    "policy": "policy",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "repetition_penalty": "repetition_penalty",
+    "dispatch": "dispatch",
+    "verify_attention": "verify_attention",
+    "fused_draft": "fused_draft",
+    "seed": "seed",
+    "max_tokens": "max_tokens",
+}
+
+
+def flag_changes(args: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The Settings fields a command line's flags set (FLAG_FIELDS): a flag left out (not in
+    the namespace, None, or "") sets nothing; `--no-bonus` sets bonus False. `skip` names
+    fields a command applies itself (the bench puts the loaded pair on every row)."""
+    skipped = set(skip)
+    out: dict[str, Any] = {}
+    for dest, name in FLAG_FIELDS.items():
+        value = getattr(args, dest, None)
+        if name not in skipped and value is not None and value != "":
+            out[name] = value
+    if getattr(args, "no_bonus", False) and "bonus" not in skipped:
+        out["bonus"] = False
+    return out
+
+
+def with_flags(base: Settings, changes: Mapping[str, Any]) -> Settings:
+    """`base` with the flags' `changes` (flag_changes) on top. A value out of range is a
+    SettingsError that names the flag it came from ("--tv: tv_budget must be between 0 and
+    1; got 2.0."), so the user knows which word of the command to fix."""
+    try:
+        return base.replace(**changes)
+    except SettingsError as exc:
+        text = str(exc)
+        named = re.match(r"(?:Setting )?(\w+)", text)
+        flag = _flag_of(named.group(1)) if named and named.group(1) in changes else None
+        if flag is None:
+            raise
+        raise SettingsError(f"{flag}: {lower_first(text)}") from None
+
+
+def _flag_of(name: str) -> str | None:
+    """The flag that sets field `name` (None: no flag does)."""
+    if name == "bonus":
+        return "--no-bonus"
+    dest = next((d for d, f in FLAG_FIELDS.items() if f == name), None)
+    return None if dest is None else f"--{dest.replace('_', '-')}"

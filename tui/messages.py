@@ -1,5 +1,5 @@
 """The messages the engine thread posts to the app (tui/bridge.py posts them, with
-post_message: thread-safe, never waited for; tui/engine_events.py folds them into the app).
+post_message: thread-safe, never waited for; the app's features, tui/features/, fold them).
 
 Kept apart from the thread that posts them so a widget or test that reads a message does not
 import the thread and its queue. A run's messages carry `seq`, their place in the run, set by

@@ -1,7 +1,7 @@
 """RunRecord: a finished run of this session as the app keeps it (to compare, save, show).
 
 Plain data beside the widgets that show it (tui/widgets/profile_panel.py, tui/screens/compare.py)
-and the app modules that fill it (tui/engine_events.py, tui/profiles.py).
+and the app features that fill it (tui/features/runs.py, tui/features/profiles.py).
 """
 
 from __future__ import annotations

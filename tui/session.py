@@ -68,6 +68,12 @@ class MLXSession:
                                       fused_draft=True)]  # fmt: skip
         self.warmer.plan_idle(every_size(every, rows=range(1, MAX_K + 2),
                                          has_draft=self.pair.draft is not None))  # fmt: skip
+        # A GPU whose matrix kernels are not compiled yet starts narrow until the idle warm-up
+        # has compiled them (core/runtime/warm_start.py: 30 s a kernel, none below 8 rows).
+        from core.runtime.warm_start import NarrowGate, narrow_start
+
+        self.narrow = NarrowGate(narrow_start([self.engine.target_model,
+                                               self.engine.draft_model]), self.warmer)  # fmt: skip
         self.warmup: Any = None  # the last turn's first-round WarmupRecord
         self.tokenizer = self.pair.target.tokenizer
         # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
@@ -160,9 +166,13 @@ class MLXSession:
     ) -> Iterable[RoundEvent | RunSummary]:
         # What this turn's first rounds use, before its first round (the compile notices are
         # forwarded by the bridge); the rest was or will be warmed while idle.
+        said = self.narrow.announce()
+        if said:  # the bridge shows a core WARNING as a notification
+            logging.getLogger("core.runtime.warm_start").warning(said)
+        settings = self.narrow.settings(settings)
         self.warmup = self.warmer.first_round(settings, len(prompt_ids))
         return self.engine.generate(prompt_ids, settings, cancel=cancel,
-                                    settings_source=settings_source)
+                                    settings_source=self.narrow.source(settings_source))
 
     def warm_idle(self, settings: Settings) -> Any:
         """One size of the idle warm-up, preferring what `settings`' next turn would use; None
@@ -178,6 +188,7 @@ class MLXSession:
         engine (None: none kept, or it does not match); notices for files ignored."""
         from core.dispatch.curve_cache import engine_key, load_curve
 
+        settings = self.narrow.settings(settings)  # a short kept curve serves a narrow start
         found = load_curve(engine_key(self.engine, settings), settings)
         notices = (found.notice,) if found.notice else ()
         if found.kept is None:
@@ -187,7 +198,8 @@ class MLXSession:
         return curve_info(curve, settings.greedy, kept_at=found.kept.when()), notices
 
     def needs_curve(self, settings: Settings) -> bool:
-        return self.engine.needs_curve(settings)
+        self.narrow.drop_short_curve(self.engine, settings)  # lifted: measure the full rows
+        return self.engine.needs_curve(self.narrow.settings(settings))
 
     def calibrate(self, settings: Settings, progress: Callable[[float, str], None],
                   cancel: threading.Event | None = None) -> CurveInfo:
@@ -200,8 +212,10 @@ class MLXSession:
 
         # Measured now (`c`, or a first turn that found no kept curve), after a warm-up of every
         # row and mode it times (no sample includes a compile); kept for the next start.
-        result = curve_for(self.engine, settings, context=128, progress=report, cancel=cancel,
-                           remeasure=True, label=self.pair.target.name)  # fmt: skip
+        # narrow while the GEMM kernels are not compiled: at most its rows (none compiled)
+        result = curve_for(self.engine, self.narrow.settings(settings), context=128,
+                           progress=report, cancel=cancel, remeasure=True,
+                           label=self.pair.target.name, max_rows=self.narrow.rows)  # fmt: skip
         curve = result.curve
         curve.target_spec, curve.target_name = self.pair.target.spec, self.pair.target.name
         if self.pair.draft is not None:

@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from core.decode.acceptance import PositionTally
-from core.events import RoundEvent, RunSummary
+from core.events import PHASES, RoundEvent, RunSummary, phase_shares
 
 # "comm" is nonzero only for a target sharded over ranks (core/runtime/distributed.py); see phases_shown
-SHOWN_PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
+SHOWN_PHASES = PHASES
 
 
 @dataclass
@@ -117,9 +117,6 @@ class RoundStats:
     sources: SourceStats = field(default_factory=SourceStats)
     summary: RunSummary | None = None
 
-    def reset(self) -> None:
-        self.__init__()  # type: ignore[misc]
-
     @classmethod
     def from_rounds(cls, rounds: Iterable[RoundEvent], summary: RunSummary | None) -> RoundStats:
         stats = cls()
@@ -211,6 +208,6 @@ class RoundStats:
         return tuple(p for p in SHOWN_PHASES if p != "comm" or self.phases["comm"].total > 0)
 
     def share(self, phase: str) -> float:
-        """Fraction of traced time spent in `phase`."""
-        denom = sum(self.phases[p].total for p in SHOWN_PHASES)
-        return self.phases[phase].total / denom if denom else 0.0
+        """Fraction of traced time spent in `phase` (core.events.phase_shares; 0 untraced)."""
+        shares = phase_shares({p: self.phases[p].total for p in SHOWN_PHASES})
+        return 0.0 if shares is None else shares[phase]

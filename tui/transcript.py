@@ -11,37 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rich.style import Style
 from rich.text import Text
 
+from core.chat.palette import (
+    ORIGIN_HELP,
+    ORIGIN_STYLES,
+    REJECTED,
+    REJECTED_COPY,
+    REJECTED_KINDS,
+)
 from core.events import RoundEvent
 
-REJECTED = "rejected"
-REJECTED_COPY = "rejected copy"  # a looked-up draft the target threw away
-
-# Colours by origin: what the target kept from the draft is green, what it kept of a copy
-# (draft_source lookup or hybrid) turquoise, its own decisions are warm.
-ORIGIN_STYLES: dict[str, Style] = {
-    "accepted": Style(color="green3"),
-    "copied": Style(color="medium_turquoise"),
-    "corrected": Style(color="dark_orange", bold=True),
-    "bonus": Style(color="deep_sky_blue1", bold=True),
-    "target": Style(color="grey93"),
-    "draft": Style(color="orchid"),
-    REJECTED: Style(color="red3", strike=True, dim=True),
-    REJECTED_COPY: Style(color="medium_purple", strike=True, dim=True),
-}
-ORIGIN_HELP = {
-    "accepted": "draft token the target accepted",
-    "copied": "looked-up token the target accepted (copied from earlier in the chat)",
-    "corrected": "target's token after it rejected a draft",
-    "bonus": "target's extra token after a fully accepted draft",
-    "target": "target-only decoding",
-    "draft": "draft-only decoding",
-    REJECTED: "draft token the target threw away",
-    REJECTED_COPY: "looked-up token the target threw away",
-}
-REJECTED_KINDS = frozenset({REJECTED, REJECTED_COPY})
+# The one origin palette (core/chat/palette.py), shared with `chat`; importable from here.
+__all__ = ["ORIGIN_HELP", "ORIGIN_STYLES", "REJECTED", "REJECTED_COPY", "REJECTED_KINDS",
+           "COPY_SOURCES", "Decode", "Piece", "Transcript"]
 # Sources whose drafts are copies of the conversation (core.drafting.lookup).
 COPY_SOURCES = frozenset({"lookup"})
 

@@ -8,10 +8,12 @@ untraced ones for the phase split and the tracing overhead, and, per setting, th
 NLL of the text against target-only's, the realised per-step TV, a greedy-equivalence check
 and the outputs side by side. Peer rows time mlx-lm's own loops on the same models.
 
-Modules: prompts (shipped prompts), results (rows and report), requests (one request),
-protocol (`run_protocol`), quality (NLL, greedy check), peer (mlx-lm), report (renderings),
-cli (`specdec-tui bench`), flags (what its flags ask for). The names below are the package's
-public API.
+Modules: prompts (shipped prompts), tasks (checkable answers), results (rows and report),
+fmt (number formats), requests (one request), protocol (`run_protocol`, `ProtocolConfig`,
+`ProtocolInputs`), quality (NLL, greedy check), predicted (predicted beside measured),
+provenance (the models every row ran), peer (mlx-lm), peer_pld (transformers' prompt lookup
+and assisted generation), report (renderings), errors, cli (`specdec-tui bench`), flags (what
+its flags ask for). The names below are the package's public API.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from core.bench.prompts import (
     prompt_names,
     prompt_token_budget,
 )
-from core.bench.protocol import Progress, run_protocol
+from core.bench.protocol import Progress, ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.quality import NLL_BASIS, first_divergence, score_nll
 from core.bench.report import CSV_COLUMNS, print_table
 from core.bench.results import (
@@ -58,6 +60,8 @@ __all__ = [
     "Divergence",
     "Peer",
     "Progress",
+    "ProtocolConfig",
+    "ProtocolInputs",
     "SettingLike",
     "add_bench_arguments",
     "describe",

@@ -1,5 +1,5 @@
-"""`specdec-tui bench`: its flags, and the run with its files (what the flags ask for, checked
-before any model loads: core/bench/flags.py).
+"""`specdec-tui bench`: its flags, and the run with its files, in named steps (what the flags
+ask for, checked before any model loads, is read in core/bench/flags.py).
 
 Why a module of its own: the protocol is a pure function the TUI calls too; everything that
 reads a command line, draws a progress bar or writes a report lives here.
@@ -9,23 +9,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from core.bench.errors import BenchError
 from core.bench.flags import (
+    OUTPUT_FLAGS,
     check_counts,
+    check_output_paths,
     check_peer_and_budget,
     check_peer_packages,
     curve_from_args,
-    lower_first,
     peer_from_args,
     prompt_from_args,
     settings_from_args,
-    split_profile_spec,
 )
 from core.bench.peer import PEERS
 from core.bench.prompts import (
@@ -35,11 +37,12 @@ from core.bench.prompts import (
     prompt_kind,
     prompt_names,
 )
-from core.bench.protocol import check_seeds, run_protocol
+from core.bench.protocol import ProtocolConfig, ProtocolInputs, check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting
 from core.drafting import registry
-from core.io.atomic import Output, check_outputs, write_atomic
+from core.errors import lower_first
+from core.io.atomic import Output, write_atomic
 from core.runtime.distributed import is_rank0, rank0_only
 from core.settings import (
     DISPATCH,
@@ -146,43 +149,6 @@ def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any, pair
     return f"{args.curve} (measured on {where})"
 
 
-OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
-
-
-def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
-    """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
-    the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
-    from core.profile import profile_paths
-
-    found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
-                                    ("curve", getattr(args, "curve", None))]  # fmt: skip
-    for role in ("target", "draft"):
-        found.append((f"{role} model", getattr(args, role, None)))
-    specs = list(getattr(args, "bench_profiles", None) or [])
-    top = getattr(args, "profile", None)
-    if isinstance(top, str) and top:
-        specs.append(top)
-    for spec in specs:
-        name, _ = split_profile_spec(spec)
-        found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
-    return found
-
-
-def _check_output_paths(args: argparse.Namespace) -> dict[str, Output]:
-    """Fail before a long run, not after it, when an output cannot or must not be written
-    there: the rule every command shares (core.io.atomic.check_outputs: folders, devices,
-    FIFOs and dangling links refused, links written through, an existing file only with
-    --force, never an input, no two outputs on one file, `-` for stdout)."""
-    if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
-        raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
-    return check_outputs(
-        [(f"--{flag}", getattr(args, flag, None)) for flag in OUTPUT_FLAGS],
-        force=getattr(args, "force", False),
-        inputs=bench_inputs(args),
-        stdout=[f"--{flag}" for flag in OUTPUT_FLAGS],
-    )
-
-
 @rank0_only  # launched over ranks: one report, not one per rank
 def _write(out: Output, text: str) -> None:
     """A report file, replaced whole or not at all (a reader never sees half a report)."""
@@ -213,47 +179,107 @@ class LogLines:
 
 
 def run_bench_cli(args: argparse.Namespace) -> int:
-    """`specdec-tui bench`: load the pair, run the protocol with a progress bar, write reports."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.text import Text
+    """`specdec-tui bench`: load the pair, run the protocol with a progress bar, write reports.
 
-    # An output on stdout (`--csv -`) is the only thing there: the table goes to stderr.
-    to_stdout = any(getattr(args, f, None) == "-" for f in OUTPUT_FLAGS)
-    console = Console(stderr=to_stdout)
-    if not console.is_terminal:  # a log file: room for every column rather than 80
-        console.width = max(console.width, 160)
-    err = Console(stderr=True)
+    In named steps, each its own function: what the flags ask for (checked before any model
+    loads), the one pair every row runs on, loading it, the prompt and the peer on it, the
+    protocol under a progress display, and what the report is stamped with."""
+    console, err = _consoles(args)
     if getattr(args, "list_prompts", False):
         for name in prompt_names():
             console.print(f"{name}  ({prompt_kind(name)})")
         return 0
+    ask = _read_flags(args)
+    target, draft, rows = _one_pair(args, ask.rows, err)
+    log = None if err.is_terminal else LogLines(err)
+    pair, engine, spmd = _load(args, rows, target, draft, err, log)
+    curve_note = _use_curve(args, ask.curve, engine, err, pair) if ask.curve is not None else None
+    prompt_ids, used = fit_prompt_ids(
+        pair.target.tokenizer, ask.text, ask.budget, model=pair.target.name,
+        specials_in_text=getattr(args, "special_tokens_in_text", False),
+        notice=lambda t: err.print(_yellow(t)),
+    )
+    from core.models import check_request, pair_context_window
+
+    check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
+    inputs = _protocol_inputs(args, ask, rows, pair, target, draft)
+    report = _run_with_progress(args, engine, prompt_ids, rows, inputs, err, log)
+    _stamp(report, pair, spmd, curve_note, ask, used)
+    print_table(report, console)
+    return _write_outputs(ask.outputs, report, console)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a bench command line asks for, read and checked before any model loads."""
+
+    outputs: dict[str, Output]
+    rows: list[BenchSetting]
+    curve: Any | None
+    prompt_name: str
+    text: str
+    budget: int | None
+
+
+def _yellow(text: str) -> Any:
+    from rich.text import Text
+
+    return Text(text, style="yellow")
+
+
+def _consoles(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The report's console and stderr's. An output on stdout (`--csv -`) is the only thing
+    there: the table goes to stderr then; a log file gets room for every column."""
+    from rich.console import Console
+
+    to_stdout = any(getattr(args, f, None) == "-" for f in OUTPUT_FLAGS)
+    console = Console(stderr=to_stdout)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    return console, Console(stderr=True)
+
+
+def _read_flags(args: argparse.Namespace) -> _Asked:
+    """Validation: every flag read and checked before a long model load (a typo is one
+    sentence, not a failure after minutes), in the order the checks were always made."""
     check_counts(args)
-    outputs = _check_output_paths(args)
+    outputs = check_output_paths(args)
     rows = settings_from_args(args)
     check_seeds(rows, args.seeds)
     check_peer_and_budget(args, rows)  # before the models load, not after (issue 32)
     curve = curve_from_args(args, rows)
     prompt_name, text, budget = prompt_from_args(args)
+    return _Asked(outputs, rows, curve, prompt_name, text, budget)
 
+
+def _one_pair(args: argparse.Namespace, rows: list[BenchSetting],
+              err: Any) -> tuple[str, str, list[BenchSetting]]:  # fmt: skip
+    """The pair every row runs on (--target/--draft, else the first row's), and the rows
+    saying so: a profile's own target, often "default", is not what ran under --target."""
     first = rows[0].settings
     target = args.target or first.target
     draft = args.draft or first.draft
     others = {(b.settings.target, b.settings.draft) for b in rows} - {(first.target, first.draft)}
     if others and not (args.target and args.draft):
-        err.print(Text(f"settings name different models; all rows run on {target} / {draft}",
-                       style="yellow"))  # fmt: skip
-    # Every row runs on the one pair loaded here, so its settings say so (a profile's own
-    # target, often "default", is not what ran under --target).
+        err.print(_yellow(f"settings name different models; all rows run on {target} / {draft}"))
     rows = [BenchSetting(b.name, b.settings.replace(target=target, draft=draft)) for b in rows]
+    return target, draft, rows
+
+
+def _load(args: argparse.Namespace, rows: list[BenchSetting], target: str, draft: str,
+          err: Any, log: LogLines | None) -> tuple[Any, Any, Any]:  # fmt: skip
+    """Loading: the pair (sharded over the ranks when launched so) and its engine, with a
+    spinner on a terminal or a line in a log; the draft only where a row or the peer uses it."""
+    from rich.text import Text
+
     from core.decode.engine import Engine
-    from core.models import check_request, load_pair, pair_context_window
+    from core.models import load_pair
     from core.runtime.distributed import current_spmd
 
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     check_peer_packages(args)  # before any model loads
-    needs_draft = args.peer in ("mlx-lm", "transformers-assisted") or any(b.settings.mode != "target-only" for b in rows)
-    log = None if err.is_terminal else LogLines(err)
+    needs_draft = (args.peer in ("mlx-lm", "transformers-assisted")
+                   or any(b.settings.mode != "target-only" for b in rows))  # fmt: skip
     loading = Text(f"loading {target} / {draft}")
     if log is not None:
         log.line(loading.plain)
@@ -264,39 +290,57 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     if log is not None:
         log.line("loaded")
     if pair.draft is not None and not pair.speculation_ok:
-        err.print(Text(str(pair.speculation_reason), style="yellow"))
-    curve_note = _use_curve(args, curve, engine, err, pair) if curve is not None else None
-    prompt_ids, used = fit_prompt_ids(
-        pair.target.tokenizer, text, budget, model=pair.target.name,
-        specials_in_text=getattr(args, "special_tokens_in_text", False),
-        notice=lambda t: err.print(Text(t, style="yellow")),
-    )
-    check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
+        err.print(_yellow(str(pair.speculation_reason)))
+    return pair, engine, spmd
 
+
+def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSetting],
+                     pair: Any, target: str, draft: str) -> ProtocolInputs:  # fmt: skip
+    """Peers and checks: the peer on the loaded pair, ids decoded by the target's tokenizer,
+    and a shipped prompt's check of the answer (the text before the first EOS)."""
     peer = peer_from_args(args, rows, pair, target, draft)
 
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
-    check = prompt_check(prompt_name) if prompt_name in prompt_names() else None
+    check = prompt_check(ask.prompt_name) if ask.prompt_name in prompt_names() else None
 
-    def check_task(ids: list[int]) -> bool:  # the answer: the text before the first EOS
+    def check_task(ids: list[int]) -> bool:
         assert check is not None
         end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
         return check(decode(ids[:end]))
+
+    return ProtocolInputs(
+        decode=decode, peer=peer, task=check_task if check is not None else None,
+        task_name=check.describe() if check is not None else None,
+    )  # fmt: skip
+
+
+def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[int],
+                       rows: list[BenchSetting], inputs: ProtocolInputs, err: Any,
+                       log: LogLines | None) -> Any:  # fmt: skip
+    """Progress: the protocol under a transient bar on a terminal (a line a step in a log),
+    with a fresh GPU's compile notices shown as they come."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from core.runtime.compile_watch import notices_to
 
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
-    from core.runtime.compile_watch import notices_to
 
     def compile_notice(n: Any) -> None:  # a fresh GPU compiling before the first timing
         if log is not None:
             log.line(n.text)
         else:
-            err.print(Text(n.text, style="yellow"))
+            err.print(_yellow(n.text))
 
+    config = ProtocolConfig(
+        tokens=args.tokens, seeds=args.seeds, invocations=args.invocations, warmup=args.warmup,
+        traced=not args.no_traced, quality=not args.no_quality,
+        predict=not getattr(args, "no_predict", False),
+    )  # fmt: skip
     with bar, notices_to(compile_notice):
         task = bar.add_task("benchmark", total=None)
 
@@ -305,29 +349,29 @@ def run_bench_cli(args: argparse.Namespace) -> int:
             if log is not None:
                 log.line(f"{done}/{total} {label}")
 
-        report = run_protocol(
-            engine, prompt_ids, rows,
-            tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
-            warmup=args.warmup, traced=not args.no_traced, progress=progress, decode=decode,
-            peer=peer, quality=not args.no_quality,
-            predict=not getattr(args, "no_predict", False),
-            task=check_task if check is not None else None,
-            task_name=check.describe() if check is not None else None,
-        )  # fmt: skip
+        report = run_protocol(engine, prompt_ids, rows, config,
+                              dataclasses.replace(inputs, progress=progress))  # fmt: skip
     warm = report.environment.get("warmup") or {}
     if warm.get("ran") and not warm.get("settled"):
-        err.print(Text("the compile warm-up's single-row steps did not settle: the first timed "
-                       "requests may still include compiles", style="yellow"))  # fmt: skip
+        err.print(_yellow("the compile warm-up's single-row steps did not settle: the first "
+                          "timed requests may still include compiles"))  # fmt: skip
+    return report
+
+
+def _stamp(report: Any, pair: Any, spmd: Any, curve_note: str | None, ask: _Asked,
+           used: str) -> None:  # fmt: skip
+    """Stamping: the command, a sharded run's comm prices, where a replayed curve came
+    from, the prompt as used and the loaded models, kept in the report's protocol."""
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if spmd is not None:  # how its comm was measured, and the prices it charged
         report.environment["sharded"] = spmd.describe()
     if curve_note is not None and report.protocol.get("calibration"):
         report.protocol["calibration"]["from"] = curve_note
     report.protocol["prompt"] = {
-        "name": prompt_name,
-        "kind": prompt_kind(prompt_name),
+        "name": ask.prompt_name,
+        "kind": prompt_kind(ask.prompt_name),
         "text": used,
-        "cut_to_tokens": budget,
+        "cut_to_tokens": ask.budget,
     }
     report.protocol["models"] = {
         **report.protocol.get("models", {}),  # the identities, from run_protocol
@@ -336,8 +380,6 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         "random_weights": bool(pair.target.random_weights),
         "vocab_size": pair.vocab_size,
     }
-    print_table(report, console)
-    return _write_outputs(outputs, report, console)
 
 
 def _write_outputs(outputs: dict[str, Output], report: Any, console: Any) -> int:

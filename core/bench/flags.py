@@ -1,8 +1,10 @@
 """What a `specdec-tui bench` command line asks for, checked before any model loads.
 
-The rows (profiles with overrides, or one flag-built setting), the prompt, a replayed curve
-and the peer, each read from the flags here so run_bench_cli (core/bench/cli.py) reads as the
-run it is: a typo in a flag is one sentence before a long load, not a failure after it.
+The rows (profiles with overrides, or one flag-built setting: the flags to Settings through
+core.settings.flag_changes, as chat and the app map them), the output paths, the prompt, a
+replayed curve and the peer, each read from the flags here so run_bench_cli
+(core/bench/cli.py) reads as the run it is: a typo in a flag is one sentence before a long
+load, not a failure after it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from core.bench.errors import BenchError
 from core.bench.peer import Peer
 from core.bench.prompts import DEFAULT_PROMPT, read_prompt
 from core.bench.results import BenchSetting, describe
+from core.errors import lower_first
+from core.io.atomic import Output, check_outputs
 from core.io.user_text import prompt_text
 from core.settings import (
     MAX_TOKENS,
@@ -22,34 +26,10 @@ from core.settings import (
     SettingsError,
     field_names,
     field_type,
+    flag_changes,
     type_words,
+    with_flags,
 )
-
-_FLAG_FIELDS = {
-    "mode": "mode",
-    "rule": "rule",
-    "tv": "tv_budget",
-    "k": "k",
-    "draft_source": "draft_source",
-    "policy": "policy",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "repetition_penalty": "repetition_penalty",
-    "dispatch": "dispatch",
-    "verify_attention": "verify_attention",
-    "fused_draft": "fused_draft",
-    "seed": "seed",
-}
-
-
-def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The Settings fields the flags set; they override every profile's."""
-    out = {
-        f: getattr(args, a) for a, f in _FLAG_FIELDS.items() if getattr(args, a, None) is not None
-    }
-    if getattr(args, "no_bonus", False):
-        out["bonus"] = False
-    return out
 
 
 def split_profile_spec(spec: str) -> tuple[str, str]:
@@ -138,7 +118,9 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     top = getattr(args, "profile", None)  # the top-level --profile, when given before `bench`
     if isinstance(top, str) and top and top not in specs:
         specs.insert(0, top)
-    flags = flag_overrides(args)
+    # The flags over every row; --target and --draft are the loaded pair's, put on every
+    # row by run_bench_cli once it is chosen.
+    flags = flag_changes(args, skip=("target", "draft"))
     override_dir = getattr(args, "profiles_dir", None)
     rows: list[BenchSetting] = []
     for spec in specs:
@@ -148,39 +130,27 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
             s = profile.settings.replace(**extra)
         except SettingsError as exc:
             raise BenchError(f"--profile {spec}: {lower_first(str(exc))}") from None
-        s = _with_flags(s, flags)
+        s = with_flags(s, flags)
         rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
     if not rows:
         flags.setdefault("mode", "speculative")
-        s = _with_flags(Settings(), flags)
+        s = with_flags(Settings(), flags)
         rows.append(BenchSetting(describe(s), s))
     return rows
 
 
-def _with_flags(s: Settings, flags: dict[str, Any]) -> Settings:
-    """The command line's flags over a row's settings; an out-of-range one names its flag."""
-    try:
-        return s.replace(**flags)
-    except SettingsError as exc:
-        flag = next((f"--{a.replace('_', '-')}" for a, f in _FLAG_FIELDS.items()
-                     if f in flags and str(exc).startswith(f)), None)  # fmt: skip
-        if flag is None:
-            raise
-        raise BenchError(f"{flag}: {lower_first(str(exc))}") from None
-
-
-def lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text else text
+def first_fixed_k(rows: list[BenchSetting], default: int) -> int:
+    """The first fixed-k speculative row's k (a peer drafts as our row it is compared with
+    does), else `default`."""
+    return next(
+        (b.settings.k for b in rows
+         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), default,
+    )  # fmt: skip
 
 
 def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
     """mlx-lm's draft length: --peer-k, else the first fixed-k speculative row's k, else 4."""
-    if args.peer_k is not None:
-        return int(args.peer_k)
-    return next(
-        (b.settings.k for b in rows
-         if b.settings.mode == "speculative" and b.settings.policy == "fixed"), 4,
-    )  # fmt: skip
+    return int(args.peer_k) if args.peer_k is not None else first_fixed_k(rows, 4)
 
 
 def check_peer_and_budget(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
@@ -289,10 +259,7 @@ def peer_from_args(args: argparse.Namespace, rows: list[BenchSetting], pair: Any
     if args.peer == "transformers-assisted":
         from core.bench.peer_pld import ASSISTED_K, load_assisted_peer
 
-        k = args.peer_k or next(
-            (b.settings.k for b in rows
-             if b.settings.mode == "speculative" and b.settings.policy == "fixed"), ASSISTED_K,
-        )  # fmt: skip
+        k = args.peer_k or first_fixed_k(rows, ASSISTED_K)
         if not 1 <= k <= 32:
             raise BenchError(f"--peer-k must be between 1 and 32, got {k}.")
         peer = load_assisted_peer(target, draft, k)
@@ -305,3 +272,40 @@ def peer_from_args(args: argparse.Namespace, rows: list[BenchSetting], pair: Any
             vocab_size=pair.vocab_size,
         )
     return peer
+
+
+OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
+
+
+def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
+    the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
+    from core.profile import profile_paths
+
+    found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
+                                    ("curve", getattr(args, "curve", None))]  # fmt: skip
+    for role in ("target", "draft"):
+        found.append((f"{role} model", getattr(args, role, None)))
+    specs = list(getattr(args, "bench_profiles", None) or [])
+    top = getattr(args, "profile", None)
+    if isinstance(top, str) and top:
+        specs.append(top)
+    for spec in specs:
+        name, _ = split_profile_spec(spec)
+        found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
+    return found
+
+
+def check_output_paths(args: argparse.Namespace) -> dict[str, Output]:
+    """Fail before a long run, not after it, when an output cannot or must not be written
+    there: the rule every command shares (core.io.atomic.check_outputs: folders, devices,
+    FIFOs and dangling links refused, links written through, an existing file only with
+    --force, never an input, no two outputs on one file, `-` for stdout)."""
+    if getattr(args, "trace", None) is not None and getattr(args, "no_traced", False):
+        raise BenchError("--trace needs the traced requests that --no-traced skips; drop one.")
+    return check_outputs(
+        [(f"--{flag}", getattr(args, flag, None)) for flag in OUTPUT_FLAGS],
+        force=getattr(args, "force", False),
+        inputs=bench_inputs(args),
+        stdout=[f"--{flag}" for flag in OUTPUT_FLAGS],
+    )

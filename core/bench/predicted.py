@@ -33,7 +33,7 @@ def needed_calibration(rows: Sequence[BenchSetting]) -> dict[str, Any] | None:
     spec = [b.settings for b in rows if b.settings.mode == "speculative"]
     if not spec:
         return None
-    longest = max((s.k if s.policy == "fixed" else max(s.k, s.k_max)) for s in spec)
+    longest = max(s.longest_proposal for s in spec)
     modes = ["auto"]
     for s in spec:
         if s.dispatch in ("gemv", "gemm"):
@@ -144,7 +144,7 @@ def attach_predictions(
         if main not in prices:
             prices[main] = source_price(engine, main, view)
         accept = r.per_position_acceptance
-        k_max = min(max(s.k, s.k_max if s.policy != "fixed" else s.k), MAX_K)
+        k_max = s.longest_proposal
         best = predict(RoundCost(verify, prices[main], t_step, t_accept=t_accept), accept,
                        bonus=s.bonus, k_max=k_max, k_min=0).best  # fmt: skip
         r.prediction = {

@@ -1,13 +1,17 @@
 """The seed's benchmark protocol over an Engine: warm-up, timed and traced requests, quality.
 
 `run_protocol` is a pure function of an Engine (the TUI calls it from its engine thread, the
-CLI from `specdec-tui bench`): no printing, no files, a `BenchReport` back.
+CLI from `specdec-tui bench`, the sweep once per block): no printing, no files, a
+`BenchReport` back. Its parameters come as two objects: `ProtocolConfig`, what is measured
+(recorded in reports), and `ProtocolInputs`, what the caller plugs in (callbacks, a peer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from core.bench.errors import BenchCancelled, BenchError
@@ -50,27 +54,54 @@ def check_seeds(rows: Sequence[BenchSetting], seeds: int) -> None:
             )
 
 
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """What the protocol measures, and how much (a sweep passes one to every block; its
+    `to_dict` is kept in the sweep's JSON). `compile_warmup`: None on GPU backends only, True
+    always, False never (see run_protocol)."""
+
+    tokens: int = 256
+    seeds: int = 3
+    invocations: int = 3
+    warmup: int = 1
+    traced: bool = True
+    quality: bool = True
+    predict: bool = True
+    compile_warmup: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The knobs as set; a knob left to its backend's choice (None) is left out."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ProtocolInputs:
+    """What the caller plugs into a protocol run: where progress goes, how it is cancelled,
+    how ids become text, a peer to time beside ours, the engine greedy rows are checked
+    against (None: the same one), the machine's record (None: recorded here) and a
+    checkable prompt's check of one output's ids with its description."""
+
+    progress: Progress | None = None
+    cancel: threading.Event | None = None
+    decode: Callable[[list[int]], str] | None = None
+    peer: Peer | None = None
+    reference: Any | None = None
+    environment: dict[str, Any] | None = None
+    task: Callable[[list[int]], bool] | None = None
+    task_name: str | None = None
+
+
+_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(ProtocolConfig))
+_INPUT_FIELDS = frozenset(f.name for f in dataclasses.fields(ProtocolInputs))
+
+
 def run_protocol(
     engine: Any,
     prompt_ids: Sequence[int],
     settings_list: Sequence[SettingLike],
-    *,
-    tokens: int = 256,
-    seeds: int = 3,
-    invocations: int = 3,
-    warmup: int = 1,
-    traced: bool = True,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    decode: Callable[[list[int]], str] | None = None,
-    peer: Peer | None = None,
-    reference: Any | None = None,
-    environment: dict[str, Any] | None = None,
-    quality: bool = True,
-    predict: bool = True,
-    compile_warmup: bool | None = None,
-    task: Callable[[list[int]], bool] | None = None,
-    task_name: str | None = None,
+    config: ProtocolConfig | None = None,
+    inputs: ProtocolInputs | None = None,
+    **options: Any,
 ) -> BenchReport:
     """Run the seed's protocol on `engine` and return the report (no printing, no files).
 
@@ -94,7 +125,16 @@ def run_protocol(
     core.runtime.warmup runs every shape the rows and the calibration will use, so no calibration
     sample or timed request includes a kernel compile; its record is `environment["warmup"]`.
     Call on the engine's thread; `progress(done, total, label)` after every request.
+    `options` name fields of either object (`tokens=4, progress=f`) on top of `config` and
+    `inputs`, for a caller that sets a few (the tests, the app's `b`); an unknown one is a
+    TypeError naming it.
     """
+    config, inputs = _with_options(config, inputs, options)
+    tokens, seeds, invocations = config.tokens, config.seeds, config.invocations
+    warmup, traced, quality = config.warmup, config.traced, config.quality
+    progress, cancel, decode = inputs.progress, inputs.cancel, inputs.decode
+    peer, reference, environment = inputs.peer, inputs.reference, inputs.environment
+    task, task_name = inputs.task, inputs.task_name
     if tokens < 1 or seeds < 1 or invocations < 1 or warmup < 0:
         raise BenchError("tokens, seeds and invocations must be at least 1 and warmup at least 0.")
     if not prompt_ids:
@@ -118,7 +158,7 @@ def run_protocol(
     plan = plan_references(prepared, reference is engine, quality)
     paired = paired_counterparts(prepared, peer) if peer is not None else {}
     paired_names = {b.name for b in paired.values()}
-    calibrate_first = predict and needed_calibration(prepared) is not None
+    calibrate_first = config.predict and needed_calibration(prepared) is not None
 
     total = len(prepared) * (warmup + invocations * seeds + (seeds if traced else 0))
     total += sum(seeds for _ in plan["nll"]) + sum(seeds for _ in plan["greedy"])
@@ -141,7 +181,7 @@ def run_protocol(
 
     # Kernels compiled before anything is timed, calibration included (seen, not silent).
     check_cancel()
-    warmup_record = _compile_warmup(engine, prompt_ids, prepared, compile_warmup)
+    warmup_record = _compile_warmup(engine, prompt_ids, prepared, config.compile_warmup)
 
     # The calibration the predictions read, before any request: cost-aware rows price with it.
     curve, curve_from = None, None
@@ -244,6 +284,20 @@ def run_protocol(
     if models is not None:
         protocol["models"] = models_protocol(models)
     return BenchReport(environment=environment, protocol=protocol, results=out)
+
+
+def _with_options(
+    config: ProtocolConfig | None, inputs: ProtocolInputs | None, options: dict[str, Any]
+) -> tuple[ProtocolConfig, ProtocolInputs]:
+    """`config` and `inputs` (defaults where None) with the keyword options on top."""
+    unknown = sorted(set(options) - _CONFIG_FIELDS - _INPUT_FIELDS)
+    if unknown:
+        raise TypeError(f"run_protocol got unknown option(s): {', '.join(unknown)}.")
+    config = dataclasses.replace(config or ProtocolConfig(),
+                                 **{k: v for k, v in options.items() if k in _CONFIG_FIELDS})
+    inputs = dataclasses.replace(inputs or ProtocolInputs(),
+                                 **{k: v for k, v in options.items() if k in _INPUT_FIELDS})
+    return config, inputs  # fmt: skip
 
 
 def _compile_warmup(engine: Any, prompt_ids: Sequence[int], rows: list[BenchSetting],

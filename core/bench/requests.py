@@ -79,7 +79,9 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     r.plain_steps += int(s.per_source.get("none", {}).get("rounds", 0))
     for name, v in s.per_source.items():  # the measured guard's decisions, per request
         if "measured_tok_s" in v:
-            g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": []})
+            # earlier_rounds: what the engine's guard carried in from the row's requests before
+            g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": [],
+                                          "earlier_rounds": []})  # fmt: skip
             for key in g:
                 g[key].append(v.get(key))
     r.kernels.update(req.kernels)

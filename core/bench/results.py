@@ -158,7 +158,8 @@ class BenchResult:
     # target-only row); None when the engine did not know them (core.bench.provenance).
     models: dict[str, Any] | None = None
     # The measured guard (core.cost.guard) per source, one entry per timed request:
-    # {"measured_tok_s": [...], "vs_target": [...], "guard": [...]} ("none": target steps).
+    # {"measured_tok_s": [...], "vs_target": [...], "guard": [...], "earlier_rounds": [...]}
+    # ("none": target steps; earlier_rounds: rounds the engine's guard carried in).
     guard: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     # -- derived numbers ---------------------------------------------------------------

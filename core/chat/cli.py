@@ -1,7 +1,8 @@
 """One-shot chat from the command line: the answer streamed, then the run's numbers.
 
-The quickest proof that a pair works (and what `make run` falls back to without a
-terminal): the same engine loop as the TUI, printed with rich instead of drawn.
+The quickest proof that a pair works, headless: the same engine loop as the TUI, printed with
+rich instead of drawn, from the same first-run settings (core.settings.first_run_settings)
+and the same flags-to-Settings table (core.settings.flag_changes).
 """
 
 from __future__ import annotations
@@ -15,19 +16,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from core.chat.palette import TERMINAL_STYLES
 from core.cost.guard import guard_lines
-from core.events import RoundEvent, RunSummary, phase_label
+from core.events import RoundEvent, RunSummary, phase_label, phase_shares
 from core.io.user_text import prompt_text
-from core.settings import Settings, first_run_settings
+from core.settings import Settings, first_run_settings, flag_changes, with_flags
 
-ORIGIN_STYLE = {
-    "accepted": "green",
-    "copied": "dark_cyan",  # an accepted looked-up token (draft_source lookup or hybrid)
-    "corrected": "yellow",
-    "bonus": "cyan",
-    "target": "default",
-    "draft": "magenta",
-}
+# The committed origins' colours: the app's palette (core/chat/palette.py), one for both.
+ORIGIN_STYLE = TERMINAL_STYLES
 
 
 def legend() -> Text:
@@ -91,11 +87,11 @@ def summary_table(summary: RunSummary) -> Table:
         rows.append(("acceptance", f"{summary.acceptance:.1%}"))
         rows.append(("mean accepted length", f"{summary.mean_accepted_length:.2f}"))
     rows.extend(source_rows(summary))
-    if summary.traced:
-        total = sum(summary.phase_s.values()) or 1.0
-        sharded = summary.phase_s.get("comm", 0.0) > 0  # then verify is compute, comm a price
+    shares = phase_shares(summary.phase_s, summary.traced)
+    if shares is not None:
+        sharded = shares["comm"] > 0  # then verify is compute, comm a price
         rows.append(("phases", "  ".join(
-            f"{phase_label(k, sharded)} {v / total:.0%}" for k, v in summary.phase_s.items() if v)))
+            f"{phase_label(k, sharded)} {v:.0%}" for k, v in shares.items() if v)))
     for k, v in rows:
         t.add_row(Text(k, style="bold"), Text(v))  # a reason may quote a user's spec: no markup
     return t
@@ -135,27 +131,22 @@ def chat_settings(args: argparse.Namespace) -> Settings:
         base = load_profile(spec, getattr(args, "profiles_dir", None)).settings
     else:
         base = CHAT_DEFAULTS
-    changes: dict[str, object] = {}
-    for flag, field in (("target", "target"), ("draft", "draft"), ("mode", "mode"),
-                        ("draft_source", "draft_source"), ("max_tokens", "max_tokens")):  # fmt: skip
-        value = getattr(args, flag, None)
-        if value is not None and value != "":
-            changes[field] = value
-    temperature = getattr(args, "temperature", None)
-    if temperature is not None:
-        changes["temperature"] = temperature
-        if not spec:  # a profile keeps its own rule; T = 0 is greedy under any rule
-            changes["rule"] = "greedy" if temperature == 0 else "lossless"
-    return base.replace(**changes)
+    changes = flag_changes(args)  # the flags chat offers: models, mode, source, tokens, T
+    temperature = changes.get("temperature")
+    if temperature is not None and not spec:  # a profile keeps its own rule; T = 0 is greedy
+        changes["rule"] = "greedy" if temperature == 0 else "lossless"
+    return with_flags(base, changes)
 
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
-                 say: Callable[[str], None], progress: Any = None) -> Any:  # fmt: skip
+                 say: Callable[[str], None], progress: Any = None,
+                 max_rows: int | None = None) -> Any:  # fmt: skip
     """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
     for this pair and machine, else measured after a full warm-up of its rows and kept), then
     a warm-up of only what the first rounds use (core.runtime.warmer.Warmer): later sizes
     compile at their first use, after the first token. Sharded, every rank warms and
-    measures everything, as they must run the same forwards. Returns the curve's CurveResult
+    measures everything, as they must run the same forwards. `max_rows` (a narrow start,
+    core/runtime/warm_start.py) bounds the calibration's rows. Returns the curve's CurveResult
     (None when the run needs none)."""
     from core.runtime.warmer import Warmer
     from core.runtime.warmup import warm_up_engine
@@ -171,14 +162,15 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
 
         began = time.monotonic()
         result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,
-                           progress=progress)
+                           progress=progress, max_rows=max_rows)
         for notice in result.notices:
             say(notice)
         if result.kept is not None:
             say(f"calibration kept from {result.kept.when()} reused ({result.kept.path})")
         else:
             say(f"calibrated in {time.monotonic() - began:.1f} s" + " " * 40)
-    Warmer(engine, label=label).first_round(settings, prompt_tokens)
+    # in the run's own chunks (a narrow start's are small: core/runtime/warm_start.py)
+    Warmer(engine, label=label, chunk=settings.prefill_chunk).first_round(settings, prompt_tokens)
     return result
 
 
@@ -193,9 +185,14 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     out = Console()
     prompt = prompt_text(args.prompt)  # before loading: a bad prompt costs no model load
     settings = chat_settings(args)
-    with err.status(Text(f"loading {settings.target} + {settings.draft}")):
+    # A spinner on a terminal, one line into a log: a first-use log's stamps then tell the
+    # imports before it from the load after it (issue 31).
+    loading = Waiting(err, f"loading {settings.target} + {settings.draft}")
+    try:
         load = load_pair if spmd is None else spmd.load_pair
         pair = load(settings.target, settings.draft, progress=True)
+    finally:
+        loading.stop()
     if pair.target.random_weights:
         err.print("[yellow]random-weight model: the text below is noise[/]")
     tok = pair.target.tokenizer
@@ -205,13 +202,22 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
-    # and only what the first rounds use before the first token (issue 31).
+    # and only what the first rounds use before the first token (issue 31). Where the matrix
+    # kernels are not compiled yet, every forward stays below them (core/runtime/warm_start.py).
     from core.runtime.compile_watch import notices_to
+    from core.runtime.warm_start import narrow_start, narrowed
 
+    narrow = None
+    if spmd is None:
+        narrow = narrow_start([engine.target_model, getattr(engine, "draft_model", None)])
+    if narrow is not None:
+        settings = narrowed(settings, narrow)
+        err.print(Text(narrow.text(), style="yellow"))
     with notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
         prepare_chat(engine, settings, len(ids), pair.target.name,
                      lambda text: err.print(Text(text, style="yellow")),
-                     progress=calibration_progress(err))  # fmt: skip
+                     progress=calibration_progress(err),
+                     max_rows=narrow.rows if narrow else None)  # fmt: skip
     err.print(legend())
     detok = tok.detokenizer
     detok.reset()

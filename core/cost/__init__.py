@@ -1,1 +1,1 @@
-"""What a round costs and what to do about it: the draft-length policies, the speedup prediction, the step-cost probe."""
+"""What a round costs and what to do about it: the draft-length policies, the measured guard, the speedup prediction, the step-cost probe."""

@@ -14,7 +14,8 @@ after it is read without a step queued behind it, so what that step costs above 
 step is charged to the source that drafted (`observe_step(..., after=source)`), and the
 target arm learns its rate from pipelined steps only.
 
-The law (tests/core/cost/test_guard.py):
+The law (tests/core/cost/test_guard.py; across requests and for the prior,
+tests/core/decode/test_guard_memory.py):
 - a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
   prior before there is evidence), so a source that pays is used from the start;
 - a source whose rate falls below the target arm's stops being asked ("not asked: slower
@@ -34,11 +35,39 @@ sits within noise of the target's, where each such round costs little).
 - where several measured sources offer one round, the faster goes first (`rank`): the
   hybrid is the better of its parts.
 
+State that outlives a request: the engine keeps one guard per pair and settings across
+requests and chat turns (`Engine.guard_for`, core/decode/guard_memory.py), and each run starts with
+`begin_run()`, which zeroes only the run's own totals (what the reports show). The rates are
+decayed sums (`DECAY`: about the last 10 rounds of an arm), the round counter and the probe
+schedule go on, so a second request neither pays the "measuring" rounds again nor asks a
+stopped source before its probe is due, and a changed workload is still found by the probes:
+a new request may be one (a pasted text after a chat), so `begin_run` brings each stopped
+source's next probe within the gap at which its probes' measured loss stays within
+`PROBE_SHARE` (2%) of the target steps in between: early for a lookup whose rounds cost
+little more than the steps they replace, the long doubled gap for a dear model round.
+On the H200 the model source drafted 1-5 rounds a request, fewer than `min_rounds` since its
+last probe, so a fresh guard per request ended 45 of 52 default requests "measuring"
+(docs/benchmarks/never-slower.md, finding 4).
+
+A prior before evidence that is measured (`prior`): the calibration timed a draft step and a
+target step, so a source whose best round (full acceptance at any k the policy may choose,
+its draft price and the verification of k + 1 rows) commits fewer tokens per second than a
+plain target step, with the pipeline break it causes as measured so far, cannot pay whatever
+it drafts: it is not asked until its first probe (`probe_gap` rounds), and from then on the
+clock judges it like any other. The target step it is compared with is the measured rate of
+pipelined steps once there is one; before there is one, the curve's single-row forward (one
+forward and a host sync, dearer than a pipelined step): a source that cannot beat even that
+is stopped at once, one that beats it by more than `PRIOR_MARGIN` is asked at once (a lookup,
+whose rows verify together for little more than one), and in between the target arm is
+measured first, plain steps that lose nothing against target-only.
+
 Host arithmetic only: no device call, no sync, so a round keeps its one host sync.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +77,16 @@ Z = 2.0  # standard errors below the target's rate before a source is stopped: a
 # source 1.3x faster whose rounds commit 1-4 tokens was stopped by chance in most runs
 PRIOR_SD = 0.3  # a round's rate varies by about 30% of its mean until its rounds say otherwise
 DECAY = 0.9  # weight the past keeps per new round of the same arm: about the last 10 rounds
+# How much faster than the curve's single-row forward (one forward and a host sync) a
+# pipelined target step may run: a prior within this margin of that forward waits for the
+# measured step before it decides
+PRIOR_MARGIN = 2.0
+# Pipelined steps the prior waits for (a stretch's first step has no step queued before it,
+# so two alone read the step dearer than it runs)
+PRIOR_STEPS = 4
+# The share of a request's rounds the probes of a stopped source may lose at most, when a new
+# request starts (it may be a new workload: begin_run brings a cheap source's probe closer)
+PROBE_SHARE = 0.02
 
 
 @dataclass
@@ -57,9 +96,10 @@ class ArmRate:
 
     tokens: float = 0.0
     seconds: float = 0.0
-    rounds: int = 0  # measured rounds, undecayed (the evidence count)
-    total_tokens: int = 0
+    rounds: int = 0  # measured rounds, undecayed, over every run of this guard (evidence)
+    total_tokens: int = 0  # this run's (zeroed by begin_run): what the reports show
     total_seconds: float = 0.0
+    run_rounds: int = 0
     # Per-round rates, decayed alike: their spread says how sure the rate is (a lookup's
     # rounds commit 1 or 9 tokens; one unlucky stretch must not stop a source that pays).
     weight: float = 0.0
@@ -70,6 +110,7 @@ class ArmRate:
         self.tokens = DECAY * self.tokens + tokens
         self.seconds = DECAY * self.seconds + seconds
         self.rounds += 1
+        self.run_rounds += 1
         self._recent += 1
         self.total_tokens += tokens
         self.total_seconds += seconds
@@ -85,6 +126,10 @@ class ArmRate:
         return self._recent
 
     _recent: int = 0
+
+    def begin_run(self) -> None:
+        """A new request: its totals start at zero, the decayed evidence stays."""
+        self.total_tokens, self.total_seconds, self.run_rounds = 0, 0.0, 0
 
     def fresh(self) -> None:
         """Forget the recent estimate (not the run's totals): a probe judges the source on
@@ -118,10 +163,23 @@ class ArmRate:
 
     @property
     def mean_rate(self) -> float | None:
-        """The whole run's tokens per second of this arm (what the reports show)."""
-        if self.rounds == 0 or self.total_seconds <= 0.0:
-            return None
+        """This run's tokens per second of this arm (what the reports show); the carried
+        recent rate when this run measured none of its rounds."""
+        if self.run_rounds == 0 or self.total_seconds <= 0.0:
+            return self.rate
         return self.total_tokens / self.total_seconds
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What the calibration says of a source before its rounds say anything: its best round
+    (`tokens` committed in `seconds`, full acceptance at the k that commits most tokens a
+    second: its draft price, the verification of k + 1 rows and the acceptance) and one plain
+    target step (`step_s`, the curve's single-row forward)."""
+
+    tokens: float
+    seconds: float
+    step_s: float
 
 
 @dataclass
@@ -134,41 +192,114 @@ class _Bench:
 
 @dataclass
 class RateGuard:
-    """Which sources may draft the next round, from the rates measured in this run."""
+    """Which sources may draft the next round, from the rates measured so far (this run and
+    the earlier runs of the same pair and settings, decayed)."""
 
     min_rounds: int = 2
     probe_gap: int = 32
     max_gap: int = 1024
+    # source -> its Prior (None: no calibrated price): consulted once per source, before the
+    # source has a measured round of its own
+    prior: Callable[[str], Prior | None] | None = None
     arms: dict[str, ArmRate] = field(default_factory=dict)
     benched: dict[str, _Bench] = field(default_factory=dict)
-    round: int = 0  # rounds observed so far (any arm)
+    round: int = 0  # rounds observed so far (any arm, every run)
     probes: int = 0  # times a stopped source was asked again
+    runs: int = 0  # begin_run calls: the requests this guard has seen
+    by_prior: set[str] = field(default_factory=set)  # sources the prior stopped (until probed)
     _gaps: dict[str, int] = field(default_factory=dict)  # per source, its next bench's gap
     _probation: set[str] = field(default_factory=set)  # sources being probed again
+    _priored: set[str] = field(default_factory=set)  # sources the prior was asked about
+    _target_wanted: bool = False  # a prior waits on the target arm's measured rate
+    _break_sum: float = 0.0  # decayed seconds a step after a drafting round paid extra
+    _break_weight: float = 0.0
+    _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
 
     def arm(self, name: str) -> ArmRate:
         return self.arms.setdefault(name, ArmRate())
 
+    def begin_run(self) -> None:
+        """A new request (or chat turn) with the same pair and settings: its totals start at
+        zero; rates, stops and the probe schedule carry on."""
+        self.runs += 1
+        self._earlier = {name: arm.rounds for name, arm in self.arms.items()}
+        for arm in self.arms.values():
+            arm.begin_run()
+        for name, bench in self.benched.items():  # a new request may be a new workload
+            bench.until = min(bench.until, self.round + self._budget_gap(name))
+
+    def _budget_gap(self, source: str) -> int:
+        """The fewest rounds between probes that keep a probe's measured loss within
+        PROBE_SHARE of the target steps in between (at least `probe_gap`): a cheap source (a
+        lookup whose rounds cost little more than the steps they replace) is probed again
+        early in each new request, where a new prompt may copy well; a dear one (a model
+        round of several steps' time) keeps its long gap."""
+        arm, target = self.arms.get(source), self.arms.get(TARGET)
+        rate = target.rate if target is not None else None
+        if arm is None or rate is None or arm.weight <= 0.0:
+            return self.max_gap
+        per_round = arm.seconds / arm.weight - (arm.tokens / arm.weight) / rate
+        loss = self.min_rounds * max(per_round, 0.0)  # seconds a probe costs over steps
+        return max(self.probe_gap, min(self.max_gap, math.ceil(loss * rate / PROBE_SHARE)))
+
+    @property
+    def break_s(self) -> float:
+        """The measured pipeline break: what a target step right after a drafting round cost
+        above a pipelined one (decayed mean; 0 before one was seen)."""
+        return self._break_sum / self._break_weight if self._break_weight > 0.0 else 0.0
+
     def target_probe_due(self) -> bool:
         """Whether the next round should be a plain target step to measure the zero-draft
-        arm: a source has been measured and there is no pipelined target evidence yet."""
-        if self.arm(TARGET).rounds >= self.min_rounds:
+        arm: there is no pipelined target evidence yet, and a source has been measured or its
+        prior needs the measured step to decide."""
+        need = PRIOR_STEPS if self._target_wanted else self.min_rounds
+        if self.arm(TARGET).rounds >= need:
             return False
-        return any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
+        return self._target_wanted or any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
 
     def asks(self, source: str) -> bool:
         """Whether `source` may draft the next round (the policy still chooses its k).
         A stopped source whose probe is due is asked again, judged afresh after
-        `min_rounds` rounds: a probe is that many rounds."""
+        `min_rounds` rounds: a probe is that many rounds. A source the calibration says
+        cannot pay is stopped before its first round (`prior`)."""
         bench = self.benched.get(source)
         if bench is None:
-            return True
+            return not self._prior_stops(source)
         if self.round < bench.until:
             return False
         del self.benched[source]
+        self.by_prior.discard(source)
         self.arm(source).fresh()
         self._probation.add(source)
         self.probes += 1
+        return True
+
+    def _prior_stops(self, source: str) -> bool:
+        """Before `source` has measured rounds: whether its best round, as calibrated, with
+        the pipeline break measured so far, commits fewer tokens a second than a plain target
+        step. Then it is stopped until its first probe, as if it had measured slower. The
+        step is the measured pipelined rate; before there is one, the curve's single-row
+        forward, which is dearer: a source that cannot beat even that is stopped, one that
+        beats it by more than PRIOR_MARGIN is asked, and in between the target arm is
+        measured first (plain steps: no loss against target-only) and the prior asked then."""
+        if self.prior is None or source in self._priored:
+            return False
+        arm = self.arms.get(source)
+        p = self.prior(source) if arm is None or arm.rounds == 0 else None
+        if p is None or p.tokens <= 0.0 or p.seconds <= 0.0 or p.step_s <= 0.0:
+            self._priored.add(source)
+            return False
+        best = p.tokens / (p.seconds + self.break_s)
+        target = self.arms.get(TARGET)
+        measured = target.rate if target is not None and target.rounds >= PRIOR_STEPS else None
+        if measured is None and best * p.step_s < PRIOR_MARGIN and best * p.step_s >= 1.0:
+            self._target_wanted = True  # too close to call on the curve's step: measure it
+            return True
+        self._priored.add(source)
+        if best >= (measured if measured is not None else 1.0 / p.step_s):
+            return False
+        self._stop(source)
+        self.by_prior.add(source)
         return True
 
     def rank(self, source: str) -> float:
@@ -197,7 +328,10 @@ class RateGuard:
             return
         rate = target.rate
         if rate is not None and after in self.arms:
-            self.arms[after].charge(max(seconds - 1.0 / rate, 0.0))
+            extra = max(seconds - 1.0 / rate, 0.0)
+            self.arms[after].charge(extra)
+            self._break_sum = DECAY * self._break_sum + extra
+            self._break_weight = DECAY * self._break_weight + 1.0
 
     def _judge(self, source: str) -> None:
         arm, target = self.arms[source], self.arms.get(TARGET)
@@ -210,6 +344,10 @@ class RateGuard:
                 self._gaps[source] = max(self.probe_gap, self._gaps.get(source, 0) // 2)
             return
         self._probation.discard(source)
+        self._stop(source)
+
+    def _stop(self, source: str) -> None:
+        """Not asked for the source's current gap; the next gap doubles (up to max_gap)."""
         gap = self._gaps.get(source, self.probe_gap)
         self.benched[source] = _Bench(self.round + gap, gap)
         self._gaps[source] = min(2 * gap, self.max_gap)
@@ -224,19 +362,47 @@ class RateGuard:
         return "asked: faster than target steps"
 
     def report(self) -> dict[str, dict[str, Any]]:
-        """Per arm: its measured rate over the run, its decision, and, for a source, the
-        ratio to plain target steps (RunSummary.per_source carries it)."""
+        """Per arm: its measured rate in this run (the carried rate where this run measured
+        none of its rounds), its rounds in this run and before it (`earlier_rounds`: evidence
+        carried in from earlier requests of the same settings), its decision, and, for a
+        source, the ratio to plain target steps and what stopped it (`basis`: "calibration"
+        when the prior did, before any round of its own; RunSummary.per_source carries it)."""
         target = self.arms.get(TARGET)
         base = target.mean_rate if target is not None else None
         out: dict[str, dict[str, Any]] = {}
-        for name, arm in self.arms.items():
+        names = list(self.arms) + [n for n in self.by_prior if n not in self.arms]
+        for name in names:
+            arm = self.arms.get(name, ArmRate())
             rate = arm.mean_rate
-            row: dict[str, Any] = {"measured_tok_s": rate, "measured_rounds": arm.rounds}
+            row: dict[str, Any] = {"measured_tok_s": rate, "measured_rounds": arm.run_rounds,
+                                   "earlier_rounds": self._earlier.get(name, 0)}  # fmt: skip
             if name != TARGET:
                 row["vs_target"] = rate / base if rate is not None and base else None
                 row["guard"] = self.verdict(name)
+                if name in self.by_prior:
+                    row["basis"] = "calibration"
             out[name] = row
         return out
+
+
+def prior_of(policy: Any) -> Prior | None:
+    """A cost-aware policy's calibrated best round and target step, as the guard's `Prior`:
+    over every k the policy may choose (1..k_max, so the starting k too), the one that
+    commits most tokens a second were every draft accepted. None for a policy with no
+    calibrated price (fixed or adaptive k)."""
+    cost = getattr(policy, "cost", None)
+    k_max = int(getattr(policy, "k_max", 0))
+    if cost is None or k_max < 1:
+        return None
+    bonus = bool(getattr(policy, "bonus", True))
+    best: tuple[float, float] | None = None
+    for k in range(1, k_max + 1):
+        tokens, seconds = float(k + 1 if bonus else k), cost.seconds(k)
+        if seconds > 0.0 and (best is None or tokens / seconds > best[0] / best[1]):
+            best = (tokens, seconds)
+    if best is None:
+        return None
+    return Prior(best[0], best[1], cost.step)
 
 
 def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
@@ -252,7 +418,8 @@ def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
         rate, ratio = row.get("measured_tok_s"), row.get("vs_target")
         measured = "-" if rate is None else f"{rate:.0f} tok/s"
         against = "" if ratio is None else f", {ratio:.2f}x target steps"
-        out.append(f"{name}: {measured}{against}: {row['guard']}")
+        why = " (by the calibration: its best round is slower)" if row.get("basis") else ""
+        out.append(f"{name}: {measured}{against}: {row['guard']}{why}")
     if out and target is not None:
         out.append(f"target steps: {target:.0f} tok/s")
     return out

@@ -158,19 +158,12 @@ def predict_k(
     )  # fmt: skip
 
 
-def predict_mix(
-    cost: RoundCost, counts: Mapping[int, int], accept: Sequence[float], bonus: bool
-) -> KPrediction | None:
-    """Rounds of several k (counts: k -> rounds, as a bench row or an adaptive policy ran
-    them): expected tokens over expected seconds of the whole schedule. None without rounds."""
-    return predict_schedule([(cost, counts, accept)], bonus)
-
-
 def predict_schedule(
     parts: Sequence[tuple[RoundCost, Mapping[int, int], Sequence[float]]], bonus: bool
 ) -> KPrediction | None:
-    """Several sources' rounds (each: its cost, its k -> rounds, its acceptance), as a hybrid
-    source runs them: all expected tokens over all expected seconds, per round on average.
+    """Several sources' rounds (each: its cost, its k -> rounds, its acceptance), as a bench
+    row or an adaptive policy ran them, a hybrid's sources apart: all expected tokens over
+    all expected seconds of the whole schedule, per round on average.
     The speedup is against the first part's target step. None without rounds."""
     n = tokens = draft = verify = other = ks = 0.0
     for cost, counts, accept in parts:

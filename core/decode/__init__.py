@@ -1,1 +1,1 @@
-"""The decode loop and what it is made of: the engine, the model+cache, sampling and the acceptance rules, per-round timers."""
+"""The decode loop and what it is made of: the engine, its speculative and single-model rounds, the run's totals, the model+cache, sampling and the acceptance rules, per-round timers, the mlx-lm layout."""

@@ -18,7 +18,11 @@ import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 PREFILL_CHUNK = 512
-LAZY_CATCH_UP = 32  # a catch-up this short joins the round's graph (no sync of its own)
+# A catch-up this short joins the round's graph (no sync of its own): up to one prefill
+# chunk, so a model source after a long stretch of target steps or copies pays no sync and no
+# idle device before its round (it was 32: a hybrid's model after 100 target steps synced
+# twice a round). Its forward's logits are never evaluated, so only its cache is computed.
+LAZY_CATCH_UP = PREFILL_CHUNK
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
@@ -100,7 +104,11 @@ class CachedModel:
         round (prefill evaluates every chunk). A first catch-up, or a long one, is a prefill."""
         todo = list(seq[len(self.seq) : -1])
         if self.seq and 0 < len(todo) <= LAZY_CATCH_UP:
-            self.model(mx.array(todo, dtype=mx.uint32)[None], cache=self.cache)
+            # in forwards of at most `chunk` rows, as a prefill: a narrow start
+            # (core/runtime/warm_start.py) keeps every forward below the GEMM kernels
+            for i in range(0, len(todo), max(1, chunk)):
+                piece = todo[i : i + max(1, chunk)]
+                self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
             self.seq.extend(todo)
             return len(todo)
         self.prefill(todo, chunk)

@@ -28,6 +28,7 @@ import mlx.nn as nn
 from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
+from core.decode.guard_memory import GuardMemory, source_prior
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import (
     LogitsConfig,
@@ -90,6 +91,9 @@ class Engine:
         self.speculation_reason = self._target_reason or self._draft_reason
         self.speculation_ok = self.speculation_reason is None
         self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
+        # The measured guard per settings (guard_key), kept across requests and turns: a
+        # second request starts from what the first measured (core/cost/guard.py).
+        self._guards = GuardMemory()
         # core.runtime.distributed.Spmd when the target is sharded over ranks that each run this loop:
         # they then follow rank 0's drafts and decisions, and nothing is decided from a clock.
         self.spmd: Any | None = None
@@ -130,12 +134,23 @@ class Engine:
     # -- state -----------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Forget every cache, every drafter's state and the policy's learning."""
+        """Forget every cache, every drafter's state and the policy's learning; not the
+        measured guards (the pair's speed, not a request's state: `forget_guards`)."""
         self._policies = {}
         self._target = CachedModel.fresh(self._target.model)
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model)
         self._drafters = {}
+
+    def forget_guards(self) -> None:
+        """Drop every measured guard: the next cost-aware request measures from the prior."""
+        self._guards.clear()
+
+    def guard_for(self, s: Settings) -> RateGuard:
+        """The measured guard for these settings, kept across requests (core/decode/
+        guard_memory.py), built with the calibration's prior: a source whose best round
+        cannot beat a target step is not asked until a probe."""
+        return self._guards.get(s, lambda name: source_prior(self, s, name))
 
     def cache_state(self) -> dict[str, Any]:
         """Token lists and offsets of every cache (tests check they never disagree)."""
@@ -272,13 +287,15 @@ class Engine:
 
     def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
         """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
-        that promises speed; fixed and adaptive k run as asked. None where rounds are not
+        that promises speed; fixed and adaptive k run as asked. The engine keeps it across
+        requests of the same settings (`guard_for`). None where rounds are not
         judged by this machine's clock: another machine's curve, or a sharded target (each
         rank's clock differs and every rank must take rank 0's decisions)."""
         if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
             return None
         if totals.guard is None:
-            totals.guard = RateGuard()
+            totals.guard = self.guard_for(s)
+            totals.guard.begin_run()
         return totals.guard
 
     def _plan(

@@ -75,7 +75,8 @@ class PipelinedSteps:
         pending = seq[len(st.seq) :]
         ctx_n = self.cfg.repetition_context
         hist = mx.array(seq[-ctx_n:]) if self.cfg.repetition_penalty != 1.0 else None
-        key, k0 = mx.random.split(key)
+        greedy = self.cfg.greedy  # a greedy step draws nothing: no key split in its path
+        key, k0 = (key, key) if greedy else mx.random.split(key)
         timer = RoundTimer(s.traced, clock)
         y = self.step(mx.array(pending), hist, k0)
         st.seq.extend(pending)
@@ -86,7 +87,7 @@ class PipelinedSteps:
             more = not last and self.wants_more(produced)
             nxt = None
             if more:
-                key, kn = mx.random.split(key)
+                key, kn = (key, key) if greedy else mx.random.split(key)
                 nxt = self.step(y, self.window(hist, y), kn)
                 mx.async_eval(nxt)
             tok = int(y.item())

@@ -9,6 +9,7 @@ linear in k. One module per idea:
 - curve: the measured cost of R rows (`VerifyCostCurve`) and the cheaper mode per R;
 - patches: forcing a kernel family or a plain attention for the verification pass only;
 - calibrate: measuring the curve on this machine;
+- curve_cache: a measured curve kept per pair and machine, reused;
 - cli: `specdec-tui calibrate`.
 
 The names below are the package's API; import them from `core.dispatch`. Monkeypatch a name

@@ -15,12 +15,7 @@ from typing import Any
 
 import mlx.core as mx
 
-BACKENDS = ("metal", "cuda", "cpu")
 METAL_ARCH_ENV = "MLX_METAL_GPU_ARCH"
-METAL_GENERATIONS = {13: "M1", 14: "M2", 15: "M3", 16: "M4", 17: "M5"}
-# MLX's own comment on the size letter (mlx/backend/metal/device.cpp): p phone, g base/pro,
-# s max, d ultra. Only 'd' (limits table), 'p' (NAX) and 's'/'d' (dense split-K) matter here.
-METAL_SIZE_CLASSES = {"p": "phone/tablet", "g": "base", "s": "Pro/Max", "d": "Ultra"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +26,8 @@ class BackendInfo:
     device_name: str = ""
     architecture: str = ""  # "applegpu_g15s", "sm_90", "x86_64"
     metal_generation: int | None = None  # 13 = M1 ... 17 = M5
+    # MLX's own comment on the size letter (mlx/backend/metal/device.cpp): p phone, g base/pro,
+    # s max, d ultra. Only 'd' (limits table), 'p' (NAX) and 's'/'d' (dense split-K) matter here.
     metal_size: str | None = None  # "p" | "g" | "s" | "d"
     cuda_capability: tuple[int, int] | None = None
     os_version: str = ""  # macOS version on Metal: NAX kernels need 26.2 or later
@@ -64,17 +61,6 @@ class BackendInfo:
             return False
         need = 18 if self.metal_size == "p" else 17
         return self.metal_generation >= need and _version_tuple(self.os_version) >= (26, 2)
-
-    @property
-    def chip(self) -> str:
-        """A short human name: "M3 Pro/Max (applegpu_g15s)", "sm_90", "cpu"."""
-        if self.backend == "metal":
-            name = METAL_GENERATIONS.get(self.metal_generation or 0, f"gen {self.metal_generation}")
-            size = METAL_SIZE_CLASSES.get(self.metal_size or "", "")
-            return f"{name} {size} ({self.architecture})".replace("  ", " ")
-        if self.backend == "cuda":
-            return self.architecture
-        return "cpu"
 
 
 def _parse_metal_arch(arch: str) -> tuple[int, str | None]:

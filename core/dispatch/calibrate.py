@@ -164,6 +164,7 @@ def calibrate(
     warmup: int = 1,
     fused_draft: bool = False,
     cancel: Any = None,
+    chunk: int | None = None,
 ) -> VerifyCostCurve:
     """Measure one target forward over R rows for R in `rows` (1..rows), per mode.
 
@@ -175,14 +176,16 @@ def calibrate(
     The draft's single-token step is timed as the engine runs it: a chain of steps with no
     host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
     `cancel` (a threading.Event) is checked before every forward: set, the calibration raises
-    CalibrationCancelled after the forward under way.
+    CalibrationCancelled after the forward under way. `chunk` bounds the rows of the context
+    prefills (the engine's prefill_chunk; a narrow start's, core/runtime/warm_start.py).
     """
     # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
     # (which core.decode.cached_model imports) takes over a second to import.
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-    from core.decode.cached_model import cache_offset, prefill
+    from core.decode.cached_model import PREFILL_CHUNK, cache_offset, prefill
 
+    chunk = chunk or PREFILL_CHUNK
     row_list = _row_list(rows)
     if repeats < 1:
         raise CalibrationError(f"Calibration needs at least 1 repeat, got {repeats}.")
@@ -205,7 +208,7 @@ def calibrate(
         )
     prompt = mx.array(rng.integers(0, vocab, context), dtype=mx.int32)
     _check_cancel(cancel)
-    prefill(target_model, cache, prompt)
+    prefill(target_model, cache, prompt, chunk)
 
     passes = warmup + repeats
     total = len(modes) * passes * len(row_list) + (passes if draft_model is not None else 0)
@@ -244,7 +247,7 @@ def calibrate(
         dvocab = min(vocab, _known_vocab(draft_model))
         state = CachedModel(draft_model, make_prompt_cache(draft_model))
         seq = [int(t) for t in (prompt % dvocab).tolist()]
-        state.prefill(seq[:-1])  # the last token is the round's to feed, as in the engine
+        state.prefill(seq[:-1], chunk)  # the last token is the round's to feed, as in the engine
         chains: dict[bool, list[float]] = {False: [], True: []}
         for p in range(passes):
             _check_cancel(cancel)

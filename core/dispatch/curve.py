@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
-from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
+from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded_xz
 
 # A measured boundary is the first R whose verification costs this fraction less than the
 # previous measured R: a 10% drop is far above run-to-run noise of a median, and far below
@@ -112,10 +112,6 @@ class VerifyCostCurve:
         old curves, or a view not chosen with for_sampling)."""
         table = self.accept_s.get(self.sampling or "greedy")
         return interpolate(table, rows) if table else 0.0
-
-    def cost_per_row(self, mode: str = "auto") -> dict[int, float]:
-        table = self.times[self._mode(mode)]
-        return {r: table[r] / r for r in sorted(table)}
 
     def boundary(self, mode: str = "auto") -> int | None:
         """The first measured R whose cost is BOUNDARY_DROP (10%) below the previous measured R's:
@@ -308,11 +304,12 @@ def measured_elsewhere(curve: Any) -> bool:
 
 def read_curve_file(path: str | Path) -> VerifyCostCurve:
     """A curve from a file: `specdec-tui calibrate --json`'s, or the calibration a bench
-    report (`bench --json`) carries. Choices and predictions priced with it are those of the
-    machine that measured it, wherever they run (a CPU replaying an H200's policy)."""
+    report (`bench --json`) carries, plain or xz'd (`.json.xz`, as the repository keeps its
+    raw data). Choices and predictions priced with it are those of the machine that measured
+    it, wherever they run (a CPU replaying an H200's policy)."""
     p = Path(path).expanduser()
     try:
-        text = read_bounded(p, JSON_MAX_BYTES, "curve file").decode("utf-8-sig")
+        text = read_bounded_xz(p, JSON_MAX_BYTES, "curve file").decode("utf-8-sig")
         check_depth(text, str(p))
         doc = json.loads(text)
     except FileNotFoundError:

@@ -218,13 +218,17 @@ def curve_for(
     remeasure: bool = False,
     label: str | None = None,
     folder: Path | None = None,
+    max_rows: int | None = None,
 ) -> CurveResult:
     """The curve a run of `settings` prices with: the kept one for this pair and machine when
     there is one (unless `remeasure`: the app's `c`), else measured now, after a warm-up of
     every row it times (so no sample includes a compile), and kept for the next start.
 
     Sets it on the engine and names the models on it. `cancel` stops a measurement after the
-    forward under way (core.dispatch.curve.CalibrationCancelled); nothing is kept then."""
+    forward under way (core.dispatch.curve.CalibrationCancelled); nothing is kept then.
+    `max_rows` (a narrow start, core/runtime/warm_start.py) measures at most that many rows,
+    its prefills in the settings' chunks, so the calibration compiles no GEMM kernel; a kept
+    curve that short serves only runs whose k_max + 1 it covers."""
     from core.dispatch.calibrate import calibrate
     from core.runtime.warmup import warm_up
 
@@ -240,13 +244,17 @@ def curve_for(
             return CurveResult(curve, kept=found.kept, notices=tuple(notices))
     target, draft = engine.target_model, getattr(engine, "draft_model", None)
     rows = calibration_rows(settings)
+    if max_rows is not None:
+        rows = max(1, min(rows, max_rows))
     modes = calibration_modes(settings)
     name = label or _target_name(engine)
+    chunk = settings.prefill_chunk
     record = warm_up(target, draft, vocab=engine.vocab_size, rows=range(1, rows + 1),
-                     prompt_tokens=context, modes=modes, fused_draft=settings.fused_draft,
-                     label=name)  # fmt: skip
+                     prompt_tokens=context, chunk=chunk, modes=modes,
+                     fused_draft=settings.fused_draft, label=name)  # fmt: skip
     curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
-                      modes=modes, fused_draft=settings.fused_draft, cancel=cancel)  # fmt: skip
+                      modes=modes, fused_draft=settings.fused_draft, cancel=cancel,
+                      chunk=chunk)  # fmt: skip
     models = getattr(engine, "models", None) or {}
     for role in ("target", "draft"):
         ident = models.get(role)

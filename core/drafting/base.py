@@ -47,14 +47,12 @@ class Proposal:
 
     `q` is [k, V] for a sampled draft; None means deterministic (each token has q = 1), which
     every acceptance rule handles exactly (core.decode.sampling.one_hot). `tokens` stays lazy until
-    the round's one host sync; `host` holds the same ids when the drafter knew them on the
-    host already (a lookup), so the round can size its verification without a sync.
+    the round's one host sync.
     """
 
     tokens: mx.array
     q: mx.array | None
     source: str
-    host: tuple[int, ...] | None = None
     origin: str = "accepted"  # the origin its accepted tokens carry ("copied" for a lookup)
     copied_from: int | None = None  # where in the conversation a copied run starts
 
@@ -79,18 +77,13 @@ class Offer:
 
 
 def offers_of(drafter: Any, seq: Sequence[int]) -> list[Offer]:
-    """The offers of `drafter` after `seq`, best first: its own `offers(seq)` where it has one,
-    else one offer from the source its `route(seq)` names (none when it names none)."""
-    offers = getattr(drafter, "offers", None)
-    if offers is not None:
-        return list(offers(seq))
-    name = drafter.route(seq)
-    return [Offer(name)] if name is not None else []
+    """The offers of `drafter` after `seq`, best first, as a list plan_round may reorder."""
+    return list(drafter.offers(seq))
 
 
 def empty_proposal(source: str) -> Proposal:
     """Nothing to propose: the round becomes a plain target step."""
-    return Proposal(mx.array([], dtype=mx.uint32), None, source, ())
+    return Proposal(mx.array([], dtype=mx.uint32), None, source)
 
 
 class Drafter(Protocol):
@@ -102,11 +95,12 @@ class Drafter(Protocol):
     # acceptance.
     copies: bool
 
-    def route(self, seq: Sequence[int]) -> str | None:
-        """The registered source that proposes after `seq`: this one's name, another's (a
-        hybrid routes), or None when there is nothing to propose (a plain target step)."""
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        """What could be proposed after `seq`, best first, each naming the registered source
+        that would draft it: this one (a model: `[Offer(name)]`, any k), or others (the
+        hybrid offers the lookup's copy, then the model); none: a plain target step. Host
+        work only: the engine asks after every pipelined target step."""
         ...
-
 
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
         """Before a drafting round, outside its timer: absorb the committed tokens `seq` (a
@@ -129,10 +123,6 @@ class Drafter(Protocol):
         committed[:-1] at most, since the next round feeds the last token."""
         ...
 
-    def reset(self) -> None:
-        """Forget everything (a new conversation)."""
-        ...
-
     def price(self, curve: Any) -> Callable[[int], float]:
         """Seconds to propose k tokens, priced from a calibration (core.dispatch)."""
         ...
@@ -141,6 +131,7 @@ class Drafter(Protocol):
         """What the drafter holds, for tests of the cache invariants and for the app."""
         ...
 
-    # Optional: `offers(seq) -> list[Offer]` (else one offer from `route`, see offers_of), and
-    # `configure(settings)`, called before each drafting round so a source reads its own
-    # settings (the lookup its Settings.lookup_min_match); the engine knows none of them.
+    # Optional: `configure(settings)`, called before each drafting round so a source reads
+    # its own settings (the lookup its Settings.lookup_min_match); the engine knows none.
+    # A router (the hybrid) that only names other sources in its offers is never asked to
+    # catch up, propose or learn: plan_round hands each offer to the source it names.

@@ -8,7 +8,9 @@ and proposes the tokens that followed it. It costs no device time; its drafts ar
 deterministic (q one-hot), which every acceptance rule handles exactly. When nothing repeats,
 it proposes nothing and the round is a plain, pipelined target step.
 
-The hybrid source asks the lookup first and the draft model when the lookup has nothing.
+The hybrid source offers the lookup's copy first and the draft model after it: each offer
+goes to its own source's policy (and the measured guard), so the model drafts where the
+lookup has no copy or its copy is not worth a round.
 """
 
 from __future__ import annotations
@@ -57,11 +59,6 @@ class LookupDrafter:
         comparison of the whole conversation, so a round's host cost stays flat."""
         return self.index.sync(seq, len(self.index))
 
-    def route(self, seq: Sequence[int]) -> str | None:
-        """"lookup" when the end of `seq` repeats something earlier, else None (no proposal)."""
-        self.catch_up(seq)
-        return self.name if self.index.repeat_length() >= self.min_match else None
-
     def offers(self, seq: Sequence[int]) -> list[Offer]:
         """The copy after `seq`, if its match is long enough: how many tokens truly follow the
         earlier occurrence (no cap where the text's end is already periodic: the match spans
@@ -81,8 +78,7 @@ class LookupDrafter:
             return empty_proposal(self.name)
         ids = self.index.continuation(match, request.k)
         return Proposal(
-            mx.array(ids, dtype=mx.uint32), None, self.name, tuple(ids),
-            origin="copied", copied_from=match.end + 1,
+            mx.array(ids, dtype=mx.uint32), None, self.name, origin="copied", copied_from=match.end + 1,
         )  # fmt: skip
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
@@ -97,9 +93,6 @@ class LookupDrafter:
             i += 1
         self.index.truncate(i)
 
-    def reset(self) -> None:
-        self.index = SuffixIndex()
-
     def price(self, curve: Any) -> Callable[[int], float]:
         """Host time only (under 0.2 ms a round): the round costs its verification."""
         return lambda k: 0.0
@@ -109,7 +102,13 @@ class LookupDrafter:
 
 
 class HybridDrafter:
-    """The lookup when the conversation repeats itself, the draft model otherwise."""
+    """The lookup when the conversation repeats itself, the draft model otherwise.
+
+    A router, not a drafter of its own: its offers name the lookup and the model, and
+    core.drafting.plan.plan_round hands each offer to the source it names, so those two
+    catch up, propose and learn; the hybrid never drafts. What the engine still asks of it:
+    its offers, a rewind (a no-op: its parts are rewound as the engine's own), its state, and
+    its price (the bench's best-k prediction for a hybrid row prices the model's drafts)."""
 
     name = "hybrid"
     copies = False  # each round is its sub-source's, whose own `copies` its policy reads
@@ -123,31 +122,13 @@ class HybridDrafter:
         assert res.source is not None
         return cls(res.source("lookup"), res.source("model"))
 
-    def route(self, seq: Sequence[int]) -> str | None:
-        return self.lookup.route(seq) or self.model.name
-
     def offers(self, seq: Sequence[int]) -> list[Offer]:
         """The lookup's copy first, then the model: the engine takes the first whose own
         policy wants to draft, so each source is asked on its own evidence."""
         return [*self.lookup.offers(seq), *self.model.offers(seq)]
 
-    def _pick(self, seq: Sequence[int]) -> Any:
-        return self.lookup if self.lookup.route(seq) else self.model
-
-    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
-        return self._pick(seq).catch_up(seq, chunk)
-
-    def propose(self, request: DraftRequest) -> Proposal:
-        return self._pick(request.seq).propose(request)
-
-    def learn(self, proposed: Sequence[int], accepted: int) -> None:
-        pass  # the engine routes each round to the sub-source, which learns itself
-
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
         pass  # the sub-sources are the engine's own and are rewound with it
-
-    def reset(self) -> None:
-        pass
 
     def price(self, curve: Any) -> Callable[[int], float]:
         return self.model.price(curve)

@@ -38,14 +38,8 @@ class ModelDrafter:
             raise DraftUnavailable("no draft model is loaded")
         return cls(res.draft)
 
-    @property
-    def model_state(self) -> CachedModel:
-        return self.state_
-
-    def route(self, seq: Sequence[int]) -> str | None:
-        return self.name  # a model always has something to propose
-
     def offers(self, seq: Sequence[int]) -> list[Offer]:
+        """One offer, any k: a model always has something to propose."""
         return [Offer(self.name)]
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
@@ -87,9 +81,6 @@ class ModelDrafter:
 
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
         self.state_.rewind(committed[:-1], start)
-
-    def reset(self) -> None:
-        self._fed = []
 
     def price(self, curve: Any) -> Callable[[int], float]:
         return model_draft_price(curve)

@@ -82,11 +82,6 @@ class SuffixIndex:
             return None
         return Match(self._len[s], self._end[s])
 
-    def repeat_length(self) -> int:
-        """Length of the longest suffix that occurred earlier (0 for none)."""
-        s = self._link[self._last]
-        return self._len[s] if s > 0 else 0
-
     def continuation(self, match: Match, k: int) -> list[int]:
         """Up to k tokens that followed the earlier occurrence. Where they run into the end of
         the text, the copy continues with the same period (a loop keeps looping)."""

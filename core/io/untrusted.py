@@ -15,6 +15,7 @@ blocking inside MLX. Each refusal is one sentence naming the file.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import stat
@@ -78,15 +79,6 @@ def check_regular(path: str | os.PathLike[str], what: str = "file") -> os.stat_r
     return st
 
 
-def is_regular(path: str | os.PathLike[str]) -> bool:
-    """True for a regular file (links followed); False for anything else, or nothing, there.
-    For scans of a folder that skip what they cannot read (never blocks)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def check_folder_files(folder: str | os.PathLike[str], what: str) -> None:
     """Every entry directly in `folder` is a regular file or a folder (links followed): a
     model folder is handed to a library that opens its files, and one FIFO among them hung
@@ -125,6 +117,30 @@ def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -
     if len(data) > limit:  # it grew while we read it
         raise _too_large(what, p, limit)
     return data
+
+
+def read_bounded_xz(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """`read_bounded`, and when the name ends in `.xz` its bytes decompressed, at most `limit`
+    of them: the repository keeps its raw benchmark JSON xz'd (docs/benchmarks/rawdata.py
+    says why), and `bench --curve` takes such a file as it is. The decompressor stops after
+    `limit + 1` bytes, so a small file that expands without end is refused like a large one;
+    a damaged stream is refused in one sentence."""
+    data = read_bounded(path, limit, what)
+    p = Path(path)
+    if p.suffix != ".xz":
+        return data
+    dec = lzma.LZMADecompressor()
+    try:
+        out = dec.decompress(data, max_length=limit + 1)
+    except lzma.LZMAError as exc:
+        raise UntrustedFileError(f"The {what} {p} is not a readable xz file ({exc}).") from None
+    if len(out) > limit:
+        raise UntrustedFileError(
+            f"The {what} {p} holds more than {_size(limit)} once decompressed, so it was not read."
+        )
+    if not dec.eof:
+        raise UntrustedFileError(f"The {what} {p} is a truncated xz file.")
+    return out
 
 
 def _too_large(what: str, path: Path, limit: int) -> UntrustedFileError:

@@ -1,8 +1,10 @@
 """Models: load a target and a draft from any source and check that they can speculate together.
 
 One module per idea: `loaded` (the types, errors, dtype, cache), `loader` (spec -> model),
-`fetch` (the embedded default), `context` (windows), `gguf`, `gguf_header`, `mlx_folder`, `self_draft`, `shapes`,
-`noise_tokenizer`, `spec` (option parsing) and `pair` (the pair checks and the chat prompt).
+`fetch` (the embedded default), `context` (windows), `bounds` (a config's sizes), `gguf`,
+`gguf_header`, `gguf_convert`, `mlx_folder`, `self_draft`, `shapes`, `noise_tokenizer`, `spec`
+(option parsing), `pair` (the pair checks), `chat_template` (messages to ids) and `identify`
+(a loaded model's ModelIdentity).
 The names below are the package's API; code that replaces one in a test patches the module
 that looks it up (e.g. ``core.models.fetch.download_default_wheel``), not this package.
 """

@@ -1,11 +1,12 @@
-"""Which model ran: one value a bench result, a saved run, a trace and the app all carry.
+"""Which model ran: `identify(loaded)` builds the ModelIdentity a bench result, a saved run, a
+trace and the app all carry (the value itself, without MLX, is core/identity.py).
 
 A number is only worth what is known about what produced it. `ModelIdentity` names a loaded
 model as the user gave it (the spec), where it came from (its kind), what it is (architecture,
 parameters, layers, quantization) and which bytes it was (the weights file's sha256), or, for
 random weights, the shape and seed that draw them again. `identify(loaded)` builds it from a
-`LoadedModel`; `to_dict`/`from_dict` carry it through JSON, and a record written before it
-existed reads as unknown.
+`LoadedModel`; the value's `to_dict`/`from_dict` carry it through JSON, and a record written
+before it existed reads as unknown.
 
 Hashing is paid once per file: the sha256 of a file is cached by path, size and mtime, in
 this process and in a small file in the model cache, so reloading the same GGUF costs a stat.

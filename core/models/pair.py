@@ -1,4 +1,4 @@
-"""Pairs: whether a target and a draft can speculate together, and the prompt ids they share.
+"""Pairs: a target and a draft loaded together, and whether they can speculate together.
 
 Different tokenizers are refused in one sentence naming both models; embeddings padded to
 different row counts are sliced to the common vocabulary; caches that cannot be rewound

@@ -17,7 +17,15 @@ from core.profile.chrome_trace import (
     write_trace,
 )
 from core.profile.cli import add_profiles_arguments, run_profiles_cli
-from core.profile.export import CSV_COLUMNS, diff_settings, export_csv, rounds_csv, summary_metrics
+from core.profile.export import (
+    CSV_COLUMNS,
+    diff_settings,
+    export_csv,
+    plain_number,
+    rounds_csv,
+    summary_metrics,
+    value_text,
+)
 from core.profile.files import (
     APP_NAME,
     RUN_SUFFIX,
@@ -52,6 +60,7 @@ __all__ = [
     "export_csv",
     "load_file",
     "load_profile",
+    "plain_number",
     "profile_paths",
     "profile_request",
     "profiles_dir",
@@ -60,6 +69,7 @@ __all__ = [
     "run_profiles_cli",
     "shipped_presets_dir",
     "summary_metrics",
+    "value_text",
     "trace_json",
     "validate_name",
     "write_atomic",

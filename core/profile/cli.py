@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from core.io import user_text
-from core.profile.export import diff_settings, summary_metrics
+from core.profile.export import diff_settings, plain_number, summary_metrics, value_text
 from core.profile.files import PROFILES_ENV, shipped_presets_dir, user_profiles_dir
 from core.profile.records import Profile, ProfileError
 from core.profile.store import ProfileStore, load_profile
@@ -133,28 +132,6 @@ def _text(value: Any, style: str = "") -> Text:
     return Text(user_text.shown(value), style=style)
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return plain_number(value)
-    return str(value)
-
-
-def plain_number(value: float) -> str:
-    """A number as people read it, never in exponent form (`profiles diff` printed a run's
-    1.246e+05 tokens/s and 1e-05 s): thousands grouped, four significant digits below."""
-    size = abs(value)
-    if size >= 1000:
-        return f"{value:,.0f}"
-    if size >= 1 or size == 0:
-        return f"{value:.4g}"
-    text = f"{value:.{max(4, 3 - math.floor(math.log10(size)))}f}"
-    return text.rstrip("0").rstrip(".")
-
-
 def _print_list(console: Any, store: ProfileStore, unavailable: str | None = None) -> None:
     """Every profile and preset; files a user wrote are text, never markup (`[gpu]` stays)."""
     from rich.console import Console
@@ -202,8 +179,8 @@ def _print_show(console: Any, profile: Profile) -> None:
         changed = value != default
         table.add_row(
             f.name,
-            Text(_fmt(value), style="bold" if changed else ""),
-            Text(_fmt(default) if changed else ""),
+            Text(value_text(value), style="bold" if changed else ""),
+            Text(value_text(default) if changed else ""),
         )
     console.print(table)
     run = profile.run
@@ -215,7 +192,7 @@ def _print_show(console: Any, profile: Profile) -> None:
     info.add_column("value")
     env = run.environment
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
-        info.add_row(key, _text(_fmt(env.get(key))))
+        info.add_row(key, _text(value_text(env.get(key))))
     from core.identity import describe_models
     from core.runtime.version import version_text
 
@@ -228,9 +205,9 @@ def _print_show(console: Any, profile: Profile) -> None:
     info.add_row("calibration", "yes" if run.calibration else "-")
     for at, changed in run.settings_changes:  # a key pressed mid-turn: not one setting's run
         info.add_row(f"settings from round {at}",
-                     Text(", ".join(f"{k} = {_fmt(v)}" for k, v in changed.items())))  # fmt: skip
+                     Text(", ".join(f"{k} = {value_text(v)}" for k, v in changed.items())))  # fmt: skip
     for label, value in summary_metrics(run):
-        info.add_row(label, _fmt(value))
+        info.add_row(label, value_text(value))
     console.print(info)
     if profile.run_is_stale:
         console.print("[yellow]the settings changed after this run was recorded[/yellow]")
@@ -246,7 +223,7 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
         table.add_column(Text(a.name))
         table.add_column(Text(b.name))
         for key, va, vb in changed:
-            table.add_row(key, Text(_fmt(va)), Text(_fmt(vb)))
+            table.add_row(key, Text(value_text(va)), Text(value_text(vb)))
         console.print(table)
     else:
         console.print(Text(f"{a.name} and {b.name} have the same settings"))
@@ -260,8 +237,8 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     table.add_column(Text(b.name))
     table.add_column(Text(f"{b.name} / {a.name}"))
     for key in ("backend", "device_name"):
-        table.add_row(key, _text(_fmt(a.run.environment.get(key))),
-                      _text(_fmt(b.run.environment.get(key))))  # fmt: skip
+        table.add_row(key, _text(value_text(a.run.environment.get(key))),
+                      _text(value_text(b.run.environment.get(key))))  # fmt: skip
     from core.identity import describe_models
 
     ma, mb = describe_models(a.run.summary.models), describe_models(b.run.summary.models)
@@ -270,5 +247,5 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
         table.add_row(role, _text(ma.get(role, "none"), style), _text(mb.get(role, "none"), style))
     for (label, va), (_, vb) in zip(summary_metrics(a.run), summary_metrics(b.run), strict=True):
         ratio = vb / va if va and vb is not None else None
-        table.add_row(label, _fmt(va), _fmt(vb), "-" if ratio is None else f"{plain_number(ratio)}x")
+        table.add_row(label, value_text(va), value_text(vb), "-" if ratio is None else f"{plain_number(ratio)}x")
     console.print(table)

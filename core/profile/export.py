@@ -1,7 +1,8 @@
-"""Comparing and exporting profiles: which settings differ, the metrics runs are judged by, CSV.
+"""Comparing and exporting profiles: which settings differ, the metrics runs are judged by,
+how a value reads in a table, CSV.
 
-`profiles show`, `profiles diff` and `profiles export` all read runs through these, so two runs
-are always set side by side by the same numbers.
+`profiles show`, `profiles diff`, `profiles export` and the app's compare screen all read runs
+through these, so two runs are always set side by side by the same numbers, written alike.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 import os
 from typing import Any
 
 from core.events import PHASES
+from core.io.user_text import shown
 from core.profile.files import write_atomic
 from core.profile.records import Profile, ProfileError, RecordedRun
 from core.settings import Settings
@@ -42,6 +45,32 @@ def diff_settings(a: Settings, b: Settings) -> list[tuple[str, Any, Any]]:
         for f in dataclasses.fields(Settings)
         if getattr(a, f.name) != getattr(b, f.name)
     ]
+
+
+def value_text(value: Any) -> str:
+    """A setting's or a record's value as a table cell, one way for `profiles show/diff` and
+    the app's compare screen (two copies had drifted: the screen printed 1e-05 and 12345):
+    "-" for none, true/false, a number by plain_number, anything else as text without
+    terminal escapes (it may come from a file someone else wrote)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return plain_number(value)
+    return shown(value)
+
+
+def plain_number(value: float) -> str:
+    """A number as people read it, never in exponent form (`profiles diff` printed a run's
+    1.246e+05 tokens/s and 1e-05 s): thousands grouped, four significant digits below."""
+    size = abs(value)
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 1 or size == 0:
+        return f"{value:.4g}"
+    text = f"{value:.{max(4, 3 - math.floor(math.log10(size)))}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 def summary_metrics(run: RecordedRun) -> list[tuple[str, float | None]]:

@@ -20,6 +20,7 @@ from typing import Any
 import platformdirs
 import tomli_w
 
+from core.errors import lower_first
 from core.events import RoundEvent, RunSummary
 from core.io import atomic
 from core.io.atomic import reason
@@ -46,10 +47,6 @@ _TOML_HEADER = (
 
 
 # --------------------------------------------------------------------------- sentences
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text else text
 
 
 def _first_line(exc: Exception) -> str:
@@ -159,7 +156,7 @@ def _settings_from_table(table: dict[str, Any], where: str) -> Settings:
     try:
         return Settings.from_dict(table)
     except SettingsError as exc:
-        raise ProfileError(f"{where}: {_lower_first(str(exc))}") from None
+        raise ProfileError(f"{where}: {lower_first(str(exc))}") from None
 
 
 def profile_from_toml(doc: dict[str, Any], where: str) -> tuple[Settings, str]:

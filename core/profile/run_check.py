@@ -180,8 +180,10 @@ def _source_stats(stats: dict[str, Any], what: str) -> None:
     rates; each value None, a finite number, or a list of finite numbers."""
     for key, value in stats.items():
         where = f"{what} {key}"
-        if key in ("rounds", "proposed", "accepted"):
+        if key in ("rounds", "proposed", "accepted", "measured_rounds", "earlier_rounds"):
             count(value, where)
+        elif key in ("guard", "basis"):  # the measured guard's decision in words
+            text(value, where)
         elif isinstance(value, list):
             for x in value:
                 number(x, where, 0.0, 1e6)

@@ -227,10 +227,13 @@ class Warmer:
                     on_notice: Notify | None = None, curve: Any | None = None,
                     threshold_s: float = THRESHOLD_S) -> WarmupRecord:  # fmt: skip
         """Warm what the first rounds of a run of `settings` on a prompt of `prompt_tokens`
-        use (first_round_sizes), with the compile notices of `warm_up`."""
+        use (first_round_sizes), with the compile notices of `warm_up`. Prefills are of the
+        smaller of the Warmer's chunk and the settings' own, which the engine prefills in (a
+        narrow start's is small: core/runtime/warm_start.py)."""
         if curve is None:
             curve = getattr(self.engine, "cost_curve", None)
-        sizes = first_round_sizes(settings, prompt_tokens, curve=curve, chunk=self.chunk,
+        chunk = min(self.chunk, getattr(settings, "prefill_chunk", None) or self.chunk)
+        sizes = first_round_sizes(settings, prompt_tokens, curve=curve, chunk=chunk,
                                   has_draft=self.has_draft)  # fmt: skip
         return self.run(sizes, on_notice=on_notice, threshold_s=threshold_s,
                         prompt_tokens=prompt_tokens)  # fmt: skip

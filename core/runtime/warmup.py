@@ -9,7 +9,7 @@ first paid for compiles it should never have measured. So:
 
 - `CompileWatch` (core/runtime/compile_watch.py) says when a first use stalls on a compile.
 - `warm_up` runs, on fresh caches (the engine's are untouched), the target's prefill at the
-  chunk size, its decode step, verifications of every row count asked for (per calibration
+  prompt's length in the engine's chunks (one chunk when unknown), its decode step, verifications of every row count asked for (per calibration
   mode) with the acceptance rules, the draft's prefill and decode steps (greedy and sampled,
   compiled when asked), inside one watch; then a settle check repeats a single-row target step
   until two consecutive timings agree within `settle_tolerance`. On the CPU backend it does

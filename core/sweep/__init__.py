@@ -3,14 +3,17 @@ and what does the text give up for it?) as a grid of bench runs, its frontier an
 
 Modules: grid (the cells), run (one bench protocol per prompt and temperature, the cells'
 summaries), frontier (Pareto front and the fastest cell within a bound: pure, on recorded
-cells), report (table, CSV, Markdown, SVG, terminal plot), cli (`specdec-tui sweep`).
+cells), report (table, CSV, Markdown, SVG, terminal plot), cli (`specdec-tui sweep`), last
+(the copy of the last sweep the app shows). Its protocol knobs are the bench's
+(`ProtocolConfig`, core/bench/protocol.py).
 """
 
 from __future__ import annotations
 
+from core.bench.protocol import ProtocolConfig  # the bench's, which every block runs
 from core.sweep.frontier import dominates, feasible, frontier_summary, pareto_front, recommend
 from core.sweep.grid import Cell, SweepError, SweepGrid, parse_policy
-from core.sweep.run import ProtocolConfig, SweepPrompt, SweepRun, run_sweep, summarise_cell
+from core.sweep.run import SweepPrompt, SweepRun, run_sweep, summarise_cell
 
 __all__ = [
     "Cell",

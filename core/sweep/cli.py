@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
+from core.bench.protocol import ProtocolConfig
 from core.io.atomic import write_atomic
 from core.io.user_text import prompt_text
 from core.runtime.distributed import rank0_only
@@ -29,7 +30,7 @@ from core.sweep.grid import (
     parse_floats,
     parse_names,
 )
-from core.sweep.run import ProtocolConfig, SweepPrompt, SweepRun, run_sweep
+from core.sweep.run import SweepPrompt, SweepRun, run_sweep
 
 DEFAULT_SWEEP_PROMPT = "creative-seed-vault"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.bench.protocol import run_protocol
+from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
 from core.decode.acceptance import PositionTally
 from core.sweep.frontier import frontier_summary
@@ -36,22 +36,6 @@ class SweepPrompt:
     text: str
     check: Callable[[list[int]], bool] | None = None
     check_name: str | None = None
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    """The bench protocol's knobs a sweep passes to every block (core.bench.protocol)."""
-
-    tokens: int = 256
-    seeds: int = 3
-    invocations: int = 3
-    warmup: int = 1
-    traced: bool = False
-    quality: bool = True
-    predict: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -146,12 +130,10 @@ def run_sweep(
             if progress is not None:
                 progress(_before + done, _before + total + rest, f"{_p} T={_t:g}: {label}")
 
-        report = run_protocol(
-            engine, list(prompt.ids), rows, tokens=config.tokens, seeds=config.seeds,
-            invocations=config.invocations, warmup=config.warmup, traced=config.traced,
-            progress=tick, cancel=cancel, decode=decode, quality=config.quality,
-            predict=config.predict, task=prompt.check, task_name=prompt.check_name,
-        )  # fmt: skip
+        report = run_protocol(engine, list(prompt.ids), rows, config, ProtocolInputs(
+            progress=tick, cancel=cancel, decode=decode, task=prompt.check,
+            task_name=prompt.check_name,
+        ))  # fmt: skip
         report.protocol["prompt"] = {"name": prompt.name, "text": prompt.text}
         done_before += seen["total"]
         run.blocks.append(Block(prompt.name, t, report, prompt.check_name))

@@ -2,11 +2,11 @@
 
 A page marks each table it generates, and each number of its prose that quotes the data:
 
-    <!-- generated: NAME from data/FILE.json[, data/OTHER.json] -->
+    <!-- generated: NAME from data/FILE.json.xz[, data/OTHER.json.xz] -->
     ...table, then one line naming its statistic and its data files...
     <!-- end generated -->
 
-    ... hybrid gained <!-- value: data/FILE.json | ROW | FIELD -->1.02x<!-- /value --> ...
+    ... hybrid gained <!-- value: data/FILE.json.xz | ROW | FIELD -->1.02x<!-- /value --> ...
 
 NAME is a key of TABLES (a function of the loaded files), ROW a result's `name` in the bench
 JSON, FIELD a key of FIELDS. Paths are relative to the page. `python docs/benchmarks/render.py`
@@ -15,14 +15,14 @@ that differs from its data (tests/docs/test_benchmark_docs.py runs it).
 
 Medians, minima and ratios are recomputed from each row's raw timings (`e2e_s`), not copied
 from the bench's summary fields; every field is read with .get(), so a JSON with more keys
-(provenance, say) renders the same. A new section: a JSON file in data/, a block in the page,
-and, if no existing NAME fits, one line in TABLES.
+(provenance, say) renders the same. A new section: a JSON file in data/ (compressed there by
+`python docs/benchmarks/rawdata.py compress`: the raw data is kept xz'd, rawdata.py says why),
+a block in the page, and, if no existing NAME fits, one line in TABLES.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -32,6 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parents[1]))  # the project root, for core.bench.report
+sys.path.insert(0, str(ROOT))  # rawdata, beside this file
+
+from rawdata import load_json  # noqa: E402
 
 from core.bench.report import md_table, num, pct, ratio, secs  # noqa: E402
 
@@ -687,6 +690,26 @@ LOOKUP_COLS = (("Configuration", "label"), ("Acceptance", "acceptance"),
                ("Measured (decode)", "decode"), ("Efficiency", "efficiency"),
                ("Tracing overhead", "overhead"))
 
+def round_ops(docs: list[Doc]) -> tuple[list[str], str]:
+    """round_ops.py's counts, before and after (two files) or one file: per kind of round,
+    its own MLX calls (outside the models' forwards), its host syncs, the models' calls."""
+    cases = [{c.get("case"): c for c in d.get("cases") or []} for d in docs]
+    names = list(cases[-1])
+    out = []
+    for name in names:
+        got = [c.get(name) or {} for c in cases]
+        cells = [" -> ".join(num(g.get(k), ".1f") for g in got)
+                 for k in ("own_calls", "syncs")]  # fmt: skip
+        out.append([name, *cells, num(got[-1].get("model_calls"), ".0f"),
+                    str(got[-1].get("rounds", "-"))])  # fmt: skip
+    commits = " -> ".join(str(((d.get("environment") or {}).get("specdec_tui") or {})
+                              .get("commit", "?"))[:7] for d in docs)  # fmt: skip
+    head = ("Round", "own MLX calls a round", "host syncs a round",
+            "MLX calls in the models' forwards", "rounds counted")
+    return md_table(head, out), (f"mean per round; a -> b: the code at {commits} "
+                                 "(round_ops.py on shape:tiny, CPU)")
+
+
 TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
@@ -735,6 +758,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-summary": never_slower_summary,
     "model-alone-split": model_alone_split,
     "never-slower-copy": never_slower_copy,
+    "round-ops": round_ops,
 }
 
 
@@ -748,7 +772,7 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
     for s in src.split(","):
         path = (page.parent / s.strip()).resolve()
         if path not in cache:
-            cache[path] = json.loads(path.read_text())
+            cache[path] = load_json(path)
         out.append(cache[path])
     return out
 

@@ -8,7 +8,6 @@ edition 2's corrected table to the medians issue 21 computed by hand.
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import shutil
 from pathlib import Path
@@ -31,6 +30,7 @@ def _render() -> ModuleType:
 
 
 render = _render()
+rawdata = __import__("rawdata")  # beside render.py, which put its folder on sys.path
 
 
 def test_every_page_agrees_with_its_data() -> None:
@@ -49,11 +49,11 @@ def copy(tmp_path: Path) -> Path:
 def test_check_fails_when_a_row_of_the_data_changes(copy: Path) -> None:
     # The hybrid's fastest rewrite request (0.51 s) made the old table print 2.27x; making its
     # slowest one faster moves the median, and every block and value that quotes it must fail.
-    f = copy / ED2 / "lookup-rewrite-paragraph-t0.0.json"
-    doc = json.loads(f.read_text())
+    f = copy / ED2 / "lookup-rewrite-paragraph-t0.0.json.xz"
+    doc = render.load_json(f)
     hybrid = next(r for r in doc["results"] if r["name"] == "hybrid-cost-aware+flags")
     hybrid["e2e_s"] = [x * 0.8 for x in hybrid["e2e_s"]]
-    f.write_text(json.dumps(doc))
+    rawdata.write_json(f, doc)
     problems = render.check(copy)
     assert problems and all(p.startswith("h200-edition2.md: ") for p in problems)
     assert any("lookup-matrix" in p for p in problems)
@@ -78,7 +78,7 @@ def test_edition2_lookup_table_shows_medians() -> None:
     """Issue 21's hand-computed medians: hybrid 1.02x (rewrite, greedy), 1.37x (code edit,
     T = 0.7), 1.13x (creative, greedy); target-only's median 1.161 s, not its fastest 1.104 s."""
     lines, statistic = render.TABLES["lookup-matrix"](
-        [json.loads((BENCH / ED2 / f"lookup-{n}.json").read_text())
+        [render.load_json(BENCH / ED2 / f"lookup-{n}.json.xz")
          for n in ("code-edit-pasted-t0.0", "code-edit-pasted-t0.7", "rewrite-paragraph-t0.0",
                    "creative-seed-vault-t0.0")])  # fmt: skip
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
@@ -168,13 +168,13 @@ def test_model_alone_split_rebuilds_the_request_from_the_guard_rates() -> None:
 def test_never_slower_page_follows_its_data(copy: Path) -> None:
     """Making the default twice as fast on math-boxes greedy must change the page's per-row,
     summary and goal tables and its quoted ratio, and nothing on another page."""
-    f = copy / "data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json"
-    doc = json.loads(f.read_text())
+    f = copy / "data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"
+    doc = render.load_json(f)
     default = next(r for r in doc["results"] if r["name"] == render.NS_DEFAULT)
     default["e2e_s"] = [x / 2 for x in default["e2e_s"]]
-    f.write_text(json.dumps(doc))
+    rawdata.write_json(f, doc)
     problems = render.check(copy)
     assert problems and all(p.startswith("never-slower.md: ") for p in problems)
     for name in ("never-slower from", "never-slower-summary", "never-slower-goals",
-                 "<!-- value: data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json"):
+                 "<!-- value: data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"):
         assert any(name in p for p in problems), name

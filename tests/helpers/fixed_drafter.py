@@ -12,7 +12,7 @@ from typing import Any
 import mlx.core as mx
 
 from core.drafting import registry
-from core.drafting.base import DraftRequest, Proposal
+from core.drafting.base import DraftRequest, Offer, Proposal
 
 NAME = "fixed-tokens"
 
@@ -28,9 +28,8 @@ class FixedTokensDrafter:
         self.seen: list[int] = []  # what catch_up absorbed (for the invariant tests)
         self.learnt: list[tuple[int, int]] = []
 
-    def route(self, seq: Sequence[int]) -> str | None:
-        return self.name
-
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        return [Offer(self.name)]  # always something to propose, any k
 
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
         todo = list(seq[len(self.seen) :])
@@ -39,7 +38,7 @@ class FixedTokensDrafter:
 
     def propose(self, request: DraftRequest) -> Proposal:
         ids = self.tokens[: request.k]
-        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name, tuple(ids))
+        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name)
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         self.learnt.append((len(proposed), accepted))
@@ -49,9 +48,6 @@ class FixedTokensDrafter:
         while n < min(len(self.seen), len(committed)) and self.seen[n] == committed[n]:
             n += 1
         del self.seen[n:]
-
-    def reset(self) -> None:
-        self.seen, self.learnt = [], []
 
     def price(self, curve: Any) -> Callable[[int], float]:
         return lambda k: 0.0

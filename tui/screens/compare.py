@@ -21,9 +21,10 @@ from textual.widgets import DataTable, Footer, Label, Select, Static
 
 from core.errors import UserError
 from core.events import PHASES, RunSummary
+from core.events import phase_shares as shares_of
 from core.identity import human_count
 from core.io.user_text import shown
-from core.profile import RecordedRun, diff_settings, summary_metrics
+from core.profile import RecordedRun, diff_settings, summary_metrics, value_text
 from core.settings import Settings
 from tui.widgets.cells import PHASE_COLOURS  # the Rounds panel's colours, so a phase reads alike
 
@@ -62,16 +63,6 @@ def profile_run(profile: Any) -> ComparedRun:
                        run.summary, dict(run.environment), profile.run_is_stale)  # fmt: skip
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    return shown(value)  # settings and environment come from files: no terminal escapes
-
-
 def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text]]:
     """Every setting, A's and B's value; the ones that differ marked and highlighted."""
     differ = {name for name, _, _ in diff_settings(a.settings, b.settings)}
@@ -79,10 +70,10 @@ def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text
     for f in dataclasses.fields(Settings):
         va, vb = getattr(a.settings, f.name), getattr(b.settings, f.name)
         if f.name in differ:
-            rows.append((Text("≠ " + f.name, DIFF_STYLE), Text(_fmt(va), DIFF_STYLE),
-                         Text(_fmt(vb), DIFF_STYLE)))  # fmt: skip
+            rows.append((Text("≠ " + f.name, DIFF_STYLE), Text(value_text(va), DIFF_STYLE),
+                         Text(value_text(vb), DIFF_STYLE)))  # fmt: skip
         else:
-            rows.append((Text("  " + f.name, "dim"), Text(_fmt(va)), Text(_fmt(vb))))
+            rows.append((Text("  " + f.name, "dim"), Text(value_text(va)), Text(value_text(vb))))
     return rows
 
 
@@ -172,7 +163,7 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
     for key in ("backend", "device_name"):
         va, vb = a.environment.get(key), b.environment.get(key)
         style = DIFF_STYLE if va and vb and va != vb else ""
-        rows.append((Text(key, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), Text("")))
+        rows.append((Text(key, "dim"), Text(value_text(va), style), Text(value_text(vb), style), Text("")))
     rows += model_rows(a, b)
     ma, mb = dict(_metrics(a)), dict(_metrics(b))
     labels = list(dict.fromkeys(label for label, _ in (*_metrics(a), *_metrics(b))))
@@ -189,18 +180,14 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
         differs = va != vb and not (va is not None and vb is not None
                                     and abs(va - vb) <= 1e-9 * max(abs(va), abs(vb)))  # fmt: skip
         style = "bold" if differs else ""
-        rows.append((Text(label, "dim"), Text(_fmt(va), style), Text(_fmt(vb), style), ratio))
+        rows.append((Text(label, "dim"), Text(value_text(va), style), Text(value_text(vb), style), ratio))
     return rows
 
 
 def phase_shares(summary: RunSummary | None) -> dict[str, float] | None:
-    """Each phase's share of the traced round time; None when the run split no phases."""
-    if summary is None or not summary.traced:
-        return None
-    total = sum(max(summary.phase_s.get(p, 0.0), 0.0) for p in PHASES)
-    if total <= 0:
-        return None
-    return {p: max(summary.phase_s.get(p, 0.0), 0.0) / total for p in PHASES}
+    """Each phase's share of the run's traced time (core.events.phase_shares, the one
+    computation); None when there is no run or it split no phases."""
+    return None if summary is None else shares_of(summary.phase_s, summary.traced)
 
 
 def share_cell(share: float | None, colour: str) -> Any:

@@ -15,7 +15,7 @@ from core.bench.fmt import num
 from tui.copies import CopyOrigin
 from tui.stats import RoundStats, SourceRow, SourceStats
 from tui.widgets.cells import BAR, fmt_pct
-from tui.widgets.plots import PositionPlot
+from tui.widgets.position_plot import PositionPlot
 
 
 def position_bars(stats: RoundStats, width: int = 24) -> Text:

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Label, Static
 from tui.engine_info import CurveInfo, PairInfo
 from tui.stats import RoundStats
 from tui.widgets.cells import BAR
-from tui.widgets.plots import CurvePlot
+from tui.widgets.curve_plot import CurvePlot
 from tui.widgets.prediction import SpeedupPlot
 
 

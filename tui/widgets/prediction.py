@@ -29,14 +29,14 @@ from core.cost.prediction import KPrediction, Prediction, RoundCost, predict, pr
 from core.dispatch.curve import interpolate
 from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
-from tui.widgets.plots import (
+from tui.widgets.plot_base import (
     CURRENT_STYLE,
     CURVE_STYLE,
     MEASURED_STYLE,
     PREDICTED_STYLE,
     TABLE_HINT,
     StaticPlot,
-    _ticks,
+    data_ticks,
 )
 
 EFFICIENCY_FLOOR = 0.85
@@ -286,7 +286,7 @@ class SpeedupPlot(Vertical):
         top = max([*ys, view.measured or 0.0, 1.0]) * 1.15
         plot.set_xlabel("drafts proposed k")
         plot.set_ylabel("speedup")
-        plot.set_xticks(_ticks(ks))
+        plot.set_xticks(data_ticks(ks))
         plot.set_xlimits(ks[0] - 0.5, ks[-1] + 0.5)
         plot.set_ylimits(0.0, top)
         plot.plot([ks[0], ks[-1]], [1.0, 1.0], line_style=PREDICTED_STYLE)  # target-only

@@ -12,10 +12,12 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.widgets import Button, DataTable, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
 from core.bench.fmt import num, ratio
+from core.events import phase_shares
 from core.io.user_text import shown
 from core.settings import Settings
 from tui.engine_info import PairInfo
@@ -40,10 +42,8 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
 
     def phase_share(p: str) -> Any:
         def get(r: RunRecord) -> str:
-            total = sum(r.summary.phase_s.values())
-            if not r.summary.traced or not total:
-                return "-"
-            return f"{r.summary.phase_s.get(p, 0.0) / total:.0%}"
+            shares = phase_shares(r.summary.phase_s, r.summary.traced)
+            return "-" if shares is None else f"{shares[p]:.0%}"
 
         return get
 
@@ -106,10 +106,14 @@ class ProfilePanel(VerticalScroll):
     def on_mount(self) -> None:
         self.query_one("#settings-table", DataTable).add_columns("setting", "value", "", "")
 
+    class CompareAsked(Message):
+        """The panel's button asks for any two runs side by side (the app's compare feature,
+        tui/features/compare.py, opens them): the panel posts, it never calls the app."""
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "open-compare":
             event.stop()
-            self.app.action_compare_runs()  # type: ignore[attr-defined]
+            self.post_message(self.CompareAsked())
 
     def show_settings(
         self, settings: Settings, profile_name: str | None, info: PairInfo | None = None

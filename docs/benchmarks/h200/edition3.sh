@@ -9,7 +9,7 @@
 # Parts (PARTS, default "chat key"):
 #   chat   the first chat on this machine (0.5B shape pair, random weights), every output line
 #          stamped with seconds since the command started: the compile notice and its timing
-#   key    the 2026-12-01 run's settings again (data/h200-2026-12-01/key72-256.json): the 72B
+#   key    the 2026-12-01 run's settings again (data/h200-2026-12-01/key72-256.json.xz): the 72B
 #          shape target, the 0.5B shape draft, creative-800, 256 tokens, 2 seeds: target-only,
 #          fixed-8 at TV 1, k = 31 at TV 1, fixed-8 at TV 0.5, cost-aware <= 15 at TV 0.5,
 #          cost-aware <= 31 at TV 1 (bonus on)

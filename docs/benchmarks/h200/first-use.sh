@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Issue 31's goal on a fresh H200: `specdec-tui chat` on the default model (SmolLM2-135M Q4_1,
 # drafted by self:bits=4) prints its first token within 60 s of starting, on a machine WITHOUT
-# a kernel cache (the first bench of 2026-12-01 compiled for more than 300 s before it).
+# a kernel cache (2026-12-01: still compiling at 90 s, docs/benchmarks/data/h200-2026-12-01-s5/
+# first-use/; the probe data/h200-2026-12-01-first-probe pinned it on qmm kernels, ~30 s each,
+# compiled from 8 rows up). chat now starts narrow on such a machine (core/runtime/warm_start.py:
+# every forward below 8 rows, which run precompiled kernels).
 #
 # After the three set-up calls of `bash docs/benchmarks/h200/pack.sh --default-model` (the
 # third one can run this; do NOT carry .device/kcache: this measures a machine without one):
@@ -10,22 +13,27 @@
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache; bash docs/benchmarks/h200/first-use.sh $OUT
 # Each chat runs under an empty $MLX_PTX_CACHE_DIR of its own unless it is a "warm" part, so
 # no kernel compiled before it (by model.sh's fetch, or an earlier part) is reused.
-# Parts (PARTS, default "cold warm"; about 1-3 minutes each):
-#   cold    chat's defaults (fixed k = 4, greedy, 64 tokens), an empty kernel cache
-#   warm    the same chat again on the kernel cache `cold` left (what a second start costs)
-#   cost    `chat --profile hybrid-cost-aware` (the app's first-run default), an empty kernel
-#           cache and an empty curve cache: its first turn calibrates, which warms every size
+# Parts (PARTS, default "imports cold warm"; LIMIT_S, default 150, cuts a part; about 4-6
+# minutes in all):
+#   imports the CLI's imports (python -X importtime), once without bytecode (what a fresh tree
+#           or unpacked wheels cost; pip compiles it at install) and once with it
+#   cold    chat's defaults (first_run_settings: hybrid drafting, the cost-aware k, T = 0.7,
+#           256 tokens), an empty kernel cache and an empty curve cache: it starts narrow,
+#           calibrates 7 rows and prints the first token
+#   warm    the same chat again on what `cold` left (its kernels and its kept 7-row curve)
+#   cost    `chat --profile hybrid-cost-aware`, empty kernel and curve caches (as cold)
 #   cost2   the same again, kernel and curve caches kept: the saved curve is reused
 # Writes into $OUT: first-use-PART.log (stdout and stderr, each line stamped with seconds since
-# the command started), first-use.json (per part: seconds to the first token on stdout, to
-# the end, the exit status, the goal and whether it was met) and the kernel cache's parts
-# (kcache.sh save: carry them into later calls that should not compile again).
+# the command started: "loading ..." comes after the imports, the narrow-start line after the
+# load), first-use.json (per part: seconds to the first token on stdout, to the end, the exit
+# status, the goal and whether it was met), importtime-{nopyc,pyc}.txt and the kernel cache's
+# parts (kcache.sh save: carry them into later calls that should not compile again).
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PROMPT=${PROMPT:-"What is the capital of France?"}
 GOAL_S=${GOAL_S:-60}
-LIMIT_S=${LIMIT_S:-330}  # a part still running then is cut (its log and JSON say so)
+LIMIT_S=${LIMIT_S:-150}  # a part still running then is cut (its log and JSON say so)
 W=/tmp/first-use; rm -rf "$W"; mkdir -p "$W"
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))" || exit 3
 
@@ -84,8 +92,16 @@ PY
 
 chat=(python3 -m core.cli chat)
 curves="${SPECDEC_TUI_CACHE:-$HOME/.cache/specdec-tui}/curves"  # core/dispatch/curve_cache.py
-for part in ${PARTS:-cold warm}; do
+imports='import time; t = time.perf_counter(); import core.cli; core.cli.build_parser(); import core.chat.cli, core.models.loader, core.decode.engine, core.runtime.warm_start; print(f"imports {time.perf_counter() - t:.2f} s")'
+for part in ${PARTS:-imports cold warm}; do
   case $part in
+    imports)
+      # without bytecode: a cache folder of its own, nothing written (-B)
+      env PYTHONPYCACHEPREFIX="$W/nopyc" python3 -B -X importtime -c "$imports" 2> "$OUT/importtime-nopyc.txt"
+      python3 -m compileall -q -j 0 /tmp/site core > /dev/null 2>&1  # what pip does at install
+      python3 -X importtime -c "$imports" 2> "$OUT/importtime-pyc.txt"
+      sort -t'|' -k2 -n "$OUT/importtime-pyc.txt" | tail -12
+      continue ;;
     cold|warm) kernels="$W/ptx-cold" ;;
     cost|cost2) kernels="$W/ptx-cost" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;

@@ -12,7 +12,13 @@ Environment: BUDGET_S (default 390: no bench starts after it; the rest are liste
 skipped.txt), TOKENS (256), SEEDS (3), PROMPTS (space-separated; default: all shipped, the
 issue's three first), TEMPS ("0.0 0.7"), TARGET and DRAFT (default, self:bits=4), TRACED
 (1: each row also runs its one traced request, so the JSON has per-round phases, `trace` and
-`phase_ms`; docs/benchmarks/never-slower.md asks for it to split a model round's cost).
+`phase_ms`; docs/benchmarks/never-slower.md asks for it to split a model round's cost),
+PART (1 or 2: the first or second half of the benches, prompts outermost, so every shipped
+prompt at both temperatures runs in two calls), FRESH_GUARD (1: every request starts with a
+fresh measured guard, as each request did before the engine kept them; default: the engine
+keeps each row's guard across its requests, so the warm-up request and the seeds before a
+seed are what it starts from, as a chat's later turns do; each request's carried rounds are
+in the JSON's `guard.<source>.earlier_rounds`).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ import time
 from pathlib import Path
 
 ROWS = [
-    # The app's default (tui.app.default_settings: Settings() with hybrid and cost-aware),
-    # written over the target-only preset, whose other fields are Settings' defaults.
+    # The app's default (core.settings.first_run_settings: Settings() with hybrid and
+    # cost-aware), written over the target-only preset, whose other fields are Settings'.
     "target-only:mode=speculative,draft_source=hybrid,policy=cost-aware,bonus=true",
     "lookup",
     "hybrid-cost-aware",
@@ -51,51 +57,83 @@ def main(out: Path) -> int:
     target = os.environ.get("TARGET", "default")  # shape:tiny / shape:tiny-draft: a CPU smoke run
     draft = os.environ.get("DRAFT", "self:bits=4")
     traced = os.environ.get("TRACED", "0") == "1"
+    fresh = os.environ.get("FRESH_GUARD", "0") == "1"
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
+    if fresh:  # every request measures from the prior, as before the engine kept guards
+        from core.decode.engine import Engine
+
+        reset = Engine.reset
+
+        def reset_all(self: Engine) -> None:
+            reset(self)
+            self.forget_guards()
+
+        Engine.reset = reset_all  # type: ignore[method-assign]
     out.mkdir(parents=True, exist_ok=True)
+    benches = part_of([(n, tp) for n in names for tp in temps], os.environ.get("PART", ""))
+    (out / "method.txt").write_text(method(tokens, seeds, traced, fresh, benches))
     done, skipped = [], []
-    for name in names:
-        for temp in temps:
-            tag = f"{name}-t{temp}"
-            if time.perf_counter() - start > budget:
-                skipped.append(tag)
-                continue
-            argv = ["bench", "--target", target, "--draft", draft,
-                    "--prompt-name", name, "--tokens", tokens, "--seeds", seeds,
-                    "--invocations", "1", "--warmup", "1", "--temperature", temp,
-                    "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
-                    *([] if traced else ["--no-traced"]),
-                    "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
-            for row in ROWS:
-                argv += ["--profile", row]
-            t0 = time.perf_counter()
-            try:
-                rc = cli(argv)
-            except SystemExit as exc:  # a refused bench is a line, not the end of the call
-                rc = exc.code
-            except Exception as exc:  # noqa: BLE001 - keep the other benches
-                print(f"{tag}: {type(exc).__name__}: {exc}", flush=True)
-                rc = 1
-            print(f"{tag}: exit {rc} in {time.perf_counter() - t0:.0f} s "
-                  f"({time.perf_counter() - start:.0f} s in all)", flush=True)  # fmt: skip
-            done.append(tag)
-            (out / "summary.md").write_text(summary(out, done))  # kept if the call is cut
+    for name, temp in benches:
+        tag = f"{name}-t{temp}"
+        if time.perf_counter() - start > budget:
+            skipped.append(tag)
+            continue
+        argv = ["bench", "--target", target, "--draft", draft,
+                "--prompt-name", name, "--tokens", tokens, "--seeds", seeds,
+                "--invocations", "1", "--warmup", "1", "--temperature", temp,
+                "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
+                *([] if traced else ["--no-traced"]),
+                "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
+        for row in ROWS:
+            argv += ["--profile", row]
+        t0 = time.perf_counter()
+        try:
+            rc = cli(argv)
+        except SystemExit as exc:  # a refused bench is a line, not the end of the call
+            rc = exc.code
+        except Exception as exc:  # noqa: BLE001 - keep the other benches
+            print(f"{tag}: {type(exc).__name__}: {exc}", flush=True)
+            rc = 1
+        print(f"{tag}: exit {rc} in {time.perf_counter() - t0:.0f} s "
+              f"({time.perf_counter() - start:.0f} s in all)", flush=True)  # fmt: skip
+        done.append(tag)
+        (out / "summary.md").write_text(summary(out, done))  # kept if the call is cut
     (out / "skipped.txt").write_text("".join(f"{t}\n" for t in skipped))
     (out / "summary.md").write_text(summary(out, done))
     print(f"{len(done)} benches, {len(skipped)} skipped (skipped.txt)", flush=True)
     return 0
 
 
+def part_of(benches: list[tuple[str, str]], part: str) -> list[tuple[str, str]]:
+    """PART=1 or 2: the first or the second half of the benches (all of them otherwise)."""
+    if part not in ("1", "2"):
+        return benches
+    half = (len(benches) + 1) // 2
+    return benches[:half] if part == "1" else benches[half:]
+
+
+def method(tokens: str, seeds: str, traced: bool, fresh: bool,
+           benches: list[tuple[str, str]]) -> str:  # fmt: skip
+    """What the call ran, in words, kept beside its data (the report's method reads it)."""
+    guard = ("a fresh measured guard every request (FRESH_GUARD=1)" if fresh else
+             "the engine's measured guard kept across each row's requests: the warm-up and "
+             "the seeds before a seed are what it starts from (issue 28)")  # fmt: skip
+    return (f"{len(benches)} benches: {' '.join(f'{n}@T{tp}' for n, tp in benches)}\n"
+            f"{tokens} tokens, {seeds} seeds, 1 warm-up, interleaved by seed, "
+            f"{'with' if traced else 'no'} traced request per seed\nguard: {guard}\n")  # fmt: skip
+
+
 def summary(out: Path, tags: list[str]) -> str:
     """One table from the benches' JSON: each row's median E2E against target-only's, with
-    the per-seed paired ratios' min-max (the same seed of both rows, run back to back), and
-    what the guard decided per source."""
-    lines = ["| prompt, T | row | vs target-only (median) | per seed min-max | guard |",
-             "|---|---|---|---|---|"]
+    the per-seed paired ratios' min-max (the same seed of both rows, run back to back), the
+    medians themselves, what the guard decided per source, and the rounds its requests
+    carried in from the row's earlier requests (0 everywhere with FRESH_GUARD=1)."""
+    lines = ["| prompt, T | row | vs target-only (median) | per seed min-max | median E2E, "
+             "row / target-only | guard | carried rounds |", "|---|---|---|---|---|---|---|"]
     for tag in tags:
         path = out / f"{tag}.json"
         if not path.exists():
-            lines.append(f"| {tag} | (no report) | | | |")
+            lines.append(f"| {tag} | (no report) | | | | | |")
             continue
         rows = json.loads(path.read_text())["results"]
         base = next(r for r in rows if r["settings"].get("mode") == "target-only")
@@ -105,13 +143,20 @@ def summary(out: Path, tags: list[str]) -> str:
             pairs = [b / x for b, x in zip(base["e2e_s"], r["e2e_s"], strict=False) if x]
             span = f"{min(pairs):.2f}-{max(pairs):.2f}x" if pairs else "-"
             sp = r.get("speedup_vs_target")
-            said = "; ".join(
-                f"{src}: {'/'.join(sorted({str(x) for x in g['guard'] if x}))}"
-                for src, g in (r.get("guard") or {}).items() if src != "none"
-            )
+            guard = {s: g for s, g in (r.get("guard") or {}).items() if s != "none"}
+            said = "; ".join(f"{src}: {'/'.join(sorted({str(x) for x in g['guard'] if x}))}"
+                             for src, g in guard.items())  # fmt: skip
+            carried = "; ".join(f"{src}: {'/'.join(str(x) for x in g.get('earlier_rounds', []))}"
+                                for src, g in guard.items())  # fmt: skip
+            meds = f"{_median(r['e2e_s']):.3f} / {_median(base['e2e_s']):.3f} s"
             lines.append(f"| {tag} | {r['name']} | {'-' if sp is None else f'{sp:.2f}x'} | "
-                         f"{span} | {said or '-'} |")
+                         f"{span} | {meds} | {said or '-'} | {carried or '-'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[len(s) // 2] + s[(len(s) - 1) // 2]) / 2 if s else float("nan")
 
 
 if __name__ == "__main__":

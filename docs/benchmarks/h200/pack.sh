@@ -71,35 +71,13 @@ if [[ "${1:-}" == "--default-model" ]]; then
   fi
 fi
 # Each call carries at most 64 MiB: the working tree that travels with it (tracked and
-# untracked, not ignored, files) and its .device folder. The parts fill the three calls in
-# order, leaving PACK_MARGIN_MIB (default 2) for the tree to grow before the calls; the CUDA
-# backend must be whole after call 2 (install.sh unpacks it), the model after call 3.
-tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-python3 - "$tree" "$cuda_xz" "$model" "${PACK_MARGIN_MIB:-2}" <<'PY'
-import os, sys
-tree, cuda, model, margin = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
-budget = (64 << 20) - tree - int(margin * 2**20)
-used = [sum(os.path.getsize(os.path.join(".device/a", f)) for f in os.listdir(".device/a")), 0, 0]
-calls = ("a", "b", "c")
-for blob, name, last in ((cuda, "cuda", 1), (model, "model", 2)):
-    if not blob:
-        continue
-    data, n = open(blob, "rb").read(), 0
-    for i in range(last + 1):
-        room = budget - used[i]
-        if data and room > 0:
-            part, data = data[:room], data[room:]
-            with open(f".device/{calls[i]}/{name}.part.{n}", "wb") as f:
-                f.write(part)
-            used[i] += len(part)
-            n += 1
-    if data:
-        sys.exit(f"pack.sh: the {name} parts do not fit in {last + 1} calls of "
-                 f"{budget / 2**20:.1f} MiB each (64 MiB less the {tree / 2**20:.1f} MiB "
-                 f"working tree and a {margin:g} MiB margin): make the tree smaller")
-print("per call (MiB, with the tree): " + ", ".join(
-    f"{c} {(u + tree) / 2**20:.1f}" for c, u in zip(calls, used)))
-PY
+# untracked, not ignored, files) and its .device folder. pack_split.py (beside this script)
+# fills the three calls in order, leaving PACK_MARGIN_MIB (default 2) a call for the tree to
+# grow: the CUDA backend whole after call 2 (install.sh unpacks it), the model after call 3.
+# It refuses a payload larger than its PAYLOAD records (tests/docs/test_pack_fit.py holds the
+# tree to those sizes) and says how full each call is.
+python3 docs/benchmarks/h200/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
+  ${model:+--model "$model"} --margin-mib "${PACK_MARGIN_MIB:-2}"
 rm -rf .device/tmp
 cat > .device/a/stage.sh <<'SH'
 set -e
@@ -118,6 +96,9 @@ import glob, zipfile
 for w in glob.glob('/root/mlx-parts/*.whl'):
     zipfile.ZipFile(w).extractall('/tmp/site')"
 export PYTHONPATH=/tmp/site:$PWD
+# Bytecode now, as pip compiles it at install: unpacked wheels and a fresh tree otherwise
+# compile every module at the first import, seconds of a first start (first-use.sh measures both).
+python3 -m compileall -q -j 0 /tmp/site core tui > /dev/null 2>&1 || true
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
 SH
 cat > .device/c/model.sh <<'SH'

@@ -6,8 +6,8 @@
 #
 # After the two set-up calls of docs/benchmarks/h200/pack.sh, one call:
 #   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/h200/real-pair-curve.sh $OUT
-# Then, here: copy $OUT/curve-1.5b-0.5b.json to
-#   docs/benchmarks/data/h200-curve-qwen2.5-1.5b-0.5b.json
+# Then, here: copy $OUT/curve-1.5b-0.5b.json to docs/benchmarks/data/ as
+#   h200-curve-qwen2.5-1.5b-0.5b.json and run `python docs/benchmarks/rawdata.py compress`
 # and run `PYTHONPATH=$PWD python3 docs/benchmarks/real-pair/make_page.py`.
 set -euo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"

@@ -22,7 +22,8 @@
 # (git-ignored: carry it; see lookup3.sh for the pip download line).
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache; PART=A bash docs/benchmarks/h200/real-pair-sweep-more.sh $OUT
 # Here: tar -xzf FILES_AT/real-pair-more-A.tgz -C docs/benchmarks/data/h200-real-pair-sweep/
-# (and B, C, D), then PYTHONPATH=$PWD python3 docs/benchmarks/real-pair/make_page.py.
+# (and B, C, D), then python3 docs/benchmarks/rawdata.py compress (the data folder keeps its
+# JSON xz'd) and PYTHONPATH=$PWD python3 docs/benchmarks/real-pair/make_page.py.
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 PART=${PART:-A}

@@ -35,8 +35,8 @@
 # Each call brings back $OUT/real-pair-sweep-partN.tgz (the sweep's JSON, Markdown, SVG, CSV
 # and log) and, in PART=1, the kernel cache's parts (kcache.sh save: at most 3 files).
 # Here, afterwards: for N in 1 2 3 4 5: tar -xzf FILES_AT/real-pair-sweep-partN.tgz -C
-#   docs/benchmarks/data/h200-real-pair-sweep/ ; then
-#   PYTHONPATH=$PWD python3 docs/benchmarks/real-pair/make_page.py
+#   docs/benchmarks/data/h200-real-pair-sweep/ ; then python3 docs/benchmarks/rawdata.py compress
+#   (the data folder keeps its JSON xz'd) and PYTHONPATH=$PWD python3 docs/benchmarks/real-pair/make_page.py
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 PART=${PART:-1}

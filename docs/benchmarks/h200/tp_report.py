@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,12 @@ def priced(report: dict[str, Any] | None) -> bool:
 
 
 def load(folder: Path, name: str) -> dict[str, Any] | None:
+    """`name.json` as a call wrote it, or `name.json.xz` as docs/benchmarks/data keeps it."""
     path = folder / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    if path.is_file():
+        return json.loads(path.read_text())
+    packed = path.with_name(path.name + ".xz")
+    return json.loads(lzma.decompress(packed.read_bytes())) if packed.is_file() else None
 
 
 def row(report: dict[str, Any] | None, name: str) -> dict[str, Any] | None:

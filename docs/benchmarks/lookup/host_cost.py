@@ -59,7 +59,7 @@ def time_rounds(ctx: int, use_index: bool) -> list[float]:
         seq.extend(text[ctx + 3 * r : ctx + 3 * r + 3])
         t0 = time.perf_counter()
         if use_index:
-            if drafter.route(seq):
+            if drafter.offers(seq):  # what the engine asks before a round
                 drafter.propose(DraftRequest(seq, K, 32000, cfg, keys))
         else:
             m = scan_longest_repeat(seq, n_max=4, n_min=2)

@@ -12,7 +12,7 @@ for prompt in code-edit-pasted rewrite-paragraph; do
   specdec-tui bench --target default --draft self:bits=4 --prompt-name "$prompt" \
     --tokens "$tokens" --seeds 1 --invocations 1 --warmup 0 --no-traced --no-quality \
     --temperature 0 --repetition-penalty 1.0 \
-    --curve "docs/benchmarks/data/h200-2026-11-30/lookup-$prompt-t0.0.json" \
+    --curve "docs/benchmarks/data/h200-2026-11-30/lookup-$prompt-t0.0.json.xz" \
     --profile target-only --profile lookup --profile lookup:lookup_min_match=3 \
     --profile lookup:lookup_min_match=4 --profile hybrid-cost-aware \
     --profile hybrid-cost-aware:lookup_min_match=3 \

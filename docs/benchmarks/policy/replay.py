@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import random
 from pathlib import Path
 
@@ -25,16 +26,17 @@ from core.cost.policy import CostAwarePolicy
 
 DATA = Path(__file__).parents[1] / "data" / "h200-2026-11-30"
 CASES = {
-    "72b": {"file": "72b-key.json", "accept": 0.88, "k_max": 15, "step": 0.77, "drafted": 1.1,
+    "72b": {"file": "72b-key.json.xz", "accept": 0.88, "k_max": 15, "step": 0.77, "drafted": 1.1,
             "opening": [(7, 3), (7, 0)]},
-    "smollm2": {"file": "lookup-code-edit-pasted-t0.0.json", "accept": 0.55, "k_max": 8,
+    "smollm2": {"file": "lookup-code-edit-pasted-t0.0.json.xz", "accept": 0.55, "k_max": 8,
                 "step": 1.0, "drafted": 1.0, "opening": []},
 }  # fmt: skip
 
 
 def replay(case: str, accept: float, seed: int, tokens: int, fixed: int = 0) -> dict[str, object]:
     c = CASES[case]
-    cal = json.loads((DATA / c["file"]).read_text())["protocol"]["calibration"]
+    raw = lzma.decompress((DATA / c["file"]).read_bytes())  # the data folder is kept xz'd
+    cal = json.loads(raw)["protocol"]["calibration"]
     tv = {int(r): s for r, s in cal["t_verify_s"]["auto"].items()}
     policy = CostAwarePolicy(lambda r: tv[min(r, max(tv))], cal["draft_step_s"], k_max=c["k_max"])
     rng, opening = random.Random(seed), list(c["opening"])

@@ -28,15 +28,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))  # rawdata: the data folder is xz'd
+from rawdata import glob_json, plain_name, read_text  # noqa: E402
+
 DATA = ROOT / "docs" / "benchmarks" / "data"
-CURVE = DATA / "h200-curve-qwen2.5-1.5b-0.5b.json"
+CURVE = DATA / "h200-curve-qwen2.5-1.5b-0.5b.json.xz"
 OUT = ROOT / "docs" / "benchmarks" / "real-pair.md"
 SWEEP = DATA / "h200-real-pair-sweep"
 # The H200 curves of bigger targets with the same 0.5B draft's shape (random weights of the
 # real shapes): what this pair's agreement would buy where a draft step is cheap against a
 # target step. 7B: the first edition's calibration; 72B: the third edition's bench.
-BIG_CURVES = (("7B", DATA / "h200-calibrate.json"),
-              ("72B", DATA / "h200-2026-12-01c" / "key72-256.json"))  # fmt: skip
+BIG_CURVES = (("7B", DATA / "h200-calibrate.json.xz"),
+              ("72B", DATA / "h200-2026-12-01c" / "key72-256.json.xz"))  # fmt: skip
 TVS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -60,10 +63,11 @@ def table(head: list[str], rows: list[list[str]]) -> list[str]:
 def load_reports(folder: Path) -> list[tuple[str, dict[str, Any]]]:
     """(prompt name, report) for every bench JSON in the folder, by prompt name."""
     out = []
-    for path in sorted(folder.glob("*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for path in glob_json(folder):
+        doc = json.loads(read_text(path))
         if "results" in doc and "protocol" in doc:
-            out.append(((doc["protocol"].get("prompt") or {}).get("name", path.stem), doc))
+            name = plain_name(path).stem
+            out.append(((doc["protocol"].get("prompt") or {}).get("name", name), doc))
     return out
 
 
@@ -252,7 +256,7 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
 
 
 def load_sweeps(folder: Path) -> list[dict[str, Any]]:
-    """Every sweep in the folder (its .json files and those inside its .tgz parts), merged per
+    """Every sweep in the folder (its .json(.xz) files and those inside .tgz parts), merged per
     grid (the draft sources and policies it ran): the main sweep, the lookup/hybrid one, ..."""
     import tarfile
 
@@ -271,8 +275,8 @@ def load_sweeps(folder: Path) -> list[dict[str, Any]]:
                 seen.add(key)
                 docs.append(doc)
 
-    for path in sorted(folder.rglob("*.json")):
-        take(path.read_text(encoding="utf-8"))
+    for path in glob_json(folder, recursive=True):
+        take(read_text(path))
     for path in sorted(folder.rglob("*.tgz")):
         with tarfile.open(path) as tar:
             for m in tar.getmembers():

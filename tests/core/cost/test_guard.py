@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from core.cost.guard import SLOWER, TARGET, RateGuard
 from core.drafting import registry
-from core.drafting.base import DraftRequest, Proposal
+from core.drafting.base import DraftRequest, Offer, Proposal
 from core.settings import Settings
 
 # -- the guard alone, in a simulated run ------------------------------------------------------
@@ -249,8 +249,8 @@ class OracleDrafter:
         self.name, self.text, self.clock, self.cost_s = name, list(text), clock, cost_s
         self.proposals = 0
 
-    def route(self, seq: Sequence[int]) -> str | None:
-        return self.name
+    def offers(self, seq: Sequence[int]) -> list[Offer]:
+        return [Offer(self.name)]
 
     def catch_up(self, seq: Sequence[int], chunk: int) -> int:
         return 0
@@ -260,15 +260,12 @@ class OracleDrafter:
         self.proposals += 1
         n = len(request.seq)
         ids = self.text[n : n + request.k]
-        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name, tuple(ids))
+        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name)
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         pass
 
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
-        pass
-
-    def reset(self) -> None:
         pass
 
     def price(self, curve: Any) -> Callable[[int], float]:

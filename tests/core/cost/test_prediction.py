@@ -16,7 +16,7 @@ from core.cost.prediction import (
     expected_tokens,
     predict,
     predict_k,
-    predict_mix,
+    predict_schedule,
 )
 from core.dispatch import VerifyCostCurve
 
@@ -101,16 +101,16 @@ def test_against_a_fake_calibration_curve():
 def test_a_mix_of_k_is_expected_tokens_over_expected_seconds():
     cost = RoundCost(flat, 1e-3)
     a = [0.8, 0.6, 0.4, 0.2]
-    mix = predict_mix(cost, {4: 3, 0: 1}, a, True)
+    mix = predict_schedule([(cost, {4: 3, 0: 1}, a)], True)
     tokens = 3 * expected_tokens(4, a, True) + 1
     seconds = 3 * (4e-3 + 10e-3) + 10e-3
     assert mix is not None
     assert mix.k == pytest.approx(3.0) and mix.tokens == pytest.approx(tokens / 4)
     assert mix.tok_s == pytest.approx(tokens / seconds)
     assert mix.speedup == pytest.approx(tokens / seconds * 10e-3)
-    one = predict_mix(cost, {4: 7}, a, True)
+    one = predict_schedule([(cost, {4: 7}, a)], True)
     assert one is not None and one.speedup == pytest.approx(predict_k(cost, 4, a, True).speedup)
-    assert predict_mix(cost, {}, a, True) is None
+    assert predict_schedule([(cost, {}, a)], True) is None
 
 
 def test_the_policy_rate_is_the_prediction():

@@ -257,7 +257,7 @@ def test_the_real_pair_page_renders_a_sweep_without_machine_paths(tiny_sweep):
     doc = json.loads((tiny_sweep / "s.json").read_text())
     doc["commands"] = ["specdec-tui sweep --target /home/someone/models/t.gguf --tv 0,1"]
     curves = [(label, c) for label, c in make_page.big_curves() if label == "7B"]
-    assert curves, "the 7B curve (docs/benchmarks/data/h200-calibrate.json) is missing"
+    assert curves, "the 7B curve (docs/benchmarks/data/h200-calibrate.json.xz) is missing"
     text = "\n".join(make_page.sweep_section(doc, curves, "f.svg"))
     assert "| measured speedup (min-max) |" in text and "| predicted, 7B target |" in text
     tv1 = next(c for c in doc["cells"] if c["id"] == "T=0.7 fixed-2 TV=1")

@@ -1,0 +1,72 @@
+"""The measured guards an engine keeps across requests: one per settings, bounded.
+
+Why (issue 28): a fresh guard per request spent each request's first rounds "measuring" a
+source that had already measured slower in the request before (on the H200 the model source
+ended 45 of 52 default requests undecided, with 1-5 rounds a request), so a bench's every
+seed, and a chat's every turn, paid the same expensive rounds again. A guard's rates are
+decayed sums (about the last 10 rounds of an arm, core/cost/guard.py) and its probe schedule
+goes on across requests, so what it carries is bounded, and a changed workload is still
+found by the probes.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from core.cost.guard import Prior, RateGuard, prior_of
+from core.settings import Settings, field_names
+
+GUARD_MEMORY = 8  # settings whose guards an engine keeps (least recently used dropped)
+# Fields that do not change what a round costs or commits: requests differing only in them
+# share one guard (a bench's seeds, a chat's turns).
+_GUARD_FREE = frozenset({"seed", "max_tokens", "ignore_eos", "target", "draft"})
+
+Key = tuple[tuple[str, Any], ...]
+
+
+def guard_key(s: Settings) -> Key:
+    """The settings a measured guard's rates hold for: every field but the seed, the length
+    and the model specs (an engine is one pair)."""
+    return tuple((n, getattr(s, n)) for n in field_names() if n not in _GUARD_FREE)
+
+
+class GuardMemory:
+    """Guards by settings, at most `size`, the least recently used dropped first."""
+
+    def __init__(self, size: int = GUARD_MEMORY) -> None:
+        self.size = size
+        self._guards: OrderedDict[Key, RateGuard] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._guards)
+
+    def get(self, s: Settings, prior: Callable[[str], Prior | None] | None = None) -> RateGuard:
+        """The guard of `s`'s settings (built with `prior` when there is none yet)."""
+        key = guard_key(s)
+        guard = self._guards.pop(key, None)
+        if guard is None:
+            guard = RateGuard(prior=prior)
+        self._guards[key] = guard
+        while len(self._guards) > self.size:
+            self._guards.popitem(last=False)
+        return guard
+
+    def clear(self) -> None:
+        self._guards.clear()
+
+
+def source_prior(engine: Any, s: Settings, name: str) -> Prior | None:
+    """The calibrated best round of source `name` under `s` (core.cost.guard.prior_of), from
+    the policy that prices its rounds on `engine`; None where nothing is calibrated."""
+    from core.drafting.base import DraftUnavailable
+    from core.errors import UserError
+
+    if engine.cost_curve is None:
+        return None
+    try:
+        drafter = engine.drafter(name)
+    except (DraftUnavailable, UserError):
+        return None
+    return prior_of(engine._policy_for(s, 16, drafter))

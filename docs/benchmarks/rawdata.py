@@ -1,0 +1,126 @@
+"""The raw benchmark data under docs/benchmarks/data/, kept xz-compressed (issue 31).
+
+Why: every device call carries the working tree, and a call carries at most 64 MiB. The raw
+JSON beside the reports was over half of the tree (6.8 of 12.6 MB), and with it the GPU
+set-up (docs/benchmarks/h200/pack.sh: the CUDA backend and the default model) no longer fit
+in three calls. Compressed one file at a time with xz, the same JSON is 0.6 MB, each file
+still its own diff and its own link from the pages, which cite `data/NAME.json.xz`.
+
+Readers (render.py, real-pair/make_page.py, policy/replay.py, h200/tp_report.py, the tests)
+go through `load_json` / `read_text`, which read a `.xz` file or a plain one alike, so a
+result just brought back from a device call can be read before it is compressed.
+`python docs/benchmarks/rawdata.py compress [FOLDER]` compresses every plain `.json` under
+the data folder in place (tests/docs/test_pack_fit.py fails while one is left plain);
+`bench --curve` reads a `.json.xz` curve directly (core/dispatch/curve.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data"
+# Kinds kept compressed: the raw machine output. Pages, logs and the bench's own Markdown
+# stay plain (people read them on the forge).
+COMPRESSED = (".json",)
+XZ_PRESET = 9 | lzma.PRESET_EXTREME
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A data file's bytes, decompressed when its name ends in `.xz`."""
+    p = Path(path)
+    raw = p.read_bytes()
+    if p.suffix != ".xz":
+        return raw
+    try:
+        return lzma.decompress(raw)
+    except lzma.LZMAError as exc:
+        raise ValueError(f"{p} is not a readable xz file ({exc}).") from None
+
+
+def read_text(path: str | Path) -> str:
+    """A data file's text (UTF-8), decompressed when its name ends in `.xz`."""
+    return read_bytes(path).decode("utf-8")
+
+
+def load_json(path: str | Path) -> Any:
+    """A data file's JSON, decompressed when its name ends in `.xz`."""
+    return json.loads(read_text(path))
+
+
+def write_json(path: str | Path, doc: Any) -> None:
+    """Write `doc` as JSON, xz-compressed when the name ends in `.xz` (tests perturb data)."""
+    p = Path(path)
+    text = json.dumps(doc).encode("utf-8")
+    p.write_bytes(lzma.compress(text, preset=XZ_PRESET) if p.suffix == ".xz" else text)
+
+
+def find(folder: str | Path, name: str) -> Path | None:
+    """`folder/name` or `folder/name.xz`, whichever exists (the plain one first)."""
+    for candidate in (Path(folder) / name, Path(folder) / f"{name}.xz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def glob_json(folder: str | Path, recursive: bool = False) -> list[Path]:
+    """Every `.json` and `.json.xz` in `folder`, sorted by the name they read as."""
+    folder = Path(folder)
+    found = [*folder.glob("**/*.json" if recursive else "*.json"),
+             *folder.glob("**/*.json.xz" if recursive else "*.json.xz")]  # fmt: skip
+    return sorted(found, key=lambda p: (str(plain_name(p)), p.suffix == ".xz"))
+
+
+def plain_name(path: Path) -> Path:
+    """The name a data file reads as: `x.json.xz` -> `x.json`."""
+    return path.with_suffix("") if path.suffix == ".xz" else path
+
+
+def uncompressed(folder: str | Path = DATA) -> Iterator[Path]:
+    """Every file under `folder` of a kind kept compressed that is still plain."""
+    for p in sorted(Path(folder).rglob("*")):
+        if p.is_file() and p.suffix in COMPRESSED:
+            yield p
+
+
+def compress(path: Path) -> Path:
+    """`path` replaced by `path.xz` (its bytes checked to read back the same first)."""
+    raw = path.read_bytes()
+    packed = lzma.compress(raw, preset=XZ_PRESET)
+    if lzma.decompress(packed) != raw:
+        raise RuntimeError(f"xz did not read {path} back the same; left it plain.")
+    out = path.with_name(path.name + ".xz")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(packed)
+    tmp.replace(out)
+    path.unlink()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compress", help="compress every plain .json under the data folder")
+    c.add_argument("folder", nargs="?", type=Path, default=DATA)
+    cat = sub.add_parser("cat", help="print a data file, decompressed")
+    cat.add_argument("path", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "cat":
+        sys.stdout.write(read_text(args.path))
+        return 0
+    before = after = 0
+    for p in list(uncompressed(args.folder)):
+        before += p.stat().st_size
+        after += compress(p).stat().st_size
+        print(f"compressed {p}")
+    print(f"{before / 2**20:.2f} MiB -> {after / 2**20:.2f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

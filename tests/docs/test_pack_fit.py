@@ -1,0 +1,153 @@
+"""docs/benchmarks/h200/pack_split.py: the GPU set-up fits in three calls (issue 31).
+
+Each device call carries at most 64 MiB, the working tree included; pack.sh's payload (the
+CUDA backend and the default model, xz'd) fills three of them. When the tree grew to 12 MiB
+(most of it raw benchmark JSON) the payload no longer fit and nothing said so until a lease
+was spent. These tests hold this checkout's tree against the payload pack_split.py records,
+check the split's rules on sizes whose answer is known, and keep the data folder compressed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "docs" / "benchmarks"
+MIB = 1 << 20
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+split = _load(BENCH / "h200" / "pack_split.py", "bench_pack_split")
+rawdata = _load(BENCH / "rawdata.py", "bench_rawdata")
+
+
+def test_this_checkout_sets_up_in_three_calls_with_room_to_spare() -> None:
+    tree = split.tree_bytes(ROOT)
+    parts = split.plan(tree, split.PAYLOAD)  # raises NoFit, with the sentence, when it cannot
+    calls = split.per_call(tree, parts)
+    assert all(n <= split.CALL_BYTES - split.MARGIN_MIB * MIB for n in calls), calls
+    # Room to spare: the tree may grow by a few MiB more before the set-up breaks again.
+    assert split.spare(tree, split.PAYLOAD) >= 6 * MIB, (
+        f"the tree ({tree / MIB:.1f} MiB) leaves {split.spare(tree, split.PAYLOAD) / MIB:.1f} "
+        "MiB over the three calls; shrink it (docs/benchmarks/rawdata.py compress)")
+
+
+def test_the_old_twelve_mib_tree_does_not_fit() -> None:
+    """The control: the tree before the data was compressed (12.0 MiB) must fail."""
+    with pytest.raises(split.NoFit, match=r"the model parts do not fit in 3 calls: .* MiB over"):
+        split.plan(12_610_948, split.PAYLOAD)
+
+
+def test_parts_keep_the_order_the_calls_need() -> None:
+    sizes = {"wheels": 2 * MIB, "cuda": 70 * MIB, "model": 90 * MIB}
+    parts = split.plan(5 * MIB, sizes)
+    for blob, last in split.LAST_CALL.items():
+        mine = [p for p in parts if p.blob == blob]
+        assert sum(p.size for p in mine) == sizes[blob]
+        assert max(p.call for p in mine) <= last  # whole by the call that unpacks it
+        assert [p.start for p in mine] == sorted(p.start for p in mine)
+        assert all(a.start + a.size == b.start for a, b in zip(mine, mine[1:], strict=False))
+    calls = split.per_call(5 * MIB, parts)
+    assert max(calls) - min(calls) <= 1, "the calls share the room evenly"
+    assert max(calls) <= split.CALL_BYTES - 2 * MIB
+
+
+def test_an_even_fill_gives_way_to_the_order() -> None:
+    """A CUDA backend larger than two even thirds must fill calls 1 and 2 to their margin."""
+    sizes = {"wheels": MIB, "cuda": 110 * MIB, "model": 20 * MIB}
+    parts = split.plan(4 * MIB, sizes)
+    assert max(p.call for p in parts if p.blob == "cuda") == 1
+    room = split.budget(4 * MIB)
+    assert split.per_call(4 * MIB, parts)[0] == 4 * MIB + split.SCRIPTS_BYTES + room
+
+
+def test_split_writes_parts_that_reassemble(tmp_path: Path) -> None:
+    device = tmp_path / ".device"
+    for c in split.CALLS:
+        (device / c).mkdir(parents=True)
+    (device / "a" / "x-1.0-py3-none-any.whl").write_bytes(b"w" * 1000)
+    cuda, model = tmp_path / "cuda.tar.xz", tmp_path / "model.xz"
+    cuda.write_bytes(bytes(range(256)) * 40_000)  # 10 MB
+    model.write_bytes(bytes(reversed(range(256))) * 60_000)  # 15 MB
+    argv = ["split", "--tree", str(50 * MIB), "--wheels", str(device / "a"), "--cuda", str(cuda),
+            "--model", str(model), "--device", str(device)]  # fmt: skip
+    assert split.main(argv) == 0
+    for blob, src in (("cuda", cuda), ("model", model)):
+        found = sorted(device.glob(f"*/{blob}.part.*"), key=lambda p: int(p.suffix[1:]))
+        assert b"".join(p.read_bytes() for p in found) == src.read_bytes()
+    for c in split.CALLS:
+        carried = sum(p.stat().st_size for p in (device / c).iterdir())
+        assert 50 * MIB + carried <= split.CALL_BYTES - 2 * MIB
+
+
+def test_split_refuses_a_payload_larger_than_recorded(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a").mkdir()
+    big = tmp_path / "cuda.tar.xz"
+    with open(big, "wb") as f:
+        f.truncate(split.PAYLOAD["cuda"] + 1)
+    assert split.main(["split", "--tree", "0", "--wheels", str(tmp_path / "a"), "--cuda", str(big),
+                       "--device", str(tmp_path)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "record the new sizes in PAYLOAD" in err and "cuda" in err
+
+
+def test_pack_sh_splits_through_pack_split() -> None:
+    text = (BENCH / "h200" / "pack.sh").read_text()
+    assert "pack_split.py split" in text
+
+
+def test_the_data_folder_keeps_its_json_compressed() -> None:
+    plain = [str(p.relative_to(ROOT)) for p in rawdata.uncompressed(rawdata.DATA)]
+    assert plain == [], ("raw JSON left uncompressed (it travels with every device call): run "
+                         f"`python docs/benchmarks/rawdata.py compress`: {plain}")  # fmt: skip
+
+
+def test_rawdata_reads_both_and_compresses_in_place(tmp_path: Path) -> None:
+    f = tmp_path / "r.json"
+    f.write_text('{"results": [1, 2]}')
+    assert rawdata.load_json(f) == {"results": [1, 2]}
+    assert [p.name for p in rawdata.uncompressed(tmp_path)] == ["r.json"]
+    assert rawdata.main(["compress", str(tmp_path)]) == 0
+    packed = tmp_path / "r.json.xz"
+    assert not f.exists() and lzma.decompress(packed.read_bytes()) == b'{"results": [1, 2]}'
+    assert rawdata.load_json(packed) == {"results": [1, 2]}
+    assert rawdata.find(tmp_path, "r.json") == packed
+    assert list(rawdata.uncompressed(tmp_path)) == []
+
+
+def test_every_page_cites_data_that_exists() -> None:
+    """A page's link to data/X.json whose file is now X.json.xz would be a dead link."""
+    import re
+
+    dead = []
+    for page in [*BENCH.rglob("*.md"), ROOT / "README.md", ROOT / "docs" / "dispatch.md"]:
+        if "data" in page.relative_to(ROOT).parts[2:3]:
+            continue  # the bench's own Markdown outputs quote their commands as they ran
+        for m in re.finditer(r"\]\(((?:\.\./)*(?:benchmarks/)?data/[^)#\s]+)\)", page.read_text()):
+            if not (page.parent / m[1]).exists():
+                dead.append(f"{page.relative_to(ROOT)}: {m[1]}")
+    assert dead == []
+
+
+def test_tree_bytes_counts_untracked_files_but_not_ignored_ones(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("big/\n")
+    (tmp_path / "kept.txt").write_bytes(b"x" * 100)
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "blob").write_bytes(b"x" * 10_000)
+    assert split.tree_bytes(tmp_path) == 100 + len("big/\n")

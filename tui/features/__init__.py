@@ -1,0 +1,3 @@
+"""The app by feature: each module one feature's actions, message handlers and state
+(runs, calibration, bench, profiles, compare, models, view, settings_keys); base.py the seam
+they share with the shell (tui/app.py)."""
