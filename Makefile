@@ -29,7 +29,7 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/specdec-tui fetch
 	$(BIN)/ruff check core tui tests
-	$(BIN)/python -m pytest -q -n auto --dist loadscope $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV)

@@ -24,15 +24,23 @@ def pytest_configure() -> None:
 
 
 # The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the
-# two-rank runs), started first: with one pytest-xdist worker per core (make test), each then
-# runs beside the short modules instead of after them, where they made a tail of minutes.
+# two-rank runs), started first, slowest first: with one pytest-xdist worker per core (make
+# test), each then runs beside the short modules instead of after them, where they made a tail
+# of minutes. Ordered by their summed seconds in a full run (docs: README's tests section);
+# `make test` passes --no-loadscope-reorder, without which xdist reorders modules by their
+# number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
-    "tests/core/test_bench.py",
+    "tests/core/bench/test_protocol.py",
+    "tests/core/sweep/test_run.py",
+    "tests/core/drafting/test_compiled.py",
     "tests/tui/test_soak.py",
-    "tests/core/test_lookup.py",
-    "tests/core/test_compiled_step.py",
-    "tests/core/test_engine.py",
-    "tests/core/test_distributed.py",
+    "tests/core/drafting/test_lookup.py",
+    "tests/tui/test_app.py",
+    "tests/tui/test_keys.py",
+    "tests/core/decode/test_engine.py",
+    "tests/core/runtime/test_distributed.py",
+    "tests/tui/test_snapshots.py",
+    "tests/core/models/test_loader.py",
 )
 
 

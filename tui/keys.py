@@ -2,7 +2,7 @@
 
 A row is Key(action, bare, typing, bare_display, typing_display, label, help, bar=True): the
 bare key acts when the message box is not focused, the typing form (a priority binding)
-always; tests/tui/test_terminal_keys.py sends every typing form's bytes through Textual's
+always; tests/tui/test_keys.py sends every typing form's bytes through Textual's
 parser, so a new row's form must be one Textual reads from real terminals (not alt+b, alt+f,
 alt+digit or shift+F3: see Key).
 """
@@ -30,7 +30,7 @@ class Key:
     The while-typing form is a priority binding: it acts before the focused composer sees the
     key, so alt+m cycles the mode instead of typing "m" (in tmux and every terminal where Alt
     sends ESC + key, the key arrives with its character and the box took it). Each form is
-    one Textual reads as that key from what real terminals send: tests/tui/test_terminal_keys.py
+    one Textual reads as that key from what real terminals send: tests/tui/test_keys.py
     feeds the raw bytes through Textual's own input parser. shift+F3 is not one of them: xterm
     and tmux send ESC[1;2R, which Textual reads as a cursor-position report and drops.
     """

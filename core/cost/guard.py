@@ -14,8 +14,8 @@ after it is read without a step queued behind it, so what that step costs above 
 step is charged to the source that drafted (`observe_step(..., after=source)`), and the
 target arm learns its rate from pipelined steps only.
 
-The law (tests/core/test_guard.py; across requests and for the prior,
-tests/core/test_guard_memory.py):
+The law (tests/core/cost/test_guard.py; across requests and for the prior,
+tests/core/decode/test_guard_memory.py):
 - a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
   prior before there is evidence), so a source that pays is used from the start;
 - a source whose rate falls below the target arm's stops being asked ("not asked: slower

@@ -10,7 +10,7 @@ Readers (render.py, real-pair/make_page.py, policy/replay.py, h200/tp_report.py,
 go through `load_json` / `read_text`, which read a `.xz` file or a plain one alike, so a
 result just brought back from a device call can be read before it is compressed.
 `python docs/benchmarks/rawdata.py compress [FOLDER]` compresses every plain `.json` under
-the data folder in place (tests/core/test_pack_fit.py fails while one is left plain);
+the data folder in place (tests/docs/test_pack_fit.py fails while one is left plain);
 `bench --curve` reads a `.json.xz` curve directly (core/dispatch/curve.py).
 """
 

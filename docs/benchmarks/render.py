@@ -11,7 +11,7 @@ A page marks each table it generates, and each number of its prose that quotes t
 NAME is a key of TABLES (a function of the loaded files), ROW a result's `name` in the bench
 JSON, FIELD a key of FIELDS. Paths are relative to the page. `python docs/benchmarks/render.py`
 rewrites every block and value in place; `--check` rewrites nothing and exits 1 naming each one
-that differs from its data (tests/core/test_benchmark_docs.py runs it).
+that differs from its data (tests/docs/test_benchmark_docs.py runs it).
 
 Medians, minima and ratios are recomputed from each row's raw timings (`e2e_s`), not copied
 from the bench's summary fields; every field is read with .get(), so a JSON with more keys

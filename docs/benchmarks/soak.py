@@ -2,7 +2,7 @@
 
 Run from the repository root:  python docs/benchmarks/soak.py --minutes 5 [--json out.json]
 
-The same driver as tests/tui/test_soak.py (tests/tui/soak.py): headless Textual pilot, random
+The same driver as tests/tui/test_soak.py (tests/helpers/soak.py): headless Textual pilot, random
 TV / k / mode / rule / policy / rejected keys and profile switches between turns, a cancel
 mid-round every few turns, and after every turn the checks (the app answered, it shows the
 settings the engine ran with, nothing failed unseen). Here the engine is the real one
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from core.events import RoundEvent  # noqa: E402
 from core.profile import Profile, ProfileStore  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from tests.tui.soak import SoakReport, soak  # noqa: E402
+from tests.helpers.soak import SoakReport, soak  # noqa: E402
 from tui.app import SpecDecApp  # noqa: E402
 from tui.session import MLXSession  # noqa: E402
 

@@ -18,6 +18,15 @@ def default_pair():
 
 
 @pytest.fixture(scope="module")
+def target():
+    """The seeded 2-layer tiny llama (tests/helpers/tiny.py) the engine, drafting, lookup and
+    no-loss tests run against, once per module (each module's engines share its weights)."""
+    from tests.helpers.tiny import tiny_llama
+
+    return tiny_llama(2, seed=0)
+
+
+@pytest.fixture(scope="module")
 def tiny_pair():
     """ModelPair of `shape:tiny` / `shape:tiny-draft`: random ~100k-parameter llamas (CPU, ms)."""
     from core.models import load_pair
@@ -52,3 +61,12 @@ def no_load(monkeypatch) -> list[tuple]:
 
     monkeypatch.setattr(core.models, "load_pair", load_pair)
     return calls
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory) -> object:  # noqa: ANN001
+    """shape:tiny saved as an mlx-lm folder (2 layers, 4-bit), once per module: tests edit copies
+    of it (tests.helpers.models.edited_copy)."""
+    from core import models as M
+
+    return M.save_mlx_folder(M.load_model("shape:tiny"), tmp_path_factory.mktemp("m") / "tiny")

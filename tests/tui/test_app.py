@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
-from tests.tui.conftest import WORDS, Script, chat, ready, summarize, wait_for
+from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
 from tui.app import CPU_NOTE, default_settings
 from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
@@ -31,12 +31,6 @@ def errors(app) -> list[str]:  # noqa: ANN001
 
 def warnings(app) -> list[str]:  # noqa: ANN001
     return [n.message for n in app._notifications if n.severity == "warning"]
-
-
-async def blur_input(pilot) -> None:  # noqa: ANN001
-    """Esc outside a run leaves the input box, so single keys act."""
-    await pilot.press("escape")
-    assert not pilot.app.query_one("#prompt", Composer).has_focus
 
 
 # ---------------------------------------------------------------------------------- chat
@@ -470,7 +464,7 @@ def _saved(profiles, name: str, settings: Settings, rounds: int) -> None:  # noq
 
     from core.events import RoundEvent
     from core.profile import ProfileRecorder
-    from tests.tui.conftest import FakeSession
+    from tests.helpers.app import FakeSession
 
     session = FakeSession(Script(rounds=rounds), "default", "self:bits=3")
     rec = ProfileRecorder(name, settings)
@@ -525,7 +519,7 @@ def test_summarize_matches_rounds() -> None:
     """The fake's summary is what the panels compare; keep it honest."""
     import threading
 
-    from tests.tui.conftest import FakeSession, fake_models
+    from tests.helpers.app import FakeSession, fake_models
 
     s = Settings(k=4)
     items = list(FakeSession(Script(rounds=8), "t", "d").generate([1], s, threading.Event(),
@@ -539,7 +533,7 @@ def test_summarize_matches_rounds() -> None:
 async def test_command_line_profile_then_model_overrides(profiles, script: Script) -> None:
     import argparse
 
-    from tests.tui.conftest import FakeSession
+    from tests.helpers.app import FakeSession
     from tui.app import build_app
 
     _saved(profiles, "cli", Settings(k=3, tv_budget=0.75, draft="self:bits=4"), rounds=2)

@@ -1,6 +1,6 @@
 """The app as people use it (issue 29): presets that keep the loaded models, first turns
 told as they are, progress in the status line, temperature and max-tokens keys, one view at a
-time on a narrow terminal. On the scripted engine (tests/tui/conftest.py), with a faked clock
+time on a narrow terminal. On the scripted engine (tests/helpers/app.py), with a faked clock
 where a time is asserted."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from textual.widgets import Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import Script, chat, ready, wait_for
+from tests.helpers.app import Script, chat, ready, wait_for
 from tui.screens.modals import ConfirmReloadScreen
 from tui.widgets.chat import AssistantMessage
 from tui.widgets.composer import Composer

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.app import App
 
-from tests.tui.conftest import ready, wait_for
+from tests.helpers.app import ready, wait_for
 from tui.app import SpecDecApp
 from tui.features.base import AppShell, Feature
 from tui.status import BenchStatus, Status

@@ -11,8 +11,7 @@ from textual.widgets import Input
 
 from core.profile import ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import Script, ready, wait_for
-from tests.tui.test_app import blur_input
+from tests.helpers.app import Script, blur_input, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage
@@ -81,7 +80,7 @@ async def test_esc_during_a_first_use_calibration_generates_nothing(
 
 
 async def test_the_app_starts_with_hostile_profile_files_and_says_so(profiles: Path) -> None:
-    from tests.tui.conftest import FakeSession
+    from tests.helpers.app import FakeSession
 
     (profiles / "deep.toml").write_text("schema = 2\n[settings]\nk = " + "[" * 500 + "]" * 500)
     (profiles / "big.toml").write_text('schema = 2\ndescription = "' + "x" * (2 << 20) + '"\n')

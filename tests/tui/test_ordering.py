@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.settings import Settings
-from tests.tui.conftest import Script, chat, ready
+from tests.helpers.app import Script, chat, ready
 from tui.messages import Prefilling, RoundCommitted, RunFinished, RunStarted
 from tui.ordering import RunSequencer
 

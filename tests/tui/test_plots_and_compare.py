@@ -7,7 +7,7 @@ from textual.widgets import DataTable, Select
 
 from core.profile import Profile
 from core.settings import Settings
-from tests.tui.conftest import chat, ready, wait_for
+from tests.helpers.app import blur_input, chat, ready, wait_for
 from tui.engine_info import CurveInfo
 from tui.screens.compare import (
     ComparedRun,
@@ -23,11 +23,6 @@ from tui.widgets.kernels import KernelsPanel
 from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
 
 SIZE = (160, 45)
-
-
-async def blur_input(pilot) -> None:  # noqa: ANN001
-    await pilot.press("escape")
-    assert not pilot.app.query_one("#prompt", Composer).has_focus
 
 
 # ---------------------------------------------------------------------------------- plots
@@ -115,7 +110,7 @@ def _run(label: str, settings: Settings, summary) -> ComparedRun:  # noqa: ANN00
 
 
 def test_settings_and_results_highlight_what_differs() -> None:
-    from tests.tui.conftest import FakeSession, Script, summarize
+    from tests.helpers.app import FakeSession, Script, summarize
 
     session = FakeSession(Script(rounds=4), "t", "d")
     ids = iter(range(1, 1000))

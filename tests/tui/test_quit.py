@@ -10,7 +10,7 @@ from textual.widgets import Input
 
 from core.profile import ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import FakeSession, ready, wait_for
+from tests.helpers.app import FakeSession, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.composer import Composer

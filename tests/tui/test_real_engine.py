@@ -11,7 +11,7 @@ import pytest
 
 from core.profile import ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import wait_for
+from tests.helpers.app import wait_for
 from tui.app import SpecDecApp
 from tui.widgets.chat import AssistantMessage
 from tui.widgets.composer import Composer

@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from core.profile import ProfileStore
-from tests.tui.conftest import ready, wait_for
+from tests.helpers.app import ready, wait_for
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.composer import Composer
 

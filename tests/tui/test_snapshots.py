@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
 from core.settings import Settings
-from tests.tui.conftest import chat, ready, wait_for
+from tests.helpers.app import chat, ready, wait_for
 
 BIG = (160, 45)
 SMALL = (100, 30)
@@ -171,7 +171,7 @@ def test_200x50(snap_compare, make_app) -> None:
 
 def test_80x24_pasted_function(snap_compare, make_app) -> None:
     """A pasted 40-line function in the composer: grown to its cap, scrolled to the end."""
-    from tests.tui.test_terminal_keys import FUNCTION, REQUEST
+    from tests.helpers.app import FUNCTION, REQUEST
 
     async def paste(pilot: Pilot) -> None:
         box = pilot.app.query_one("#prompt")

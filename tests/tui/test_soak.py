@@ -1,7 +1,7 @@
 """Soak: 200 chat turns on the scripted engine with random keys between them.
 
 After every turn the app must have answered, show the settings the engine ran with, and have
-failed nowhere unseen (tests/tui/soak.py checks all that). Memory must stop growing after the
+failed nowhere unseen (tests/helpers/soak.py checks all that). Memory must stop growing after the
 first turns: the chat keeps its last messages on screen and the model's context its last turns.
 docs/benchmarks/soak.py runs the same on the real default model for minutes.
 """
@@ -14,8 +14,8 @@ import textual.screen
 
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import FakeSession, Script
-from tests.tui.soak import soak
+from tests.helpers.app import FakeSession, Script
+from tests.helpers.soak import soak
 from tui.app import SpecDecApp
 
 TURNS = 200
@@ -56,7 +56,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
         # Memory: once the chat shows its last MAX_SHOWN messages (tui.widgets.chat) and the
         # context window has been reached, nothing grows: not widgets, not objects, not blocks.
         # (Objects and blocks are counted with Textual's and Rich's lru memos emptied first:
-        # bounded tables that were still filling after turn 100; tests/tui/soak.py says more.)
+        # bounded tables that were still filling after turn 100; tests/helpers/soak.py says more.)
         print("soak:", report.seconds, [(s.turn, s.blocks, s.objects, s.widgets, s.memo_entries)
                                         for s in report.samples])  # fmt: skip
         settled = [s for s in report.samples if s.turn >= 60]

@@ -177,7 +177,7 @@ def test_stats_count_each_draft_source_and_the_plain_steps() -> None:
 
 
 def test_recorded_rounds_take_the_target_steps_from_the_summary() -> None:
-    from tests.tui.conftest import summarize
+    from tests.helpers.app import summarize
 
     events = [src(0, "lookup", 2, 2, copied_from=1), rnd(1, [(1, "target")])]
     summary = summarize(events, Settings(draft_source="lookup"), "length", 3)

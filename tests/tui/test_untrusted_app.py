@@ -12,7 +12,7 @@ from textual.widgets._toast import Toast
 
 from core.profile import ProfileStore
 from core.settings import Settings
-from tests.tui.conftest import GATE_S, FakeSession, Script, chat, ready, wait_for
+from tests.helpers.app import GATE_S, FakeSession, Script, chat, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.modals import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
@@ -220,7 +220,7 @@ def _spoiled(profiles: Path, name: str, edit: str) -> None:
     import json
 
     from core.profile import Profile
-    from tests.core.test_profile import SEED, make_run
+    from tests.helpers.profile import SEED, make_run
 
     ProfileStore(profiles, presets=None).save(Profile(name, SEED, "", make_run()))
     path = profiles / f"{name}.run.json"
@@ -265,7 +265,7 @@ async def test_an_edited_run_is_a_notification_never_a_traceback(profiles: Path)
 async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profiles: Path) -> None:
     import argparse
 
-    from tests.tui.conftest import FakeSession as Fake
+    from tests.helpers.app import FakeSession as Fake
     from tui.app import build_app
 
     _spoiled(profiles, "bad", "nan timing")
@@ -285,7 +285,7 @@ async def test_escapes_in_a_recorded_run_never_reach_the_screen(profiles: Path) 
 
     esc = "\u001b]52;c;aGVsbG8=\u0007"
     store = ProfileStore(profiles, presets=None)
-    from tests.core.test_profile import make_run
+    from tests.helpers.profile import make_run
 
     run = make_run()
     run = dataclasses.replace(run, environment={**run.environment, "device_name": f"cpu{esc}",

@@ -22,7 +22,7 @@
 # Packing again keeps .device/kcache.
 set -euo pipefail
 # Every [project] dependency of pyproject.toml is in exactly one of these three lists, and
-# every requirement of a packed wheel is packed or on the machine: tests/core/test_pack_deps.py
+# every requirement of a packed wheel is packed or on the machine: tests/docs/test_pack_deps.py
 # parses them (one array a line) and fails when they and pyproject.toml disagree.
 # Packed as wheels (pyproject's pins; the CLI imports each of them):
 PACK=("mlx==0.32.4" "mlx-lm==0.32.2" "gguf==0.19.0" "platformdirs>=4" "tomli-w>=1.0")
@@ -74,7 +74,7 @@ fi
 # untracked, not ignored, files) and its .device folder. pack_split.py (beside this script)
 # fills the three calls in order, leaving PACK_MARGIN_MIB (default 2) a call for the tree to
 # grow: the CUDA backend whole after call 2 (install.sh unpacks it), the model after call 3.
-# It refuses a payload larger than its PAYLOAD records (tests/core/test_pack_fit.py holds the
+# It refuses a payload larger than its PAYLOAD records (tests/docs/test_pack_fit.py holds the
 # tree to those sizes) and says how full each call is.
 python3 docs/benchmarks/h200/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
   ${model:+--model "$model"} --margin-mib "${PACK_MARGIN_MIB:-2}"

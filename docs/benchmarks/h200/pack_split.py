@@ -1,7 +1,7 @@
 """How pack.sh's payload fills the three set-up calls, each at most 64 MiB with the tree.
 
 Why a module: the rule decides whether a fresh GPU machine can be set up in three calls
-(issue 31), so it is stated once and tested (tests/core/test_pack_fit.py), not buried in a
+(issue 31), so it is stated once and tested (tests/docs/test_pack_fit.py), not buried in a
 heredoc. Every call carries the working tree that travels with it (tracked and untracked,
 not ignored, files) plus its .device folder, at most CALL_BYTES in all. The payload is the
 packed wheels (call 1), the xz'd CUDA backend (whole after call 2, where install.sh unpacks

@@ -8,7 +8,7 @@ NLL given up, mean TV, task success), the frontier as an SVG beside the page, th
 within the bounds, the texts side by side, and, in columns of their own, the speedup the same
 acceptance would predict with a 7B and a 72B target (the H200 curves measured on those shapes,
 priced by core.cost.prediction); above them a headline paragraph computed from the cells
-(README.md quotes it verbatim: tests/core/test_real_pair_page.py), below them each prompt's own
+(README.md quotes it verbatim: tests/docs/test_real_pair_page.py), below them each prompt's own
 numbers, and after the sweeps what issue 30 planned that no sweep measured. The CPU section: the bench reports of run_cpu.sh (acceptance,
 the TV sweep, NLL, task success) with the speedup predicted from the H200's curve for these two
 shapes. No machine's paths: models by file name and sha256, and the fetch command.
@@ -336,7 +336,7 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
     """The real pair's measured headline, one paragraph computed from the merged sweep: what TV
     0.5 and TV 1 buy (speedup with its paired range) and cost (NLL given up, mean TV, task
     success) against lossless TV 0, draft-only and target-only. README.md quotes it verbatim
-    (tests/core/test_real_pair_page.py holds both to the data)."""
+    (tests/docs/test_real_pair_page.py holds both to the data)."""
     where = (doc.get("environment") or {}).get("device_name") or "the GPU"
     p = doc.get("protocol") or {}
     # The budget only matters when sampling: the highest temperature the sweep ran.

@@ -1,0 +1,50 @@
+"""Prompts as the terminal gives them (core/io/user_text.py): bytes that are not text, the
+locale's encoding, empty prompts, each a sentence, never a traceback (issue 21)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from core import cli
+from tests.helpers import REPO as ROOT
+from tests.helpers.cli_checks import TINY, last_error
+from tests.helpers.models import one_sentence
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_prompt_of_bytes_that_are_not_text_is_a_sentence_not_a_traceback() -> None:
+    code = "import sys; from core.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = dict(os.environ, LC_ALL="C.UTF-8", PYTHONUTF8="1")
+    for argv in ([b"chat", b"caf\xe9", *(a.encode() for a in TINY)],
+                 [b"bench", b"--prompt", b"caf\xe9", *(a.encode() for a in TINY)]):  # fmt: skip
+        proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                              cwd=ROOT, env=env, timeout=120)  # fmt: skip
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 2 and "Traceback" not in err, err[-2000:]
+        assert err.strip().count("\n") == 0 and "byte 0xe9 at position 3" in err, err
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_the_locale_encoding_decodes_what_the_terminal_meant(monkeypatch) -> None:
+    from core.io import user_text
+
+    monkeypatch.setattr(user_text.locale, "getpreferredencoding", lambda do_setlocale=True: "latin-1")
+    assert user_text.prompt_text("caf\udce9") == "café"  # how Python hands over b"caf\xe9"
+    monkeypatch.setattr(user_text.locale, "getpreferredencoding", lambda do_setlocale=True: "utf-8")
+    with pytest.raises(user_text.PromptError) as exc:
+        user_text.prompt_text("caf\udce9")
+    assert "byte 0xe9 at position 3" in one_sentence(exc.value)
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_empty_prompts_are_refused_the_same_way_everywhere(capsys) -> None:
+    from core.io.user_text import EMPTY_PROMPT
+
+    for argv in (["chat", "", *TINY], ["chat", "  \n", *TINY],
+                 ["bench", "--prompt", "", *TINY], ["bench", "--prompt", " ", *TINY]):  # fmt: skip
+        assert cli.main(argv) == 2, argv
+        assert last_error(capsys) == f"specdec-tui: {EMPTY_PROMPT}", argv

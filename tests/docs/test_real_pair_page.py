@@ -1,0 +1,109 @@
+"""docs/benchmarks/real-pair.md and README.md's headline of it, held to the committed H200 sweep.
+
+The page is written whole by docs/benchmarks/real-pair/make_page.py from the raw sweeps in
+docs/benchmarks/data/h200-real-pair-sweep/; these tests render it again from that data and
+compare, so an edited number, a stale page or a machine path in it fails here, and README's
+headline paragraph must be the one the script computes.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+import sys
+from types import ModuleType
+
+import pytest
+
+from tests.helpers import REPO as ROOT
+
+PAGE = ROOT / "docs" / "benchmarks" / "real-pair.md"
+SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-sweep"
+# An absolute path of a machine (the GPU's staging folder, a home, a temporary folder).
+MACHINE_PATH = re.compile(r"(?<![\w.:/-])/(?:root|home|tmp|Users|work|var|opt)/")
+
+
+def _make_page() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_page", ROOT / "docs/benchmarks/real-pair/make_page.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+make_page = _make_page()
+
+
+@pytest.fixture(scope="module")
+def sweep() -> dict:
+    docs = make_page.load_sweeps(SWEEPS)
+    assert len(docs) == 1, "one merged sweep (parts 3 and 4) expected in the data folder"
+    return docs[0]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_committed_page_is_what_make_page_renders(tmp_path, monkeypatch):
+    out = tmp_path / "real-pair.md"
+    monkeypatch.setattr(sys, "argv", ["make_page.py", "--out", str(out)])
+    assert make_page.main() == 0
+    assert out.read_text(encoding="utf-8") == PAGE.read_text(encoding="utf-8"), (
+        "docs/benchmarks/real-pair.md differs from its data: run "
+        "`python docs/benchmarks/real-pair/make_page.py`")
+    svg = PAGE.with_name("real-pair-frontier.svg")
+    assert (tmp_path / svg.name).read_text(encoding="utf-8") == svg.read_text(encoding="utf-8")
+
+
+def test_the_page_names_models_without_machine_paths(sweep):
+    text = PAGE.read_text(encoding="utf-8")
+    spec = sweep["models"]["identities"]["target"]["spec"]
+    assert spec.startswith("/"), "the raw sweep records the GPU's path; the page must cut it"
+    assert spec not in text and MACHINE_PATH.search(text) is None
+    for role in ("target", "draft"):
+        assert sweep["models"]["identities"][role]["sha256"] in text
+    assert "docs/benchmarks/real-pair/fetch.py" in text
+    assert "![speed against NLL given up, measured on NVIDIA H200](real-pair-frontier.svg)" in text
+    assert "| predicted, 7B target | predicted, 72B target |" in text  # apart from measured
+
+
+def test_readme_quotes_the_headline_the_data_gives(sweep):
+    line = make_page.headline(sweep, make_page.big_curves())
+    assert _words(line) in _words((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert _words(line) in _words(PAGE.read_text(encoding="utf-8"))
+    half = next(c for c in sweep["cells"] if c["name"] == "fixed-8 TV=0.5")
+    assert f"TV 0.5 runs at {half['speedup']:.2f}x ({half['speedup_min']:.2f}-" in line
+    assert f"NLL given up {half['nll_delta']:+.3f}" in line
+
+
+def test_the_headline_follows_the_numbers(sweep):
+    """Slower per-prompt medians drop the 'passes 1.00x' list; a cell faster than target-only
+    turns the verdict, so the paragraph cannot keep saying what the data no longer does."""
+    curves: list = []
+    doc = copy.deepcopy(sweep)
+    for c in doc["cells"]:
+        if c.get("kind") == "speculative":
+            for x in c["per_prompt"].values():
+                x["speedup"] = min(x["speedup"], 0.99)
+    assert "No prompt's median passes 1.00x at any budget." in make_page.headline(doc, curves)
+    assert "no TV budget makes this pair faster" in make_page.headline(doc, curves)
+    next(c for c in doc["cells"] if c["name"] == "fixed-8 TV=1")["speedup"] = 1.5
+    text = make_page.headline(doc, curves)
+    assert "a TV budget does make this pair faster (the best, fixed-8 TV=1, 1.50x" in text
+
+
+def test_a_greedy_part_leaves_the_headline_at_the_sampled_temperature(sweep):
+    """When greedy blocks join the data (cells of the same names at T = 0), the headline still
+    quotes T = 0.7's cells, and the per-prompt tables come once per temperature."""
+    curves: list = []
+    doc = copy.deepcopy(sweep)
+    greedy = copy.deepcopy(doc["cells"])
+    for c in greedy:
+        c.update(temperature=0.0, id=c["id"].replace("T=0.7", "T=0"), speedup=9.0)
+    doc["cells"] = greedy + doc["cells"]
+    doc["grid"] = {**doc["grid"], "temperatures": [0.0, 0.7]}
+    assert make_page.headline(doc, curves) == make_page.headline(sweep, curves)
+    lines = make_page.per_prompt_lines(doc)
+    assert "### Per prompt, T = 0\n" in lines and "### Per prompt, T = 0.7\n" in lines

@@ -1,0 +1,7 @@
+"""What test modules share: tiny models, engine runs, model files, recorded runs, the bench's
+and the CLI's checks, the scripted app engine, the soak driver. Test modules import from here,
+never from one another (tests/test_layout.py checks it); fixtures are in the conftest files."""
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]  # the repository's root, wherever a test module sits

@@ -1,0 +1,68 @@
+"""Issue 30 in the app: `w` shows the last sweep's frontier (core/sweep/last.py) as a table
+with the Pareto rows marked, and `a` applies its recommended setting; no sweep is a sentence."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from core.settings import Settings
+from core.sweep.frontier import frontier_summary
+from core.sweep.last import last_sweep_path, remember
+from tests.helpers.app import ready
+from tui.screens.sweep import SweepScreen
+from tui.widgets.composer import Composer
+
+SIZE = (160, 45)
+
+
+def _sweep() -> dict:
+    def cell(name, speed, nll, **apply):
+        return {"id": f"T=0.7 {name}", "name": name, "temperature": 0.7, "speedup": speed,
+                "speedup_min": speed * 0.9, "speedup_max": speed * 1.1, "nll_delta": nll,
+                "kind": apply.get("mode", "speculative"),
+                "apply": {"mode": "speculative", "rule": "mentored", "temperature": 0.7,
+                          "draft_source": "model", "policy": "fixed", **apply}}  # fmt: skip
+
+    cells = [cell("target-only", 1.0, 0.0, mode="target-only"),
+             cell("fixed-8 TV=0.5", 0.9, 0.05, k=8, tv_budget=0.5),
+             cell("fixed-8 TV=1", 1.4, 0.2, k=8, tv_budget=1.0)]  # fmt: skip
+    front = frontier_summary(cells, max_nll_delta=0.3)
+    for c in cells:
+        c["on_front"] = c["id"] in front["groups"]["0.7"]["front"]
+    return {"kind": "specdec-tui sweep", "complete": True, "cells": cells, "frontier": front,
+            "models": {"target": "t"}}  # fmt: skip
+
+
+async def test_w_shows_the_frontier_and_a_applies_the_recommendation(make_app) -> None:
+    remember(_sweep())
+    app = make_app(Settings(k=4, tv_budget=0.0))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("escape")
+        assert not app.query_one("#prompt", Composer).has_focus
+        await pilot.press("w")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SweepScreen)
+        table = screen.query_one("#sweep-cells", DataTable)
+        marks = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert marks == ["*", "", "R*"]  # TV=0.5 is dominated by target-only
+        assert table.cursor_row == 2  # on the recommendation
+        await pilot.press("a")
+        await pilot.pause()
+        assert not isinstance(app.screen, SweepScreen)
+        s = app.settings
+        assert (s.k, s.tv_budget, s.policy, s.temperature) == (8, 1.0, "fixed", 0.7)
+
+
+async def test_no_sweep_yet_is_a_sentence(make_app) -> None:
+    last_sweep_path().unlink(missing_ok=True)
+    app = make_app(Settings())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("escape")
+        await pilot.press("w")
+        await pilot.pause()
+        assert not isinstance(app.screen, SweepScreen)
+        assert any("run `specdec-tui sweep` first" in str(n.message)
+                   for n in app._notifications)  # fmt: skip
