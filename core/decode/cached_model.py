@@ -43,6 +43,17 @@ def prefill(model: nn.Module, cache: list[Any], tokens: Sequence[int] | mx.array
         mx.eval([c.state for c in cache])
 
 
+def multi_row_attention(model: nn.Module, rows: int) -> Any:
+    """The attention a multi-row forward outside a verification uses: the backend's default
+    (core.dispatch.patches.default_verify_attention), so plain attention on CUDA, where MLX's
+    fused multi-row attention is set up anew (~50 ms) at each new KV length and a draft's
+    catch-up or multi-token step is at a new length every round; a no-op on Metal and the CPU
+    and for a single row. The logits stay the same up to rounding."""
+    from core.dispatch.patches import verification_patches
+
+    return verification_patches(model, "auto", "auto", rows)
+
+
 def cache_offset(cache: list[Any]) -> int:
     """Positions a prompt cache holds (0 for an empty or cache-less model)."""
     return int(getattr(cache[0], "offset", 0)) if cache else 0
@@ -81,9 +92,11 @@ class CachedModel:
 
             self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
         if not (compiled and self.compiled):
-            return self.forward(tokens, vocab)[-1:]
+            with multi_row_attention(self.model, tokens.shape[0]):
+                return self.forward(tokens, vocab)[-1:]
         if tokens.shape[0] > 1:
-            self.model(tokens[:-1][None], cache=self.cache)
+            with multi_row_attention(self.model, tokens.shape[0] - 1):
+                self.model(tokens[:-1][None], cache=self.cache)
         if self.cache[0].keys is None:
             return self.forward(tokens[-1:], vocab)
         return self.compiled.step(tokens[-1:], self.cache)[:, :vocab]
@@ -108,7 +121,8 @@ class CachedModel:
             # (core/runtime/warm_start.py) keeps every forward below the GEMM kernels
             for i in range(0, len(todo), max(1, chunk)):
                 piece = todo[i : i + max(1, chunk)]
-                self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
+                with multi_row_attention(self.model, len(piece)):
+                    self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
             self.seq.extend(todo)
             return len(todo)
         self.prefill(todo, chunk)
