@@ -9,7 +9,8 @@ that one rule. Calibration, the bench's scorer and the step-cost probe prefill t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,17 +44,6 @@ def prefill(model: nn.Module, cache: list[Any], tokens: Sequence[int] | mx.array
         mx.eval([c.state for c in cache])
 
 
-def multi_row_attention(model: nn.Module, rows: int) -> Any:
-    """The attention a multi-row forward outside a verification uses: the backend's default
-    (core.dispatch.patches.default_verify_attention), so plain attention on CUDA, where MLX's
-    fused multi-row attention is set up anew (~50 ms) at each new KV length and a draft's
-    catch-up or multi-token step is at a new length every round; a no-op on Metal and the CPU
-    and for a single row. The logits stay the same up to rounding."""
-    from core.dispatch.patches import verification_patches
-
-    return verification_patches(model, "auto", "auto", rows)
-
-
 def cache_offset(cache: list[Any]) -> int:
     """Positions a prompt cache holds (0 for an empty or cache-less model)."""
     return int(getattr(cache[0], "offset", 0)) if cache else 0
@@ -67,11 +57,23 @@ class CachedModel:
     cache: list[Any]
     seq: list[int] = field(default_factory=list)
     compiled: Any = None  # CompiledDecodeStep once built; False when the model cannot use one
+    # rows -> the context a multi-row forward outside a verification enters (its multi-token
+    # step, a lazy catch-up). The engine gives the draft the backend's default attention
+    # (core.dispatch.patches.draft_attention: plain on CUDA); None: the model's own.
+    multi_row: Callable[[int], AbstractContextManager[Any]] | None = None
 
     @classmethod
-    def fresh(cls, model: nn.Module) -> CachedModel:
+    def fresh(
+        cls, model: nn.Module, multi_row: Callable[[int], AbstractContextManager[Any]] | None = None
+    ) -> CachedModel:
         """The model with an empty cache."""
-        return cls(model, make_prompt_cache(model))
+        return cls(model, make_prompt_cache(model), multi_row=multi_row)
+
+    def _rows(self, rows: int) -> AbstractContextManager[Any]:
+        """What a forward of `rows` rows outside a verification enters."""
+        if self.multi_row is None or rows <= 1:
+            return nullcontext()
+        return self.multi_row(rows)
 
     def rewind(self, want: Sequence[int], start: int = 0) -> None:
         """Keep only what the cache shares with `want` (the first `start` are trusted)."""
@@ -92,10 +94,10 @@ class CachedModel:
 
             self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
         if not (compiled and self.compiled):
-            with multi_row_attention(self.model, tokens.shape[0]):
+            with self._rows(tokens.shape[0]):
                 return self.forward(tokens, vocab)[-1:]
         if tokens.shape[0] > 1:
-            with multi_row_attention(self.model, tokens.shape[0] - 1):
+            with self._rows(tokens.shape[0] - 1):
                 self.model(tokens[:-1][None], cache=self.cache)
         if self.cache[0].keys is None:
             return self.forward(tokens[-1:], vocab)
@@ -121,7 +123,7 @@ class CachedModel:
             # (core/runtime/warm_start.py) keeps every forward below the GEMM kernels
             for i in range(0, len(todo), max(1, chunk)):
                 piece = todo[i : i + max(1, chunk)]
-                with multi_row_attention(self.model, len(piece)):
+                with self._rows(len(piece)):
                     self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
             self.seq.extend(todo)
             return len(todo)

@@ -35,6 +35,7 @@ from core.decode.sampling import (
 )
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, speculative_round
+from core.dispatch.patches import draft_attention
 from core.drafting import registry
 from core.drafting.base import Drafter, DraftUnavailable
 from core.drafting.plan import Plan, plan_round
@@ -75,7 +76,9 @@ class Engine:
         self.cost_curve: Any | None = None
         self._target = CachedModel.fresh(target)
         # The draft model with its cache: shared by the model drafters and draft-only mode.
-        self._draft = CachedModel.fresh(draft) if draft is not None else None
+        self._draft = (
+            CachedModel.fresh(draft, draft_attention(draft)) if draft is not None else None
+        )
         self._drafters: dict[str, Drafter] = {}
         self._unavailable: dict[str, str] = {}  # source -> why it cannot draft here
         # Why nothing can speculate (the target's cache cannot be rewound), and why the draft
@@ -139,7 +142,7 @@ class Engine:
         self._policies = {}
         self._target = CachedModel.fresh(self._target.model)
         if self._draft is not None:
-            self._draft = CachedModel.fresh(self._draft.model)
+            self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
         self._drafters = {}
 
     def forget_guards(self) -> None:

@@ -279,6 +279,15 @@ def resolve_verify_attention(
     return default_verify_attention(backend or current_backend())
 
 
+def draft_attention(model: nn.Module) -> Callable[[int], contextlib.AbstractContextManager[None]]:
+    """rows -> the patches a draft's multi-row forward outside a verification enters (its
+    multi-token first step, a lazy catch-up): the backend's default attention, so plain on
+    CUDA, where MLX's fused multi-row attention is set up anew (~50 ms) at each new KV length
+    and a draft runs such a forward at a new length every round; a no-op on Metal and the CPU.
+    The logits stay the same up to rounding (core.decode.cached_model.CachedModel.multi_row)."""
+    return lambda rows: verification_patches(model, "auto", "auto", rows)
+
+
 def verification_patches(
     model: nn.Module,
     dispatch: str = "auto",

@@ -268,8 +268,9 @@ class WarmShapes:
     def draft_cache(self, prompt: list[int], chunk: int) -> Any:
         """A fresh draft cache holding `prompt` (its ids folded into the draft's vocabulary)."""
         from core.decode.cached_model import CachedModel
+        from core.dispatch.patches import draft_attention
 
-        d = CachedModel.fresh(self.draft_model)
+        d = CachedModel.fresh(self.draft_model, draft_attention(self.draft_model))
         d.prefill([x % self.draft_vocab() for x in prompt], chunk)
         self.progress()
         return d

@@ -40,7 +40,8 @@ def plain_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def _model_on(backend: BackendInfo, monkeypatch: pytest.MonkeyPatch) -> CachedModel:
     monkeypatch.setattr(patches, "current_backend", lambda: backend)
-    state = CachedModel.fresh(tiny_llama(2, 3))
+    model = tiny_llama(2, 3)
+    state = CachedModel.fresh(model, patches.draft_attention(model))  # as the engine builds it
     state.prefill(PROMPT)
     return state
 
@@ -81,6 +82,26 @@ def test_a_lazy_catch_up_takes_the_backends_attention(
     ref_state.prefill(PROMPT + lag)
     ref = ref_state.decode(mx.array([40], dtype=mx.uint32), 48, compiled=False)
     np.testing.assert_allclose(np.array(after), np.array(ref), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cache_without_the_rule_keeps_the_models_attention(
+    plain_rows: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(patches, "current_backend", lambda: H200)
+    state = CachedModel.fresh(tiny_llama(2, 3))  # the target's: its verification chooses
+    state.prefill(PROMPT)
+    state.decode(mx.array([4, 21, 33], dtype=mx.uint32), 48, compiled=False)
+    assert plain_rows == []
+
+
+def test_the_engine_gives_its_draft_the_rule() -> None:
+    from core.decode.engine import Engine
+
+    engine = Engine(tiny_llama(2, 3), tiny_llama(1, 4), vocab_size=48, eos_ids=())
+    assert engine._draft is not None and engine._draft.multi_row is not None
+    assert engine._target.multi_row is None
+    engine.reset()
+    assert engine._draft.multi_row is not None
 
 
 def test_a_single_row_keeps_the_fused_kernel(
