@@ -17,14 +17,13 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import mlx.core as mx
 import pytest
 
 from core.cost.guard import SLOWER, TARGET, Prior, RateGuard, guard_lines, prior_of
 from core.decode.guard_memory import GuardMemory, guard_key
 from core.drafting import registry
-from core.drafting.base import DraftRequest, Offer, Proposal
 from core.settings import Settings
+from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
 
 STEP = 1e-3  # a pipelined target step
 BREAK = 0.3e-3  # what the step after a drafting round pays above it
@@ -308,60 +307,6 @@ def test_guard_memory_is_one_guard_per_settings_and_bounded() -> None:
     assert memory.get(a) is not g
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def timed(model: Any, clock: FakeClock, step_s: float) -> Any:
-    """`model` whose every forward advances the clock by `step_s` (a flat curve)."""
-    base = type(model)
-
-    class Timed(base):  # type: ignore[misc, valid-type]
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            clock.t += step_s
-            return super().__call__(*args, **kwargs)
-
-    model.__class__ = Timed
-    return model
-
-
-class CostlyOracle:
-    """Proposes the target's greedy continuation (all accepted) at `cost_s` a proposal."""
-
-    copies = False
-
-    def __init__(self, text: Sequence[int], clock: FakeClock, cost_s: float) -> None:
-        self.name, self.text, self.clock, self.cost_s = "oracle", list(text), clock, cost_s
-
-    def offers(self, seq: Sequence[int]) -> list[Offer]:
-        return [Offer(self.name)]
-
-    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
-        return 0
-
-    def propose(self, request: DraftRequest) -> Proposal:
-        self.clock.t += self.cost_s
-        n = len(request.seq)
-        ids = self.text[n : n + request.k]
-        return Proposal(mx.array(ids, dtype=mx.uint32), None, self.name)
-
-    def learn(self, proposed: Sequence[int], accepted: int) -> None:
-        pass
-
-    def rewind(self, committed: Sequence[int], start: int = 0) -> None:
-        pass
-
-    def price(self, curve: Any) -> Callable[[int], float]:
-        return lambda k: 0.0
-
-    def state(self) -> dict[str, Any]:
-        return {}
-
-
 PROMPT = [5, 6, 7, 8, 9, 10]
 
 
@@ -396,7 +341,7 @@ def test_the_engine_keeps_a_stopped_source_stopped_in_the_next_request(tiny_pair
     stops it after its two rounds; the second, after reset() as the bench does per request,
     drafts only on the probe schedule, not at its start; forget_guards() starts afresh."""
     engine, clock = fake_clock_engine(tiny_pair)
-    oracle = CostlyOracle(greedy_text, clock, 40 * STEP)
+    oracle = OracleDrafter("oracle", greedy_text, clock, 40 * STEP)
     registry.register("oracle", lambda res: oracle)
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
@@ -454,7 +399,7 @@ def test_a_guarded_runs_summary_passes_the_run_files_checks(tiny_pair, greedy_te
     from core.profile.run_check import check_summary
 
     engine, clock = fake_clock_engine(tiny_pair)
-    oracle = CostlyOracle(greedy_text, clock, 40 * STEP)
+    oracle = OracleDrafter("oracle", greedy_text, clock, 40 * STEP)
     registry.register("oracle", lambda res: oracle)
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
