@@ -12,12 +12,9 @@ import threading
 
 import pytest
 
-from core.dispatch.backend import backend_info
 from core.settings import Settings, first_run_settings
+from tests.helpers.cold_gpu import cold_gpu
 
-A100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA A100",
-                                            "compute_capability_major": 8,
-                                            "compute_capability_minor": 0}))  # fmt: skip
 REPEAT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] * 6
 RUN = Settings(draft_source="hybrid", policy="fixed", k=16, k_max=16, temperature=0.0,
                rule="greedy", max_tokens=32, ignore_eos=True)  # fmt: skip
@@ -25,22 +22,7 @@ RUN = Settings(draft_source="hybrid", policy="fixed", k=16, k_max=16, temperatur
 
 @pytest.fixture
 def cold_a100(monkeypatch, tmp_path) -> list[int]:
-    from mlx_lm.models import llama
-
-    import core.dispatch.backend as backend
-
-    monkeypatch.setattr(backend, "current_backend", lambda: A100)
-    monkeypatch.setenv("MLX_PTX_CACHE_DIR", str(tmp_path / "ptx"))
-    monkeypatch.setenv("SPECDEC_TUI_CURVES", str(tmp_path / "curves"))
-    rows: list[int] = []
-    original = llama.Model.__call__
-
-    def recording(self, inputs, *args, **kw):  # noqa: ANN001, ANN002, ANN003
-        rows.append(int(inputs.shape[-1]))
-        return original(self, inputs, *args, **kw)
-
-    monkeypatch.setattr(llama.Model, "__call__", recording)
-    return rows
+    return cold_gpu(monkeypatch, tmp_path)
 
 
 def _turn(session, settings: Settings) -> list:

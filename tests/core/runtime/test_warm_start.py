@@ -15,6 +15,7 @@ from core.dispatch.backend import backend_info
 from core.dispatch.kernels import LinearShape
 from core.runtime.warm_start import NarrowStart, cached_kinds, narrow_start, narrowed
 from core.settings import Settings, first_run_settings
+from tests.helpers.cold_gpu import A100, cold_gpu, record_rows
 
 CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
                                             "compute_capability_major": 9,
@@ -22,9 +23,6 @@ CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
 METAL = backend_info(query=lambda: ("metal", {"architecture": "applegpu_g15s",
                                             "device_name": "Apple M2 Max"}))  # fmt: skip
 CPU = backend_info(query=lambda: ("cpu", {}))
-A100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA A100",
-                                            "compute_capability_major": 8,
-                                            "compute_capability_minor": 0}))  # fmt: skip
 
 
 def _models(pair):
@@ -87,19 +85,6 @@ def test_narrowed_settings_keep_everything_but_the_chunk_and_k():
     assert narrowed(s, None) is s
 
 
-def _record_rows(monkeypatch, model) -> list[int]:
-    rows: list[int] = []
-    cls = type(model)
-    original = cls.__call__
-
-    def recording(self, inputs, *args, **kw):  # noqa: ANN001, ANN002, ANN003
-        rows.append(int(inputs.shape[-1]))
-        return original(self, inputs, *args, **kw)
-
-    monkeypatch.setattr(cls, "__call__", recording)
-    return rows
-
-
 # A prompt that repeats itself: the lookup copies long runs, after which the draft model
 # catches up on up to 32 tokens in one lazy forward unless that is chunked too.
 REPEAT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] * 6
@@ -110,7 +95,7 @@ def test_a_narrow_run_never_forwards_more_rows_than_its_start(engine, monkeypatc
     settings = Settings(draft_source=source, policy="fixed", k=16, k_max=16, temperature=0.0,
                         rule="greedy", max_tokens=48, ignore_eos=True)  # fmt: skip
     narrow = NarrowStart(7, ((4, 64),))
-    rows = _record_rows(monkeypatch, engine.target_model)
+    rows = record_rows(monkeypatch, type(engine.target_model))
     out = list(engine.generate(REPEAT, narrowed(settings, narrow)))
     assert out[-1].tokens == 48
     assert rows and max(rows) <= 7, sorted(set(rows))
@@ -126,7 +111,7 @@ def test_a_narrow_calibration_measures_and_prefills_below_the_gemm_rows(engine, 
     from core.dispatch.curve_cache import covers, curve_for
 
     settings = narrowed(first_run_settings(), NarrowStart(7, ((4, 64),)))
-    rows = _record_rows(monkeypatch, engine.target_model)
+    rows = record_rows(monkeypatch, type(engine.target_model))
     result = curve_for(engine, settings, context=40, max_rows=7, folder=tmp_path)
     assert max(rows) <= 7, sorted(set(rows))
     assert max(result.curve.times["auto"]) == 7 and covers(result.curve, settings)
@@ -139,22 +124,9 @@ def test_a_narrow_calibration_measures_and_prefills_below_the_gemm_rows(engine, 
 def test_chat_on_a_cold_gpu_starts_narrow_and_says_so(monkeypatch, tmp_path, capsys):
     """`specdec-tui chat` on a faked A100 with an empty kernel cache: the line says so, the
     calibration measures 7 rows and no forward of the run is wider."""
-    import core.dispatch.backend as backend
     from core import cli
 
-    monkeypatch.setattr(backend, "current_backend", lambda: A100)
-    monkeypatch.setenv("MLX_PTX_CACHE_DIR", str(tmp_path / "ptx"))
-    monkeypatch.setenv("SPECDEC_TUI_CURVES", str(tmp_path / "curves"))
-    from mlx_lm.models import llama
-
-    rows: list[int] = []
-    original = llama.Model.__call__
-
-    def recording(self, inputs, *args, **kw):  # noqa: ANN001, ANN002, ANN003
-        rows.append(int(inputs.shape[-1]))
-        return original(self, inputs, *args, **kw)
-
-    monkeypatch.setattr(llama.Model, "__call__", recording)
+    rows = cold_gpu(monkeypatch, tmp_path)
     prompt = "copy this: " + "alpha beta gamma delta " * 6
     assert cli.main(["chat", prompt, "--target", "shape:tiny", "--draft", "shape:tiny-draft",
                      "--max-tokens", "24"]) == 0  # fmt: skip
