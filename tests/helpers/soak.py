@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Static
 
 from core.settings import Settings
 from tui.app import KEYS
-from tui.screens.modals import ProfilePickerScreen
+from tui.screens.profile_picker import ProfilePickerScreen
 from tui.widgets.chat import AssistantMessage
 from tui.widgets.composer import Composer
 

@@ -12,7 +12,9 @@ from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
 from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
 from tui.app import CPU_NOTE, default_settings
-from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
+from tui.screens.help import HelpScreen
+from tui.screens.profile_picker import ProfilePickerScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
 from tui.widgets.chat import AssistantMessage, Legend
 from tui.widgets.composer import Composer

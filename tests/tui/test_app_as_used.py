@@ -13,7 +13,7 @@ from textual.widgets import Static, TabbedContent
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
 from tests.helpers.app import Script, chat, ready, wait_for
-from tui.screens.modals import ConfirmReloadScreen
+from tui.screens.confirm_reload import ConfirmReloadScreen
 from tui.widgets.chat import AssistantMessage
 from tui.widgets.composer import Composer
 

@@ -13,7 +13,7 @@ from core.profile import ProfileStore
 from core.settings import Settings
 from tests.helpers.app import Script, blur_input, ready, wait_for
 from tui.app import SpecDecApp
-from tui.screens.modals import SaveProfileScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage
 from tui.widgets.composer import Composer
 

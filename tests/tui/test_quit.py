@@ -12,7 +12,7 @@ from core.profile import ProfileStore
 from core.settings import Settings
 from tests.helpers.app import FakeSession, ready, wait_for
 from tui.app import SpecDecApp
-from tui.screens.modals import SaveProfileScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.widgets.composer import Composer
 
 SIZE = (160, 48)

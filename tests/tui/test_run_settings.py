@@ -8,7 +8,7 @@ from textual.widgets import Input
 
 from core.profile import ProfileStore
 from tests.helpers.app import ready, wait_for
-from tui.screens.modals import SaveProfileScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.widgets.composer import Composer
 
 SIZE = (160, 48)

@@ -14,7 +14,7 @@ from core.profile import ProfileStore
 from core.settings import Settings
 from tests.helpers.app import GATE_S, FakeSession, Script, chat, ready, wait_for
 from tui.app import SpecDecApp
-from tui.screens.modals import SaveProfileScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.widgets.chat import AssistantMessage, UserMessage
 from tui.widgets.composer import Composer
 from tui.widgets.profile_panel import ProfilePanel
