@@ -16,9 +16,10 @@ from tui.screens.help import HelpScreen
 from tui.screens.profile_picker import ProfilePickerScreen
 from tui.screens.save_profile import SaveProfileScreen
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
-from tui.widgets.chat import AssistantMessage, Legend
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
+from tui.widgets.legend import Legend
 from tui.widgets.rounds import RoundsPanel
 
 SIZE = (160, 45)

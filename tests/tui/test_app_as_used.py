@@ -14,7 +14,7 @@ from core.profile import Profile, ProfileStore
 from core.settings import Settings
 from tests.helpers.app import Script, chat, ready, wait_for
 from tui.screens.confirm_reload import ConfirmReloadScreen
-from tui.widgets.chat import AssistantMessage
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 
 SIZE = (160, 45)

@@ -14,7 +14,7 @@ from core.settings import Settings
 from tests.helpers.app import Script, blur_input, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.save_profile import SaveProfileScreen
-from tui.widgets.chat import AssistantMessage
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 
 SIZE = (160, 45)

@@ -19,8 +19,10 @@ from tui.screens.compare import (
 from tui.stats import RoundStats
 from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.composer import Composer
+from tui.widgets.curve_plot import CurvePlot, curve_series
 from tui.widgets.kernels import KernelsPanel
-from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
+from tui.widgets.plot_base import StaticPlot
+from tui.widgets.position_plot import PositionPlot, position_series
 
 SIZE = (160, 45)
 

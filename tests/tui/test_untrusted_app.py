@@ -15,9 +15,10 @@ from core.settings import Settings
 from tests.helpers.app import GATE_S, FakeSession, Script, chat, ready, wait_for
 from tui.app import SpecDecApp
 from tui.screens.save_profile import SaveProfileScreen
-from tui.widgets.chat import AssistantMessage, UserMessage
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 from tui.widgets.profile_panel import ProfilePanel
+from tui.widgets.user_message import UserMessage
 
 SIZE = (160, 45)
 MARKUP = "uses [/] and [/red] and [gpu]"

@@ -12,7 +12,7 @@ from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
-from tui.widgets.plots import StaticPlot
+from tui.widgets.plot_base import StaticPlot
 from tui.widgets.prediction import SpeedupPlot, speedup_view
 
 # R=3 is not measured: t_verify(3) interpolates to 14 ms. The cost per row drops from R=4.
