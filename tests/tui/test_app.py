@@ -11,6 +11,8 @@ from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
 from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
+from tests.helpers.app_shown import app_with, notices, toasts
+from tests.helpers.edited_run import spoil_run
 from tui.app import CPU_NOTE, default_settings
 from tui.screens.help import HelpScreen
 from tui.screens.profile_picker import ProfilePickerScreen
@@ -26,14 +28,6 @@ SIZE = (160, 45)
 # Rounds of a run that only a cancel ends (200 s at 0.02 s a round): a test that acts while it
 # runs must not find it over on a slow or loaded machine, where the app lags the engine.
 FOREVER = 10_000
-
-
-def errors(app) -> list[str]:  # noqa: ANN001
-    return [n.message for n in app._notifications if n.severity == "error"]
-
-
-def warnings(app) -> list[str]:  # noqa: ANN001
-    return [n.message for n in app._notifications if n.severity == "warning"]
 
 
 # ---------------------------------------------------------------------------------- chat
@@ -78,7 +72,7 @@ async def test_enter_while_generating_is_refused(make_app, script: Script) -> No
         await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
         app.query_one("#prompt", Composer).value = "two"
         await pilot.press("enter")
-        assert any("busy" in w for w in warnings(app))
+        assert any("busy" in w for w in notices(app, "warning"))
         assert script.calls.count("generate") == 1
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.run_id is None)
@@ -198,9 +192,9 @@ async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
         await blur_input(pilot)
         await pilot.press("left_square_bracket", "plus")
         assert app.settings.tv_budget == 0.0 and app.settings.k == MAX_K
-        # TV's step stops at 0 with a note, not a warning (issue 24: test_hostile_app.py)
-        assert not any("tv_budget" in w for w in warnings(app))
-        assert any("k must be" in w for w in warnings(app))
+        # TV's step stops at 0 with a note, not a warning (issue 24: tests/tui/features/test_settings_keys.py)
+        assert not any("tv_budget" in w for w in notices(app, "warning"))
+        assert any("k must be" in w for w in notices(app, "warning"))
 
 
 async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
@@ -273,8 +267,8 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
         await ready(pilot)
         app.query_one("#prompt", Composer).value = "break"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(errors(app)) and app.run_id is None)
-        assert "scripted engine failure" in errors(app)[0]
+        await wait_for(pilot, lambda: bool(notices(app, "error")) and app.run_id is None)
+        assert "scripted engine failure" in notices(app, "error")[0]
         assert "error" in str(app.query_one(AssistantMessage)._footer.render())
         assert app.bridge.alive
         script.fail_after = None
@@ -293,7 +287,7 @@ async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) 
         assert "loading models" in str(app.query_one("#status", Static).render())
         app.query_one("#prompt", Composer).value = "too early"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: any("not loaded yet" in w for w in warnings(app)))
+        await wait_for(pilot, lambda: any("not loaded yet" in w for w in notices(app, "warning")))
         assert app.models_loading and "generate" not in script.calls
         script.load_gate.set()
         await ready(pilot)
@@ -305,12 +299,12 @@ async def test_model_load_error_notifies(make_app, script: Script) -> None:
     script.fail_load = True
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: bool(errors(app)))
-        assert "no model at default" in errors(app)[0]
+        await wait_for(pilot, lambda: bool(notices(app, "error")))
+        assert "no model at default" in notices(app, "error")[0]
         assert app.info is None and app.is_running
         app.query_one("#prompt", Composer).value = "hello"
         await pilot.press("enter")
-        assert any("No models" in w for w in warnings(app))
+        assert any("No models" in w for w in notices(app, "warning"))
 
 
 async def test_banner_for_random_weights_and_fallback(make_app, script: Script) -> None:
@@ -448,19 +442,6 @@ async def test_ctrl_s_writes_a_profile_that_loads_back(make_app, profiles) -> No
         assert app.profile_name == "moon-run"
 
 
-async def test_save_refuses_a_bad_name_in_the_modal(make_app, profiles) -> None:
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await pilot.press("ctrl+s")
-        app.screen.query_one(Input).value = "../escape"
-        await pilot.press("enter")
-        assert isinstance(app.screen, SaveProfileScreen)
-        assert "not allowed" in str(app.screen.query_one("#save-error").render())
-        await pilot.press("escape")
-        assert not list(profiles.iterdir())
-
-
 def _saved(profiles, name: str, settings: Settings, rounds: int) -> None:  # noqa: ANN001
     """A profile with a recorded run of `rounds` scripted rounds, written through the store."""
     import threading
@@ -566,6 +547,50 @@ def test_command_line_unknown_profile_is_one_sentence(profiles) -> None:
                               profiles_dir=str(profiles))
     with pytest.raises(UserError, match="no profile named 'nope'"):
         build_app(args)
+
+
+async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profiles) -> None:
+    import argparse
+
+    from tests.helpers.app import FakeSession
+    from tui.app import build_app
+
+    spoil_run(profiles, "bad", "nan timing")
+    args = argparse.Namespace(profile=str(profiles / "bad.toml"), profiles_dir=str(profiles),
+                              target=None, draft=None)  # fmt: skip
+    app = build_app(args, lambda target, draft: FakeSession(Script(), target, draft))
+    assert app.start_notices and "bad.run.json" in app.start_notices[0]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "was not loaded" in toasts(app))
+        assert app.profile_name == "bad" and app.is_running
+
+
+async def test_an_error_keeps_its_brackets(profiles) -> None:
+    """SpecDecApp.notify shows text, never markup: a profile's error quotes `[settings]`, and a
+    screen's notify (which passes markup=True itself) is text too."""
+    (profiles / "broken.toml").write_text('schema = 2\ndescription = "no table"\n')
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.switch_profile("broken")
+        # until a toast is up, instead of assuming two pauses are enough on any machine
+        await wait_for(pilot, lambda: "profile not loaded" in toasts(app))
+        assert "[settings]" in toasts(app), toasts(app)  # markup used to eat it
+        app.screen.notify("a screen's [/] too")  # Widget.notify passes markup=True itself
+        await wait_for(pilot, lambda: "too" in toasts(app))
+        assert "a screen's [/] too" in toasts(app), toasts(app)
+
+
+async def test_a_notification_never_shows_a_terminal_escape(make_app) -> None:
+    """A notice quoting a file others wrote (a recorded run's environment) drops the OSC 52
+    escape that would set the terminal's clipboard."""
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify("quoted \u001b]52;c;aGVsbG8=\u0007file")
+        await wait_for(pilot, lambda: "quoted" in toasts(app))
+        assert "\x1b" not in toasts(app)
 
 
 # ---------------------------------------------------------------------------------- draft sources

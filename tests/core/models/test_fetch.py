@@ -61,7 +61,7 @@ def test_damage_that_keeps_the_size_is_found_and_fetched_again(fake_default, cap
 @pytest.mark.usefixtures("wide_console")
 def test_damage_found_without_a_terminal_is_a_warning_for_the_app(fake_default, caplog) -> None:
     """With no console of its own (the app loads with progress off), the sentence goes to
-    core's logger, which the app shows (tests/tui/test_untrusted_app.py)."""
+    core's logger, which the app shows (tests/tui/test_bridge.py)."""
     path = M.fetch_default(progress=False)
     damage(path)
     F._VERIFIED.clear()
