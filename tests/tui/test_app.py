@@ -13,6 +13,7 @@ from core.settings import MAX_K, Settings
 from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
 from tests.helpers.app_shown import app_with, notices, toasts
 from tests.helpers.edited_run import spoil_run
+from tests.helpers.typing_keys import TYPING_CASES
 from tui.app import CPU_NOTE, default_settings
 from tui.screens.help import HelpScreen
 from tui.screens.profile_picker import ProfilePickerScreen
@@ -139,17 +140,6 @@ async def test_bare_keys_change_settings(make_app, keys, field, expected) -> Non
         assert values[field] == str(getattr(app.settings, field))
 
 
-TYPING_CASES = [
-    ("f3", "tv_budget", 0.05),
-    ("f8", "tv_budget", 0.25),
-    ("shift+f4", "tv_budget", 1.0),
-    ("f6", "k", 5),
-    ("f5", "k", 3),
-    ("alt+m", "mode", "target-only"),
-    ("alt+a", "rule", "greedy"),
-    ("alt+o", "policy", "acceptance-rate"),
-    ("alt+d", "draft_source", "lookup"),
-]
 
 
 @pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
