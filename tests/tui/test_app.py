@@ -12,6 +12,7 @@ from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
 from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
 from tests.helpers.app_shown import app_with, notices, toasts
+from tests.helpers.app_turns import send_until
 from tests.helpers.edited_run import spoil_run
 from tests.helpers.typing_keys import TYPING_CASES
 from tui.app import CPU_NOTE, default_settings
@@ -68,9 +69,7 @@ async def test_enter_while_generating_is_refused(make_app, script: Script) -> No
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "one"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "one", lambda: len(app.stats.rounds) >= 2)
         app.query_one("#prompt", Composer).value = "two"
         await pilot.press("enter")
         assert any("busy" in w for w in notices(app, "warning"))
@@ -192,9 +191,7 @@ async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await send_until(pilot, "go", lambda: len(script.seen) >= 2)
         await pilot.press("f6", "f3")  # k 5, TV 0.05 while the run goes on
         seen_at_press = len(script.seen)
         await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 3)
@@ -235,9 +232,7 @@ async def test_escape_cancels_a_running_generation(make_app, script: Script) -> 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on forever"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
+        await send_until(pilot, "go on forever", lambda: len(app.stats.rounds) >= 3)
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 200 s
         summary = app.runs[-1].summary
@@ -255,9 +250,7 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "break"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(notices(app, "error")) and app.run_id is None)
+        await send_until(pilot, "break", lambda: bool(notices(app, "error")) and app.run_id is None)
         assert "scripted engine failure" in notices(app, "error")[0]
         assert "error" in str(app.query_one(AssistantMessage)._footer.render())
         assert app.bridge.alive
@@ -275,9 +268,8 @@ async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) 
         await wait_for(pilot, lambda: app.models_loading)
         assert app.query_one(ChatView).loading
         assert "loading models" in str(app.query_one("#status", Static).render())
-        app.query_one("#prompt", Composer).value = "too early"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: any("not loaded yet" in w for w in notices(app, "warning")))
+        await send_until(pilot, "too early",
+                         lambda: any("not loaded yet" in w for w in notices(app, "warning")))
         assert app.models_loading and "generate" not in script.calls
         script.load_gate.set()
         await ready(pilot)
@@ -337,9 +329,8 @@ async def test_first_cost_aware_run_calibrates_with_progress_first(make_app, scr
     app = make_app(Settings(policy="cost-aware"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "hello"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "first turn waits on the calibration" in app._state_text())
+        await send_until(pilot, "hello",
+                         lambda: "first turn waits on the calibration" in app._state_text())
         assert "first use, auto: 1 rows" in app._state_text()
         assert script.calls == ["calibrate"] and app.curve is None  # nothing generated yet
         script.calibrate_gate.set()
@@ -591,9 +582,7 @@ async def test_d_switches_the_draft_source_from_the_next_round(make_app, script:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await send_until(pilot, "go", lambda: len(script.seen) >= 2)
         await pilot.press("alt+d")  # while typing: model -> lookup
         seen_at_press = len(script.seen)
         await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 6)

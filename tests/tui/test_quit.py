@@ -11,9 +11,9 @@ from textual.widgets import Input
 from core.profile import ProfileStore
 from core.settings import Settings
 from tests.helpers.app import FakeSession, ready, wait_for
+from tests.helpers.app_turns import send_until
 from tui.app import SpecDecApp
 from tui.screens.save_profile import SaveProfileScreen
-from tui.widgets.composer import Composer
 
 SIZE = (160, 48)
 
@@ -48,9 +48,7 @@ async def test_ctrl_q_mid_turn_exits_only_after_the_round_ends(script, profiles)
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
         await wait_for(pilot, lambda: state["in_round"])  # mid-round, as a user presses it
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: bool(state.get("exits")))
@@ -64,9 +62,7 @@ async def test_a_save_confirmed_just_before_ctrl_q_is_on_disk(script, profiles) 
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
         app.screen.query_one(Input).value = "kept"

@@ -8,8 +8,8 @@ import threading
 from core.settings import Settings
 from tests.helpers.app import Script, blur_input, ready, wait_for
 from tests.helpers.app_shown import said
+from tests.helpers.app_turns import send_until
 from tui.widgets.assistant_message import AssistantMessage
-from tui.widgets.composer import Composer
 
 SIZE = (160, 45)
 
@@ -44,9 +44,8 @@ async def test_esc_during_a_first_use_calibration_generates_nothing(
     said(app)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "hello"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "first turn waits on the calibration" in app._state_text())
+        await send_until(pilot, "hello",
+                         lambda: "first turn waits on the calibration" in app._state_text())
         await pilot.press("escape")
         await wait_for(pilot, lambda: any("stops after the forward under way" in m
                                           for m in said(app)))  # fmt: skip

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.settings import Settings
-from tests.helpers.app import FakeSession, Script, chat, ready, wait_for
+from tests.helpers.app import FakeSession, Script, chat, ready
 from tests.helpers.app_shown import app_on, notices, plain
-from tui.widgets.composer import Composer
+from tests.helpers.app_turns import send_until
 
 SIZE = (160, 45)
 
@@ -48,10 +48,9 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
     app = app_on(windowed(script, 8), profiles, Settings(max_tokens=8))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "too long for this model"
-        await pilot.press("enter")
         # the error, not just run_id None: that holds too while the enter key is still queued
-        await wait_for(pilot, lambda: bool(notices(app, "error")) and app.run_id is None)
+        await send_until(pilot, "too long for this model",
+                         lambda: bool(notices(app, "error")) and app.run_id is None)
         errors = notices(app, "error")
         assert any("context window of 8 tokens" in e for e in errors), errors
         assert "generate" not in script.calls and app.messages == []
