@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from textual.pilot import Pilot
 
-from tests.helpers.app import wait_for
+from tests.helpers.app import chat, wait_for
 from tui.widgets.composer import Composer
 
 
@@ -20,3 +20,14 @@ async def send_until(pilot: Pilot, text: str, until: Callable[[], bool]) -> None
     pilot.app.query_one("#prompt", Composer).value = text
     await pilot.press("enter")
     await wait_for(pilot, until)
+
+
+async def calibrated_kernels(pilot: Pilot) -> None:
+    """A turn chatted, then `c`'s calibration done and the Kernels panel shown: where the
+    curve's plot, table and the speedup view have a curve and a round to draw."""
+    app = pilot.app
+    await chat(pilot)
+    app.action_calibrate()  # type: ignore[attr-defined]
+    await wait_for(pilot, lambda: app.curve is not None)  # type: ignore[attr-defined]
+    app.show_panel("kernels")  # type: ignore[attr-defined]
+    await pilot.pause()

@@ -77,6 +77,18 @@ def _bridge(factory) -> tuple[EngineBridge, _Target]:  # noqa: ANN001
     return bridge, target
 
 
+def _cost_aware_turn(factory) -> _Target:  # noqa: ANN001
+    """One cost-aware turn on a pair loaded through `factory`, to its end: what was posted."""
+    bridge, target = _bridge(factory)
+    try:
+        bridge.load("default", "self:bits=4")
+        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
+        _wait(lambda: bool(target.of(RunFinished)))
+    finally:
+        bridge.close()
+    return target
+
+
 def test_the_idle_warmer_yields_to_a_turn_between_sizes():
     script = Script(rounds=2)
     WarmingSession.started.clear()
@@ -130,13 +142,7 @@ def test_a_kept_curve_starts_a_cost_aware_turn_without_calibrating():
             self.script.calls.append("kept_curve")
             return kept, ()
 
-    bridge, target = _bridge(lambda t, d: Keeping(script, t, d))
-    try:
-        bridge.load("default", "self:bits=4")
-        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
-        _wait(lambda: bool(target.of(RunFinished)))
-    finally:
-        bridge.close()
+    target = _cost_aware_turn(lambda t, d: Keeping(script, t, d))
     assert "calibrate" not in script.calls
     assert script.calls == ["kept_curve", "generate"]
     (cal,) = target.of(Calibrated)
@@ -153,13 +159,7 @@ def test_without_a_kept_curve_the_turn_calibrates_first():
 
     from tui.messages import EngineNotice
 
-    bridge, target = _bridge(lambda t, d: Missing(script, t, d))
-    try:
-        bridge.load("default", "self:bits=4")
-        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
-        _wait(lambda: bool(target.of(RunFinished)))
-    finally:
-        bridge.close()
+    target = _cost_aware_turn(lambda t, d: Missing(script, t, d))
     assert script.calls == ["calibrate", "generate"]
     assert "is damaged" in target.of(EngineNotice)[0].text
 

@@ -8,9 +8,8 @@ import time
 
 from textual.widgets import Input
 
-from core.profile import ProfileStore
-from core.settings import Settings
 from tests.helpers.app import FakeSession, ready, wait_for
+from tests.helpers.app_shown import app_on
 from tests.helpers.app_turns import send_until
 from tui.app import SpecDecApp
 from tui.screens.save_profile import SaveProfileScreen
@@ -30,8 +29,7 @@ def _app(script, profiles, state: dict) -> SpecDecApp:  # noqa: ANN001
                 time.sleep(state["round_s"])
             state["in_round"] = False
 
-    app = SpecDecApp(Settings(), lambda t, d: Uninterruptible(script, t, d), profiles_dir=profiles,
-                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    app = app_on(lambda t, d: Uninterruptible(script, t, d), profiles)
     real_exit = app.exit
 
     def exit_(*args, **kw):  # noqa: ANN002, ANN003, ANN202
