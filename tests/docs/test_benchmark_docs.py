@@ -275,3 +275,22 @@ def test_importtime_follows_the_heaviest_child() -> None:
         ["· · `c.heavy`", "9.00"]]
     assert ["package `c` (own time of its modules)", "9.60"] in cells
     assert ["package `top` (own time of its modules)", "0.40"] in cells
+
+
+def test_never_slower_control_counts_the_floor_by_median_and_by_minima() -> None:
+    """The A/A control's ratio, and each row's by the median and by the minima: a row whose
+    median is dragged down by one slow request (1.0, 1.0, 2.0 s against 1.0 s) holds by its
+    minima but not by its median once two of its three requests are slow."""
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0, 1.0],
+                             render.NS_DEFAULT: [1.0, 2.0, 2.0], render.NS_LOOKUP: [0.5] * 3,
+                             render.NS_HYBRID: [1.2, 1.2, 1.2],
+                             render.NS_CONTROL: [1.0, 1.1, 0.9]})  # fmt: skip
+    lines, stat = render.TABLES["never-slower-control"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1:] == ["1.00x", "0.91-1.11x", "1.11x", "0.50x", "1.00x", "2.00x", "2.00x",
+                         "0.83x", "0.83x"]  # fmt: skip
+    total = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert total == ["**below 0.97x, of 1**", "0", "", "0", "1", "0", "0", "0", "1", "1"]
+    assert "A/A" in stat
+    bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
+    assert render.TABLES["never-slower-control"]([bare])[0][2].startswith("| **below")
