@@ -19,14 +19,16 @@ tests/core/decode/test_guard_memory.py):
 - a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
   prior before there is evidence), so a source that pays is used from the start;
 - a source whose rate falls below the target arm's stops being asked ("not asked: slower
-  than target steps"); it is asked again (a probe) after `probe_gap` rounds,
-  the gap doubling after each probe that stays slower (capped at `max_gap`) and halving after
-  one that pays, so a later copy-rich stretch is still found. A probe forgets the stretch
+  than target steps"); it is asked again (a probe) after a gap: `probe_gap` rounds, or
+  more where its measured probes cost more than `PROBE_SHARE` (2%) of the target steps
+  between them (`_loss_gap`), the gap doubling after each probe that stays slower (capped at
+  `max_gap`) and halving after one that pays, so a later copy-rich stretch is still found. A probe forgets the stretch
   that stopped the source and judges it afresh after `min_rounds` rounds; a source is only
   stopped when its rate is below the target's by more than twice its rounds' spread (a lookup's
   rounds commit 1 or 9 tokens: one unlucky stretch must not stop a source that pays).
-  Gaps of 32, 64, 128, ... rounds are 3 probes (6 rounds) in 256 and 2% of rounds from
-  ~500 on;
+  A cheap probe (a lookup round of ~1.3 steps) keeps gaps of 32, 64, 128, ...: 3 probes
+  (6 rounds) in 256; a dear one (a model round of 5-10 steps, its catch-up charged) waits
+  hundreds of rounds, so its probes' loss stays within the budget;
 - before the target arm has evidence, it is probed itself (up to `min_rounds` pipelined
   steps), so a source is never judged against nothing.
 The loss against target-only is therefore bounded by the rounds the schedule asks a slow
@@ -52,8 +54,8 @@ last probe, so a fresh guard per request ended 45 of 52 default requests "measur
 A prior before evidence that is measured (`prior`): the calibration timed a draft step and a
 target step, so a source whose best round (full acceptance at any k the policy may choose,
 its draft price and the verification of k + 1 rows) commits fewer tokens per second than a
-plain target step, with the pipeline break it causes as measured so far, cannot pay whatever
-it drafts: it is not asked until its first probe (`probe_gap` rounds), and from then on the
+plain target step by `PAY_MARGIN` (1.2x), with the pipeline break it causes as measured so
+far, cannot pay whatever it drafts (real rounds accept less and cost more than that bound): it is not asked until its first probe (`probe_gap` rounds), and from then on the
 clock judges it like any other. The target step it is compared with is the measured rate of
 pipelined steps once there is one; before there is one, the curve's single-row forward (one
 forward and a host sync, dearer than a pipelined step): a source that cannot beat even that
