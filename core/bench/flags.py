@@ -225,13 +225,15 @@ def curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any |
     return curve
 
 
-def check_counts(args: argparse.Namespace) -> None:
-    """--tokens, --seeds, --invocations and --warmup in range, before anything is read."""
+def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError) -> None:
+    """--tokens, --seeds, --invocations and --warmup in range, before anything is read: the
+    protocol's counts, checked one way for `bench` and `sweep` (which raises its own
+    `error`, a BenchError)."""
     for flag in ("tokens", "seeds", "invocations"):
         if getattr(args, flag) < 1:
-            raise BenchError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
+            raise error(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
     if args.warmup < 0:
-        raise BenchError(f"--warmup must be at least 0, got {args.warmup}.")
+        raise error(f"--warmup must be at least 0, got {args.warmup}.")
 
 
 def check_peer_packages(args: argparse.Namespace) -> None:

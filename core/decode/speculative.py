@@ -57,21 +57,25 @@ def drafting_rounds(
     plan = engine._plan(seq, s, remaining, guard)
     drafter, policy, asked = plan.drafter, plan.policy, plan.declined
     if drafter is not None and policy is not None:
-        # Outside the round's timer; a catch-up after the first (a model's lag behind target
+        # Outside the round's timer. A catch-up after the first (a model's lag behind target
         # steps or copies) is charged to its policy: a hybrid's model pays its way or stops.
+        # The guard is charged every catch-up, the first too: a request's first model round
+        # feeds the draft the whole prompt, and on the H200 that prefill, paid again at each
+        # request's probe, was most of what the model-alone rows lost (issue 28).
         t0 = engine._clock()
         absorbed = drafter.catch_up(seq, s.prefill_chunk)
-        caught = engine._clock() - t0 if drafter.name in totals.caught_up else 0.0
+        caught_all = engine._clock() - t0
+        caught = caught_all if drafter.name in totals.caught_up else 0.0
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
         seconds = engine._observed_s(ev)
         policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
         if guard is not None and seconds is not None:
-            # End to end: the host work that chose it and a later catch-up, while the
-            # device waits (the pipeline is broken), are the round's own cost.
+            # End to end: the host work that chose it and its catch-up, while the device
+            # waits (the pipeline is broken), are the round's own cost.
             guard.observe_round(drafter.name, len(ev.tokens),
-                                seconds + caught + (t0 - t_plan))  # fmt: skip
+                                seconds + caught_all + (t0 - t_plan))  # fmt: skip
             totals.broke_after = drafter.name
         yield ev
         return

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from core.bench.flags import check_counts
 from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
 from core.bench.protocol import ProtocolConfig
 from core.io.atomic import write_atomic
@@ -218,11 +219,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     from core.runtime.distributed import current_spmd
 
     console, err = Console(), Console(stderr=True)
-    for flag in ("tokens", "seeds", "invocations"):
-        if getattr(args, flag) < 1:
-            raise SweepError(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
-    if args.warmup < 0:
-        raise SweepError(f"--warmup must be at least 0, got {args.warmup}.")
+    check_counts(args, SweepError)
     if args.min_task is not None and not 0.0 <= args.min_task <= 1.0:
         raise SweepError(f"--min-task is a share between 0 and 1, got {args.min_task:g}.")
     if args.max_nll_delta is not None and args.max_nll_delta != args.max_nll_delta:

@@ -513,6 +513,9 @@ NS_ROWS = {
     "cost-aware+flags": "model alone (cost-aware)",
 }
 NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL = NS_ROWS
+# The A/A control (run 3 on): target-only again in the same interleave, the noise's size.
+NS_CONTROL = "target-only:top_p=1.0+flags"
+NS_LABELS = {**NS_ROWS, NS_CONTROL: "target-only again (A/A)"}
 FLOOR = 0.97  # issue 28: the default, lookup and hybrid at >= 0.97x of target-only
 
 
@@ -536,7 +539,7 @@ def never_slower(docs: list[Doc]) -> tuple[list[str], str]:
         for r in rows(d):
             if r is baseline(d):
                 continue
-            out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), f"`{r.get('name')}`"),
+            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), f"`{r.get('name')}`"),
                         ratio(speedup(d, r)), seed_min_max(d, r),
                         num(r.get("rounds_per_request"), ".0f"), pct(r.get("acceptance")),
                         pct(target_share(r)), ratio(steps_vs_target_only(d, r)),
@@ -601,15 +604,19 @@ def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
         parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
         best = max(parts) if parts else None
         rel = sp[NS_HYBRID] / best if sp[NS_HYBRID] is not None and best else None
+        control = speedup(d, names[NS_CONTROL]) if NS_CONTROL in names else None
         out.append([_ns_label(d), *(ratio(x) for x in floor),
                     _met(all(x >= FLOOR for x in floor) if None not in floor else None),
-                    ratio(sp[NS_MODEL]), ratio(rel), _met(rel >= FLOOR if rel else None)])
+                    ratio(sp[NS_MODEL]), ratio(rel), _met(rel >= FLOOR if rel else None),
+                    ratio(control)])
     stat = ("each ratio = target-only's median E2E over the row's median E2E, same bench; "
             f"floor = default, lookup and hybrid all >= {FLOOR:.2f}x (compared unrounded); hybrid / better part = "
             "the hybrid's ratio over the larger of the lookup's and the model alone's, goal "
-            f">= {FLOOR:.2f}")
+            f">= {FLOOR:.2f}; A/A = target-only again in the same interleave (the same "
+            "settings, a second row), its ratio to the first: how far noise alone moves a ratio "
+            "(- where the call ran no control)")
     return md_table(("Prompt, T", "default", "lookup", "hybrid", "floor >= 0.97x",
-                     "model alone", "hybrid / better part", "hybrid goal"), out), stat
+                     "model alone", "hybrid / better part", "hybrid goal", "A/A"), out), stat
 
 
 def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
@@ -804,7 +811,7 @@ def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
                 gaps = _catch_up(t, src) if src == "model" else []
                 rest = statistics.median(x.get("sample_ms", 0.0) + x.get("cache_ms", 0.0)
                                          + x.get("other_ms", 0.0) for x in xs)
-                out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), str(r.get("name"))),
+                out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
                             kind, str(len(xs)),
                             num(sum(x.get("total_ms", 0.0) for x in xs), ".0f"),
                             med("total_ms"), med("draft_ms"), med("verify_ms"), num(rest, ".1f"),
@@ -832,7 +839,7 @@ def traced_outside(docs: list[Doc]) -> tuple[list[str], str]:
         base = b.get("outside_rounds_ms") if b else None
         for r in rows(d):
             o = r.get("outside_rounds_ms")
-            out.append([_ns_label(d), NS_ROWS.get(str(r.get("name")), str(r.get("name"))),
+            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
                         secs(r.get("traced_e2e_s")),
                         num(sum(x.get("total_ms", 0.0) for x in trace(r)), ".0f"),
                         num(o, ".0f"),

@@ -138,7 +138,11 @@ def test_never_slower_goals_compare_unrounded_ratios() -> None:
     lines, _ = render.TABLES["never-slower-goals"]([doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[1:5] == ["0.98x", "1.50x", "1.20x", "met"]
-    assert cells[5:] == ["0.97x", "0.80x", "**not met**"]  # 1.2 / 1.5
+    assert cells[5:] == ["0.97x", "0.80x", "**not met**", "-"]  # 1.2 / 1.5; no A/A row
+    control = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_LOOKUP: [1.0] * 3,
+                                 render.NS_CONTROL: [1 / 0.9] * 3})
+    lines, _ = render.TABLES["never-slower-goals"]([control])
+    assert lines[2].rstrip().endswith("| 0.90x |")  # the A/A control: noise alone
     low = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1 / 0.966] * 3,
                              render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3})
     lines, _ = render.TABLES["never-slower-goals"]([low])

@@ -26,8 +26,8 @@ from textual.widgets import DataTable, Static
 
 from core.settings import Settings
 from tui.app import KEYS
-from tui.screens.modals import ProfilePickerScreen
-from tui.widgets.chat import AssistantMessage
+from tui.screens.profile_picker import ProfilePickerScreen
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 
 # Actions a user presses between turns (their bare keys are looked up in tui.app.KEYS).

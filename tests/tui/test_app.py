@@ -11,26 +11,25 @@ from textual.widgets import DataTable, Input, OptionList, Static, TabbedContent
 from core.profile import Profile, ProfileStore
 from core.settings import MAX_K, Settings
 from tests.helpers.app import WORDS, Script, blur_input, chat, ready, summarize, wait_for
+from tests.helpers.app_shown import app_with, notices, toasts
+from tests.helpers.app_turns import send_until
+from tests.helpers.edited_run import spoil_run
+from tests.helpers.typing_keys import TYPING_CASES
 from tui.app import CPU_NOTE, default_settings
-from tui.screens.modals import HelpScreen, ProfilePickerScreen, SaveProfileScreen
+from tui.screens.help import HelpScreen
+from tui.screens.profile_picker import ProfilePickerScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.transcript import ORIGIN_STYLES, REJECTED, REJECTED_COPY
-from tui.widgets.chat import AssistantMessage, Legend
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
+from tui.widgets.legend import Legend
 from tui.widgets.rounds import RoundsPanel
 
 SIZE = (160, 45)
 # Rounds of a run that only a cancel ends (200 s at 0.02 s a round): a test that acts while it
 # runs must not find it over on a slow or loaded machine, where the app lags the engine.
 FOREVER = 10_000
-
-
-def errors(app) -> list[str]:  # noqa: ANN001
-    return [n.message for n in app._notifications if n.severity == "error"]
-
-
-def warnings(app) -> list[str]:  # noqa: ANN001
-    return [n.message for n in app._notifications if n.severity == "warning"]
 
 
 # ---------------------------------------------------------------------------------- chat
@@ -70,12 +69,10 @@ async def test_enter_while_generating_is_refused(make_app, script: Script) -> No
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "one"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "one", lambda: len(app.stats.rounds) >= 2)
         app.query_one("#prompt", Composer).value = "two"
         await pilot.press("enter")
-        assert any("busy" in w for w in warnings(app))
+        assert any("busy" in w for w in notices(app, "warning"))
         assert script.calls.count("generate") == 1
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.run_id is None)
@@ -142,17 +139,6 @@ async def test_bare_keys_change_settings(make_app, keys, field, expected) -> Non
         assert values[field] == str(getattr(app.settings, field))
 
 
-TYPING_CASES = [
-    ("f3", "tv_budget", 0.05),
-    ("f8", "tv_budget", 0.25),
-    ("shift+f4", "tv_budget", 1.0),
-    ("f6", "k", 5),
-    ("f5", "k", 3),
-    ("alt+m", "mode", "target-only"),
-    ("alt+a", "rule", "greedy"),
-    ("alt+o", "policy", "acceptance-rate"),
-    ("alt+d", "draft_source", "lookup"),
-]
 
 
 @pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
@@ -195,9 +181,9 @@ async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
         await blur_input(pilot)
         await pilot.press("left_square_bracket", "plus")
         assert app.settings.tv_budget == 0.0 and app.settings.k == MAX_K
-        # TV's step stops at 0 with a note, not a warning (issue 24: test_hostile_app.py)
-        assert not any("tv_budget" in w for w in warnings(app))
-        assert any("k must be" in w for w in warnings(app))
+        # TV's step stops at 0 with a note, not a warning (issue 24: tests/tui/features/test_settings_keys.py)
+        assert not any("tv_budget" in w for w in notices(app, "warning"))
+        assert any("k must be" in w for w in notices(app, "warning"))
 
 
 async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
@@ -205,9 +191,7 @@ async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await send_until(pilot, "go", lambda: len(script.seen) >= 2)
         await pilot.press("f6", "f3")  # k 5, TV 0.05 while the run goes on
         seen_at_press = len(script.seen)
         await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 3)
@@ -248,9 +232,7 @@ async def test_escape_cancels_a_running_generation(make_app, script: Script) -> 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on forever"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
+        await send_until(pilot, "go on forever", lambda: len(app.stats.rounds) >= 3)
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 200 s
         summary = app.runs[-1].summary
@@ -268,10 +250,8 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "break"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(errors(app)) and app.run_id is None)
-        assert "scripted engine failure" in errors(app)[0]
+        await send_until(pilot, "break", lambda: bool(notices(app, "error")) and app.run_id is None)
+        assert "scripted engine failure" in notices(app, "error")[0]
         assert "error" in str(app.query_one(AssistantMessage)._footer.render())
         assert app.bridge.alive
         script.fail_after = None
@@ -288,9 +268,8 @@ async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) 
         await wait_for(pilot, lambda: app.models_loading)
         assert app.query_one(ChatView).loading
         assert "loading models" in str(app.query_one("#status", Static).render())
-        app.query_one("#prompt", Composer).value = "too early"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: any("not loaded yet" in w for w in warnings(app)))
+        await send_until(pilot, "too early",
+                         lambda: any("not loaded yet" in w for w in notices(app, "warning")))
         assert app.models_loading and "generate" not in script.calls
         script.load_gate.set()
         await ready(pilot)
@@ -302,12 +281,12 @@ async def test_model_load_error_notifies(make_app, script: Script) -> None:
     script.fail_load = True
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: bool(errors(app)))
-        assert "no model at default" in errors(app)[0]
+        await wait_for(pilot, lambda: bool(notices(app, "error")))
+        assert "no model at default" in notices(app, "error")[0]
         assert app.info is None and app.is_running
         app.query_one("#prompt", Composer).value = "hello"
         await pilot.press("enter")
-        assert any("No models" in w for w in warnings(app))
+        assert any("No models" in w for w in notices(app, "warning"))
 
 
 async def test_banner_for_random_weights_and_fallback(make_app, script: Script) -> None:
@@ -350,9 +329,8 @@ async def test_first_cost_aware_run_calibrates_with_progress_first(make_app, scr
     app = make_app(Settings(policy="cost-aware"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "hello"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "first turn waits on the calibration" in app._state_text())
+        await send_until(pilot, "hello",
+                         lambda: "first turn waits on the calibration" in app._state_text())
         assert "first use, auto: 1 rows" in app._state_text()
         assert script.calls == ["calibrate"] and app.curve is None  # nothing generated yet
         script.calibrate_gate.set()
@@ -443,19 +421,6 @@ async def test_ctrl_s_writes_a_profile_that_loads_back(make_app, profiles) -> No
         assert loaded.run.summary == app.runs[-1].summary
         assert loaded.run.prompt == "Write a scene."
         assert app.profile_name == "moon-run"
-
-
-async def test_save_refuses_a_bad_name_in_the_modal(make_app, profiles) -> None:
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await pilot.press("ctrl+s")
-        app.screen.query_one(Input).value = "../escape"
-        await pilot.press("enter")
-        assert isinstance(app.screen, SaveProfileScreen)
-        assert "not allowed" in str(app.screen.query_one("#save-error").render())
-        await pilot.press("escape")
-        assert not list(profiles.iterdir())
 
 
 def _saved(profiles, name: str, settings: Settings, rounds: int) -> None:  # noqa: ANN001
@@ -565,6 +530,50 @@ def test_command_line_unknown_profile_is_one_sentence(profiles) -> None:
         build_app(args)
 
 
+async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profiles) -> None:
+    import argparse
+
+    from tests.helpers.app import FakeSession
+    from tui.app import build_app
+
+    spoil_run(profiles, "bad", "nan timing")
+    args = argparse.Namespace(profile=str(profiles / "bad.toml"), profiles_dir=str(profiles),
+                              target=None, draft=None)  # fmt: skip
+    app = build_app(args, lambda target, draft: FakeSession(Script(), target, draft))
+    assert app.start_notices and "bad.run.json" in app.start_notices[0]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: "was not loaded" in toasts(app))
+        assert app.profile_name == "bad" and app.is_running
+
+
+async def test_an_error_keeps_its_brackets(profiles) -> None:
+    """SpecDecApp.notify shows text, never markup: a profile's error quotes `[settings]`, and a
+    screen's notify (which passes markup=True itself) is text too."""
+    (profiles / "broken.toml").write_text('schema = 2\ndescription = "no table"\n')
+    app = app_with(Script(), profiles)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.switch_profile("broken")
+        # until a toast is up, instead of assuming two pauses are enough on any machine
+        await wait_for(pilot, lambda: "profile not loaded" in toasts(app))
+        assert "[settings]" in toasts(app), toasts(app)  # markup used to eat it
+        app.screen.notify("a screen's [/] too")  # Widget.notify passes markup=True itself
+        await wait_for(pilot, lambda: "too" in toasts(app))
+        assert "a screen's [/] too" in toasts(app), toasts(app)
+
+
+async def test_a_notification_never_shows_a_terminal_escape(make_app) -> None:
+    """A notice quoting a file others wrote (a recorded run's environment) drops the OSC 52
+    escape that would set the terminal's clipboard."""
+    app = make_app()
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await ready(pilot)
+        app.notify("quoted \u001b]52;c;aGVsbG8=\u0007file")
+        await wait_for(pilot, lambda: "quoted" in toasts(app))
+        assert "\x1b" not in toasts(app)
+
+
 # ---------------------------------------------------------------------------------- draft sources
 
 
@@ -573,9 +582,7 @@ async def test_d_switches_the_draft_source_from_the_next_round(make_app, script:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(script.seen) >= 2)
+        await send_until(pilot, "go", lambda: len(script.seen) >= 2)
         await pilot.press("alt+d")  # while typing: model -> lookup
         seen_at_press = len(script.seen)
         await wait_for(pilot, lambda: len(script.seen) >= seen_at_press + 6)

@@ -13,8 +13,9 @@ from textual.widgets import Static, TabbedContent
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
 from tests.helpers.app import Script, chat, ready, wait_for
-from tui.screens.modals import ConfirmReloadScreen
-from tui.widgets.chat import AssistantMessage
+from tests.helpers.app_turns import send_until
+from tui.screens.confirm_reload import ConfirmReloadScreen
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 
 SIZE = (160, 45)
@@ -105,9 +106,8 @@ async def test_a_first_turn_counts_from_enter_with_the_calibration_on_its_own_li
     app.bridge.clock = clock
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "hello"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "first turn waits on the calibration: 11%" in status(app))
+        await send_until(pilot, "hello",
+                         lambda: "first turn waits on the calibration: 11%" in status(app))
         clock.now += 270.0  # the calibration takes 4.5 minutes
         script.calibrate_gate.set()
         await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
@@ -124,9 +124,8 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "a long prompt"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "prefilling 1 prompt tokens" in status(app))
+        await send_until(pilot, "a long prompt",
+                         lambda: "prefilling 1 prompt tokens" in status(app))
         assert "round" not in status(app)
         script.prefill_gate.set()
         await wait_for(pilot, lambda: app.run_id is None)

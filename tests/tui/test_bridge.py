@@ -1,17 +1,20 @@
-"""The engine thread warms the rest while idle, one size at a time, and yields to a turn
-between sizes; a kept curve starts a cost-aware turn with no calibration (issue 31).
+"""tui/bridge.py: the engine thread warms the rest while idle, one size at a time, and yields
+to a turn between sizes; a kept curve starts a cost-aware turn with no calibration (issue 31);
+core's warnings while a pair loads reach the app (core_warnings_to), and only while it loads.
 
 The bridge runs for real on its thread; the session is the scripted one of conftest with a
 warm-up whose sizes take fake compile durations (a gate the test opens, and a short wait)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from core.runtime.warmer import IdleProgress
 from core.settings import Settings
-from tests.helpers.app import FakeSession, Script, hold
+from tests.helpers.app import FakeSession, Script, hold, ready, wait_for
+from tests.helpers.app_shown import app_on
 from tui.bridge import EngineBridge
 from tui.engine_info import CurveInfo
 from tui.messages import Calibrated, IdleWarmup, RunFinished
@@ -74,6 +77,18 @@ def _bridge(factory) -> tuple[EngineBridge, _Target]:  # noqa: ANN001
     return bridge, target
 
 
+def _cost_aware_turn(factory) -> _Target:  # noqa: ANN001
+    """One cost-aware turn on a pair loaded through `factory`, to its end: what was posted."""
+    bridge, target = _bridge(factory)
+    try:
+        bridge.load("default", "self:bits=4")
+        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
+        _wait(lambda: bool(target.of(RunFinished)))
+    finally:
+        bridge.close()
+    return target
+
+
 def test_the_idle_warmer_yields_to_a_turn_between_sizes():
     script = Script(rounds=2)
     WarmingSession.started.clear()
@@ -127,13 +142,7 @@ def test_a_kept_curve_starts_a_cost_aware_turn_without_calibrating():
             self.script.calls.append("kept_curve")
             return kept, ()
 
-    bridge, target = _bridge(lambda t, d: Keeping(script, t, d))
-    try:
-        bridge.load("default", "self:bits=4")
-        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
-        _wait(lambda: bool(target.of(RunFinished)))
-    finally:
-        bridge.close()
+    target = _cost_aware_turn(lambda t, d: Keeping(script, t, d))
     assert "calibrate" not in script.calls
     assert script.calls == ["kept_curve", "generate"]
     (cal,) = target.of(Calibrated)
@@ -150,12 +159,27 @@ def test_without_a_kept_curve_the_turn_calibrates_first():
 
     from tui.messages import EngineNotice
 
-    bridge, target = _bridge(lambda t, d: Missing(script, t, d))
-    try:
-        bridge.load("default", "self:bits=4")
-        bridge.generate([{"role": "user", "content": "hi"}], Settings(policy="cost-aware"))
-        _wait(lambda: bool(target.of(RunFinished)))
-    finally:
-        bridge.close()
+    target = _cost_aware_turn(lambda t, d: Missing(script, t, d))
     assert script.calls == ["calibrate", "generate"]
     assert "is damaged" in target.of(EngineNotice)[0].text
+
+
+async def test_a_warning_while_loading_reaches_the_user(profiles) -> None:  # noqa: ANN001
+    """Core warns through logging where it has no terminal of its own (a damaged cached
+    default model fetched again): the app shows it, brackets and all, and stops listening
+    once the load is over."""
+    said = "The cached default model /x/[m].gguf is damaged (its sha256 is not the pinned one)"
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        logging.getLogger("core.models.fetch").warning(said)
+        return FakeSession(Script(), target, draft)
+
+    app = app_on(factory, profiles)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: any(n.message == said for n in app._notifications))
+        assert [n.severity for n in app._notifications if n.message == said] == ["warning"]
+        logging.getLogger("core.models.fetch").warning("after the load")
+        await pilot.pause()
+        assert not any(n.message == "after the load" for n in app._notifications)
+        assert not any(type(h).__name__ == "_Forward" for h in logging.getLogger("core").handlers)

@@ -15,6 +15,7 @@ from textual._xterm_parser import XTermParser
 
 from core.settings import Settings
 from tests.helpers.app import FUNCTION, REQUEST, Script, ready, wait_for
+from tests.helpers.typing_keys import TYPING_CASES
 from tui.keys import KEYS
 from tui.widgets.composer import Composer
 
@@ -85,23 +86,9 @@ def test_shift_f3_is_misread_so_no_key_uses_it() -> None:
     assert "shift+f3" not in TYPING and "f15" not in TYPING
 
 
-CASES = [
-    # (key, field, expected) from Settings(): tv 0, k 4, speculative, mentored, model, fixed
-    ("f3", "tv_budget", 0.05),
-    ("f8", "tv_budget", 0.25),
-    ("shift+f4", "tv_budget", 1.0),
-    ("f6", "k", 5),
-    ("f5", "k", 3),
-    ("alt+m", "mode", "target-only"),
-    ("alt+a", "rule", "greedy"),
-    ("alt+o", "policy", "acceptance-rate"),
-    ("alt+d", "draft_source", "lookup"),
-    ("alt+t", "temperature", 1.0),
-    ("alt+n", "max_tokens", 512),
-]
 
 
-@pytest.mark.parametrize(("key", "field", "expected"), CASES)
+@pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
 async def test_terminal_bytes_act_while_typing(make_app, key, field, expected) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Select
 from core.profile import Profile
 from core.settings import Settings
 from tests.helpers.app import blur_input, chat, ready, wait_for
+from tests.helpers.app_turns import calibrated_kernels
 from tui.engine_info import CurveInfo
 from tui.screens.compare import (
     ComparedRun,
@@ -19,8 +20,10 @@ from tui.screens.compare import (
 from tui.stats import RoundStats
 from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.composer import Composer
+from tui.widgets.curve_plot import CurvePlot, curve_series
 from tui.widgets.kernels import KernelsPanel
-from tui.widgets.plots import CurvePlot, PositionPlot, StaticPlot, curve_series, position_series
+from tui.widgets.plot_base import StaticPlot
+from tui.widgets.position_plot import PositionPlot, position_series
 
 SIZE = (160, 45)
 
@@ -52,11 +55,7 @@ def test_position_series_keeps_positions_never_reached() -> None:
 async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
     app = make_app(Settings(k=4))
     async with app.run_test(size=SIZE) as pilot:
-        await chat(pilot)
-        app.action_calibrate()
-        await wait_for(pilot, lambda: app.curve is not None)
-        app.show_panel("kernels")
-        await pilot.pause()
+        await calibrated_kernels(pilot)
         kernels = app.query_one(KernelsPanel)
         plot = kernels.query_one(CurvePlot)
         table = kernels.query_one("#curve-table", DataTable)
@@ -89,11 +88,7 @@ async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
 async def test_plot_follows_the_rows_of_the_latest_round(make_app) -> None:
     app = make_app(Settings(k=2))
     async with app.run_test(size=SIZE) as pilot:
-        await chat(pilot)
-        app.action_calibrate()
-        await wait_for(pilot, lambda: app.curve is not None)
-        app.show_panel("kernels")
-        await pilot.pause()
+        await calibrated_kernels(pilot)
         assert app.query_one(CurvePlot).series.current == 3
         app.apply(k=6)
         await chat(pilot, "again")

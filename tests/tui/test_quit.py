@@ -8,12 +8,11 @@ import time
 
 from textual.widgets import Input
 
-from core.profile import ProfileStore
-from core.settings import Settings
 from tests.helpers.app import FakeSession, ready, wait_for
+from tests.helpers.app_shown import app_on
+from tests.helpers.app_turns import send_until
 from tui.app import SpecDecApp
-from tui.screens.modals import SaveProfileScreen
-from tui.widgets.composer import Composer
+from tui.screens.save_profile import SaveProfileScreen
 
 SIZE = (160, 48)
 
@@ -30,8 +29,7 @@ def _app(script, profiles, state: dict) -> SpecDecApp:  # noqa: ANN001
                 time.sleep(state["round_s"])
             state["in_round"] = False
 
-    app = SpecDecApp(Settings(), lambda t, d: Uninterruptible(script, t, d), profiles_dir=profiles,
-                     profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+    app = app_on(lambda t, d: Uninterruptible(script, t, d), profiles)
     real_exit = app.exit
 
     def exit_(*args, **kw):  # noqa: ANN002, ANN003, ANN202
@@ -48,9 +46,7 @@ async def test_ctrl_q_mid_turn_exits_only_after_the_round_ends(script, profiles)
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
         await wait_for(pilot, lambda: state["in_round"])  # mid-round, as a user presses it
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: bool(state.get("exits")))
@@ -64,9 +60,7 @@ async def test_a_save_confirmed_just_before_ctrl_q_is_on_disk(script, profiles) 
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
         app.screen.query_one(Input).value = "kept"

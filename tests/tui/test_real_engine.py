@@ -13,7 +13,7 @@ from core.profile import ProfileStore
 from core.settings import Settings
 from tests.helpers.app import wait_for
 from tui.app import SpecDecApp
-from tui.widgets.chat import AssistantMessage
+from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
 
 pytestmark = pytest.mark.real_model

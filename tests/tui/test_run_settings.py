@@ -8,7 +8,8 @@ from textual.widgets import Input
 
 from core.profile import ProfileStore
 from tests.helpers.app import ready, wait_for
-from tui.screens.modals import SaveProfileScreen
+from tests.helpers.app_turns import send_until
+from tui.screens.save_profile import SaveProfileScreen
 from tui.widgets.composer import Composer
 
 SIZE = (160, 48)
@@ -22,9 +23,7 @@ async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        app.query_one("#prompt", Composer).value = "go on"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.stats.rounds) >= 3)
+        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 3)
         app.query_one("#prompt", Composer).blur()
         await pilot.press("m", "a")  # mode speculative -> target-only; rule mentored -> greedy
         await wait_for(pilot, lambda: app.run_id is None)

@@ -12,7 +12,9 @@ from core.errors import UserError
 from core.settings import Settings
 from tui.features.base import Feature
 from tui.records import RunRecord
-from tui.screens.modals import ConfirmReloadScreen, ProfilePickerScreen, SaveProfileScreen
+from tui.screens.confirm_reload import ConfirmReloadScreen
+from tui.screens.profile_picker import ProfilePickerScreen
+from tui.screens.save_profile import SaveProfileScreen
 from tui.status import ProfileStatus
 from tui.widgets.profile_panel import ProfilePanel
 

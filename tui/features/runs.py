@@ -173,19 +173,14 @@ class RunsFeature(Feature):
     def _in_order(self, message: RunStarted | ContextTrimmed | RoundCommitted | RunFinished
                   | EngineFailed | Prefilling) -> None:
         state = self.runs_state
+        # each kind of message to its handler, released in the engine's order
+        handlers: dict[type, Any] = {
+            RunStarted: self._run_started, ContextTrimmed: self._context_trimmed,
+            RoundCommitted: self._round_committed, RunFinished: self._run_finished,
+            EngineFailed: self._engine_failed, Prefilling: self._prefilling,
+        }
         for ready in state.sequencer.push(message, ends_run=isinstance(message, RunFinished)):
-            if isinstance(ready, RunStarted):
-                self._run_started(ready)
-            elif isinstance(ready, ContextTrimmed):
-                self._context_trimmed(ready)
-            elif isinstance(ready, RoundCommitted):
-                self._round_committed(ready)
-            elif isinstance(ready, RunFinished):
-                self._run_finished(ready)
-            elif isinstance(ready, EngineFailed):
-                self._engine_failed(ready)
-            elif isinstance(ready, Prefilling):
-                self._prefilling(ready)
+            handlers[type(ready)](ready)
 
     def _prefilling(self, message: Prefilling) -> None:
         """The turn now waits on its prefill: the status line says so, with the time."""

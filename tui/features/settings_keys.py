@@ -9,7 +9,7 @@ from core.drafting import registry
 from core.settings import MAX_K, MODES, POLICIES, RULES
 from tui.features.base import Feature
 from tui.keys import help_content
-from tui.screens.modals import HelpScreen
+from tui.screens.help import HelpScreen
 from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.legend import Legend
 

@@ -1,10 +1,13 @@
 """What every side panel shares: the phase colours, the bar glyph and its number cells.
 
 One place so the Rounds panel, the compare screen and the rest colour a phase and write a
-missing number ("-") alike.
+missing number ("-") alike: the cells are core.bench.fmt's `num` (the one "-" rule, shared with
+the bench's reports) in the panels' two formats.
 """
 
 from __future__ import annotations
+
+from core.bench.fmt import num
 
 PHASE_COLOURS = {
     "draft": "orchid",
@@ -19,10 +22,10 @@ BAR = "█"
 
 def fmt_ms(value: float | None) -> str:
     """Seconds already in milliseconds, one decimal; "-" when unknown."""
-    return "-" if value is None else f"{value:.1f}"
+    return num(value, ".1f")
 
 
 def fmt_pct(value: float | None) -> str:
     """A fraction as a whole percentage; "-" when unknown."""
-    return "-" if value is None else f"{value:.0%}"
+    return num(value, ".0%")
 

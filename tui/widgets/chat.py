@@ -1,8 +1,8 @@
 """Chat pane: the conversation, each assistant token coloured by the model that decided it.
 
 Messages are widgets of their own (tui/widgets/user_message.py, assistant_message.py; the
-legend in legend.py, re-exported here for the modules that import them from the chat); this
-one is the scroll view, anchored to the newest text, that keeps the latest MAX_SHOWN.
+legend in legend.py), imported from where they live; this one is the scroll view, anchored to
+the newest text, that keeps the latest MAX_SHOWN.
 """
 
 from __future__ import annotations
@@ -11,13 +11,6 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
-
-from tui.widgets.assistant_message import AssistantMessage
-from tui.widgets.legend import Legend
-from tui.widgets.user_message import UserMessage
-
-__all__ = ["MAX_SHOWN", "AssistantMessage", "ChatView", "Legend", "UserMessage"]
-
 
 # Messages (and notes) the chat keeps on screen. Every layout of the screen walks all of
 # them, so an unbounded chat slowed every keypress and round as a session grew (a 200-turn

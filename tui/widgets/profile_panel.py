@@ -43,7 +43,7 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
     def phase_share(p: str) -> Any:
         def get(r: RunRecord) -> str:
             shares = phase_shares(r.summary.phase_s, r.summary.traced)
-            return "-" if shares is None else f"{shares[p]:.0%}"
+            return fmt_pct(None if shares is None else shares[p])
 
         return get
 

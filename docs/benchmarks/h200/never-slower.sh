@@ -9,6 +9,7 @@
 # hybrid-cost-aware (k 0..32) and the draft model alone (cost-aware); 256 tokens, 3 seeds,
 # 1 warm-up, interleaved (each seed runs every row before the next seed) and paired by seed;
 # repetition penalty 1.0 on every row; no traced, quality or prediction passes.
+# PART=i/n runs the i-th of n parts (SEEDS=5: PART=1/3, 2/3, 3/3, 6 benches a call).
 # Two calls run every shipped prompt (9) at both temperatures (18 benches, ~30 s each with
 # 3 seeds): PART=1 the first 9 benches (the prompts first), PART=2 the other 9, each
 # call starting no bench after BUDGET_S (default 270 s; the call ends within ~300 s plus the

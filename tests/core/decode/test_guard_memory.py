@@ -181,7 +181,8 @@ def test_a_new_request_probes_a_cheap_stopped_source_early_and_a_dear_one_late()
         before = guard.benched["src"].until - guard.round
         guard.begin_run()
         due = guard.benched["src"].until - guard.round
-        budget = guard._budget_gap("src")
+        budget = guard._loss_gap("src")
+        assert budget is not None
         assert due == min(before, budget)
         if early:  # within its budget gap, well inside the request, though its gaps doubled
             assert due <= budget <= 100 < guard.benched["src"].gap
@@ -263,9 +264,10 @@ def test_a_prior_that_is_wrong_is_corrected_by_the_first_probe() -> None:
 
 
 def test_the_prior_counts_the_measured_pipeline_break() -> None:
-    """A best round of 4 tokens in 3.6 steps beats a step (1.11 tokens a step) until the
-    measured break (1 step after every drafting round) is added: then it cannot."""
-    prior = Prior(tokens=4, seconds=3.6 * STEP, step_s=STEP)
+    """A best round of 4 tokens in 3.2 steps beats a step by PAY_MARGIN (1.25 tokens a
+    step) until the measured break (1 step after every drafting round) is added: then it
+    cannot (0.95)."""
+    prior = Prior(tokens=4, seconds=3.2 * STEP, step_s=STEP)
     guard = RateGuard(prior=lambda name: prior if name == "late" else None)
     guard.begin_run()
     for _ in range(4):  # the target arm, and a break of one step after another source

@@ -26,10 +26,8 @@ from core.dispatch.curve_cache import (
 )
 from core.identity import ModelIdentity
 from core.settings import Settings
+from tests.helpers.forward_rows import H200
 
-H200 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
-                                            "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
 H100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H100",
                                             "compute_capability_major": 9,
                                             "compute_capability_minor": 0}))  # fmt: skip

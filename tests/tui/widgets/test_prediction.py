@@ -7,12 +7,12 @@ from textual.widgets import DataTable, Static
 
 from core.events import CommittedToken, PhaseTimings, RoundEvent
 from core.settings import Settings
-from tests.helpers.app import chat, wait_for
+from tests.helpers.app_turns import calibrated_kernels
 from tui.engine_info import CurveInfo
 from tui.stats import RoundStats
 from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
-from tui.widgets.plots import StaticPlot
+from tui.widgets.plot_base import StaticPlot
 from tui.widgets.prediction import SpeedupPlot, speedup_view
 
 # R=3 is not measured: t_verify(3) interpolates to 14 ms. The cost per row drops from R=4.
@@ -83,11 +83,7 @@ def test_lookup_rounds_cost_no_draft_and_no_verdict_when_close() -> None:
 async def test_view_renders_after_fake_rounds_and_v_shows_the_numbers(make_app) -> None:
     app = make_app(Settings(k=4))
     async with app.run_test(size=(160, 60)) as pilot:
-        await chat(pilot)
-        app.action_calibrate()
-        await wait_for(pilot, lambda: app.curve is not None)
-        app.show_panel("kernels")
-        await pilot.pause()
+        await calibrated_kernels(pilot)
         view = app.query_one(KernelsPanel).query_one(SpeedupPlot)
         v = view.view
         assert v is not None and v.spec_rounds == len(app.stats.rounds) > 0

@@ -1,0 +1,31 @@
+"""docs/benchmarks/h200/never_slower.py's PART: the calls' parts cover every bench once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _part_of():
+    spec = importlib.util.spec_from_file_location(
+        "never_slower", ROOT / "docs/benchmarks/h200/never_slower.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.part_of
+
+
+def test_parts_cover_every_bench_once_in_order() -> None:
+    part_of = _part_of()
+    benches = [(f"p{i}", t) for i in range(9) for t in ("0.0", "0.7")]
+    for n in (2, 3, 4):
+        parts = [part_of(benches, f"{i}/{n}") for i in range(1, n + 1)]
+        assert [b for p in parts for b in p] == benches
+        assert max(map(len, parts)) - min(map(len, parts)) <= n
+    assert part_of(benches, "1") + part_of(benches, "2") == benches
+    assert part_of(benches, "1") == part_of(benches, "1/2")
+    assert part_of(benches, "") == benches
+    assert part_of(benches, "4/3") == benches  # not a part: every bench
