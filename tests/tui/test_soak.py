@@ -22,10 +22,12 @@ TURNS = 200
 
 
 async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
-    # Five frames a second instead of sixty: every event is still handled and every check
-    # made (the pilot renders before it reads), but at 60 fps the screen refreshes between
-    # events took half the CPU of a 200-turn run, which CI must finish within a minute.
-    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", 1 / 5)
+    # Two frames a second instead of sixty: every event is still handled and every check
+    # made (they read the widgets, never the screen), and a turn (~0.45 s here) still gets
+    # about a frame. At 60 fps the screen refreshes between events took half the CPU of a
+    # 200-turn run; at 5 fps a full layout of the grown chat each frame was still ~20% of it
+    # (a profile: Screen._refresh_layout, ~0.07 s a frame), 116 s against 93 s at 1 fps.
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", 1 / 2)
     script = Script(rounds=1, delay_s=0.002)
     store = ProfileStore(profiles, presets=None)
     base = Settings(max_tokens=16)

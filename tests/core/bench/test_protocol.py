@@ -26,7 +26,7 @@ from core.decode.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.settings import Settings
-from tests.helpers.bench import TINY, _bench_parser, run_cli
+from tests.helpers.bench import SHORT_PROMPT, TINY, _bench_parser, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -434,9 +434,9 @@ def test_prompts_that_ask_for_a_copy_ship_with_their_kinds():
 def test_cli_on_the_default_pair(tmp_path):
     """The issue's command writes the whole contract.
 
-    Kept short with 8 tokens, no warm-up, a short prompt and one invocation of two seeds: this
-    CPU prefills a row at about the cost of a decode step (~0.17 s for SmolLM2), every request
-    prefills afresh and speculative rows prefill both. Two seeds keep the per-seed pairing of
+    Kept short with 8 tokens, no warm-up, a one-word prompt (tests.helpers.bench.SHORT_PROMPT)
+    and one invocation of two seeds: this CPU prefills a row at about the cost of a decode step
+    (~0.17 s for SmolLM2), every request prefills afresh and speculative rows prefill both. Two seeds keep the per-seed pairing of
     traced and timed requests; that timed requests are invocations x seeds is checked on the
     tiny pair (test_timed_requests_are_invocations_times_seeds_and_warmup_is_excluded).
     """
@@ -444,7 +444,7 @@ def test_cli_on_the_default_pair(tmp_path):
     rc = run_cli([
         "--tokens", "8", "--seeds", "2", "--invocations", "1", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--json", str(out), "--warmup", "0",
-        "--prompt", "Write a haiku about a greenhouse on the Moon.",
+        "--prompt", SHORT_PROMPT,
     ])  # fmt: skip
     assert rc == 0
     doc = json.loads(Path(out).read_text())
