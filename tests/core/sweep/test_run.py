@@ -357,3 +357,20 @@ def test_goal_run_on_the_default_pair(tmp_path):
     assert doc["models"]["identities"]["target"]["sha256"]
     assert (tmp_path / "g.svg").read_text().startswith("<svg")
     assert "## Texts side by side" in (tmp_path / "g.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "sentence"),
+    [("--tokens", "0", "--tokens must be at least 1, got 0."),
+     ("--seeds", "0", "--seeds must be at least 1, got 0."),
+     ("--warmup", "-1", "--warmup must be at least 0, got -1.")],
+)  # fmt: skip
+def test_sweep_refuses_bad_counts_as_the_bench_does(flag, value, sentence, capsys, monkeypatch):
+    """The sweep's counts go through the bench's check_counts (core/bench/flags.py): the same
+    sentence, exit 2, and nothing loaded."""
+    import core.models
+
+    monkeypatch.setattr(core.models, "load_pair", lambda *a, **k: pytest.fail("models loaded"))
+    argv = ["sweep", *TINY, "--prompt-name", "math-boxes", "--no-plot", flag, value]
+    assert main(argv) == 2
+    assert sentence in capsys.readouterr().err
