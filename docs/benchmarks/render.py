@@ -526,6 +526,15 @@ def prompt_t(doc: Doc) -> tuple[str, float]:
     return str(name), float((first.get("settings") or {}).get("temperature", 0.0))
 
 
+def _seeds(docs: list[Doc]) -> str:
+    """The seed count the benches ran, in words ("5 seeds"; "3-5 seeds" where they differ),
+    from each JSON's protocol: a table's statistic says what its own data holds."""
+    ns = sorted({int(n) for d in docs if (n := (d.get("protocol") or {}).get("seeds"))})
+    if not ns:
+        return "the seeds"
+    return f"{ns[0]} seeds" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} seeds"
+
+
 def _ns_label(doc: Doc) -> str:
     name, temp = prompt_t(doc)
     return f"{name}, T = {temp:g}"
@@ -544,8 +553,8 @@ def never_slower(docs: list[Doc]) -> tuple[list[str], str]:
                         num(r.get("rounds_per_request"), ".0f"), pct(r.get("acceptance")),
                         pct(target_share(r)), ratio(steps_vs_target_only(d, r)),
                         ratio(decode_vs_steps(r)), guard_counts(r)])
-    stat = ("vs target-only = target-only's median E2E over the row's median E2E (3 seeds, "
-            "same bench); per-seed = the same seed's target-only E2E over the row's, min-max; "
+    stat = ("vs target-only = target-only's median E2E over the row's median E2E "
+            f"({_seeds(docs)}, same bench); per-seed = the same seed's target-only E2E over the row's, min-max; "
             "rounds = mean rounds a request; target steps = share of the row's rounds that "
             "drafted nothing; plain steps vs target-only = the guard's measured rate of the "
             "row's pipelined plain target steps (median over requests) over target-only's "
@@ -633,29 +642,27 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
     ratio. Per bench: the control's median ratio and per-seed min-max, then the default's,
     lookup's and hybrid's median ratio and ratio of minima; the last row counts the benches
     below the floor by each statistic."""
-    out, below = [], {k: [0, 0] for k in (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID)}
+    parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID)
+    out, below = [], {k: [0, 0] for k in parts}
     for d in docs:
         names = {str(r.get("name")): r for r in rows(d)}
         if NS_CONTROL not in names:
             continue
-        cells = [_ns_label(d), ratio(speedup(d, names[NS_CONTROL])),
-                 seed_min_max(d, names[NS_CONTROL])]
-        for n in below:
+        ratios = {}
+        for n in parts:
             r = names.get(n)
-            med, best = (speedup(d, r), _min_ratio(d, r)) if r else (None, None)
-            below[n][0] += med is not None and med < FLOOR
-            below[n][1] += best is not None and best < FLOOR
-            if n != NS_CONTROL:
-                cells += [ratio(med), ratio(best)]
-        cells.insert(3, ratio(_min_ratio(d, names[NS_CONTROL])))
-        out.append(cells)
-    n = len(out)
+            ratios[n] = (speedup(d, r), _min_ratio(d, r)) if r else (None, None)
+            for j, x in enumerate(ratios[n]):
+                below[n][j] += x is not None and x < FLOOR
+        aa_med, aa_min = ratios[NS_CONTROL]
+        out.append([_ns_label(d), ratio(aa_med), seed_min_max(d, names[NS_CONTROL]),
+                    ratio(aa_min), *(ratio(x) for n in parts[1:] for x in ratios[n])])
     aa_med, aa_min = below[NS_CONTROL]
-    out.append([f"**below {FLOOR:.2f}x, of {n}**", str(aa_med), "", str(aa_min),
-                *(str(below[k][j]) for k in (NS_DEFAULT, NS_LOOKUP, NS_HYBRID) for j in (0, 1))])
-    stat = ("A/A = target-only again (same settings, the row after the model alone in each "
-            "seed's interleave) over target-only; median = target-only's median E2E over the "
-            "row's (5 seeds); minima = target-only's fastest request over the row's fastest; "
+    out.append([f"**below {FLOOR:.2f}x, of {len(out)}**", str(aa_med), "", str(aa_min),
+                *(str(below[k][j]) for k in parts[1:] for j in (0, 1))])
+    stat = ("A/A = target-only again (same settings, the last row of each seed's "
+            "interleave) over target-only; median = target-only's median E2E over the "
+            f"row's ({_seeds(docs)}); minima = target-only's fastest request over the row's fastest; "
             "per-seed = the same seed's pair, min-max")
     return md_table(("Prompt, T", "A/A median", "A/A per-seed", "A/A minima", "default median",
                      "default minima", "lookup median", "lookup minima", "hybrid median",
@@ -774,7 +781,7 @@ def never_slower_kept(docs: list[Doc]) -> tuple[list[str], str]:
     body = [line[:-1] + f"| {carried_rounds(r)} |" for line, r in zip(body, chosen, strict=True)]
     return ([head[:-1] + "| carried rounds |", rule[:-1] + "|---|", *body],
             stat + "; carried rounds = per source, the rounds its kept guard had counted before "
-            "each timed request (seed 0/1/2: the warm-up and the seeds before it)")
+            "each timed request (seed by seed: the warm-up and the seeds before it)")
 
 
 def _run_key(doc: Doc) -> str:
@@ -815,7 +822,7 @@ def target_only_spread(docs: list[Doc]) -> tuple[list[str], str]:
         out.append([_ns_label(d), median_mm(b) if b else "-",
                     num(max(xs) / min(xs) if xs and min(xs) else None, ".2f")])
     return (md_table(("Prompt, T", "target-only E2E, median (min-max)", "max / min"), out),
-            "target-only's timed requests (3 seeds), same bench")
+            f"target-only's timed requests ({_seeds(docs)}), same bench")
 
 
 def _catch_up(t: list[dict[str, Any]], src: str) -> list[int]:

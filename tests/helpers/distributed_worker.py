@@ -28,7 +28,15 @@ from core.decode.engine import Engine  # noqa: E402
 from core.events import RoundEvent, RunSummary  # noqa: E402
 from core.runtime.distributed import current_spmd, shard_model  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from tests.helpers.tiny import PROMPT, VOCAB, next_token_logits, noisy_copy, softmax, tiny_llama  # noqa: E402
+from tests.helpers.tiny import (  # noqa: E402
+    PROMPT,
+    VOCAB,
+    llama_args,
+    next_token_logits,
+    noisy_copy,
+    softmax,
+    tiny_llama,
+)  # fmt: skip
 
 # A prompt with a repeat, so the lookup (and hybrid) sources have something to copy.
 REPEATING = [*PROMPT, 11, 12, 13, 14, 15, 16, 17, *PROMPT, 11, 12]
@@ -155,11 +163,7 @@ def wide_llama(seed: int) -> Any:
     from mlx_lm.models import llama
 
     mx.random.seed(seed)
-    model = llama.Model(llama.ModelArgs(
-        model_type="llama", hidden_size=512, num_hidden_layers=1, intermediate_size=2048,
-        num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=VOCAB,
-        rope_theta=10000.0, tie_word_embeddings=False,
-    ))  # fmt: skip
+    model = llama.Model(llama_args(hidden=512, layers=1, inter=2048, vocab=VOCAB))
     mx.eval(model.parameters())
     return model
 

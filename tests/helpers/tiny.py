@@ -22,6 +22,26 @@ VOCAB = 48
 PROMPT = [5, 6, 7, 8, 9, 10]
 
 
+def llama_args(
+    *, hidden: int, layers: int, inter: int, vocab: int, tie: bool = False
+) -> llama.ModelArgs:
+    """The test llamas' shape (4 heads, 2 KV heads) at a width, depth and vocabulary: one
+    place for what tiny_llama, the dispatch tests' quantized llama and the distributed
+    worker's wide llama share."""
+    return llama.ModelArgs(
+        model_type="llama",
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        intermediate_size=inter,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=vocab,
+        rope_theta=10000.0,
+        tie_word_embeddings=tie,
+    )
+
+
 def tiny_llama(
     layers: int,
     seed: int,
@@ -32,19 +52,7 @@ def tiny_llama(
 ) -> llama.Model:
     """A seeded random llama (hidden 64, 4 heads, 2 KV heads), untied head, weights evaluated."""
     mx.random.seed(seed)
-    args = llama.ModelArgs(
-        model_type="llama",
-        hidden_size=64,
-        num_hidden_layers=layers,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rms_norm_eps=1e-5,
-        vocab_size=vocab,
-        rope_theta=10000.0,
-        tie_word_embeddings=False,
-    )
-    model = llama.Model(args)
+    model = llama.Model(llama_args(hidden=64, layers=layers, inter=128, vocab=vocab))
     model.model.embed_tokens.weight = model.model.embed_tokens.weight * embed_scale
     model.lm_head.weight = model.lm_head.weight * head_scale
     mx.eval(model.parameters())

@@ -39,6 +39,7 @@ from core.dispatch import (
     verify_cost,
 )
 from core.settings import SettingsError
+from tests.helpers.tiny import llama_args
 
 M2 = BackendInfo.metal("applegpu_g14g", "Apple M2")
 M3_MAX = BackendInfo.metal("applegpu_g15s", "Apple M3 Max")
@@ -73,19 +74,7 @@ def tiny_llama(
     seed: int = 0,
 ) -> llama.Model:
     mx.random.seed(seed)
-    args = llama.ModelArgs(
-        model_type="llama",
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        intermediate_size=inter,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rms_norm_eps=1e-5,
-        vocab_size=vocab,
-        rope_theta=10000.0,
-        tie_word_embeddings=tie,
-    )
-    model = llama.Model(args)
+    model = llama.Model(llama_args(hidden=hidden, layers=layers, inter=inter, vocab=vocab, tie=tie))
     model.set_dtype(dtype)
     if quantize:
         nn.quantize(model, group_size=64, bits=4)
