@@ -127,7 +127,9 @@ def summary(out: Path, placements: list[str]) -> str:
             pairs += [x / y for x, y in zip(a, b, strict=False) if y]
             meds.append(statistics.median(a) / statistics.median(b))
             switches.append(w["involuntary_switches"])
-            cpus = ",".join(map(str, w["cpus"])) if len(w["cpus"]) <= 4 else f"{len(w['cpus'])} CPUs"
+            cpus = (
+                ",".join(map(str, w["cpus"])) if len(w["cpus"]) <= 4 else f"{len(w['cpus'])} CPUs"
+            )
         if not times:
             lines.append(f"| {name} | - | 0 | | | | | | |")
             continue
