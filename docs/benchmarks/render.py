@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parents[1]))  # the project root, for core.bench.report
 sys.path.insert(0, str(ROOT))  # rawdata, beside this file
 
-from rawdata import load_json  # noqa: E402
+from rawdata import load_json, read_text  # noqa: E402
 
 from core.bench.report import md_table, num, pct, ratio, secs  # noqa: E402
 
@@ -669,6 +669,93 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
                      "hybrid minima"), out), stat
 
 
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def _log_pairs(doc: Doc, r: Row) -> list[float]:
+    """log(target-only's E2E / the row's E2E) per seed: the same seed's two requests, timed
+    in the same interleave (a per-seed ratio above 1 is the row faster)."""
+    import math
+
+    b = baseline(doc)
+    return [math.log(x / y) for x, y in zip(e2e(b) if b else [], e2e(r), strict=False)
+            if x > 0 and y > 0]  # fmt: skip
+
+
+def aa_sigma(docs: list[Doc]) -> tuple[float | None, int]:
+    """The host's noise on one pair, from the A/A control: the root mean square of its
+    per-seed log ratios over every bench (its true ratio is 1, so the mean is not fitted),
+    and how many pairs that is."""
+    pairs = [x for d in docs for r in rows(d) if r.get("name") == NS_CONTROL
+             for x in _log_pairs(d, r)]  # fmt: skip
+    if len(pairs) < 2:
+        return None, len(pairs)
+    return (sum(x * x for x in pairs) / len(pairs)) ** 0.5, len(pairs)
+
+
+def _verdict(logs: list[float], sigma: float) -> tuple[str, str]:
+    """The geometric mean of the per-seed ratios with its 95% interval (the A/A noise over
+    root n), and what it says of the floor: held (above 0.97x), broken (below), or
+    undecided (the interval holds 0.97x)."""
+    import math
+
+    m = statistics.fmean(logs)
+    half = Z95 * sigma / math.sqrt(len(logs))
+    lo, hi = math.exp(m - half), math.exp(m + half)
+    said = "held" if lo >= FLOOR else ("**broken**" if hi < FLOOR else "undecided")
+    return f"{math.exp(m):.2f}x ({lo:.2f}-{hi:.2f})", said
+
+
+def never_slower_verdict(docs: list[Doc]) -> tuple[list[str], str]:
+    """Issue 28's floor judged with the noise the control measured, instead of against a
+    bare 0.97x: per bench and row (the A/A control, the default, the lookup, the hybrid, the
+    model alone), the geometric mean of the per-seed paired ratios and its 95% interval, whose
+    width is the A/A control's pooled per-pair noise; then the same over all benches, and over
+    each temperature's. A ratio of medians over 5 seeds moved 0.78-1.64x in run 3's A/A
+    control; saying "held", "broken" or "undecided" keeps that noise in the verdict."""
+    sigma, n_aa = aa_sigma(docs)
+    parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL)
+    heads = ("A/A", "default", "lookup", "hybrid", "model alone")
+    if sigma is None:
+        return md_table(("Prompt, T", *heads), [["(no A/A control in these files)"] + [""] * 5]), (
+            "needs the A/A control row (docs/benchmarks/h200/never_slower.py, run 3 on)")
+    out, pooled = [], {}
+    counts = {n: {"held": 0, "**broken**": 0, "undecided": 0} for n in parts}
+    for d in docs:
+        names = {str(r.get("name")): r for r in rows(d)}
+        cells = []
+        for n in parts:
+            logs = _log_pairs(d, names[n]) if n in names else []
+            if not logs:
+                cells.append("-")
+                continue
+            for key in ("all", f"T = {prompt_t(d)[1]:g}"):
+                pooled.setdefault(key, {}).setdefault(n, []).extend(logs)
+            value, said = _verdict(logs, sigma)
+            counts[n][said] += 1
+            cells.append(f"{value} {said}")
+        out.append([_ns_label(d), *cells])
+    for key in sorted(pooled, key=lambda k: (k != "all", k)):
+        label = "**all benches**" if key == "all" else f"**every bench at {key}**"
+        cells = []
+        for n in parts:
+            logs = pooled[key].get(n, [])
+            cells.append(" ".join(_verdict(logs, sigma)) if logs else "-")
+        out.append([label, *cells])
+    out.append(["**benches held / broken / undecided**",
+                *(f"{c['held']} / {c['**broken**']} / {c['undecided']}"
+                  for c in (counts[n] for n in parts))])  # fmt: skip
+    stat = ("each cell = the geometric mean over seeds of target-only's E2E over the row's, the "
+            f"same seed's pair ({_seeds(docs)}), with its 95% interval: ±{Z95:.2f} σ/√n in log, "
+            f"σ = {sigma:.3f}, the A/A control's per-seed log ratio (true ratio 1), root mean "
+            f"square over its {n_aa} pairs in these benches; held = the interval above "
+            f"{FLOOR:.2f}x, broken = below it, undecided = it holds {FLOOR:.2f}x; the pooled "
+            "rows take every pair of those benches (what the row does on these prompts on the "
+            "whole, not on each); the A/A column, whose true ratio is 1, shows what chance alone "
+            "says")
+    return md_table(("Prompt, T", *heads), out), stat
+
+
 def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
     """Issue 28's per-bench goals counted over the benches: on how many each holds (ratios
     compared unrounded, as never_slower_goals judges them)."""
@@ -1124,6 +1211,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-kept": never_slower_kept,
     "never-slower-tally": never_slower_tally,
     "never-slower-control": never_slower_control,
+    "never-slower-verdict": never_slower_verdict,
     "never-slower-runs": never_slower_runs,
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
@@ -1147,9 +1235,10 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
     for s in src.split(","):
         path = (page.parent / s.strip()).resolve()
         if path not in cache:
-            # a log or importtime text is read as {"name", "text"}; everything else is JSON
-            cache[path] = ({"name": path.name, "text": path.read_text(encoding="utf-8")}
-                           if path.suffix in TEXT_SUFFIXES else load_json(path))
+            # a log or importtime text (plain or .xz) is read as {"name", "text"}; the rest JSON
+            plain = Path(path.name.removesuffix(".xz"))
+            cache[path] = ({"name": plain.name, "text": read_text(path)}
+                           if plain.suffix in TEXT_SUFFIXES else load_json(path))
         out.append(cache[path])
     return out
 

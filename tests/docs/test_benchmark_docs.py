@@ -8,6 +8,7 @@ edition 2's corrected table to the medians issue 21 computed by hand.
 from __future__ import annotations
 
 import importlib.util
+import lzma
 import re
 import shutil
 from pathlib import Path
@@ -252,8 +253,8 @@ def test_first_use_page_follows_its_files(copy: Path) -> None:
     log.write_text(log.read_text(encoding="utf-8").replace("[  10.57 s] err: loading",
                                                            "[  20.57 s] err: loading"),
                    encoding="utf-8")
-    imp = copy / "data/h200-2026-12-01-s6/first-use/importtime-pyc.txt"
-    imp.write_text(imp.read_text() + "import time:       100 | 99000000 | core.slow\n")
+    imp = copy / "data/h200-2026-12-01-s6/first-use/importtime-pyc.txt.xz"
+    imp.write_bytes(lzma.compress((rawdata.read_text(imp) + "import time:       100 | 99000000 | core.slow\n").encode()))
     problems = render.check(copy)
     assert any("first-use from" in p for p in problems)
     assert any("importtime from" in p for p in problems)
@@ -294,3 +295,34 @@ def test_never_slower_control_counts_the_floor_by_median_and_by_minima() -> None
     assert "A/A" in stat
     bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
     assert render.TABLES["never-slower-control"]([bare])[0][2].startswith("| **below")
+
+
+def test_never_slower_verdict_widens_each_ratio_by_the_controls_noise() -> None:
+    """σ is the A/A control's per-seed log-ratio RMS over every bench (its true ratio is 1);
+    a row's cell is its per-seed geometric mean ± 1.96 σ/√n: held above 0.97x, broken below,
+    undecided across it; pooled rows take every pair. Worked by hand: the control's pairs are
+    e^±0.1 (σ = 0.1), n = 4, so the half-width is 1.96 * 0.1 / 2 = 0.098 in log."""
+    import math
+
+    up, down = math.exp(0.1), math.exp(-0.1)
+    aa = [1 / up, 1 / down, 1 / up, 1 / down]  # target-only 1.0 s: pairs e^0.1, e^-0.1
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 4, render.NS_CONTROL: aa,
+                             render.NS_DEFAULT: [1 / 1.2] * 4,  # held: 1.2 e^-0.098 = 1.09
+                             render.NS_LOOKUP: [1 / 0.8] * 4,  # broken: 0.8 e^0.098 = 0.88
+                             render.NS_HYBRID: [1.0] * 4})  # undecided: 0.91-1.10 holds 0.97
+    lines, stat = render.TABLES["never-slower-verdict"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == ["p, T = 0", "1.00x (0.91-1.10) undecided", "1.20x (1.09-1.32) held",
+                     "0.80x (0.73-0.88) **broken**", "1.00x (0.91-1.10) undecided", "-"]
+    assert "σ = 0.100" in stat and "4 pairs" in stat
+    hot = _ns_doc("p", 0.7, {"target-only": [1.0] * 4, render.NS_CONTROL: aa,
+                             render.NS_DEFAULT: [1 / 1.2] * 4})
+    lines, _ = render.TABLES["never-slower-verdict"]([doc, hot])
+    table = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")[1:]]
+             for row in lines[2:]}
+    assert table["**all benches**"][1] == "1.20x (1.12-1.29) held"  # 8 pairs: 0.069 in log
+    assert table["**every bench at T = 0.7**"][2] == "-"  # no lookup row there
+    assert table["**benches held / broken / undecided**"] == [
+        "0 / 0 / 2", "2 / 0 / 0", "0 / 1 / 0", "0 / 0 / 1", "0 / 0 / 0"]
+    bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
+    assert "no A/A control" in render.TABLES["never-slower-verdict"]([bare])[0][2]

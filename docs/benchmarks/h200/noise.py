@@ -13,12 +13,13 @@ Placements: `free` (the process as the bench runs it now), `local4` (pinned to 4
 GPU's NUMA node, from the PCI device's local_cpulist, intersected with the CPUs allowed),
 `local4-nogc` (the same with Python's collector off during the bench), `core2` (2 CPUs).
 
-    python3 docs/benchmarks/h200/noise.py OUT_DIR     (on the device; ~3 min)
+    python3 docs/benchmarks/h200/noise.py OUT_DIR     (on the device; ~6 min: 12 workers of ~30 s)
 
 Environment: TARGET (default; shape:tiny for a CPU smoke run), ROUNDS (3), SEEDS (3), TOKENS (256), PROMPT (creative-seed-vault), TEMP (0.0),
-PLACEMENTS ("free local4 local4-nogc core2"). Writes OUT_DIR/host.txt (the machine's CPUs,
-NUMA nodes and GPU topology), OUT_DIR/<placement>-r<i>/{aa.json,aa.md,worker.json} and
-OUT_DIR/summary.md.
+PLACEMENTS ("free local4 local4-nogc core2"). Works in /tmp/noise-work: host.txt (the
+machine's CPUs, NUMA nodes and GPU topology), <placement>-r<i>/{aa.json,aa.md,worker.json},
+summary.md; then writes OUT_DIR/noise.tgz of all of it, and host.txt and summary.md beside it
+(the device tool brings back a few files a call, not 38: its first run lost ten workers' JSON).
 """
 
 from __future__ import annotations
@@ -141,8 +142,14 @@ def summary(out: Path, placements: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
+def main(dest: Path) -> int:
+    import shutil
+    import tarfile
+
+    out = Path("/tmp/noise-work")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    dest.mkdir(parents=True, exist_ok=True)
     placements = os.environ.get("PLACEMENTS", "free local4 local4-nogc core2").split()
     host = ["nproc: " + _run(["nproc"]), "allowed: " + str(sorted(os.sched_getaffinity(0))) + "\n",
             "gpu-local: " + str(gpu_local_cpus()) + "\n", _run(["lscpu"]),
@@ -159,6 +166,10 @@ def main(out: Path) -> int:
             (out / "summary.md").write_text(summary(out, placements))  # kept if the call is cut
     text = summary(out, placements)
     (out / "summary.md").write_text(text)
+    with tarfile.open(dest / "noise.tgz", "w:gz") as tar:
+        tar.add(out, arcname=".")
+    for name in ("host.txt", "summary.md"):
+        shutil.copy(out / name, dest / name)
     print(text, flush=True)
     return 0
 
