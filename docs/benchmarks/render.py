@@ -516,6 +516,24 @@ NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL = NS_ROWS
 # The A/A control (run 3 on): target-only again in the same interleave, the noise's size.
 NS_CONTROL = "target-only:top_p=1.0+flags"
 NS_LABELS = {**NS_ROWS, NS_CONTROL: "target-only again (A/A)"}
+# The default row is target-only's preset overwritten with first_run_settings()'s fields; from
+# run 4 that includes k_max = 32, so the row's name grew: every name with this start is it.
+DEFAULT_PREFIX = NS_DEFAULT.removesuffix("+flags")
+
+
+def ns_key(r: Row) -> str:
+    """The row's name as the never-slower tables know it (every default row under one)."""
+    name = str(r.get("name"))
+    return NS_DEFAULT if name.startswith(DEFAULT_PREFIX) else name
+
+
+def ns_row_label(r: Row, code: bool = True) -> str:
+    """The row's label; the default's names its k range from the row's own settings; another
+    row's name as code (or plain, `code=False`)."""
+    key = ns_key(r)
+    if key == NS_DEFAULT:
+        return f"default (hybrid, cost-aware 1..{(r.get('settings') or {}).get('k_max', 8)})"
+    return NS_LABELS.get(key, f"`{key}`" if code else key)
 FLOOR = 0.97  # issue 28: the default, lookup and hybrid at >= 0.97x of target-only
 
 
@@ -548,7 +566,7 @@ def never_slower(docs: list[Doc]) -> tuple[list[str], str]:
         for r in rows(d):
             if r is baseline(d):
                 continue
-            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), f"`{r.get('name')}`"),
+            out.append([_ns_label(d), ns_row_label(r),
                         ratio(speedup(d, r)), seed_min_max(d, r),
                         num(r.get("rounds_per_request"), ".0f"), pct(r.get("acceptance")),
                         pct(target_share(r)), ratio(steps_vs_target_only(d, r)),
@@ -570,7 +588,7 @@ def never_slower_summary(docs: list[Doc]) -> tuple[list[str], str]:
     how much of it was plain target steps, and the guard's decisions per source in total."""
     out = []
     for n, label in NS_ROWS.items():
-        found = [(d, r) for d in docs for r in rows(d) if r.get("name") == n]
+        found = [(d, r) for d in docs for r in rows(d) if ns_key(r) == n]
         xs = sorted(x for d, r in found if (x := speedup(d, r)) is not None)
         shares = sorted(x for _, r in found if (x := target_share(r)) is not None)
         gaps = sorted(x for _, r in found if (x := decode_vs_steps(r)) is not None)
@@ -607,7 +625,7 @@ def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
     and the hybrid at >= 0.97x of the better of lookup alone and the model alone."""
     out = []
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         sp = {n: speedup(d, names[n]) if n in names else None for n in NS_ROWS}
         floor = [sp[n] for n in (NS_DEFAULT, NS_LOOKUP, NS_HYBRID)]
         parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
@@ -645,7 +663,7 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
     parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID)
     out, below = [], {k: [0, 0] for k in parts}
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         if NS_CONTROL not in names:
             continue
         ratios = {}
@@ -722,7 +740,7 @@ def never_slower_verdict(docs: list[Doc]) -> tuple[list[str], str]:
     out, pooled = [], {}
     counts = {n: {"held": 0, "**broken**": 0, "undecided": 0} for n in parts}
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         cells = []
         for n in parts:
             logs = _log_pairs(d, names[n]) if n in names else []
@@ -762,7 +780,7 @@ def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
     n = len(docs)
     counts = {"default": 0, "lookup": 0, "hybrid": 0, "floor": 0, "hybrid_parts": 0}
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         sp = {k: speedup(d, names[k]) if k in names else None for k in NS_ROWS}
         ok = {k: sp[name] is not None and sp[name] >= FLOOR
               for k, name in (("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
@@ -835,9 +853,10 @@ def never_slower_copy(docs: list[Doc]) -> tuple[list[str], str]:
             if prompt_t(d) != (prompt, 0.0):
                 continue
             for n in (NS_LOOKUP, NS_DEFAULT):
-                r = next((x for x in rows(d) if x.get("name") == n), None)
+                r = next((x for x in rows(d) if ns_key(x) == n), None)
                 x = speedup(d, r) if r else None
-                out.append([f"{prompt}, greedy", NS_ROWS[n], f">= {goal:g}x", ratio(x),
+                out.append([f"{prompt}, greedy", ns_row_label(r) if r else NS_ROWS[n],
+                            f">= {goal:g}x", ratio(x),
                             seed_min_max(d, r) if r else "-",
                             _met(x >= goal if x is not None else None)])
     stat = ("measured = target-only's median E2E over the row's median E2E, same bench; "
@@ -887,7 +906,7 @@ def never_slower_runs(docs: list[Doc]) -> tuple[list[str], str]:
     for n, label in NS_ROWS.items():
         cells = []
         for ds in runs.values():
-            xs = sorted(x for d in ds for r in rows(d) if r.get("name") == n
+            xs = sorted(x for d in ds for r in rows(d) if ns_key(r) == n
                         if (x := speedup(d, r)) is not None)  # fmt: skip
             cells.append((f"{sum(x < FLOOR for x in xs)} of {len(xs)}",
                           ratio(statistics.median(xs)) if xs else "-",
@@ -948,7 +967,7 @@ def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
                 gaps = _catch_up(t, src) if src == "model" else []
                 rest = statistics.median(x.get("sample_ms", 0.0) + x.get("cache_ms", 0.0)
                                          + x.get("other_ms", 0.0) for x in xs)
-                out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
+                out.append([_ns_label(d), ns_row_label(r, code=False),
                             kind, str(len(xs)),
                             num(sum(x.get("total_ms", 0.0) for x in xs), ".0f"),
                             med("total_ms"), med("draft_ms"), med("verify_ms"), num(rest, ".1f"),
@@ -976,7 +995,7 @@ def traced_outside(docs: list[Doc]) -> tuple[list[str], str]:
         base = b.get("outside_rounds_ms") if b else None
         for r in rows(d):
             o = r.get("outside_rounds_ms")
-            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
+            out.append([_ns_label(d), ns_row_label(r, code=False),
                         secs(r.get("traced_e2e_s")),
                         num(sum(x.get("total_ms", 0.0) for x in trace(r)), ".0f"),
                         num(o, ".0f"),

@@ -326,3 +326,16 @@ def test_never_slower_verdict_widens_each_ratio_by_the_controls_noise() -> None:
         "0 / 0 / 2", "2 / 0 / 0", "0 / 1 / 0", "0 / 0 / 1", "0 / 0 / 0"]
     bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
     assert "no A/A control" in render.TABLES["never-slower-verdict"]([bare])[0][2]
+
+
+def test_a_default_row_with_more_fields_is_still_the_default() -> None:
+    """From run 4 the default row carries k_max = 32 in its name; the tables find it as the
+    default and label it with its own k range, so a grown name cannot drop it silently."""
+    name = render.DEFAULT_PREFIX + ",k_max=32+flags"
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, name: [0.5] * 3,
+                             render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3})
+    doc["results"][1]["settings"]["k_max"] = 32
+    lines, _ = render.TABLES["never-slower"]([doc])
+    assert "| default (hybrid, cost-aware 1..32) | 2.00x |" in lines[2]
+    lines, _ = render.TABLES["never-slower-goals"]([doc])
+    assert "| 2.00x | 1.00x | 1.00x | met |" in lines[2]
