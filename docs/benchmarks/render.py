@@ -516,15 +516,23 @@ NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL = NS_ROWS
 # The A/A control (run 3 on): target-only again in the same interleave, the noise's size.
 NS_CONTROL = "target-only:top_p=1.0+flags"
 NS_LABELS = {**NS_ROWS, NS_CONTROL: "target-only again (A/A)"}
-# The default row is target-only's preset overwritten with first_run_settings()'s fields; from
-# run 4 that includes k_max = 32, so the row's name grew: every name with this start is it.
+# The default row is target-only's preset overwritten with first_run_settings()'s fields
+# (never_slower.py's default_row); from run 4 they include k_max = 32, so the row's name grew:
+# every target-only row with at least run 3's overrides is the default.
 DEFAULT_PREFIX = NS_DEFAULT.removesuffix("+flags")
+
+
+def _overrides(name: str) -> tuple[str, set[str]]:
+    base, _, rest = name.removesuffix("+flags").partition(":")
+    return base, set(rest.split(",")) if rest else set()
 
 
 def ns_key(r: Row) -> str:
     """The row's name as the never-slower tables know it (every default row under one)."""
     name = str(r.get("name"))
-    return NS_DEFAULT if name.startswith(DEFAULT_PREFIX) else name
+    base, extra = _overrides(name)
+    want_base, want = _overrides(NS_DEFAULT)
+    return NS_DEFAULT if base == want_base and want <= extra else name
 
 
 def ns_row_label(r: Row, code: bool = True) -> str:

@@ -331,7 +331,7 @@ def test_never_slower_verdict_widens_each_ratio_by_the_controls_noise() -> None:
 def test_a_default_row_with_more_fields_is_still_the_default() -> None:
     """From run 4 the default row carries k_max = 32 in its name; the tables find it as the
     default and label it with its own k range, so a grown name cannot drop it silently."""
-    name = render.DEFAULT_PREFIX + ",k_max=32+flags"
+    name = render.DEFAULT_PREFIX.replace(",bonus=true", ",k_max=32,bonus=true") + "+flags"
     doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, name: [0.5] * 3,
                              render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3})
     doc["results"][1]["settings"]["k_max"] = 32
