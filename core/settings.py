@@ -235,8 +235,15 @@ def first_run_settings() -> Settings:
     elsewhere) with the cost-aware k, which drafts only where a measured verify cost says
     drafting pays (profiles/hybrid-cost-aware.toml). They once started from three: the app
     from this, `chat` from the draft model at a fixed k = 4, and `profiles show` compared
-    with Settings() and called that the default. `bench` keeps the seed protocol's rows."""
-    return Settings(draft_source="hybrid", policy="cost-aware")
+    with Settings() and called that the default. `bench` keeps the seed protocol's rows.
+
+    k reaches 32 (Settings' own k_max stays 8): the cost-aware k at 1..32 beat the same at
+    1..8 on every copy prompt on the H200 (rewrite greedy 4.88x against 2.06x, a pasted
+    refactor 1.38x against 0.73x) and held the floor as often (docs/benchmarks/never-slower.md,
+    finding 7). It stayed at 8 while a first start timed every R up to k_max + 1; the
+    calibration now times a plan of rows (core/dispatch/row_plan.py), 10 row counts on a CPU
+    and 15 on a GPU for k_max = 32."""
+    return Settings(draft_source="hybrid", policy="cost-aware", k_max=32)
 
 
 _DEFAULTS = Settings()

@@ -394,12 +394,17 @@ class Engine:
             d.rewind(committed, start)
 
     def _quick_calibration(self, s: Settings, context: int) -> Any:
+        """The curve a round waits on when no caller calibrated first: the same row plan as
+        core.dispatch.curve_cache.curve_for (calibration_rows: 1..9, both sides of each
+        predicted kernel change, GPU anchors, k_max + 1), not every R up to k_max + 1."""
         from core.dispatch import calibrate
+        from core.dispatch.curve_cache import calibration_modes, calibration_rows
 
         draft = self._draft.model if self._draft is not None else None
-        modes = ("auto", "gemm") if s.dispatch == "fastest" else ("auto",)
-        return calibrate(self._target.model, draft, rows=s.k_max + 1, repeats=3,
-                         context=max(context, 16), modes=modes, fused_draft=s.fused_draft)  # fmt: skip
+        rows = calibration_rows(s, self._target.model)
+        return calibrate(self._target.model, draft, rows=rows, repeats=3,
+                         context=max(context, 16), modes=calibration_modes(s),
+                         fused_draft=s.fused_draft)  # fmt: skip
 
     # -- rounds ------------------------------------------------------------------------------
 

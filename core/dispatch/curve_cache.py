@@ -200,12 +200,15 @@ class CurveResult:
     notices: tuple[str, ...] = ()
 
 
-def calibration_rows(settings: Any) -> int:
-    """Rows a calibration for `settings` measures: k_max + 1, at least 9 (past CUDA's switch
-    to a matrix kernel, so the Kernels panel shows the boundary), at most MAX_K + 1."""
-    from core.settings import MAX_K
+def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> list[int]:
+    """The row counts a calibration for `settings` times on this target and machine: the plan
+    of core/dispatch/row_plan.py (1..9, both sides of every predicted kernel change, a few
+    anchors on a GPU, always k_max + 1 capped at MAX_K + 1), not every R up to k_max + 1:
+    a first start at k_max = 32 then times 15 row counts on a GPU and 10 on the CPU, not 33.
+    The engine's own calibration (core/decode/engine.py) and `curve_for` both read it."""
+    from core.dispatch.row_plan import plan_for
 
-    return min(MAX_K + 1, max(settings.k_max + 1, 9))
+    return plan_for(settings.k_max, target_model, backend)
 
 
 def curve_for(
@@ -243,13 +246,14 @@ def curve_for(
             engine.set_cost_curve(curve)
             return CurveResult(curve, kept=found.kept, notices=tuple(notices))
     target, draft = engine.target_model, getattr(engine, "draft_model", None)
-    rows = calibration_rows(settings)
+    rows = calibration_rows(settings, target)
     if max_rows is not None:
-        rows = max(1, min(rows, max_rows))
+        rows = capped(rows, max_rows)
     modes = calibration_modes(settings)
     name = label or _target_name(engine)
     chunk = settings.prefill_chunk
-    record = warm_up(target, draft, vocab=engine.vocab_size, rows=range(1, rows + 1),
+    # the plan's rows and nothing else: each timed row count compiled before it is timed
+    record = warm_up(target, draft, vocab=engine.vocab_size, rows=rows,
                      prompt_tokens=context, chunk=chunk, modes=modes,
                      fused_draft=settings.fused_draft, label=name)  # fmt: skip
     curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
@@ -269,6 +273,13 @@ def curve_for(
         notices.append(f"Could not keep the calibration in {where} ({exc.strerror or exc}); "
                        "the next start measures it again.")  # fmt: skip
     return CurveResult(curve, warmup=record, notices=tuple(notices))
+
+
+def capped(rows: list[int], max_rows: int) -> list[int]:
+    """A plan kept to at most `max_rows` rows (a narrow start): its rows below the cap, and
+    the cap itself when the plan reached past it, so the curve still reaches what it may."""
+    top = max(1, min(max(rows), max_rows))
+    return sorted({r for r in rows if r < top} | {top})
 
 
 def _target_name(engine: Any) -> str:

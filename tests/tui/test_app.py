@@ -702,4 +702,7 @@ def test_first_run_defaults_to_hybrid_cost_aware_drafting() -> None:
     args = argparse.Namespace(target=None, draft=None, profile=None, profiles_dir=None)
     app = build_app(args)
     assert (app.settings.draft_source, app.settings.policy) == ("hybrid", "cost-aware")
+    # k reaches 32 (docs/benchmarks/never-slower.md, finding 7): the calibration's row plan
+    # (core/dispatch/row_plan.py) made its first start affordable; Settings() stays at 8
+    assert (app.settings.k_min, app.settings.k_max) == (1, 32) and Settings().k_max == 8
     assert app.settings == default_settings()

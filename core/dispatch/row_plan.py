@@ -1,0 +1,89 @@
+"""Which row counts a calibration times: the plan, a sorted list of R in 1..k_max + 1.
+
+Why: a calibration once timed every R from 1 to k_max + 1. For k_max = 32 that is 33 row
+counts, 561 forward rows a pass and 1,683 over its three timed passes (plus a warm-up pass); a
+first `chat --profile hybrid-cost-aware` waited 6 min 35 s on a 2-core CPU before its first
+round, so the app's default stayed at k_max = 8 although k up to 32 was measured faster on
+every copy prompt on the H200 (docs/benchmarks/never-slower.md, finding 7). The curve is read
+by `VerifyCostCurve.t_verify`, which interpolates linearly between measured rows
+(core/dispatch/curve.py `interpolate`), so only the rows where the cost bends need a sample:
+
+- every R in 1..9: the k a run uses most, and CUDA's switch from a vector to a matrix kernel at
+  8 rows (docs/dispatch.md);
+- both sides of every R where MLX's dispatch rules (core/dispatch/kernels.py) predict that some
+  weight shape of this target runs another kernel than at R - 1: the cost jumps there, and R - 1
+  and R both measured keep the interpolation from drawing a slope across the jump;
+- on a GPU, anchors at 12, 16, 17, 24 and 32 (GPU_ANCHORS): a matrix kernel's cost is a
+  staircase in its row tiles (Metal's split-K count reads ceil(M / 32), its dense split-K
+  ceil(M / 16)), so 16 | 17 and 32 | 33 bracket the tile edges a verification of up to 33 rows
+  can cross, and 12 and 24 keep every gap at most 8 rows wide;
+- always k_max + 1 (capped at MAX_K + 1), so `covers()` (core/dispatch/curve_cache.py) still
+  means "measured up to k_max + 1".
+
+On the CPU backend no rule depends on R (one loop over rows) and the cost is linear in rows
+(docs/dispatch.md), so the plan there is 1..9 and k_max + 1 alone: a line needs no anchors.
+
+`row_plan` is a pure function of (k_max, the predicted kernel changes, the backend's kind), so
+the tests pin it exactly with faked hardware (BackendInfo), never faked rules; `kernel_changes`
+reads the changes from a KernelPredictor; `plan_for` joins the two for a target model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+COMMON_ROWS = 9  # every R up to here: the common k, and CUDA's matrix kernel from 8 rows
+GPU_ANCHORS = (12, 16, 17, 24, 32)  # tile edges 16 | 17 and 32 | 33 (with MAX_K + 1), gaps <= 8
+
+
+def plan_need(k_max: int) -> int:
+    """The widest verification a run with this k_max can ask for: k_max + 1, capped at
+    MAX_K + 1 (the engine never verifies more)."""
+    from core.settings import MAX_K
+
+    return min(max(int(k_max), 0), MAX_K) + 1
+
+
+def row_plan(k_max: int, boundaries: Iterable[int], backend: str) -> list[int]:
+    """The row counts a calibration for `k_max` times on a `backend` ("cpu", "cuda",
+    "metal"), given the R at which the dispatch rules predict a kernel change (`boundaries`:
+    the kernel at R differs from the one at R - 1; those beyond k_max + 1 are not reached).
+
+    Sorted, unique, 1..min(9, need) first, need = k_max + 1 last, and every boundary R within
+    reach has R - 1 and R in it."""
+    need = plan_need(k_max)
+    rows = set(range(1, min(COMMON_ROWS, need) + 1))
+    for b in boundaries:
+        if 2 <= int(b) <= need:
+            rows.update((int(b) - 1, int(b)))
+    if backend != "cpu":
+        rows.update(a for a in GPU_ANCHORS if a < need)
+    rows.add(need)
+    return sorted(rows)
+
+
+def kernel_changes(predictor: Any, top: int) -> list[int]:
+    """Every R in 2..top at which some weight shape's predicted kernel (KernelPredictor
+    .per_shape) differs from its kernel at R - 1: the vector-to-matrix switch of each shape
+    (kernels.shape_boundary) and any other change of family on the way (Metal's qmv_wide from
+    2 rows, split-K giving way to qmm_t)."""
+    out: list[int] = []
+    prev = None
+    for r in range(1, top + 1):
+        kernels = tuple(p.kernel for p in predictor.per_shape(r))
+        if prev is not None and kernels != prev:
+            out.append(r)
+        prev = kernels
+    return out
+
+
+def plan_for(k_max: int, target_model: Any, backend: Any = None) -> list[int]:
+    """The plan for this target on this machine (`backend`: a BackendInfo; the process's own
+    when None): the target's linear shapes under MLX's dispatch rules give the boundaries."""
+    from core.dispatch.backend import current_backend
+    from core.dispatch.kernels import KernelPredictor
+
+    b = backend or current_backend()
+    predictor = KernelPredictor(target_model, b)
+    return row_plan(k_max, kernel_changes(predictor, plan_need(k_max)), b.backend)

@@ -1,0 +1,80 @@
+"""Pricing from a curve measured at a plan of rows (core/dispatch/curve.py `interpolate`,
+core/dispatch/curve_cache.py `covers`).
+
+A calibration now times 1..9, both sides of each predicted kernel change, a few anchors and
+k_max + 1 (core/dispatch/row_plan.py), so `t_verify` prices the rows between by linear
+interpolation: exact at every measured R, on the line between the two measured neighbours in a
+gap, never across a kernel change measured on both sides; and a curve kept with every row
+still covers the same settings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.dispatch.curve import VerifyCostCurve, interpolate
+from core.dispatch.curve_cache import covers, load_curve, save_curve
+from core.settings import Settings
+
+# A CUDA-like curve at the H200 plan's rows: vector kernels (1 ms a row) up to 7 rows, a matrix
+# kernel from 8 (flat 4 ms, then a step at the 16 | 17 and 32 | 33 tile edges).
+PLAN = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32, 33]
+
+
+def _cost(r: int) -> float:
+    if r < 8:
+        return 1e-3 * r
+    return 4e-3 + (1e-3 if r > 16 else 0.0) + (1e-3 if r > 32 else 0.0) + 1e-5 * r
+
+
+def _curve(rows) -> VerifyCostCurve:  # noqa: ANN001
+    return VerifyCostCurve("cuda", "NVIDIA H200", 128, {"auto": {r: _cost(r) for r in rows}})
+
+
+def test_measured_rows_are_exact_and_a_gap_is_the_line_between_its_neighbours():
+    curve = _curve(PLAN)
+    for r in PLAN:
+        assert curve.t_verify(r) == _cost(r)
+    # 9 -> 12: one kernel, one line
+    for r in (10, 11):
+        assert curve.t_verify(r) == pytest.approx(_cost(9) + (_cost(12) - _cost(9)) * (r - 9) / 3)
+    # 17 -> 24 -> 32: the line of each gap's own two ends, not a line over the whole span
+    assert curve.t_verify(20) == pytest.approx(_cost(17) + (_cost(24) - _cost(17)) * 3 / 7)
+    assert curve.t_verify(28) == pytest.approx(_cost(24) + (_cost(32) - _cost(24)) * 4 / 8)
+    # within a tile the matrix kernel's cost is flat: the interpolation is within 1% of it
+    for r in range(8, 33):
+        assert curve.t_verify(r) == pytest.approx(_cost(r), rel=0.01)
+
+
+def test_a_kernel_change_measured_on_both_sides_is_a_jump_not_a_slope():
+    """7 (vector, 7 ms) and 8 (matrix, 4.08 ms) are both measured: each is priced as measured,
+    and a verification past 8 reads the matrix side's line, never one through 7."""
+    curve = _curve(PLAN)
+    assert curve.t_verify(7) == pytest.approx(7e-3)
+    assert curve.t_verify(8) == pytest.approx(_cost(8))
+    assert curve.boundary() == 8  # the measured boundary is where the cost drops
+    assert interpolate({7: 7e-3, 8: 4e-3, 12: 4e-3}, 10) == pytest.approx(4e-3)
+    # the same table missing 7: what the plan prevents, a slope drawn across the change
+    assert interpolate({6: 6e-3, 9: 4e-3}, 8) == pytest.approx(4.667e-3, rel=1e-3)
+
+
+def test_a_plan_curve_covers_what_an_every_row_curve_covers(tmp_path):
+    """`covers` reads the largest measured R: a plan's curve and a curve kept with every row
+    (written before the plan) both cover k_max = 32; one measured for k_max = 8 does not."""
+    s32 = Settings(mode="speculative", policy="cost-aware", k_max=32)
+    assert covers(_curve(PLAN), s32)
+    assert covers(_curve(range(1, 34)), s32)
+    assert not covers(_curve(range(1, 10)), s32)
+    assert covers(_curve(range(1, 10)), s32.replace(k_max=8))
+    # a kept every-row curve is read back as it was: the file's format did not change
+    from core.identity import ModelIdentity
+
+    ident = ModelIdentity("default", kind="default", architecture="llama", bits=4,
+                          sha256="ab" * 32)  # fmt: skip
+    from core.dispatch.curve_cache import curve_key
+    from tests.helpers.forward_rows import H200
+
+    key = curve_key({"target": ident}, H200, "0.32.4", s32)
+    save_curve(key, _curve(range(1, 34)), tmp_path)
+    found = load_curve(key, s32, tmp_path)
+    assert found.kept is not None and found.kept.curve.rows == list(range(1, 34))

@@ -1,0 +1,190 @@
+"""The calibration's row plan (core/dispatch/row_plan.py): which row counts it times.
+
+A calibration once timed every R in 1..k_max + 1 (33 row counts at k_max = 32, 6 min 35 s on
+this CPU), which kept the default at k_max = 8. The plan times 1..9, both sides of every R where
+MLX's dispatch rules predict a kernel change for the target, a few GPU anchors and k_max + 1.
+Pinned here exactly for the default model's weight shapes on a faked CPU, H200 and M2 (the
+hardware query faked, never the rules); checked for every k_max and boundary set with
+hypothesis; and counted forward by forward on the tiny random-weight pair: the calibration
+(curve_for's and the engine's own) and curve_for's warm-up run exactly the plan's rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.dispatch.backend import backend_info
+from core.dispatch.kernels import KernelPredictor, LinearShape, predict_kernel
+from core.dispatch.row_plan import kernel_changes, plan_for, plan_need, row_plan
+from core.settings import MAX_K, Settings
+from tests.helpers.forward_rows import CPU, H200, forward_rows
+
+M2 = backend_info(query=lambda: ("metal", {"device_name": "Apple M2",
+                                           "architecture": "applegpu_g14g"}))  # fmt: skip
+M3_MAX = backend_info(query=lambda: ("metal", {"device_name": "Apple M3 Max",
+                                               "architecture": "applegpu_g15s"}))  # fmt: skip
+
+# The default target's weight shapes (SmolLM2-135M, Q4_1 GGUF as MLX loads it: 4-bit group 32
+# with float32 scales, its tied head 8-bit), as core.dispatch.kernels.linear_shapes reads them.
+DEFAULT_SHAPES = [
+    LinearShape("mlp", 576, 1536, 4, 32, True, "float32", count=60),
+    LinearShape("mlp", 1536, 576, 4, 32, True, "float32", count=30),
+    LinearShape("attention", 576, 576, 4, 32, True, "float32", count=60),
+    LinearShape("attention", 576, 192, 4, 32, True, "float32", count=60),
+    LinearShape("lm_head", 576, 49152, 8, 32, True, "float32", count=1),
+]
+ONE_TO_9 = list(range(1, 10))
+
+
+def _plan(k_max: int, backend) -> list[int]:  # noqa: ANN001
+    return plan_for(k_max, DEFAULT_SHAPES, backend)
+
+
+def test_the_default_model_s_predicted_kernel_changes_per_machine():
+    """What the plan brackets: none on the CPU, CUDA's matrix kernels from 8 rows, the M2's
+    head from 6 and its small shapes from 14, the M3 Max's qmv_wide from 2 and GEMMs from 13."""
+    assert kernel_changes(KernelPredictor(DEFAULT_SHAPES, CPU), 33) == []
+    assert kernel_changes(KernelPredictor(DEFAULT_SHAPES, H200), 33) == [8]
+    assert kernel_changes(KernelPredictor(DEFAULT_SHAPES, M2), 33) == [6, 14]
+    assert kernel_changes(KernelPredictor(DEFAULT_SHAPES, M3_MAX), 33) == [2, 13]
+
+
+@pytest.mark.parametrize(
+    ("k_max", "cpu", "h200", "m2"),
+    [
+        (1, [1, 2], [1, 2], [1, 2]),
+        (4, [1, 2, 3, 4, 5], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+        (8, ONE_TO_9, ONE_TO_9, ONE_TO_9),  # the old default's rows, all three
+        (16, [*ONE_TO_9, 17], [*ONE_TO_9, 12, 16, 17], [*ONE_TO_9, 12, 13, 14, 16, 17]),
+        (32, [*ONE_TO_9, 33], [*ONE_TO_9, 12, 16, 17, 24, 32, 33],
+         [*ONE_TO_9, 12, 13, 14, 16, 17, 24, 32, 33]),
+    ],
+)  # fmt: skip
+def test_the_plan_for_the_default_model_exactly(k_max, cpu, h200, m2):
+    assert _plan(k_max, CPU) == cpu
+    assert _plan(k_max, H200) == h200
+    assert _plan(k_max, M2) == m2
+
+
+def test_k_max_32_times_fewer_rows_than_every_row_count():
+    """33 row counts (561 forward rows a pass) before; 10 (78 rows) on the CPU, 15 on the H200."""
+    every = list(range(1, 34))
+    assert (len(_plan(32, CPU)), sum(_plan(32, CPU))) == (10, 78)
+    assert (len(_plan(32, H200)), sum(_plan(32, H200))) == (15, 179)
+    assert sum(every) == 561
+
+
+@st.composite
+def _backends(draw):  # noqa: ANN001, ANN202
+    return draw(st.sampled_from([CPU, H200, M2, M3_MAX]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(k_max=st.integers(0, MAX_K), boundaries=st.sets(st.integers(1, 64), max_size=8),
+       backend=st.sampled_from(["cpu", "cuda", "metal"]))  # fmt: skip
+def test_every_plan_is_sorted_starts_at_one_ends_at_need_and_brackets_each_boundary(
+        k_max, boundaries, backend):  # fmt: skip
+    plan = row_plan(k_max, boundaries, backend)
+    need = plan_need(k_max)
+    assert need == min(k_max, MAX_K) + 1
+    assert plan == sorted(set(plan))
+    assert plan[: min(9, need)] == list(range(1, min(9, need) + 1))
+    assert plan[-1] == need and all(1 <= r <= need for r in plan)
+    for b in boundaries:
+        if 2 <= b <= need:  # a change within reach: both sides measured, no slope across it
+            assert b - 1 in plan and b in plan
+    if backend == "cpu":  # linear in rows: 1..9 and the top, nothing between
+        pairs = {r for b in boundaries if 2 <= b <= need for r in (b - 1, b)}
+        assert plan == sorted(set(range(1, min(9, need) + 1)) | {need} | pairs)
+
+
+_shapes = st.builds(
+    LinearShape,
+    role=st.sampled_from(["attention", "mlp", "lm_head"]),
+    k=st.sampled_from([64, 128, 576, 1536, 2048, 3584, 4096, 8192]),
+    n=st.sampled_from([32, 192, 576, 1536, 3584, 4096, 49152, 152064]),
+    bits=st.sampled_from([2, 3, 4, 6, 8]),
+    group_size=st.sampled_from([32, 64, 128]),
+    quantized=st.booleans(),
+    dtype=st.sampled_from(["float16", "bfloat16", "float32"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(shapes=st.lists(_shapes, min_size=1, max_size=5), backend=_backends(),
+       k_max=st.integers(0, MAX_K))  # fmt: skip
+def test_a_plan_brackets_every_kernel_change_the_rules_predict(shapes, backend, k_max):
+    """Any weight shapes on any faked machine: wherever some shape's kernel at R is not its
+    kernel at R - 1 (MLX's rules, core/dispatch/kernels.py), R - 1 and R are both timed."""
+    plan = plan_for(k_max, shapes, backend)
+    for r in range(2, plan_need(k_max) + 1):
+        if any(predict_kernel(s, r, backend) != predict_kernel(s, r - 1, backend) for s in shapes):
+            assert r - 1 in plan and r in plan, (r, plan)
+
+
+# -- the calibration measures the plan's rows, forward by forward (tiny random-weight pair) ---
+
+
+@pytest.fixture
+def as_h200(monkeypatch):
+    """This process's machine read as an H200 (the hardware query faked, never the maths):
+    the plan takes the GPU anchors and the warm-up runs, as on a GPU."""
+    import sys
+
+    import core.dispatch.backend as backend_module
+
+    monkeypatch.setattr(backend_module, "current_backend", lambda: H200)
+    # the module, not the function core.dispatch re-exports under the same name
+    monkeypatch.setattr(sys.modules["core.dispatch.calibrate"], "current_backend", lambda: H200)
+    return H200
+
+
+def test_curve_for_warms_and_times_exactly_the_plan_s_rows(engine, tmp_path, as_h200):
+    """k_max = 32 on a (faked) H200: the warm-up runs each planned row count once and nothing
+    else, the calibration one warm-up and three timed passes of the plan, the progress counts
+    to the plan's total, and the curve holds exactly the plan's rows."""
+    from core.dispatch.curve_cache import calibration_rows, curve_for
+
+    s = Settings(mode="speculative", policy="cost-aware", draft_source="hybrid", k_max=32)
+    plan = calibration_rows(s, engine.target_model)
+    assert plan == [*ONE_TO_9, 12, 16, 17, 24, 32, 33]
+    seen = []
+    with forward_rows(target=engine.target_model) as calls:
+        result = curve_for(engine, s, context=16, folder=tmp_path,
+                           progress=lambda done, total, label: seen.append((done, total)))  # fmt: skip
+    settle = len(result.warmup.settle_s)
+    assert result.warmup.ran and result.warmup.rows == plan
+    # warm-up: prefill, each planned R once, the settle steps; then the calibration: its
+    # prefill and 1 + 3 passes over the plan (nothing else runs the target)
+    assert calls["target"] == [16, *plan, *[1] * settle, 16, *plan * 4]
+    assert result.curve.rows == plan and result.curve.calls == 4 * len(plan)
+    total = 4 * len(plan) + 4  # + the draft's chain, timed once per pass
+    assert seen[-1] == (total, total) and {t for _, t in seen} == {total}
+
+
+def test_the_engine_s_own_calibration_times_the_same_plan(engine):
+    """The calibration a round waits on when no caller calibrated (Engine._quick_calibration)
+    times the plan too: on this CPU, 1..9 and k_max + 1."""
+    s = Settings(mode="speculative", policy="cost-aware", k_max=32)
+    with forward_rows(target=engine.target_model) as calls:
+        curve = engine._quick_calibration(s, 16)
+    plan = [*ONE_TO_9, 33]
+    assert calls["target"] == [16, *plan * 4]
+    assert curve.rows == plan
+    assert curve.t_verify(20) > curve.t_verify(9)  # priced between the measured rows
+
+
+def test_a_narrow_start_keeps_the_plan_below_its_rows(engine, tmp_path, as_h200):
+    """max_rows (core/runtime/warm_start.py) keeps every forward at or below it, and the curve
+    still reaches it."""
+    from core.dispatch.curve_cache import capped, curve_for
+
+    assert capped([*ONE_TO_9, 12, 16, 17, 24, 32, 33], 14) == [*ONE_TO_9, 12, 14]
+    assert capped([*ONE_TO_9, 33], 7) == [1, 2, 3, 4, 5, 6, 7]
+    assert capped([1, 2, 3], 9) == [1, 2, 3]
+    s = Settings(mode="speculative", policy="cost-aware", k_max=6)
+    with forward_rows(target=engine.target_model) as calls:
+        result = curve_for(engine, s, context=4, folder=tmp_path, max_rows=5)
+    assert max(calls["target"]) == 5 and result.curve.rows == [1, 2, 3, 4, 5]
