@@ -30,6 +30,7 @@ import platform
 import pstats
 import statistics
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -268,9 +269,28 @@ def profile_side(rounds: Iterator[list[int]]) -> tuple[float, int, dict[str, flo
     return secs, len(profiles), by
 
 
+def thread_side(rounds: Iterator[list[int]]) -> tuple[float, int]:
+    """This thread's CPU seconds over every round but the first, unprofiled (no per-call
+    instrumentation to bias the side with more Python calls), and the rounds counted. MLX
+    computes on its own threads, so this is the host's work: the loop's and the graph
+    building of the models' forwards (about the same forwards on both sides)."""
+    it = iter(rounds)
+    next(it)
+    secs, n = 0.0, 0
+    while True:
+        t0 = time.thread_time()
+        try:
+            next(it)
+        except StopIteration:
+            break
+        secs += time.thread_time() - t0
+        n += 1
+    return secs, n
+
+
 def _profile_rounds(it: Iterator[list[int]], profiles: list[cProfile.Profile]) -> None:
     while True:
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.thread_time)  # this thread's CPU: no other process, no wait
         prof.enable()
         try:
             next(it)
@@ -303,8 +323,14 @@ def count(out: Path, tokens: int, repeats: int) -> int:
         finally:
             counter.remove()
         ratios, ours_us, theirs_us = [], [], []
+        cpu_ratios, ours_cpu, theirs_cpu = [], [], []
         ours_by: dict[str, float] = {}
         for _ in range(repeats):  # interleaved: a slow spell of the host hits both sides
+            a, na = thread_side(our_rounds(engine, tokens))
+            b, nb = thread_side(peer_rounds(pair, tokens))
+            ours_cpu.append(a / na * 1e6)
+            theirs_cpu.append(b / nb * 1e6)
+            cpu_ratios.append(ours_cpu[-1] / theirs_cpu[-1])
             a, na, by = profile_side(our_rounds(engine, tokens))
             b, nb, _ = profile_side(peer_rounds(pair, tokens))
             ours_us.append(a / na * 1e6)
@@ -319,13 +345,19 @@ def count(out: Path, tokens: int, repeats: int) -> int:
             "ours": ours, "mlx_lm": theirs,
             "host_us_per_round": {"ours": ours_us, "mlx_lm": theirs_us, "ratio": ratios,
                                   "ratio_median": statistics.median(ratios)},
+            "thread_cpu_us_per_round": {"ours": ours_cpu, "mlx_lm": theirs_cpu,
+                                        "ratio": cpu_ratios,
+                                        "ratio_median": statistics.median(cpu_ratios)},
             "ours_host_us_by_frame": top,
         })  # fmt: skip
         c = cases[-1]
-        print(f"{label}: ours {ours['loop_calls']:.1f} loop calls, {ours['syncs']:.1f} syncs, "
-              f"{ours['reads']:.1f} reads a round; mlx-lm {theirs['loop_calls']:.1f}, "
-              f"{theirs['syncs']:.1f}, {theirs['reads']:.1f}; host time ratio "
-              f"{c['host_us_per_round']['ratio_median']:.2f} (same tokens: {c['same_tokens']})")
+        print(
+            f"{label}: ours {ours['loop_calls']:.1f} loop calls, {ours['syncs']:.1f} syncs, "
+            f"{ours['reads']:.1f} reads a round; mlx-lm {theirs['loop_calls']:.1f}, "
+            f"{theirs['syncs']:.1f}, {theirs['reads']:.1f}; host time ratio "
+            f"{c['host_us_per_round']['ratio_median']:.2f}, thread CPU ratio "
+            f"{c['thread_cpu_us_per_round']['ratio_median']:.2f} (same tokens: {c['same_tokens']})"
+        )
     import mlx.core as mx
     import mlx_lm
 
