@@ -228,29 +228,32 @@ class DeviceWaits:
         self._saved = []
 
 
-def host_seconds(stats: pstats.Stats) -> tuple[float, dict[str, float]]:
+def host_seconds(stats: pstats.Stats) -> tuple[float, dict[str, float], int]:
     """The Python time outside the models' forwards: every frame's own time (with the MLX
     calls it made, which cProfile cannot see apart) but the models', the harness's and the
-    device waits'; a Python builtin's only from callers outside the models."""
-    total, by = 0.0, {}
+    device waits'; a Python builtin's only from callers outside the models. Also the
+    Python calls made there (deterministic, unlike their time)."""
+    total, by, calls = 0.0, {}, 0
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
-    for (path, _line, name), (_cc, _nc, tt, _ct, callers) in raw.items():
+    for (path, _line, name), (_cc, nc, tt, _ct, callers) in raw.items():
         harness = path == __file__ and name != "mlx_lm_sampler"
         if _is_model(path) or harness or "lsprof" in name:
             continue
         if path == "~":  # a builtin: charged to each caller outside the models
-            tt = sum(c[2] for (cp, _l, cn), c in callers.items()
-                     if not _is_model(cp) and cn != "device_wait")  # fmt: skip
+            outside = [c for (cp, _l, cn), c in callers.items()
+                       if not _is_model(cp) and cn != "device_wait"]  # fmt: skip
+            tt, nc = sum(c[2] for c in outside), sum(c[1] for c in outside)
+        calls += nc
         if tt <= 0:
             continue
         total += tt
         short = path.split("/core/")[-1] if "/core/" in path else Path(path).name
         key = f"{short}:{name}"
         by[key] = by.get(key, 0.0) + tt
-    return total, by
+    return total, by, calls
 
 
-def profile_side(rounds: Iterator[list[int]]) -> tuple[float, int, dict[str, float]]:
+def profile_side(rounds: Iterator[list[int]]) -> tuple[float, int, dict[str, float], int]:
     """Profiled host seconds over every round but the first, and the rounds counted; each
     round its own profile, so the run's end (the summary, a reset) is left out too."""
     it = iter(rounds)
@@ -265,8 +268,8 @@ def profile_side(rounds: Iterator[list[int]]) -> tuple[float, int, dict[str, flo
     stats = pstats.Stats(profiles[0])
     for prof in profiles[1:]:
         stats.add(prof)
-    secs, by = host_seconds(stats)
-    return secs, len(profiles), by
+    secs, by, calls = host_seconds(stats)
+    return secs, len(profiles), by, calls
 
 
 def thread_side(rounds: Iterator[list[int]]) -> tuple[float, int]:
@@ -331,8 +334,9 @@ def count(out: Path, tokens: int, repeats: int) -> int:
             ours_cpu.append(a / na * 1e6)
             theirs_cpu.append(b / nb * 1e6)
             cpu_ratios.append(ours_cpu[-1] / theirs_cpu[-1])
-            a, na, by = profile_side(our_rounds(engine, tokens))
-            b, nb, _ = profile_side(peer_rounds(pair, tokens))
+            a, na, by, ours_calls = profile_side(our_rounds(engine, tokens))
+            b, nb, _, peer_calls = profile_side(peer_rounds(pair, tokens))
+            ours["python_calls"], theirs["python_calls"] = ours_calls / na, peer_calls / nb
             ours_us.append(a / na * 1e6)
             theirs_us.append(b / nb * 1e6)
             ratios.append(ours_us[-1] / theirs_us[-1])
@@ -381,25 +385,29 @@ def _f(x: float, spec: str = ".1f") -> str:
     return format(x, spec)
 
 
+def _range(r: dict[str, Any]) -> str:
+    return (f"{_f(r['ratio_median'], '.2f')}x ({_f(min(r['ratio']), '.2f')}-"
+            f"{_f(max(r['ratio']), '.2f')})")  # fmt: skip
+
+
 def table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Per case: ours before -> after, and mlx-lm's, per round (calls, syncs, reads), and
-    the host-time ratio (median of the interleaved repeats, with their range)."""
-    rows = ["| Case | loop MLX calls a round: ours (before -> after) / mlx-lm | host syncs "
-            "a round | host reads a round | host time a round, ours / mlx-lm (median, "
-            "min-max) | rounds counted |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    """Per case and per round: ours before -> after, then mlx-lm's (its loop is the same
+    code in both files: the after run's), for the counts; the two host-time ratios, ours to
+    mlx-lm's (median of the interleaved repeats, min-max), before -> after."""
+    rows = ["| Case | loop MLX calls | host syncs | host reads | Python calls | host time "
+            "outside the forwards (cProfile), ours / mlx-lm | this thread's CPU, "
+            "unprofiled, ours / mlx-lm | rounds (ours / mlx-lm) |",
+            "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     by_case = {c["case"]: c for c in before["cases"]}
     for a in after["cases"]:
         b = by_case.get(a["case"], a)
         cells = []
-        for key in ("loop_calls", "syncs", "reads"):
+        for key in ("loop_calls", "syncs", "reads", "python_calls"):
             cells.append(f"{_f(b['ours'][key])} -> {_f(a['ours'][key])} / "
                          f"{_f(a['mlx_lm'][key])}")  # fmt: skip
-        rb, ra = b["host_us_per_round"], a["host_us_per_round"]
-        ratio = (f"{_f(rb['ratio_median'], '.2f')}x ({_f(min(rb['ratio']), '.2f')}-"
-                 f"{_f(max(rb['ratio']), '.2f')}) -> {_f(ra['ratio_median'], '.2f')}x "
-                 f"({_f(min(ra['ratio']), '.2f')}-{_f(max(ra['ratio']), '.2f')})")  # fmt: skip
-        rows.append(f"| {a['case']} | {' | '.join(cells)} | {ratio} | "
+        for key in ("host_us_per_round", "thread_cpu_us_per_round"):
+            cells.append(f"{_range(b[key])} -> {_range(a[key])}")
+        rows.append(f"| {a['case']} | {' | '.join(cells)} | "
                     f"{a['ours']['rounds']} / {a['mlx_lm']['rounds']} |")  # fmt: skip
     return rows
 
@@ -439,17 +447,23 @@ def render_page(data: Path = DATA) -> str:
         f"{after['cases'][0]['tokens']} tokens, on this CPU (MLX {env['mlx']}, mlx-lm "
         f"{env['mlx_lm']}). Counted, never timed on this CPU: the host time column is a "
         "ratio of ours to mlx-lm's within the same run (cProfile's own time of every frame "
-        "outside the forwards, `eval` and the reads left out; "
-        f"{env['repeats']} interleaved repeats), never a speed.",
+        "outside the forwards, `eval` and the reads left out, and this thread's CPU time "
+        f"unprofiled; {env['repeats']} interleaved repeats), never a speed.",
         "",
         f"Before: the code at {commit_of(before)}; after: {commit_of(after)}.",
         "",
         *table(before, after),
         "",
-        f"*Mean per round, the first round (prefill) left out. Loop MLX calls: every "
+        f"*Mean per round, the first round (prefill) left out; a -> b / c: ours before -> "
+        "ours after / mlx-lm's. Loop MLX calls: every "
         "function of `mlx.core` and every method or operator of `mx.array` called outside "
         "the models' forwards (each a graph node or a read). Host syncs: `eval` and `int()` "
-        "of an array; host reads: `tolist`/`item` of an evaluated array. Data: "
+        "of an array; host reads: `tolist`/`item` of an evaluated array; Python calls: "
+        "the function calls cProfile counts outside the forwards (exact, unlike their time). "
+        "Host time: cProfile's own time of those frames on this thread's CPU clock, which "
+        "charges its per-call cost to the side with more calls; this thread's CPU, "
+        "unprofiled: the round's whole host work, the forwards' graph building included "
+        "(MLX computes on its own threads). Data: "
         f"[{rel}/before.json.xz]({rel}/before.json.xz), "
         f"[{rel}/after.json.xz]({rel}/after.json.xz).*",
         "",
