@@ -256,7 +256,10 @@ class Engine:
                 mode, fallback = "target-only", why
             if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
-            key, round_key = mx.random.split(key)
+            if s.greedy:  # a greedy round draws nothing: no key split (nor in mlx-lm's loop)
+                round_key = key
+            else:
+                key, round_key = mx.random.split(key)
             if mode == "speculative":
                 events = self._drafting_rounds(seq, s, round_key, totals, remaining, source, cancel)
             else:

@@ -43,7 +43,17 @@ class ModelDrafter:
         return [Offer(self.name)]
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
-        return self.state_.catch_up(seq, chunk)
+        """A lag that fits one forward of at most `chunk` rows with the pending token (after
+        a round that accepted every draft, the last draft; a stretch of copies or target
+        steps) is left to `propose`, whose first step feeds it with the pending token in one
+        forward, as mlx-lm's loop does: a forward of its own would cost a host-bound GPU
+        about a draft step more (issue 28, docs/benchmarks/round-overhead.md). A longer
+        lag, or the first (the prompt), is the cache's own catch-up."""
+        d = self.state_
+        lag = len(seq) - 1 - len(d.seq)
+        if d.seq and 0 < lag < max(1, chunk):
+            return lag
+        return d.catch_up(seq, chunk)
 
     def propose(self, request: DraftRequest) -> Proposal:
         """k chained draft steps; q is returned unless the rule is greedy (argmax needs none)."""
@@ -61,6 +71,7 @@ class ModelDrafter:
             if cfg.greedy:
                 x = mx.argmax(logits, axis=-1)
             else:
+                assert r.keys is not None  # a sampled request carries one key per draft
                 q = to_probs(logits, cfg)
                 qs.append(q)
                 x = sample(q, r.keys[i])
@@ -80,7 +91,7 @@ class ModelDrafter:
         self._fed = []
 
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
-        self.state_.rewind(committed[:-1], start)
+        self.state_.rewind(committed, start, upto=len(committed) - 1)
 
     def price(self, curve: Any) -> Callable[[int], float]:
         return model_draft_price(curve)
