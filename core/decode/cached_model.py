@@ -24,6 +24,7 @@ PREFILL_CHUNK = 512
 # idle device before its round (it was 32: a hybrid's model after 100 target steps synced
 # twice a round). Its forward's logits are never evaluated, so only its cache is computed.
 LAZY_CATCH_UP = PREFILL_CHUNK
+_NULL = nullcontext()  # reusable: a decode step enters it per draft token, builds none
 
 
 def common_prefix(
@@ -75,7 +76,7 @@ class CachedModel:
     def _rows(self, rows: int) -> AbstractContextManager[Any]:
         """What a forward of `rows` rows outside a verification enters."""
         if self.multi_row is None or rows <= 1:
-            return nullcontext()
+            return _NULL
         return self.multi_row(rows)
 
     def rewind(self, want: Sequence[int], start: int = 0, upto: int | None = None) -> None:
@@ -92,7 +93,7 @@ class CachedModel:
         every slice is a graph node a host-bound GPU pays for."""
         out = self.model(tokens[None], cache=self.cache)
         rows = tokens.shape[0]
-        keep = rows if last is None else min(last, rows)
+        keep = rows if last is None or last >= rows else last
         if keep == rows and out.shape[-1] == vocab:
             return out[0]
         return out[0, rows - keep :, :vocab]

@@ -137,8 +137,8 @@ def speculative_round(
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
-        n = vals[-1]
-        vals = [*vals[:k], n, vals[k + n]]
+        proposed_ids, n = vals[:k], vals[-1]
+        nxt = vals[k + n]
     else:
         p = to_probs(logits, cfg)
         q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
@@ -153,9 +153,9 @@ def speculative_round(
         else:
             mx.eval(packed)
         vals = packed.tolist()
+        proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
     timer.mark("sample")
 
-    proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
     committed = [CommittedToken(x_, proposal.origin) for x_ in proposed_ids[:n]]
     if n < k:
         committed.append(CommittedToken(nxt, "corrected"))
@@ -167,7 +167,7 @@ def speculative_round(
     # Rewind: every cache keeps what it shares with the committed sequence minus its tail.
     t.seq.extend(t_pending + proposed_ids)
     drafter.learn(proposed_ids, n)
-    seq.extend(c.id for c in committed)
+    seq.extend([c.id for c in committed])
     t.rewind(seq, start, upto=len(seq) - 1)  # seq[:-1], without copying the conversation
     drafter.rewind(seq, start)
     timer.mark("cache")

@@ -59,16 +59,17 @@ class ModelDrafter:
         """k chained draft steps; q is returned unless the rule is greedy (argmax needs none)."""
         r, d = request, self.state_
         cfg = r.logits
+        greedy, history, vocab, compiled = cfg.greedy, r.history, r.vocab, r.compiled
         pending = list(r.seq[len(d.seq) :])
         x = mx.array(pending)
         drafts: list[mx.array] = []
         qs: list[mx.array] = []
         for i in range(r.k):
-            logits = d.decode(x, r.vocab, r.compiled)
-            if r.history is not None:
-                ctx = mx.concatenate([r.history, *drafts]) if drafts else r.history
+            logits = d.decode(x, vocab, compiled)
+            if history is not None:
+                ctx = mx.concatenate([history, *drafts]) if drafts else history
                 logits = penalize(logits, ctx, cfg)
-            if cfg.greedy:
+            if greedy:
                 x = mx.argmax(logits, axis=-1)
             else:
                 assert r.keys is not None  # a sampled request carries one key per draft
@@ -82,7 +83,7 @@ class ModelDrafter:
         self._fed = pending  # with the first k - 1 drafts: what the cache now holds beyond seq
         tokens = mx.concatenate(drafts) if drafts else mx.array([], dtype=mx.uint32)
         q_all = mx.concatenate(qs) if qs else None
-        return Proposal(tokens, None if cfg.greedy else q_all, self.name)
+        return Proposal(tokens, None if greedy else q_all, self.name)
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         """Record what the cache was fed this round, so rewind can keep the accepted part."""
