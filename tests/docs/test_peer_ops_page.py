@@ -1,6 +1,6 @@
 """docs/benchmarks/round-overhead.md is peer_ops.py's rendering of its data, number for number,
 and the data says what the page claims: ours and mlx-lm's loops made the same greedy tokens,
-and our round still syncs the host once (issue 28)."""
+and our round still syncs the host at most once (issue 28)."""
 
 from __future__ import annotations
 
@@ -45,5 +45,6 @@ def test_the_data_holds_what_the_page_says() -> None:
         doc = rawdata.load_json(peer_ops.DATA / f"{name}.json.xz")
         for case in doc["cases"]:
             assert case["same_tokens"], (name, case["case"])  # the same greedy text
-            assert case["ours"]["syncs"] == 1.0 == case["mlx_lm"]["syncs"], (name, case["case"])
+            # at most one a round (a last round with one token to go is a pipelined step)
+            assert 0.9 < case["ours"]["syncs"] <= 1.0 == case["mlx_lm"]["syncs"], name
             assert case["ours"]["rounds"] == case["mlx_lm"]["rounds"] > 0
