@@ -24,11 +24,15 @@ PREFILL_CHUNK = 512
 # idle device before its round (it was 32: a hybrid's model after 100 target steps synced
 # twice a round). Its forward's logits are never evaluated, so only its cache is computed.
 LAZY_CATCH_UP = PREFILL_CHUNK
+_NULL = nullcontext()  # reusable: a decode step enters it per draft token, builds none
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
-    """Length of the common prefix of a and b, trusting that the first `start` agree."""
-    n = min(len(a), len(b))
+def common_prefix(
+    a: Sequence[int], b: Sequence[int], start: int = 0, upto: int | None = None
+) -> int:
+    """Length of the common prefix of a and b[:upto], trusting that the first `start` agree
+    (`upto` spares a round copying the conversation to drop its last token)."""
+    n = min(len(a), len(b) if upto is None else min(upto, len(b)))
     i = min(start, n)
     while i < n and a[i] == b[i]:
         i += 1
@@ -72,19 +76,27 @@ class CachedModel:
     def _rows(self, rows: int) -> AbstractContextManager[Any]:
         """What a forward of `rows` rows outside a verification enters."""
         if self.multi_row is None or rows <= 1:
-            return nullcontext()
+            return _NULL
         return self.multi_row(rows)
 
-    def rewind(self, want: Sequence[int], start: int = 0) -> None:
-        """Keep only what the cache shares with `want` (the first `start` are trusted)."""
-        keep = common_prefix(self.seq, want, start)
+    def rewind(self, want: Sequence[int], start: int = 0, upto: int | None = None) -> None:
+        """Keep only what the cache shares with `want[:upto]` (the first `start` are
+        trusted)."""
+        keep = common_prefix(self.seq, want, start, upto)
         if keep < len(self.seq):
             trim_prompt_cache(self.cache, len(self.seq) - keep)
             del self.seq[keep:]
 
-    def forward(self, tokens: mx.array, vocab: int) -> mx.array:
-        """Logits [rows, vocab] for a 1-D token array; the cache advances by its length."""
-        return self.model(tokens[None], cache=self.cache)[0, :, :vocab]
+    def forward(self, tokens: mx.array, vocab: int, last: int | None = None) -> mx.array:
+        """Logits [rows, vocab] for a 1-D token array, or of its `last` rows; the cache
+        advances by its length. One slice of the output (none where it is already that):
+        every slice is a graph node a host-bound GPU pays for."""
+        out = self.model(tokens[None], cache=self.cache)
+        rows = tokens.shape[0]
+        keep = rows if last is None or last >= rows else last
+        if keep == rows and out.shape[-1] == vocab:
+            return out[0]
+        return out[0, rows - keep :, :vocab]
 
     def decode(self, tokens: mx.array, vocab: int, compiled: bool) -> mx.array:
         """Logits of the last row; with `compiled`, the last token goes through the compiled
@@ -95,7 +107,7 @@ class CachedModel:
             self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
         if not (compiled and self.compiled):
             with self._rows(tokens.shape[0]):
-                return self.forward(tokens, vocab)[-1:]
+                return self.forward(tokens, vocab, last=1)
         if tokens.shape[0] > 1:
             with self._rows(tokens.shape[0] - 1):
                 self.model(tokens[:-1][None], cache=self.cache)

@@ -73,6 +73,7 @@ class Engine:
         self.vocab_size = vocab_size
         self.eos_ids = frozenset(eos_ids)
         self.predictor = predictor
+        self._kernels: dict[int, str] = {}  # rows -> predicted kernel family (`_kernel`)
         self.cost_curve: Any | None = None
         self._target = CachedModel.fresh(target)
         # The draft model with its cache: shared by the model drafters and draft-only mode.
@@ -256,7 +257,10 @@ class Engine:
                 mode, fallback = "target-only", why
             if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
-            key, round_key = mx.random.split(key)
+            if s.greedy:  # a greedy round draws nothing: no key split (nor in mlx-lm's loop)
+                round_key = key
+            else:
+                key, round_key = mx.random.split(key)
             if mode == "speculative":
                 events = self._drafting_rounds(seq, s, round_key, totals, remaining, source, cancel)
             else:
@@ -418,12 +422,19 @@ class Engine:
         )
 
     def _kernel(self, rows: int) -> str:
-        if self.predictor is None:
-            return ""
-        try:
-            return str(self.predictor.family(rows))
-        except Exception:  # prediction must never break decoding
-            return ""
+        """The predicted kernel family for `rows`, asked of the predictor once per row count
+        (the dispatch rules are fixed for the loaded model: a round reads a dict)."""
+        known = self._kernels.get(rows)
+        if known is not None:
+            return known
+        family = ""
+        if self.predictor is not None:
+            try:
+                family = str(self.predictor.family(rows))
+            except Exception:  # prediction must never break decoding
+                family = ""
+        self._kernels[rows] = family
+        return family
 
     def _speculative_round(
         self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter

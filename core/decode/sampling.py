@@ -121,6 +121,23 @@ def accept_greedy(p_argmax: mx.array, drafts: mx.array) -> Verdict:
     return Verdict(n, mx.take(p_argmax, n), mx.array(0.0))
 
 
+def accept_greedy_packed(logits: mx.array, drafts: mx.array) -> mx.array:
+    """Greedy verification as one array for the round's one read: [drafts, argmax p per row,
+    n accepted] (k + k + 1 + 1 ids; logits [k+1, V], drafts [k]).
+
+    The round reads the drafts, the target's argmax rows and n together, and takes the
+    correction or the bonus, row n of the argmax, on the host: fewer graph nodes and MLX
+    calls than `accept_greedy`'s Verdict plus the round's packing (issue 28,
+    docs/benchmarks/round-overhead.md). n itself is still counted on the device.
+    """
+    p_argmax = mx.argmax(logits, axis=-1)
+    k = drafts.shape[0]
+    if k == 0:
+        return mx.concatenate([p_argmax, mx.zeros((1,), p_argmax.dtype)])
+    n = mx.cumprod(drafts == p_argmax[:k]).sum(keepdims=True).astype(p_argmax.dtype)
+    return mx.concatenate([drafts, p_argmax, n])
+
+
 def accept_sampled(
     p: mx.array, q: mx.array, drafts: mx.array, rule: str, tv_budget: float, key: mx.array
 ) -> Verdict:
@@ -136,7 +153,7 @@ def accept_sampled(
     if rule == "mentored":
         pi, tv = mentored_mix(p[:k], q, tv_budget)
     elif rule == "lossless":
-        pi, tv = p[:k], mx.zeros((k,), mx.float32)
+        pi, tv = p[:k], None  # pi = p: no distance realised, no graph built for one
     else:
         raise ValueError(f"accept_sampled has no rule {rule!r}")
     a = acceptance_prob(pi, q, drafts)
@@ -146,6 +163,8 @@ def accept_sampled(
     # Row n of p against row n of q (a zero row past the end, so row k is the bonus from p).
     q_ext = mx.concatenate([q, mx.zeros((1, q.shape[-1]), q.dtype)], axis=0)
     res = residual(mx.take(p, n, axis=0), mx.take(q_ext, n, axis=0))
+    if tv is None:
+        return Verdict(n, sample(res, k_r), mx.array(0.0))
     decided = (mx.arange(k) <= n).astype(mx.float32)  # positions whose distribution was used
     return Verdict(n, sample(res, k_r), (tv * decided).sum())
 

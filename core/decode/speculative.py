@@ -19,8 +19,7 @@ import mlx.core as mx
 
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import (
-    Verdict,
-    accept_greedy,
+    accept_greedy_packed,
     accept_sampled,
     one_hot,
     penalize,
@@ -107,14 +106,16 @@ def speculative_round(
     t = engine._target
     cfg = engine._logits_config(s)
     timer = RoundTimer(s.traced, engine._clock)
-    keys = mx.random.split(key, k + 1)
+    # A greedy round draws nothing: no key is split (mlx-lm's loop splits none either).
+    keys = None if cfg.greedy else mx.random.split(key, k + 1)
     hist = mx.array(seq[-cfg.repetition_context :]) if cfg.repetition_penalty != 1.0 else None
     V = engine.vocab_size
     start = max(len(seq) - 2, 0)
 
     proposal = drafter.propose(
-        DraftRequest(seq, k, V, cfg, keys[:k], hist, compiled=s.fused_draft)
-    )
+        DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist,
+                     compiled=s.fused_draft)
+    )  # fmt: skip
     draft_arr = engine._agreed(proposal.tokens)  # every rank verifies the same drafts
     k = proposal.k
     timer.mark("draft", draft_arr)
@@ -124,29 +125,37 @@ def speculative_round(
     inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
     rows = inp.shape[0]
     with _verify_context(engine, s, rows):
-        logits = t.forward(inp, V)[-(k + 1) :]
+        logits = t.forward(inp, V, last=k + 1)
     timer.mark("verify", logits)
 
-    # Accept on the device, then the round's single host sync.
+    # Accept on the device, then the round's single host sync (one array read).
     if hist is not None:
         logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
-    verdict: Verdict
+    tv_sum = 0.0
     if cfg.greedy:
-        verdict = accept_greedy(mx.argmax(logits, axis=-1), draft_arr)
+        packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
+        mx.eval(packed)
+        vals = packed.tolist()
+        # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
+        proposed_ids, n = vals[:k], vals[-1]
+        nxt = vals[k + n]
     else:
         p = to_probs(logits, cfg)
         q = proposal.q if proposal.q is not None else one_hot(draft_arr, V)
+        assert keys is not None
         verdict = accept_sampled(p, q, draft_arr, s.rule, s.tv_budget, keys[-1])
-    packed = engine._agreed(mx.concatenate(
-        [draft_arr.astype(mx.int32), verdict.n_accepted.reshape(1).astype(mx.int32),
-         verdict.next_token.reshape(1).astype(mx.int32)]
-    ))  # fmt: skip
-    mx.eval(packed, verdict.tv_sum)
-    vals = packed.tolist()
-    tv_sum = float(verdict.tv_sum.item())
+        ids = draft_arr.astype(mx.int32)
+        tail = mx.stack([verdict.n_accepted, verdict.next_token]).astype(mx.int32)
+        packed = engine._agreed(mx.concatenate([ids, tail]))
+        if s.rule == "mentored":  # lossless realises no distance: nothing to read
+            mx.eval(packed, verdict.tv_sum)
+            tv_sum = float(verdict.tv_sum.item())
+        else:
+            mx.eval(packed)
+        vals = packed.tolist()
+        proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
     timer.mark("sample")
 
-    proposed_ids, n, nxt = vals[:k], vals[k], vals[k + 1]
     committed = [CommittedToken(x_, proposal.origin) for x_ in proposed_ids[:n]]
     if n < k:
         committed.append(CommittedToken(nxt, "corrected"))
@@ -158,8 +167,8 @@ def speculative_round(
     # Rewind: every cache keeps what it shares with the committed sequence minus its tail.
     t.seq.extend(t_pending + proposed_ids)
     drafter.learn(proposed_ids, n)
-    seq.extend(c.id for c in committed)
-    t.rewind(seq[:-1], start)
+    seq.extend([c.id for c in committed])
+    t.rewind(seq, start, upto=len(seq) - 1)  # seq[:-1], without copying the conversation
     drafter.rewind(seq, start)
     timer.mark("cache")
 

@@ -29,14 +29,15 @@ class DraftRequest:
 
     `seq` is the committed sequence (its last token is not yet in any cache: the round feeds
     it); `history` is the repetition-penalty window on the device (None without a penalty).
-    `keys` holds one PRNG key per draft position, so a sampled draft is reproducible.
+    `keys` holds one PRNG key per draft position, so a sampled draft is reproducible; None
+    for a greedy request (it draws nothing, so the round splits no key).
     """
 
     seq: Sequence[int]
     k: int
     vocab: int
     logits: LogitsConfig
-    keys: mx.array
+    keys: mx.array | None
     history: mx.array | None = None
     compiled: bool = False
 

@@ -43,24 +43,36 @@ class ModelDrafter:
         return [Offer(self.name)]
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
-        return self.state_.catch_up(seq, chunk)
+        """A lag that fits one forward of at most `chunk` rows with the pending token (after
+        a round that accepted every draft, the last draft; a stretch of copies or target
+        steps) is left to `propose`, whose first step feeds it with the pending token in one
+        forward, as mlx-lm's loop does: a forward of its own would cost a host-bound GPU
+        about a draft step more (issue 28, docs/benchmarks/round-overhead.md). A longer
+        lag, or the first (the prompt), is the cache's own catch-up."""
+        d = self.state_
+        lag = len(seq) - 1 - len(d.seq)
+        if d.seq and 0 < lag < max(1, chunk):
+            return lag
+        return d.catch_up(seq, chunk)
 
     def propose(self, request: DraftRequest) -> Proposal:
         """k chained draft steps; q is returned unless the rule is greedy (argmax needs none)."""
         r, d = request, self.state_
         cfg = r.logits
+        greedy, history, vocab, compiled = cfg.greedy, r.history, r.vocab, r.compiled
         pending = list(r.seq[len(d.seq) :])
         x = mx.array(pending)
         drafts: list[mx.array] = []
         qs: list[mx.array] = []
         for i in range(r.k):
-            logits = d.decode(x, r.vocab, r.compiled)
-            if r.history is not None:
-                ctx = mx.concatenate([r.history, *drafts]) if drafts else r.history
+            logits = d.decode(x, vocab, compiled)
+            if history is not None:
+                ctx = mx.concatenate([history, *drafts]) if drafts else history
                 logits = penalize(logits, ctx, cfg)
-            if cfg.greedy:
+            if greedy:
                 x = mx.argmax(logits, axis=-1)
             else:
+                assert r.keys is not None  # a sampled request carries one key per draft
                 q = to_probs(logits, cfg)
                 qs.append(q)
                 x = sample(q, r.keys[i])
@@ -71,7 +83,7 @@ class ModelDrafter:
         self._fed = pending  # with the first k - 1 drafts: what the cache now holds beyond seq
         tokens = mx.concatenate(drafts) if drafts else mx.array([], dtype=mx.uint32)
         q_all = mx.concatenate(qs) if qs else None
-        return Proposal(tokens, None if cfg.greedy else q_all, self.name)
+        return Proposal(tokens, None if greedy else q_all, self.name)
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         """Record what the cache was fed this round, so rewind can keep the accepted part."""
@@ -80,7 +92,7 @@ class ModelDrafter:
         self._fed = []
 
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
-        self.state_.rewind(committed[:-1], start)
+        self.state_.rewind(committed, start, upto=len(committed) - 1)
 
     def price(self, curve: Any) -> Callable[[int], float]:
         return model_draft_price(curve)

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parents[1]))  # the project root, for core.bench.report
 sys.path.insert(0, str(ROOT))  # rawdata, beside this file
 
-from rawdata import load_json  # noqa: E402
+from rawdata import load_json, read_text  # noqa: E402
 
 from core.bench.report import md_table, num, pct, ratio, secs  # noqa: E402
 
@@ -516,6 +516,32 @@ NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL = NS_ROWS
 # The A/A control (run 3 on): target-only again in the same interleave, the noise's size.
 NS_CONTROL = "target-only:top_p=1.0+flags"
 NS_LABELS = {**NS_ROWS, NS_CONTROL: "target-only again (A/A)"}
+# The default row is target-only's preset overwritten with first_run_settings()'s fields
+# (never_slower.py's default_row); from run 4 they include k_max = 32, so the row's name grew:
+# every target-only row with at least run 3's overrides is the default.
+DEFAULT_PREFIX = NS_DEFAULT.removesuffix("+flags")
+
+
+def _overrides(name: str) -> tuple[str, set[str]]:
+    base, _, rest = name.removesuffix("+flags").partition(":")
+    return base, set(rest.split(",")) if rest else set()
+
+
+def ns_key(r: Row) -> str:
+    """The row's name as the never-slower tables know it (every default row under one)."""
+    name = str(r.get("name"))
+    base, extra = _overrides(name)
+    want_base, want = _overrides(NS_DEFAULT)
+    return NS_DEFAULT if base == want_base and want <= extra else name
+
+
+def ns_row_label(r: Row, code: bool = True) -> str:
+    """The row's label; the default's names its k range from the row's own settings; another
+    row's name as code (or plain, `code=False`)."""
+    key = ns_key(r)
+    if key == NS_DEFAULT:
+        return f"default (hybrid, cost-aware 1..{(r.get('settings') or {}).get('k_max', 8)})"
+    return NS_LABELS.get(key, f"`{key}`" if code else key)
 FLOOR = 0.97  # issue 28: the default, lookup and hybrid at >= 0.97x of target-only
 
 
@@ -548,7 +574,7 @@ def never_slower(docs: list[Doc]) -> tuple[list[str], str]:
         for r in rows(d):
             if r is baseline(d):
                 continue
-            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), f"`{r.get('name')}`"),
+            out.append([_ns_label(d), ns_row_label(r),
                         ratio(speedup(d, r)), seed_min_max(d, r),
                         num(r.get("rounds_per_request"), ".0f"), pct(r.get("acceptance")),
                         pct(target_share(r)), ratio(steps_vs_target_only(d, r)),
@@ -570,7 +596,7 @@ def never_slower_summary(docs: list[Doc]) -> tuple[list[str], str]:
     how much of it was plain target steps, and the guard's decisions per source in total."""
     out = []
     for n, label in NS_ROWS.items():
-        found = [(d, r) for d in docs for r in rows(d) if r.get("name") == n]
+        found = [(d, r) for d in docs for r in rows(d) if ns_key(r) == n]
         xs = sorted(x for d, r in found if (x := speedup(d, r)) is not None)
         shares = sorted(x for _, r in found if (x := target_share(r)) is not None)
         gaps = sorted(x for _, r in found if (x := decode_vs_steps(r)) is not None)
@@ -607,7 +633,7 @@ def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
     and the hybrid at >= 0.97x of the better of lookup alone and the model alone."""
     out = []
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         sp = {n: speedup(d, names[n]) if n in names else None for n in NS_ROWS}
         floor = [sp[n] for n in (NS_DEFAULT, NS_LOOKUP, NS_HYBRID)]
         parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
@@ -645,7 +671,7 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
     parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID)
     out, below = [], {k: [0, 0] for k in parts}
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         if NS_CONTROL not in names:
             continue
         ratios = {}
@@ -669,13 +695,100 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
                      "hybrid minima"), out), stat
 
 
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def _log_pairs(doc: Doc, r: Row) -> list[float]:
+    """log(target-only's E2E / the row's E2E) per seed: the same seed's two requests, timed
+    in the same interleave (a per-seed ratio above 1 is the row faster)."""
+    import math
+
+    b = baseline(doc)
+    return [math.log(x / y) for x, y in zip(e2e(b) if b else [], e2e(r), strict=False)
+            if x > 0 and y > 0]  # fmt: skip
+
+
+def aa_sigma(docs: list[Doc]) -> tuple[float | None, int]:
+    """The host's noise on one pair, from the A/A control: the root mean square of its
+    per-seed log ratios over every bench (its true ratio is 1, so the mean is not fitted),
+    and how many pairs that is."""
+    pairs = [x for d in docs for r in rows(d) if r.get("name") == NS_CONTROL
+             for x in _log_pairs(d, r)]  # fmt: skip
+    if len(pairs) < 2:
+        return None, len(pairs)
+    return (sum(x * x for x in pairs) / len(pairs)) ** 0.5, len(pairs)
+
+
+def _verdict(logs: list[float], sigma: float) -> tuple[str, str]:
+    """The geometric mean of the per-seed ratios with its 95% interval (the A/A noise over
+    root n), and what it says of the floor: held (above 0.97x), broken (below), or
+    undecided (the interval holds 0.97x)."""
+    import math
+
+    m = statistics.fmean(logs)
+    half = Z95 * sigma / math.sqrt(len(logs))
+    lo, hi = math.exp(m - half), math.exp(m + half)
+    said = "held" if lo >= FLOOR else ("**broken**" if hi < FLOOR else "undecided")
+    return f"{math.exp(m):.2f}x ({lo:.2f}-{hi:.2f})", said
+
+
+def never_slower_verdict(docs: list[Doc]) -> tuple[list[str], str]:
+    """Issue 28's floor judged with the noise the control measured, instead of against a
+    bare 0.97x: per bench and row (the A/A control, the default, the lookup, the hybrid, the
+    model alone), the geometric mean of the per-seed paired ratios and its 95% interval, whose
+    width is the A/A control's pooled per-pair noise; then the same over all benches, and over
+    each temperature's. A ratio of medians over 5 seeds moved 0.78-1.64x in run 3's A/A
+    control; saying "held", "broken" or "undecided" keeps that noise in the verdict."""
+    sigma, n_aa = aa_sigma(docs)
+    parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID, NS_MODEL)
+    heads = ("A/A", "default", "lookup", "hybrid", "model alone")
+    if sigma is None:
+        return md_table(("Prompt, T", *heads), [["(no A/A control in these files)"] + [""] * 5]), (
+            "needs the A/A control row (docs/benchmarks/h200/never_slower.py, run 3 on)")
+    out, pooled = [], {}
+    counts = {n: {"held": 0, "**broken**": 0, "undecided": 0} for n in parts}
+    for d in docs:
+        names = {ns_key(r): r for r in rows(d)}
+        cells = []
+        for n in parts:
+            logs = _log_pairs(d, names[n]) if n in names else []
+            if not logs:
+                cells.append("-")
+                continue
+            for key in ("all", f"T = {prompt_t(d)[1]:g}"):
+                pooled.setdefault(key, {}).setdefault(n, []).extend(logs)
+            value, said = _verdict(logs, sigma)
+            counts[n][said] += 1
+            cells.append(f"{value} {said}")
+        out.append([_ns_label(d), *cells])
+    for key in sorted(pooled, key=lambda k: (k != "all", k)):
+        label = "**all benches**" if key == "all" else f"**every bench at {key}**"
+        cells = []
+        for n in parts:
+            logs = pooled[key].get(n, [])
+            cells.append(" ".join(_verdict(logs, sigma)) if logs else "-")
+        out.append([label, *cells])
+    out.append(["**benches held / broken / undecided**",
+                *(f"{c['held']} / {c['**broken**']} / {c['undecided']}"
+                  for c in (counts[n] for n in parts))])  # fmt: skip
+    stat = ("each cell = the geometric mean over seeds of target-only's E2E over the row's, the "
+            f"same seed's pair ({_seeds(docs)}), with its 95% interval: ±{Z95:.2f} σ/√n in log, "
+            f"σ = {sigma:.3f}, the A/A control's per-seed log ratio (true ratio 1), root mean "
+            f"square over its {n_aa} pairs in these benches; held = the interval above "
+            f"{FLOOR:.2f}x, broken = below it, undecided = it holds {FLOOR:.2f}x; the pooled "
+            "rows take every pair of those benches (what the row does on these prompts on the "
+            "whole, not on each); the A/A column, whose true ratio is 1, shows what chance alone "
+            "says")
+    return md_table(("Prompt, T", *heads), out), stat
+
+
 def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
     """Issue 28's per-bench goals counted over the benches: on how many each holds (ratios
     compared unrounded, as never_slower_goals judges them)."""
     n = len(docs)
     counts = {"default": 0, "lookup": 0, "hybrid": 0, "floor": 0, "hybrid_parts": 0}
     for d in docs:
-        names = {str(r.get("name")): r for r in rows(d)}
+        names = {ns_key(r): r for r in rows(d)}
         sp = {k: speedup(d, names[k]) if k in names else None for k in NS_ROWS}
         ok = {k: sp[name] is not None and sp[name] >= FLOOR
               for k, name in (("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
@@ -748,9 +861,10 @@ def never_slower_copy(docs: list[Doc]) -> tuple[list[str], str]:
             if prompt_t(d) != (prompt, 0.0):
                 continue
             for n in (NS_LOOKUP, NS_DEFAULT):
-                r = next((x for x in rows(d) if x.get("name") == n), None)
+                r = next((x for x in rows(d) if ns_key(x) == n), None)
                 x = speedup(d, r) if r else None
-                out.append([f"{prompt}, greedy", NS_ROWS[n], f">= {goal:g}x", ratio(x),
+                out.append([f"{prompt}, greedy", ns_row_label(r) if r else NS_ROWS[n],
+                            f">= {goal:g}x", ratio(x),
                             seed_min_max(d, r) if r else "-",
                             _met(x >= goal if x is not None else None)])
     stat = ("measured = target-only's median E2E over the row's median E2E, same bench; "
@@ -800,7 +914,7 @@ def never_slower_runs(docs: list[Doc]) -> tuple[list[str], str]:
     for n, label in NS_ROWS.items():
         cells = []
         for ds in runs.values():
-            xs = sorted(x for d in ds for r in rows(d) if r.get("name") == n
+            xs = sorted(x for d in ds for r in rows(d) if ns_key(r) == n
                         if (x := speedup(d, r)) is not None)  # fmt: skip
             cells.append((f"{sum(x < FLOOR for x in xs)} of {len(xs)}",
                           ratio(statistics.median(xs)) if xs else "-",
@@ -861,7 +975,7 @@ def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
                 gaps = _catch_up(t, src) if src == "model" else []
                 rest = statistics.median(x.get("sample_ms", 0.0) + x.get("cache_ms", 0.0)
                                          + x.get("other_ms", 0.0) for x in xs)
-                out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
+                out.append([_ns_label(d), ns_row_label(r, code=False),
                             kind, str(len(xs)),
                             num(sum(x.get("total_ms", 0.0) for x in xs), ".0f"),
                             med("total_ms"), med("draft_ms"), med("verify_ms"), num(rest, ".1f"),
@@ -889,7 +1003,7 @@ def traced_outside(docs: list[Doc]) -> tuple[list[str], str]:
         base = b.get("outside_rounds_ms") if b else None
         for r in rows(d):
             o = r.get("outside_rounds_ms")
-            out.append([_ns_label(d), NS_LABELS.get(str(r.get("name")), str(r.get("name"))),
+            out.append([_ns_label(d), ns_row_label(r, code=False),
                         secs(r.get("traced_e2e_s")),
                         num(sum(x.get("total_ms", 0.0) for x in trace(r)), ".0f"),
                         num(o, ".0f"),
@@ -1124,6 +1238,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-kept": never_slower_kept,
     "never-slower-tally": never_slower_tally,
     "never-slower-control": never_slower_control,
+    "never-slower-verdict": never_slower_verdict,
     "never-slower-runs": never_slower_runs,
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
@@ -1147,9 +1262,10 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
     for s in src.split(","):
         path = (page.parent / s.strip()).resolve()
         if path not in cache:
-            # a log or importtime text is read as {"name", "text"}; everything else is JSON
-            cache[path] = ({"name": path.name, "text": path.read_text(encoding="utf-8")}
-                           if path.suffix in TEXT_SUFFIXES else load_json(path))
+            # a log or importtime text (plain or .xz) is read as {"name", "text"}; the rest JSON
+            plain = Path(path.name.removesuffix(".xz"))
+            cache[path] = ({"name": plain.name, "text": read_text(path)}
+                           if plain.suffix in TEXT_SUFFIXES else load_json(path))
         out.append(cache[path])
     return out
 

@@ -8,6 +8,7 @@ edition 2's corrected table to the medians issue 21 computed by hand.
 from __future__ import annotations
 
 import importlib.util
+import lzma
 import re
 import shutil
 from pathlib import Path
@@ -105,7 +106,8 @@ def test_every_table_of_a_page_is_generated() -> None:
         "| script | what it does |",
     }
     # pages written whole by their own script from raw JSON, and checked by its own test
-    whole_pages = {"real-pair.md"}  # real-pair/make_page.py; tests/core/bench/test_tasks.py
+    whole_pages = {"real-pair.md",  # real-pair/make_page.py; tests/core/bench/test_tasks.py
+                   "round-overhead.md"}  # peer_ops.py page; tests/docs/test_peer_ops_page.py
     loose = []
     for page in render.pages(BENCH):
         if page.name in whole_pages:
@@ -252,8 +254,8 @@ def test_first_use_page_follows_its_files(copy: Path) -> None:
     log.write_text(log.read_text(encoding="utf-8").replace("[  10.57 s] err: loading",
                                                            "[  20.57 s] err: loading"),
                    encoding="utf-8")
-    imp = copy / "data/h200-2026-12-01-s6/first-use/importtime-pyc.txt"
-    imp.write_text(imp.read_text() + "import time:       100 | 99000000 | core.slow\n")
+    imp = copy / "data/h200-2026-12-01-s6/first-use/importtime-pyc.txt.xz"
+    imp.write_bytes(lzma.compress((rawdata.read_text(imp) + "import time:       100 | 99000000 | core.slow\n").encode()))
     problems = render.check(copy)
     assert any("first-use from" in p for p in problems)
     assert any("importtime from" in p for p in problems)
@@ -294,3 +296,47 @@ def test_never_slower_control_counts_the_floor_by_median_and_by_minima() -> None
     assert "A/A" in stat
     bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
     assert render.TABLES["never-slower-control"]([bare])[0][2].startswith("| **below")
+
+
+def test_never_slower_verdict_widens_each_ratio_by_the_controls_noise() -> None:
+    """σ is the A/A control's per-seed log-ratio RMS over every bench (its true ratio is 1);
+    a row's cell is its per-seed geometric mean ± 1.96 σ/√n: held above 0.97x, broken below,
+    undecided across it; pooled rows take every pair. Worked by hand: the control's pairs are
+    e^±0.1 (σ = 0.1), n = 4, so the half-width is 1.96 * 0.1 / 2 = 0.098 in log."""
+    import math
+
+    up, down = math.exp(0.1), math.exp(-0.1)
+    aa = [1 / up, 1 / down, 1 / up, 1 / down]  # target-only 1.0 s: pairs e^0.1, e^-0.1
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 4, render.NS_CONTROL: aa,
+                             render.NS_DEFAULT: [1 / 1.2] * 4,  # held: 1.2 e^-0.098 = 1.09
+                             render.NS_LOOKUP: [1 / 0.8] * 4,  # broken: 0.8 e^0.098 = 0.88
+                             render.NS_HYBRID: [1.0] * 4})  # undecided: 0.91-1.10 holds 0.97
+    lines, stat = render.TABLES["never-slower-verdict"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == ["p, T = 0", "1.00x (0.91-1.10) undecided", "1.20x (1.09-1.32) held",
+                     "0.80x (0.73-0.88) **broken**", "1.00x (0.91-1.10) undecided", "-"]
+    assert "σ = 0.100" in stat and "4 pairs" in stat
+    hot = _ns_doc("p", 0.7, {"target-only": [1.0] * 4, render.NS_CONTROL: aa,
+                             render.NS_DEFAULT: [1 / 1.2] * 4})
+    lines, _ = render.TABLES["never-slower-verdict"]([doc, hot])
+    table = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")[1:]]
+             for row in lines[2:]}
+    assert table["**all benches**"][1] == "1.20x (1.12-1.29) held"  # 8 pairs: 0.069 in log
+    assert table["**every bench at T = 0.7**"][2] == "-"  # no lookup row there
+    assert table["**benches held / broken / undecided**"] == [
+        "0 / 0 / 2", "2 / 0 / 0", "0 / 1 / 0", "0 / 0 / 1", "0 / 0 / 0"]
+    bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [1.0] * 3})
+    assert "no A/A control" in render.TABLES["never-slower-verdict"]([bare])[0][2]
+
+
+def test_a_default_row_with_more_fields_is_still_the_default() -> None:
+    """From run 4 the default row carries k_max = 32 in its name; the tables find it as the
+    default and label it with its own k range, so a grown name cannot drop it silently."""
+    name = render.DEFAULT_PREFIX.replace(",bonus=true", ",k_max=32,bonus=true") + "+flags"
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, name: [0.5] * 3,
+                             render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3})
+    doc["results"][1]["settings"]["k_max"] = 32
+    lines, _ = render.TABLES["never-slower"]([doc])
+    assert "| default (hybrid, cost-aware 1..32) | 2.00x |" in lines[2]
+    lines, _ = render.TABLES["never-slower-goals"]([doc])
+    assert "| 2.00x | 1.00x | 1.00x | met |" in lines[2]

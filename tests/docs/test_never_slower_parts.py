@@ -8,14 +8,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _part_of():
+def _module():
     spec = importlib.util.spec_from_file_location(
         "never_slower", ROOT / "docs/benchmarks/h200/never_slower.py"
     )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.part_of
+    return mod
+
+
+def _part_of():
+    return _module().part_of
 
 
 def test_parts_cover_every_bench_once_in_order() -> None:
@@ -29,3 +33,23 @@ def test_parts_cover_every_bench_once_in_order() -> None:
     assert part_of(benches, "1") == part_of(benches, "1/2")
     assert part_of(benches, "") == benches
     assert part_of(benches, "4/3") == benches  # not a part: every bench
+
+
+def test_the_default_row_is_the_apps_default() -> None:
+    """The bench's default row, read as the bench reads a --profile with overrides, is
+    first_run_settings() in every field the call's flags do not set (run 3's row was typed by
+    hand; a default that changed would have left the bench measuring the old one)."""
+    import dataclasses
+
+    from core.bench.flags import _parse_overrides
+    from core.profile import load_profile
+    from core.settings import first_run_settings
+
+    mod = _module()
+    name, extra = _parse_overrides(mod.ROWS[1])
+    got = load_profile(name).settings.replace(**extra)
+    want = first_run_settings()
+    for f in dataclasses.fields(want):
+        if f.name not in mod.FLAGGED:
+            assert getattr(got, f.name) == getattr(want, f.name), f.name
+    assert mod.ROWS[1].startswith("target-only:mode=speculative,draft_source=hybrid")

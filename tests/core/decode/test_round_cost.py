@@ -98,3 +98,58 @@ def test_a_model_round_after_a_long_target_stretch_syncs_once(engine, monkeypatc
     engine.reset()
     expected = list(engine.generate(PROMPT, target_only))[-1].token_ids
     assert items[-1].token_ids == expected
+
+
+def test_a_greedy_speculative_round_splits_no_key_and_reads_once(engine, monkeypatch) -> None:
+    """A greedy round draws nothing, so no key is split in it (mlx-lm's loop splits none),
+    and its drafts, the target's argmax rows and n come back in one eval and one read."""
+    s = Settings(mode="speculative", draft_source="model", policy="fixed", k=4,
+                 temperature=0.0, max_tokens=40, ignore_eos=True, traced=False)  # fmt: skip
+    seen = counting(monkeypatch, ("eval",))
+    reads: Counter[str] = Counter()
+    for name in ("tolist", "item"):
+        fn = getattr(mx.array, name)
+
+        def read(self, *a, _fn=fn, _name=name):  # noqa: ANN001, ANN002, ANN202
+            reads[_name] += 1
+            return _fn(self, *a)
+
+        monkeypatch.setattr(mx.array, name, read)
+    per_round = []
+    for item in engine.generate(PROMPT, s):
+        if hasattr(item, "index") and item.proposed:
+            per_round.append((seen["random.split"], seen["eval"], reads["tolist"] + reads["item"]))
+        seen.clear()
+        reads.clear()
+    later = per_round[1:]  # the first holds the run's key and the draft's prefill
+    assert later and all(r == (0, 1, 1) for r in later), per_round
+
+
+def test_after_every_draft_is_accepted_the_draft_feeds_its_lag_with_its_first_step(
+    target,
+) -> None:
+    """A round that accepted every draft leaves the draft one token behind (the last draft):
+    its next round feeds it with the pending token in its first step's forward, one forward
+    of 2 rows, as mlx-lm's loop does, instead of a forward of its own first. The text is the
+    target's greedy text."""
+    from core.decode.engine import Engine
+    from tests.helpers.forward_rows import forward_rows
+    from tests.helpers.tiny import noisy_copy
+
+    draft = noisy_copy(target, 0.0, seed=1)  # the target's own weights: every draft accepted
+    engine = Engine(target, draft, vocab_size=target.args.vocab_size)
+    s = Settings(mode="speculative", draft_source="model", policy="fixed", k=3,
+                 temperature=0.0, max_tokens=17, ignore_eos=True, traced=False)  # fmt: skip
+    draft_rows: list[tuple[int, list[int]]] = []
+    with forward_rows(draft=draft) as rows:
+        for item in engine.generate(PROMPT, s):
+            if hasattr(item, "index"):
+                draft_rows.append((item.proposed, list(rows["draft"])))
+                assert item.accepted == item.proposed, item
+            rows["draft"].clear()
+    later = [(k, r) for k, r in draft_rows[1:] if k]
+    assert later and all(r == [2] + [1] * (k - 1) for k, r in later), draft_rows
+    engine.reset()
+    expected = list(engine.generate(PROMPT, s.replace(mode="target-only")))[-1].token_ids
+    engine.reset()
+    assert list(engine.generate(PROMPT, s))[-1].token_ids == expected

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from core.decode.sampling import (
     accept_greedy,
+    accept_greedy_packed,
     accept_sampled,
     acceptance_prob,
     mentored_mix,
@@ -235,6 +236,25 @@ def test_accept_greedy_exact(drafts: list[int], n: int, nxt: int) -> None:
     assert int(v.n_accepted) == n
     assert int(v.next_token) == nxt
     assert float(v.tv_sum) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("drafts", "n", "nxt"),
+    [([3, 1, 4], 3, 2), ([0, 1, 4], 0, 3), ([3, 0, 4], 1, 1), ([3, 1, 0], 2, 4), ([], 0, 3)],
+)
+def test_accept_greedy_packed_reads_what_accept_greedy_decides(
+    drafts: list[int], n: int, nxt: int
+) -> None:
+    """The round's one read: [drafts, argmax per row, n]; the next token is row n's argmax,
+    the same n and token as accept_greedy's Verdict (the cases above)."""
+    rows = [3, 1, 4, 2][: len(drafts) + 1]
+    logits = mx.array(np.eye(5, dtype=np.float32)[rows] * 3.0 - 1.0)  # argmax of row i: rows[i]
+    vals = accept_greedy_packed(logits, mx.array(drafts, dtype=mx.uint32)).tolist()
+    k = len(drafts)
+    assert vals[:k] == drafts and vals[k : 2 * k + 1] == rows
+    assert vals[-1] == n and vals[k + vals[-1]] == nxt
+    v = accept_greedy(mx.array(rows), mx.array(drafts, dtype=mx.uint32))
+    assert (int(v.n_accepted), int(v.next_token)) == (vals[-1], vals[k + vals[-1]])
 
 
 def test_accept_sampled_refuses_unknown_rule() -> None:
