@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 28, finding 7 on the H200: the calibration's row plan (core/dispatch/row_plan.py) that
-# let the default reach k_max = 32. One call of about 3-5 minutes on a machine set up by
+# let the default reach k_max = 32. One call (typically 2-4 minutes; cut by TIMEOUT_S = 300 and
+# 2 x CHAT_LIMIT_S = 75, under 8 minutes in all) on a machine set up by
 # `pack.sh --default-model` (its three set-up calls); carry .device/kcache when one is kept
 # (kcache.sh: without it the warm-up compiles the default's qmm kernels first, ~30 s each):
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
@@ -23,14 +24,14 @@ OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 W=/tmp/calib-plan; rm -rf "$W"; mkdir -p "$W/profiles"
 bash docs/benchmarks/h200/kcache.sh restore
-timeout ${TIMEOUT_S:-330} python3 docs/benchmarks/h200/calib_plan.py "$OUT" 2>&1 | tee "$OUT/calib-plan.log" | tail -30
+timeout ${TIMEOUT_S:-300} python3 docs/benchmarks/h200/calib_plan.py "$OUT" 2>&1 | tee "$OUT/calib-plan.log" | tail -30
 # the old default: the first run's settings at k_max = 8 (a profile: chat has no --k-max flag)
 sed 's/^k_max = 32/k_max = 8/' profiles/hybrid-cost-aware.toml > "$W/profiles/default-k8.toml"
 for part in k8 k32; do
   curves="$W/curves-$part"; mkdir -p "$curves"
   extra=(); [[ $part == k8 ]] && extra=(--profile default-k8)
   t0=$(date +%s.%N)
-  SPECDEC_TUI_PROFILES="$W/profiles" SPECDEC_TUI_CURVES="$curves" timeout ${CHAT_LIMIT_S:-120} \
+  SPECDEC_TUI_PROFILES="$W/profiles" SPECDEC_TUI_CURVES="$curves" timeout ${CHAT_LIMIT_S:-75} \
     python3 -m core.cli chat "${extra[@]}" --max-tokens 32 "Say hello." > "$OUT/chat-$part.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
