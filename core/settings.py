@@ -241,8 +241,8 @@ def first_run_settings() -> Settings:
     1..8 on every copy prompt on the H200 (rewrite greedy 4.88x against 2.06x, a pasted
     refactor 1.38x against 0.73x) and held the floor as often (docs/benchmarks/never-slower.md,
     finding 7). It stayed at 8 while a first start timed every R up to k_max + 1; the
-    calibration now times a plan of rows (core/dispatch/row_plan.py), 10 row counts on a CPU
-    and 15 on a GPU for k_max = 32."""
+    CPU's calibration now times a plan of rows (core/dispatch/row_plan.py), 10 row counts for
+    k_max = 32; a GPU times all 33, which costs little there."""
     return Settings(draft_source="hybrid", policy="cost-aware", k_max=32)
 
 

@@ -203,9 +203,9 @@ class MLXSession:
 
     def calibrate(self, settings: Settings, progress: Callable[[float, str], None],
                   cancel: threading.Event | None = None) -> CurveInfo:
-        """Measure verify cost at the row plan's counts (core/dispatch/row_plan.py: 1..9, both
-        sides of each predicted kernel change, GPU anchors, k_max + 1); `cancel` set (Esc)
-        stops it after the forward under way (CalibrationCancelled)."""
+        """Measure verify cost at the row plan's counts (core/dispatch/row_plan.py: every R on a
+        GPU; on the CPU 1..9, both sides of each predicted kernel change, k_max + 1); `cancel`
+        set (Esc) stops it after the forward under way (CalibrationCancelled)."""
         from core.dispatch.curve_cache import curve_for
 
         def report(done: int, total: int, label: str) -> None:

@@ -399,8 +399,8 @@ class Engine:
 
     def _quick_calibration(self, s: Settings, context: int) -> Any:
         """The curve a round waits on when no caller calibrated first: the same row plan as
-        core.dispatch.curve_cache.curve_for (calibration_rows: 1..9, both sides of each
-        predicted kernel change, GPU anchors, k_max + 1), not every R up to k_max + 1."""
+        core.dispatch.curve_cache.curve_for (calibration_rows: every R on a GPU; on the CPU
+        1..9, both sides of each predicted kernel change and k_max + 1)."""
         from core.dispatch import calibrate
         from core.dispatch.curve_cache import calibration_modes, calibration_rows
 

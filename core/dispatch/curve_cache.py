@@ -202,9 +202,9 @@ class CurveResult:
 
 def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> list[int]:
     """The row counts a calibration for `settings` times on this target and machine: the plan
-    of core/dispatch/row_plan.py (1..9, both sides of every predicted kernel change, a few
-    anchors on a GPU, always k_max + 1 capped at MAX_K + 1), not every R up to k_max + 1:
-    a first start at k_max = 32 then times 15 row counts on a GPU and 10 on the CPU, not 33.
+    of core/dispatch/row_plan.py (on a GPU every R up to k_max + 1; on the CPU 1..9, both
+    sides of every predicted kernel change, always k_max + 1 capped at MAX_K + 1): a first start
+    at k_max = 32 then times 10 row counts on the CPU, not 33.
     The engine's own calibration (core/decode/engine.py) and `curve_for` both read it."""
     from core.dispatch.row_plan import plan_for
 

@@ -13,18 +13,18 @@ by `VerifyCostCurve.t_verify`, which interpolates linearly between measured rows
 - both sides of every R where MLX's dispatch rules (core/dispatch/kernels.py) predict that some
   weight shape of this target runs another kernel than at R - 1: the cost jumps there, and R - 1
   and R both measured keep the interpolation from drawing a slope across the jump;
-- on a GPU, anchors at 12, 16, 17, 24 and 32 (GPU_ANCHORS): a matrix kernel's cost is a
-  staircase in its row tiles (Metal's split-K count reads ceil(M / 32), its dense split-K
-  ceil(M / 16)), so 16 | 17 and 32 | 33 bracket the tile edges a verification of up to 33 rows
-  can cross, and 12 and 24 keep every gap at most 8 rows wide;
 - always k_max + 1 (capped at MAX_K + 1), so `covers()` (core/dispatch/curve_cache.py) still
   means "measured up to k_max + 1".
 
-On the CPU backend no rule depends on R (one loop over rows) and the cost is linear in rows
-(docs/dispatch.md), so the plan there is 1..9 and k_max + 1 alone: a line needs no anchors.
-Measured on a shared 2-core CPU (a first `chat`, curve cache empty, two runs in either order):
-the default pair's calibration took 91.9 and 91.2 s at k_max = 32 against 51.8 and 61.7 s at
-k_max = 8 (1..9): 78 forward rows a pass against 45, the floor of "1..9 and k_max + 1".
+That sparse plan is the CPU's: there no rule depends on R (one loop over rows), the cost is
+linear in rows (docs/dispatch.md) and a row of the default model costs ~0.2 s, so the plan is
+1..9 and k_max + 1 (10 row counts, 78 forward rows a pass, not 561). On a GPU a row costs
+little beside the call, and the cost between tile edges is not a line: the H200 run 4 of
+docs/benchmarks/never-slower.md calibrated 1..9, 12, 16, 17, 24, 32, 33 and interpolated, and
+the cost-aware lookup there copied ~21 drafts a round where every row measured (run 3) had it
+copy ~30 (rewrite greedy: 15.5 -> 10.4 accepted a round, 4.33x -> 3.18x; on a fixed curve the
+round's other changes of that run choose the same copies, checked on the CPU). So a GPU (CUDA,
+Metal) times every row 1..k_max + 1, as before the plan.
 
 `row_plan` is a pure function of (k_max, the predicted kernel changes, the backend's kind), so
 the tests pin it exactly with faked hardware (BackendInfo), never faked rules; `kernel_changes`
@@ -37,7 +37,6 @@ from collections.abc import Iterable
 from typing import Any
 
 COMMON_ROWS = 9  # every R up to here: the common k, and CUDA's matrix kernel from 8 rows
-GPU_ANCHORS = (12, 16, 17, 24, 32)  # tile edges 16 | 17 and 32 | 33 (with MAX_K + 1), gaps <= 8
 
 
 def plan_need(k_max: int) -> int:
@@ -54,14 +53,14 @@ def row_plan(k_max: int, boundaries: Iterable[int], backend: str) -> list[int]:
     the kernel at R differs from the one at R - 1; those beyond k_max + 1 are not reached).
 
     Sorted, unique, 1..min(9, need) first, need = k_max + 1 last, and every boundary R within
-    reach has R - 1 and R in it."""
+    reach has R - 1 and R in it; on a GPU every R in 1..need (the module's docstring says why)."""
     need = plan_need(k_max)
+    if backend != "cpu":
+        return list(range(1, need + 1))
     rows = set(range(1, min(COMMON_ROWS, need) + 1))
     for b in boundaries:
         if 2 <= int(b) <= need:
             rows.update((int(b) - 1, int(b)))
-    if backend != "cpu":
-        rows.update(a for a in GPU_ANCHORS if a < need)
     rows.add(need)
     return sorted(rows)
 

@@ -5,7 +5,7 @@
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
 #   bash docs/benchmarks/h200/kcache.sh restore; bash docs/benchmarks/h200/never-slower.sh $OUT
 # (carry .device/kcache). Rows, in one bench per prompt and temperature: target-only, the
-# app's default (what `specdec-tui` runs without --profile: hybrid, cost-aware, k 0..8), lookup,
+# app's default (what `specdec-tui` runs without --profile: first_run_settings(), run 4 on k 0..32), lookup,
 # hybrid-cost-aware (k 0..32) and the draft model alone (cost-aware); 256 tokens, 3 seeds,
 # 1 warm-up, interleaved (each seed runs every row before the next seed) and paired by seed;
 # repetition penalty 1.0 on every row; no traced, quality or prediction passes.

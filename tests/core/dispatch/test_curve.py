@@ -1,7 +1,7 @@
 """Pricing from a curve measured at a plan of rows (core/dispatch/curve.py `interpolate`,
 core/dispatch/curve_cache.py `covers`).
 
-A calibration now times 1..9, both sides of each predicted kernel change, a few anchors and
+On the CPU a calibration times 1..9, both sides of each predicted kernel change and
 k_max + 1 (core/dispatch/row_plan.py), so `t_verify` prices the rows between by linear
 interpolation: exact at every measured R, on the line between the two measured neighbours in a
 gap, never across a kernel change measured on both sides; and a curve kept with every row
@@ -16,7 +16,7 @@ from core.dispatch.curve import VerifyCostCurve, interpolate
 from core.dispatch.curve_cache import covers, load_curve, save_curve
 from core.settings import Settings
 
-# A CUDA-like curve at the H200 plan's rows: vector kernels (1 ms a row) up to 7 rows, a matrix
+# A CUDA-like curve at a sparse plan's rows (the one the H200 ran in run 4): vector kernels (1 ms a row) up to 7 rows, a matrix
 # kernel from 8 (flat 4 ms, then a step at the 16 | 17 and 32 | 33 tile edges).
 PLAN = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32, 33]
 
