@@ -7,30 +7,21 @@ edition 2's corrected table to the medians issue 21 computed by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import lzma
 import re
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from tests.helpers import REPO
+from tests.helpers.scripts import load_script
 
 BENCH = REPO / "docs" / "benchmarks"
 ED2 = "data/h200-2026-11-30/"
 
 
-def _render() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_render", BENCH / "render.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-render = _render()
+render = load_script("docs/benchmarks/render.py", "bench_render")
 rawdata = __import__("rawdata")  # beside render.py, which put its folder on sys.path
 
 

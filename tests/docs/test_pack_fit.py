@@ -9,31 +9,22 @@ check the split's rules on sizes whose answer is known, and keep the data folder
 
 from __future__ import annotations
 
-import importlib.util
 import lzma
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "docs" / "benchmarks"
 MIB = 1 << 20
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-split = _load(BENCH / "h200" / "pack_split.py", "bench_pack_split")
-rawdata = _load(BENCH / "rawdata.py", "bench_rawdata")
+# its dataclasses look their module up: registered in sys.modules
+split = load_script("docs/benchmarks/h200/pack_split.py", "bench_pack_split", register=True)
+rawdata = load_script("docs/benchmarks/rawdata.py", "bench_rawdata", register=True)
 
 
 def test_this_checkout_sets_up_in_three_calls_with_room_to_spare() -> None:

@@ -4,25 +4,16 @@ and our round still syncs the host at most once (issue 28)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 from tests.helpers import REPO
+from tests.helpers.scripts import load_script
 
 BENCH = REPO / "docs" / "benchmarks"
 
 
-def _peer_ops() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_peer_ops", BENCH / "peer_ops.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-peer_ops = _peer_ops()
+peer_ops = load_script("docs/benchmarks/peer_ops.py", "bench_peer_ops")
 rawdata = __import__("rawdata")  # beside peer_ops.py, which put its folder on sys.path
 
 

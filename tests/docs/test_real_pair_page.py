@@ -9,14 +9,13 @@ headline paragraph must be the one the script computes.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
 import sys
-from types import ModuleType
 
 import pytest
 
 from tests.helpers import REPO as ROOT
+from tests.helpers.scripts import load_script
 
 PAGE = ROOT / "docs" / "benchmarks" / "real-pair.md"
 SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-sweep"
@@ -24,15 +23,7 @@ SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-sweep"
 MACHINE_PATH = re.compile(r"(?<![\w.:/-])/(?:root|home|tmp|Users|work|var|opt)/")
 
 
-def _make_page() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_page", ROOT / "docs/benchmarks/real-pair/make_page.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-make_page = _make_page()
+make_page = load_script("docs/benchmarks/real-pair/make_page.py", "make_page")
 
 
 @pytest.fixture(scope="module")

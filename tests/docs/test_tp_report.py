@@ -5,7 +5,6 @@ hand-made files whose numbers are known, so a check that could not fail would sh
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -13,20 +12,13 @@ from typing import Any
 import pytest
 
 from tests.helpers import REPO as ROOT
+from tests.helpers.scripts import load_script
 
 SCRIPT = ROOT / "docs" / "benchmarks" / "h200" / "tp_report.py"
 OLD = ROOT / "docs" / "benchmarks" / "data" / "h200x2-2026-12-01"
 
 
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("tp_report", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tp = _module()
+tp = load_script("docs/benchmarks/h200/tp_report.py", "tp_report")
 
 
 def test_the_barrier_run_of_2026_12_01_misses_the_overhead_goal_and_lacks_the_shard() -> None:

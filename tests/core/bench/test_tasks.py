@@ -9,7 +9,6 @@ from core.bench.errors import BenchError
 from core.bench.report import report_markdown
 from core.bench.tasks import parse_check
 from core.settings import Settings
-from tests.helpers import REPO
 
 RENAME_PROMPT = bench.load_prompt("code-rename")
 GOOD = """Here it is:
@@ -81,14 +80,11 @@ def test_the_protocol_reports_task_success_beside_nll(engine, tiny_pair):
 def test_the_real_pair_page_is_written_from_the_raw_reports(engine, tiny_pair, tmp_path):
     """docs/benchmarks/real-pair/make_page.py: each sweep row's numbers are the JSON's, and the
     predicted column waits for the H200 curve."""
-    import importlib.util
     import json
 
-    script = REPO / "docs/benchmarks/real-pair/make_page.py"
-    spec = importlib.util.spec_from_file_location("make_page", script)
-    assert spec is not None and spec.loader is not None
-    make_page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_page)
+    from tests.helpers.scripts import load_script
+
+    make_page = load_script("docs/benchmarks/real-pair/make_page.py", "make_page")
     prompt_ids = tiny_pair.target.tokenizer.encode("count: 1 2 3")
     rows = [Settings(k=2, rule="greedy", temperature=0.0)] + [
         Settings(k=2, rule="mentored", temperature=0.7, tv_budget=tv) for tv in (0.0, 1.0)]

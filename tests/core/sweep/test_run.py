@@ -26,7 +26,6 @@ from core.sweep import (
     parse_policy,
     recommend,
 )
-from tests.helpers import REPO
 from tests.helpers.bench import SHORT_PROMPT
 
 
@@ -248,13 +247,9 @@ def test_merging_the_calls_of_one_sweep_gives_its_cells(tiny_sweep):
 def test_the_real_pair_page_renders_a_sweep_without_machine_paths(tiny_sweep):
     """make_page's sweep section: the cells' numbers, the predicted 7B column apart from the
     measured ones, and a command whose absolute paths are cut to file names."""
-    import importlib.util
+    from tests.helpers.scripts import load_script
 
-    script = REPO / "docs/benchmarks/real-pair/make_page.py"
-    spec = importlib.util.spec_from_file_location("make_page", script)
-    assert spec is not None and spec.loader is not None
-    make_page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_page)
+    make_page = load_script("docs/benchmarks/real-pair/make_page.py", "make_page")
     doc = json.loads((tiny_sweep / "s.json").read_text())
     doc["commands"] = ["specdec-tui sweep --target /home/someone/models/t.gguf --tv 0,1"]
     curves = [(label, c) for label, c in make_page.big_curves() if label == "7B"]
