@@ -161,7 +161,7 @@ def calibrate(
     progress: Progress | None = None,
     backend: BackendInfo | None = None,
     seed: int = 0,
-    warmup: int = 1,
+    warmup: int | None = None,
     fused_draft: bool = False,
     cancel: Any = None,
     chunk: int | None = None,
@@ -172,7 +172,8 @@ def calibrate(
     cache back by R - 1 only, so the KV length advances by one per call as in a real loop
     (MLX CUDA sets its fused multi-row attention up anew for each shape, and repeating one
     length hides that). Passes sweep all R in turn (`warmup` untimed, then `repeats` timed) so
-    every R sees the same spread of lengths; each timed call is one forward and one mx.eval.
+    every R sees the same spread of lengths (`warmup` None: 1, but none of the target's on the
+    CPU, which compiles nothing at first use); each timed call is one forward and one mx.eval.
     The draft's single-token step is timed as the engine runs it: a chain of steps with no
     host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
     `cancel` (a threading.Event) is checked before every forward: set, the calibration raises
@@ -210,8 +211,17 @@ def calibrate(
     _check_cancel(cancel)
     prefill(target_model, cache, prompt, chunk)
 
+    # The untimed pass keeps a first use's kernel compile out of the samples. The CPU backend
+    # compiles no kernel for a forward (core/runtime/warmup.py skips it there too), and a row
+    # of the default model costs ~0.2 s on a 2-core CPU, so there the target's pass is left
+    # out unless asked for: a quarter of a first start's calibration. The draft's chain and
+    # the acceptance keep theirs (a fused draft is mx.compile'd, on the CPU too).
+    side_warmup = 1 if warmup is None else warmup
+    if warmup is None:
+        warmup = 0 if b.backend == "cpu" else 1
     passes = warmup + repeats
-    total = len(modes) * passes * len(row_list) + (passes if draft_model is not None else 0)
+    side_passes = side_warmup + repeats
+    total = len(modes) * passes * len(row_list) + (side_passes if draft_model is not None else 0)
     done = 0
     times: dict[str, dict[int, float]] = {}
     calls = 0
@@ -249,11 +259,11 @@ def calibrate(
         seq = [int(t) for t in (prompt % dvocab).tolist()]
         state.prefill(seq[:-1], chunk)  # the last token is the round's to feed, as in the engine
         chains: dict[bool, list[float]] = {False: [], True: []}
-        for p in range(passes):
+        for p in range(side_passes):
             _check_cancel(cancel)
             for sampled in (False, True):
                 dt = _time_proposal(state, seq, dvocab, sampled, fused_draft, rng)
-                if p >= warmup:
+                if p >= side_warmup:
                     chains[sampled].append(dt)
             done += 1
             if progress is not None:
@@ -262,7 +272,7 @@ def calibrate(
         sampled_s = statistics.median(chains[True])
         del state
     accept = _time_acceptance([r for r in ACCEPT_ROWS if r <= max(row_list)] or [1], vocab,
-                              passes, warmup, rng)
+                              side_passes, side_warmup, rng)
 
     return VerifyCostCurve(
         backend=b.backend,

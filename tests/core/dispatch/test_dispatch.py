@@ -569,7 +569,7 @@ def test_calibration_stores_the_timed_medians_per_rows_and_advances_the_kv_lengt
     draft = charged(tiny_llama(hidden=64, inter=128, layers=1, vocab=512), clock,
                     lambda _: 0.5e-3)  # fmt: skip
     seen: list[tuple[int, int]] = []
-    curve = calibrate(target, draft, rows=[1, 4, 8], repeats=5, context=16,
+    curve = calibrate(target, draft, rows=[1, 4, 8], repeats=5, context=16, warmup=1,
                       modes=("auto", "gemv"), progress=lambda d, t, _: seen.append((d, t)))  # fmt: skip
     assert curve.times["auto"] == pytest.approx({1: 4e-3, 4: 16e-3, 8: 32e-3})
     assert curve.times["gemv"] == pytest.approx({1: 10e-3, 4: 40e-3, 8: 80e-3})
@@ -584,6 +584,34 @@ def test_calibration_stores_the_timed_medians_per_rows_and_advances_the_kv_lengt
     assert curve.context_end == 16 + curve.calls
     assert seen[-1] == (curve.calls + 6, curve.calls + 6)
     assert (curve.backend, curve.context_len, curve.repeats) == ("cpu", 16, 5)
+
+
+
+def test_the_target_s_untimed_pass_runs_on_a_gpu_and_not_on_the_cpu(clock):
+    """`warmup` unset: a GPU's first use compiles kernels, so one untimed pass of the target's
+    forwards comes first there; the CPU compiles none, and its ~0.2 s rows make that pass a
+    quarter of a first start's calibration, so it times every pass. Same charges as above:
+    the n-th forward over R rows costs n * R ms (medians of calls 2..4 or 1..3)."""
+    from tests.helpers.forward_rows import H200
+
+    def run(backend):  # noqa: ANN001, ANN202
+        forwards: Counter[int] = Counter()
+
+        def verify_ms(toks: mx.array) -> float:
+            r = int(toks.shape[1])
+            forwards[r] += 1
+            return forwards[r] * r * 1e-3 if r in (1, 4) else 0.0
+
+        target = charged(tiny_llama(hidden=256, inter=1024, vocab=512), clock, verify_ms)
+        curve = calibrate(target, rows=[1, 4], repeats=3, context=16, backend=backend)
+        return curve, forwards
+
+    cpu, seen = run(None)  # this machine: MLX's CPU backend
+    assert seen == {16: 1, 1: 3, 4: 3} and cpu.calls == 6
+    assert cpu.times["auto"] == pytest.approx({1: 2e-3, 4: 8e-3})  # calls 1..3: median 2R
+    gpu, seen = run(H200)
+    assert seen == {16: 1, 1: 4, 4: 4} and gpu.calls == 8
+    assert gpu.times["auto"] == pytest.approx({1: 3e-3, 4: 12e-3})  # calls 2..4: median 3R
 
 
 def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, monkeypatch):
