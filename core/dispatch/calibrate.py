@@ -124,9 +124,9 @@ def _time_acceptance(
     rows: Sequence[int], vocab: int, passes: int, warmup: int, rng: Any
 ) -> dict[str, dict[int, float]]:
     """Median seconds of the round's acceptance on the device (the engine's "sample" phase)
-    over R verified rows: greedy (argmax and match) and sampled (softmax of the target's rows
+    over R verified rows: greedy (argmax, match and the packed array a greedy round reads) and sampled (softmax of the target's rows
     and the mentored rule, the costlier sampled one), each ending in the round's one sync."""
-    from core.decode.sampling import LogitsConfig, accept_greedy, accept_sampled, to_probs
+    from core.decode.sampling import LogitsConfig, accept_greedy_packed, accept_sampled, to_probs
 
     cfg = LogitsConfig(temperature=1.0)
     out: dict[str, dict[int, list[float]]] = {"greedy": {}, "sampled": {}}
@@ -140,11 +140,11 @@ def _time_acceptance(
             mx.eval(logits, q, drafts, key)
             for kind in ("greedy", "sampled"):
                 t0 = time.perf_counter()
-                if kind == "greedy":
-                    v = accept_greedy(mx.argmax(logits, axis=-1), drafts)
+                if kind == "greedy":  # the one packed array a greedy round reads
+                    mx.eval(accept_greedy_packed(logits, drafts))
                 else:
                     v = accept_sampled(to_probs(logits, cfg), q, drafts, "mentored", 0.5, key)
-                mx.eval(v.n_accepted, v.next_token, v.tv_sum)
+                    mx.eval(v.n_accepted, v.next_token, v.tv_sum)
                 if p >= warmup:
                     out[kind].setdefault(r, []).append(time.perf_counter() - t0)
     return {kind: {r: statistics.median(v) for r, v in tab.items()} for kind, tab in out.items()}

@@ -188,7 +188,7 @@ class WarmShapes:
         import mlx.core as mx
 
         from core.decode.sampling import (
-            accept_greedy,
+            accept_greedy_packed,
             accept_sampled,
             one_hot,
             penalize,
@@ -202,8 +202,7 @@ class WarmShapes:
         for cfg in configs:
             lg = penalize(logits, mx.concatenate([hist, drafts]), cfg)
             if cfg.greedy:
-                v = accept_greedy(mx.argmax(lg, axis=-1), drafts)
-                out += [v.n_accepted, v.next_token]
+                out.append(accept_greedy_packed(lg, drafts))  # what a greedy round runs
                 continue
             p = to_probs(lg, cfg)
             out.append(sample(p[-1:], key))
