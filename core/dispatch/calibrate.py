@@ -124,8 +124,9 @@ def _time_acceptance(
     rows: Sequence[int], vocab: int, passes: int, warmup: int, rng: Any
 ) -> dict[str, dict[int, float]]:
     """Median seconds of the round's acceptance on the device (the engine's "sample" phase)
-    over R verified rows: greedy (argmax, match and the packed array a greedy round reads) and sampled (softmax of the target's rows
-    and the mentored rule, the costlier sampled one), each ending in the round's one sync."""
+    over R verified rows: greedy (argmax, match and the packed array a greedy round reads)
+    and sampled (softmax of the target's rows and the mentored rule, the costlier sampled
+    one), each ending in the round's one sync."""
     from core.decode.sampling import LogitsConfig, accept_greedy_packed, accept_sampled, to_probs
 
     cfg = LogitsConfig(temperature=1.0)
