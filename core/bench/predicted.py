@@ -64,13 +64,16 @@ def calibration_for(
     if curve is not None and _covers(curve, need):
         return curve, "the engine's calibration"
     from core.dispatch import calibrate
+    from core.dispatch.row_plan import calibration_context
 
     fresh = calibrate(
         engine.target_model,
         getattr(engine, "draft_model", None),
         rows=need["rows"],
         repeats=CALIBRATION_REPEATS,
-        context=max(len(prompt_ids), 16),
+        # the prompt's context on a GPU; 16 tokens on the CPU, where a 346-token prompt took
+        # two minutes to prefill for target and draft and priced the same rows as 16
+        context=calibration_context(max(len(prompt_ids), 16)),
         modes=need["modes"],
         fused_draft=need["fused"],
     )

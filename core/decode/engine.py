@@ -403,12 +403,13 @@ class Engine:
         1..9, both sides of each predicted kernel change and k_max + 1)."""
         from core.dispatch import calibrate
         from core.dispatch.curve_cache import calibration_modes, calibration_rows
+        from core.dispatch.row_plan import calibration_context
 
         draft = self._draft.model if self._draft is not None else None
         rows = calibration_rows(s, self._target.model)
         return calibrate(self._target.model, draft, rows=rows, repeats=3,
-                         context=max(context, 16), modes=calibration_modes(s),
-                         fused_draft=s.fused_draft)  # fmt: skip
+                         context=calibration_context(max(context, 16)),
+                         modes=calibration_modes(s), fused_draft=s.fused_draft)  # fmt: skip
 
     # -- rounds ------------------------------------------------------------------------------
 

@@ -233,6 +233,7 @@ def curve_for(
     its prefills in the settings' chunks, so the calibration compiles no GEMM kernel; a kept
     curve that short serves only runs whose k_max + 1 it covers."""
     from core.dispatch.calibrate import calibrate
+    from core.dispatch.row_plan import calibration_context
     from core.runtime.warmup import warm_up
 
     key = engine_key(engine, settings)
@@ -249,6 +250,7 @@ def curve_for(
     rows = calibration_rows(settings, target)
     if max_rows is not None:
         rows = capped(rows, max_rows)
+    context = calibration_context(context)  # 16 at most on the CPU: row_plan.py says why
     modes = calibration_modes(settings)
     name = label or _target_name(engine)
     chunk = settings.prefill_chunk

@@ -37,6 +37,14 @@ from collections.abc import Iterable
 from typing import Any
 
 COMMON_ROWS = 9  # every R up to here: the common k, and CUDA's matrix kernel from 8 rows
+# The KV length a first-use calibration prefills on the CPU. There a prefill row costs what a
+# verified row costs (~0.2 s for the default model on a 2-core CPU): a 128-token context took
+# 18.7-20.6 s to prefill against 2.3 s for 16 tokens, once for the target and once for the
+# draft, while a 9-row verification cost the same at either length (1.32-1.41 s, measured on
+# this CPU with the default model); so the CPU calibrates at 16 and prices longer contexts
+# the same, as its cost is. A GPU keeps the context asked for (attention there is no rounding
+# error, and its prefill is cheap).
+CPU_CONTEXT = 16
 
 
 def plan_need(k_max: int) -> int:
@@ -89,3 +97,14 @@ def plan_for(k_max: int, target_model: Any, backend: Any = None) -> list[int]:
     b = backend or current_backend()
     predictor = KernelPredictor(target_model, b)
     return row_plan(k_max, kernel_changes(predictor, plan_need(k_max)), b.backend)
+
+
+def calibration_context(context: int, backend: Any = None) -> int:
+    """The KV length a first-use calibration prefills: `context` on a GPU, at most
+    CPU_CONTEXT on the CPU (above); at least 1. The explicit `specdec-tui calibrate
+    --context` is not capped: it measures what it is asked to."""
+    from core.dispatch.backend import current_backend
+
+    b = backend or current_backend()
+    context = max(int(context), 1)
+    return min(context, CPU_CONTEXT) if b.backend == "cpu" else context

@@ -189,3 +189,27 @@ def test_a_narrow_start_keeps_the_plan_below_its_rows(engine, tmp_path, as_h200)
     with forward_rows(target=engine.target_model) as calls:
         result = curve_for(engine, s, context=4, folder=tmp_path, max_rows=5)
     assert max(calls["target"]) == 5 and result.curve.rows == [1, 2, 3, 4, 5]
+
+
+def test_a_first_use_calibration_prefills_16_tokens_on_the_cpu_and_the_context_on_a_gpu():
+    """calibration_context: on the CPU a prefill row costs a verified row and the KV length
+    moves nothing (row_plan.py's measurement), so at most CPU_CONTEXT there; a GPU keeps it."""
+    from core.dispatch.row_plan import CPU_CONTEXT, calibration_context
+
+    assert CPU_CONTEXT == 16
+    assert [calibration_context(c, CPU) for c in (1, 16, 128, 4000)] == [1, 16, 16, 16]
+    assert [calibration_context(c, H200) for c in (1, 16, 128, 4000)] == [1, 16, 128, 4000]
+    assert [calibration_context(c, M2) for c in (0, 128)] == [1, 128]
+    assert calibration_context(500) == 16  # this machine: MLX's CPU backend
+
+
+def test_curve_for_prefills_at_most_16_tokens_on_the_cpu(engine, tmp_path):
+    """The app asks curve_for for a 128-token context; on this CPU its calibration prefills 16
+    (the warm-up skips the CPU: nothing compiles there), and the curve says so."""
+    from core.dispatch.curve_cache import curve_for
+
+    s = Settings(mode="speculative", policy="cost-aware", k_max=4)
+    with forward_rows(target=engine.target_model) as calls:
+        result = curve_for(engine, s, context=128, folder=tmp_path)
+    assert calls["target"] == [16, *[1, 2, 3, 4, 5] * 3]
+    assert result.curve.context_len == 16
