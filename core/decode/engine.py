@@ -30,9 +30,7 @@ from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
 from core.decode.guard_memory import GuardMemory, source_prior
 from core.decode.run_totals import RunTotals
-from core.decode.sampling import (
-    LogitsConfig,
-)
+from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, speculative_round
 from core.dispatch.patches import draft_attention
@@ -361,7 +359,10 @@ class Engine:
     def _ensure_curve(self, s: Settings, context: int) -> None:
         """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""
         if self._curve_missing(s):
-            self.set_cost_curve(self._quick_calibration(s, context))
+            from core.dispatch.curve_cache import quick_curve
+
+            draft = self._draft.model if self._draft is not None else None
+            self.set_cost_curve(quick_curve(self._target.model, draft, s, context))
 
     def _fallback_reason(self, s: Settings) -> str | None:
         """Checked before any work, so an unknown source is a sentence, not a half run."""
@@ -396,20 +397,6 @@ class Engine:
             self._draft.rewind(committed[:-1], start)
         for d in self._drafters.values():
             d.rewind(committed, start)
-
-    def _quick_calibration(self, s: Settings, context: int) -> Any:
-        """The curve a round waits on when no caller calibrated first: the same row plan as
-        core.dispatch.curve_cache.curve_for (calibration_rows: every R on a GPU; on the CPU
-        1..9, both sides of each predicted kernel change and k_max + 1)."""
-        from core.dispatch import calibrate
-        from core.dispatch.curve_cache import calibration_modes, calibration_rows
-        from core.dispatch.row_plan import calibration_context
-
-        draft = self._draft.model if self._draft is not None else None
-        rows = calibration_rows(s, self._target.model)
-        return calibrate(self._target.model, draft, rows=rows, repeats=3,
-                         context=calibration_context(max(context, 16)),
-                         modes=calibration_modes(s), fused_draft=s.fused_draft)  # fmt: skip
 
     # -- rounds ------------------------------------------------------------------------------
 

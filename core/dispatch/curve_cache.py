@@ -211,6 +211,17 @@ def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> l
     return plan_for(settings.k_max, target_model, backend)
 
 
+def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int) -> Any:
+    """The curve a round waits on when no caller calibrated first (Engine's _ensure_curve): the
+    same row plan, modes and context cap as `curve_for`, no warm-up, nothing kept."""
+    from core.dispatch.calibrate import calibrate
+    from core.dispatch.row_plan import calibration_context
+
+    return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
+                     repeats=3, context=calibration_context(max(context, 16)),
+                     modes=calibration_modes(settings), fused_draft=settings.fused_draft)  # fmt: skip
+
+
 def curve_for(
     engine: Any,
     settings: Any,

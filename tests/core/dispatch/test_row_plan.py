@@ -165,12 +165,14 @@ def test_curve_for_warms_and_times_exactly_the_plan_s_rows(engine, tmp_path, as_
 
 
 def test_the_engine_s_own_calibration_times_the_same_plan(engine):
-    """The calibration a round waits on when no caller calibrated (Engine._quick_calibration)
+    """The calibration a round waits on when no caller calibrated (curve_cache.quick_curve)
     times the plan too: on this CPU, 1..9 and k_max + 1, three timed passes and no untimed one
     (the CPU compiles nothing at first use)."""
+    from core.dispatch.curve_cache import quick_curve
+
     s = Settings(mode="speculative", policy="cost-aware", k_max=32)
     with forward_rows(target=engine.target_model) as calls:
-        curve = engine._quick_calibration(s, 16)
+        curve = quick_curve(engine.target_model, engine.draft_model, s, 16)
     plan = [*ONE_TO_9, 33]
     assert calls["target"] == [16, *plan * 3]
     assert curve.rows == plan
