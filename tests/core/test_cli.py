@@ -78,8 +78,8 @@ def test_profile_is_refused_where_it_does_not_apply(capsys, monkeypatch) -> None
 @pytest.mark.usefixtures("wide_console")
 def test_ctrl_c_while_the_parser_imports_is_no_traceback() -> None:
     # A terminal's Ctrl+C reaches a process whose SIGINT is Python's default. The child is
-    # given that explicitly: a disposition of SIG_IGN survives exec, and once in a full run
-    # (2 xdist workers) the child inherited one, ignored the signal and exited 0.
+    # given that explicitly: a shell starts a background job (`make test &`) with SIGINT
+    # ignored, SIG_IGN survives exec, and a suite run so had the child ignore it and exit 0.
     code = (
         "import os, signal, sys, core.cli as c\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
