@@ -90,11 +90,14 @@ def kernel_changes(predictor: Any, top: int) -> list[int]:
 
 def plan_for(k_max: int, target_model: Any, backend: Any = None) -> list[int]:
     """The plan for this target on this machine (`backend`: a BackendInfo; the process's own
-    when None): the target's linear shapes under MLX's dispatch rules give the boundaries."""
+    when None): on the CPU the target's linear shapes under MLX's dispatch rules give the
+    boundaries; a GPU times every row, so no prediction is made for it."""
     from core.dispatch.backend import current_backend
     from core.dispatch.kernels import KernelPredictor
 
     b = backend or current_backend()
+    if b.backend != "cpu":
+        return row_plan(k_max, (), b.backend)
     predictor = KernelPredictor(target_model, b)
     return row_plan(k_max, kernel_changes(predictor, plan_need(k_max)), b.backend)
 
