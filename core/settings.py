@@ -22,7 +22,7 @@ RULES = ("greedy", "lossless", "mentored")
 POLICIES = ("fixed", "acceptance-rate", "accepted-length", "heuristic", "cost-aware")
 # "fastest": per verification, the cheaper of MLX's own choice and the padded matrix kernel,
 # read off a calibration that measured both (on the H200, padding wins from 4 rows).
-DISPATCH = ("auto", "gemv", "gemm", "fastest")
+DISPATCH = ("auto", "gemv", "gemm", "dense", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError

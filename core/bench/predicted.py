@@ -36,7 +36,7 @@ def needed_calibration(rows: Sequence[BenchSetting]) -> dict[str, Any] | None:
     longest = max(s.longest_proposal for s in spec)
     modes = ["auto"]
     for s in spec:
-        if s.dispatch in ("gemv", "gemm"):
+        if s.dispatch in ("gemv", "gemm", "dense"):
             modes.append(s.dispatch)
         elif s.dispatch == "fastest":
             modes.append("gemm")
@@ -64,7 +64,11 @@ def calibration_for(
     if curve is not None and _covers(curve, need):
         return curve, "the engine's calibration"
     from core.dispatch import calibrate
+    from core.dispatch.curve_cache import target_dense
     from core.dispatch.row_plan import calibration_context
+
+    if target_dense(engine) and any(b.settings.dispatch in ("auto", "fastest") for b in rows):
+        need["modes"] = (*need["modes"], "dense")  # what "auto" runs where it is cheaper
 
     fresh = calibrate(
         engine.target_model,

@@ -354,7 +354,8 @@ class Engine:
 
     def _curve_missing(self, s: Settings) -> bool:
         curve = self.cost_curve
-        return curve is None or (s.dispatch == "fastest" and "gemm" not in curve.modes)
+        need = {"fastest": "gemm", "dense": "dense"}.get(s.dispatch)
+        return curve is None or (need is not None and need not in curve.modes)
 
     def _ensure_curve(self, s: Settings, context: int) -> None:
         """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""

@@ -26,7 +26,7 @@ from core.decode.sampling import (
     to_probs,
 )
 from core.decode.trace import RoundTimer
-from core.dispatch import verification_patches
+from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
 from core.drafting.base import Drafter, DraftRequest
 from core.events import CommittedToken, RoundEvent
 from core.settings import Settings
@@ -181,13 +181,21 @@ def speculative_round(
         accepted=n,
         rows=rows,
         timings=timer.finish(),
-        kernel=engine._kernel(rows),
+        kernel=_round_kernel(engine, s, rows),
         tv=(tv_sum / decided) if decided and not cfg.greedy else None,
         context=len(seq),
         traced=s.traced,
         source=proposal.source,
         copied_from=proposal.copied_from,
     )
+
+
+def _round_kernel(engine: Any, s: Settings, rows: int) -> str:
+    """The kernel family the round's verification ran: "dense (dequantized)" where its
+    dispatch took the dense copy (core/dispatch/patches.py), else the predicted family."""
+    if rows > 1 and resolve_dispatch(s.dispatch, rows, engine.cost_curve) == "dense":
+        return DENSE_KERNEL
+    return engine._kernel(rows)
 
 
 def _verify_context(engine: Any, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:

@@ -6,6 +6,7 @@ described two ways; `backend_info(query=...)` fakes the hardware in tests, never
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -31,6 +32,10 @@ class BackendInfo:
     metal_size: str | None = None  # "p" | "g" | "s" | "d"
     cuda_capability: tuple[int, int] | None = None
     os_version: str = ""  # macOS version on Metal: NAX kernels need 26.2 or later
+    # The device's memory in bytes (CUDA total_memory; Metal's recommended working set, else
+    # its memory size; None on the CPU or when unknown): whether a dequantized copy of the
+    # target's weights may be kept for the verification (core/dispatch/patches.py dense_fits)
+    memory_bytes: int | None = None
 
     @classmethod
     def metal(cls, architecture: str, device_name: str = "", os_version: str = "") -> BackendInfo:
@@ -107,17 +112,30 @@ def backend_info(
     arch = str(info.get("architecture", ""))
     if kind == "metal":
         arch = env.get(METAL_ARCH_ENV) or arch
-        return BackendInfo.metal(arch, name, str(info.get("os_version", "")))
+        b = BackendInfo.metal(arch, name, str(info.get("os_version", "")))
+        memory = _bytes(info.get("max_recommended_working_set_size") or info.get("memory_size"))
+        return dataclasses.replace(b, memory_bytes=memory)
     if kind == "cuda":
         major = info.get("compute_capability_major")
         minor = info.get("compute_capability_minor")
+        memory = _bytes(info.get("total_memory"))
         if major is not None:
             b = BackendInfo.cuda((int(major), int(minor or 0)), name)
-            return BackendInfo("cuda", name, arch or b.architecture, None, None, b.cuda_capability)
-        return BackendInfo.cuda(arch or "sm_00", name)
+            return BackendInfo("cuda", name, arch or b.architecture, None, None, b.cuda_capability,
+                               memory_bytes=memory)  # fmt: skip
+        return dataclasses.replace(BackendInfo.cuda(arch or "sm_00", name), memory_bytes=memory)
     if kind == "cpu":
         return BackendInfo.cpu(name, arch)
     raise ValueError(f"unknown backend {kind!r}")
+
+
+def _bytes(value: Any) -> int | None:
+    """A memory size from mx.device_info() (an int, or absent), None where it is not one."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
 
 
 @functools.lru_cache(maxsize=1)

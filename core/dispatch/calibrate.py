@@ -23,13 +23,15 @@ from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCo
 from core.dispatch.kernels import KernelPredictor
 from core.dispatch.patches import verification_patches
 
-# Calibration modes: "auto" is what the engine does with default settings; "gemv"/"gemm"
-# force the linear layers' kernel family; "fused"/"plain" force the verification attention.
-CALIBRATION_MODES = ("auto", "gemv", "gemm", "fused", "plain")
+# Calibration modes: "auto" is MLX's own kernels with the backend's attention; "gemv"/"gemm"
+# force the linear layers' kernel family, "dense" the dequantized copy's matmul (patches.py);
+# "fused"/"plain" force the verification attention.
+CALIBRATION_MODES = ("auto", "gemv", "gemm", "dense", "fused", "plain")
 MODE_SETTINGS = {  # mode -> (dispatch, verify_attention)
     "auto": ("auto", "auto"),
     "gemv": ("gemv", "auto"),
     "gemm": ("gemm", "auto"),
+    "dense": ("dense", "auto"),
     "fused": ("auto", "fused"),
     "plain": ("auto", "plain"),
 }

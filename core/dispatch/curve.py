@@ -1,8 +1,9 @@
 """What a verification of R rows costs here, as measured: the curve and how to read it.
 
 `calibrate` (core/dispatch/calibrate.py) fills a VerifyCostCurve; the cost-aware policy prices
-rounds with `t_verify(rows)` and `draft_step_s`; `fastest_dispatch` and `verify_cost` read the
-cheaper of the measured kernel families per row count for `dispatch = fastest`.
+rounds with `t_verify(rows)` and `draft_step_s`; `auto_dispatch`, `fastest_dispatch` and
+`verify_cost` read the cheaper of the measured kernel families per row count (the dequantized
+copy for `dispatch = auto`, every measured family for `dispatch = fastest`).
 """
 
 from __future__ import annotations
@@ -256,19 +257,39 @@ def _seconds(value: Any, what: str) -> float:
     return t
 
 
-def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
-    """The dispatch for `rows` rows: "gemm" where the curve measured padding to the matrix
-    kernel as cheaper than MLX's own choice, else "auto" (also without a curve)."""
-    if curve is None or "gemm" not in curve.times or "auto" not in curve.times:
+def auto_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
+    """The dispatch "auto" runs for `rows` rows: "dense" (the target's dequantized copy, one
+    dense matmul per layer) where the curve measured it cheaper than MLX's own kernels, else
+    "auto" (MLX decides; also without a curve, or where "dense" was not measured)."""
+    if curve is None or "dense" not in curve.times or "auto" not in curve.times:
         return "auto"
-    return "gemm" if curve.t_verify(rows, "gemm") < curve.t_verify(rows, "auto") else "auto"
+    return "dense" if curve.t_verify(rows, "dense") < curve.t_verify(rows, "auto") else "auto"
+
+
+def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
+    """The dispatch for `rows` rows under `dispatch = fastest`: the cheapest measured of MLX's
+    own choice ("auto"), padding to the matrix kernel ("gemm") and the dequantized copy
+    ("dense"); "auto" without a curve or without an "auto" measurement."""
+    if curve is None or "auto" not in curve.times:
+        return "auto"
+    best, best_t = "auto", curve.t_verify(rows, "auto")
+    for mode in ("gemm", "dense"):
+        if mode in curve.times:
+            t = curve.t_verify(rows, mode)
+            if t < best_t:
+                best, best_t = mode, t
+    return best
 
 
 def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
-    """t_verify(rows) under a dispatch setting: "fastest" takes the cheaper measured mode, a
-    forced family its own measurements where it has them, anything else the default mode."""
+    """t_verify(rows) under a dispatch setting: "fastest" and "auto" take the mode their
+    dispatch runs at that R (`fastest_dispatch`, `auto_dispatch`), a forced family its own
+    measurements where it has them, anything else the default mode. The policy prices a
+    round with what its verification will run."""
     if dispatch == "fastest":
         return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
+    if dispatch == "auto" and "dense" in curve.times and "auto" in curve.times:
+        return lambda rows: curve.t_verify(rows, auto_dispatch(curve, rows))
     if dispatch != "auto" and dispatch in curve.times:
         return lambda rows: curve.t_verify(rows, dispatch)
     return curve.t_verify

@@ -48,15 +48,37 @@ def identity_key(identity: Any) -> dict[str, Any] | None:
     return out
 
 
-def calibration_modes(settings: Any) -> tuple[str, ...]:
-    """The modes a calibration for `settings` measures (dispatch=fastest needs the padded one)."""
-    return ("auto", "gemm") if settings.dispatch == "fastest" else ("auto",)
+def calibration_modes(settings: Any, dense: bool = False) -> tuple[str, ...]:
+    """The modes a calibration for `settings` measures: dispatch=fastest needs the padded one;
+    `dense` (patches.dense_fits: a GPU, a quantized target whose dequantized copy fits) adds
+    the dense copy for "auto" and "fastest", which then run it where it is cheaper; a forced
+    "dense" is measured beside MLX's own, so its price is its own."""
+    d = settings.dispatch
+    modes = ("auto", "gemm") if d == "fastest" else ("auto", "dense") if d == "dense" else ("auto",)
+    if dense and d in ("auto", "fastest"):
+        modes += ("dense",)
+    return modes
+
+
+def target_dense(engine_or_model: Any, backend: Any = None) -> bool:
+    """Whether a calibration of this target on this machine measures the dense copy."""
+    from core.dispatch.backend import current_backend
+    from core.dispatch.patches import dense_fits
+
+    model = getattr(engine_or_model, "target_model", engine_or_model)
+    if model is None:
+        return False
+    try:
+        return dense_fits(model, backend or current_backend())
+    except (AttributeError, TypeError, ValueError):  # a fake or unusual model: MLX's own only
+        return False
 
 
 def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
-              settings: Any) -> dict[str, Any] | None:  # fmt: skip
+              settings: Any, dense: bool = False) -> dict[str, Any] | None:  # fmt: skip
     """Everything that decides a calibration for `settings` on this pair and machine; None
-    when the pair cannot be pinned (then nothing is read or kept)."""
+    when the pair cannot be pinned (then nothing is read or kept). `dense`: the calibration
+    measures the dense copy too (`calibration_modes`)."""
     models = models or {}
     target = identity_key(models.get("target"))
     if target is None:
@@ -72,7 +94,7 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
         "device": str(backend.device_name),
         "architecture": str(getattr(backend, "architecture", "")),
         "mlx": str(mlx_version),
-        "modes": list(calibration_modes(settings)),
+        "modes": list(calibration_modes(settings, dense)),
         "fused_draft": bool(settings.fused_draft),
         "sampling": "greedy" if settings.greedy else "sampled",
     }
@@ -119,12 +141,13 @@ class Lookup:
     path: Path | None = None
 
 
-def covers(curve: VerifyCostCurve, settings: Any) -> bool:
+def covers(curve: VerifyCostCurve, settings: Any, modes: Any = None) -> bool:
     """Whether the curve measured every row count a run of `settings` can verify, in each mode
-    it needs (a curve measured for k_max = 8 does not price k = 15)."""
+    it needs (`modes`, else `calibration_modes(settings)`; a curve measured for k_max = 8
+    does not price k = 15)."""
     need = min(getattr(settings, "k_max", 0), 32) + 1
     return all(mode in curve.times and max(curve.times[mode], default=0) >= need
-               for mode in calibration_modes(settings))  # fmt: skip
+               for mode in (modes or calibration_modes(settings)))  # fmt: skip
 
 
 def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = None) -> Lookup:
@@ -156,7 +179,7 @@ def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = 
     except (CalibrationError, TypeError, ValueError) as exc:
         text = str(exc) if isinstance(exc, CalibrationError) else f"The kept curve {path} is damaged."
         return Lookup(None, f"{text.rstrip('.')}; it is ignored and will be measured again.", path)
-    if not covers(curve, settings):
+    if not covers(curve, settings, key.get("modes")):
         return Lookup(None, path=path)  # measured for shorter proposals: measured again, kept
     return Lookup(KeptCurve(curve, measured_at, path), path=path)
 
@@ -186,7 +209,9 @@ def engine_key(engine: Any, settings: Any) -> dict[str, Any] | None:
 
     from core.dispatch.backend import current_backend
 
-    return curve_key(getattr(engine, "models", None), current_backend(), mx.__version__, settings)
+    backend = current_backend()
+    return curve_key(getattr(engine, "models", None), backend, mx.__version__, settings,
+                     target_dense(engine, backend))  # fmt: skip
 
 
 @dataclass
@@ -219,7 +244,8 @@ def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int
 
     return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
                      repeats=3, context=calibration_context(max(context, 16)),
-                     modes=calibration_modes(settings), fused_draft=settings.fused_draft)  # fmt: skip
+                     modes=calibration_modes(settings, target_dense(target_model)),
+                     fused_draft=settings.fused_draft)  # fmt: skip
 
 
 def curve_for(
@@ -262,7 +288,7 @@ def curve_for(
     if max_rows is not None:
         rows = capped(rows, max_rows)
     context = calibration_context(context)  # 16 at most on the CPU: row_plan.py says why
-    modes = calibration_modes(settings)
+    modes = calibration_modes(settings, target_dense(engine))
     name = label or _target_name(engine)
     chunk = settings.prefill_chunk
     # the plan's rows and nothing else: each timed row count compiled before it is timed

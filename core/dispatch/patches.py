@@ -2,16 +2,27 @@
 
 `verification_patches` is entered around the target's multi-row verification forward only.
 dispatch "gemv" runs every linear layer's rows one at a time (vector kernel), "gemm" pads
-each layer's rows to where its matrix kernel starts, and verify_attention "plain" swaps
-mlx-lm's fused attention for `plain_attention`; so their effect on cost can be measured and
-chosen while the logits stay the same. Patches are per thread and reference-counted, and
-everything is restored on exit.
+each layer's rows to where its matrix kernel starts, "dense" multiplies by a dequantized
+copy of each quantized layer's weights (one dense matmul: cuBLASLt on CUDA, steel GEMM on
+Metal), and verify_attention "plain" swaps mlx-lm's fused attention for `plain_attention`;
+so their effect on cost can be measured and chosen while the logits stay the same (up to
+rounding: the weights are the same numbers, summed in another order). Patches are per thread
+and reference-counted, and everything is restored on exit.
+
+Why "dense": MLX's quantized matmul on CUDA runs qmv for fewer than 8 rows (its cost grows
+with the rows) and, for layers whose width is not a multiple of 128 (SmolLM2's 576),
+`qmm_naive` from 8 rows: on the H200 a lookup round verifying 4-33 rows of the default
+model cost 9-29 ms against a 3.7-6.0 ms step (docs/benchmarks/never-slower.md, run 3's
+traced table), so a copy paid only from about three tokens a round. A dense matmul over the
+same weights costs little more at 33 rows than at 1 on a GPU; its copy costs 2 bytes a
+weight, so it is measured only where that is at most `DENSE_SHARE` of the device's memory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import sys
 import threading
 import weakref
@@ -22,11 +33,16 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from core.dispatch.backend import BackendInfo, current_backend
-from core.dispatch.curve import VerifyCostCurve, fastest_dispatch
+from core.dispatch.curve import VerifyCostCurve, auto_dispatch, fastest_dispatch
 from core.dispatch.kernels import linear_modules, shape_boundary
 from core.settings import DISPATCH, VERIFY_ATTENTION, SettingsError
 
 _GEMV = -1  # linear-plan action: run the rows one at a time
+_DENSE = -2  # linear-plan action: one dense matmul by the layer's dequantized weights
+# The most of the device's memory the dequantized copy may take: a 135M model's 0.27 GB fits
+# anywhere, a 7B model's 14 GB only beside 140 GB (an H200), never a 16 GB Mac's 11 GB set.
+DENSE_SHARE = 0.10
+DENSE_KERNEL = "dense (dequantized)"  # a round's kernel family when it ran the dense copy
 _tls = threading.local()  # .linear: {id(module): action} | None, .plain: bool
 _install_lock = threading.Lock()
 _installed: dict[tuple[int, str], list[Any]] = {}
@@ -96,13 +112,56 @@ def _rows_apply(call: Callable[[mx.array], mx.array], x: mx.array, action: int) 
     return y.reshape(*lead, y.shape[-1])
 
 
-def _wrap_method(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
+_dense: dict[int, tuple[weakref.ref[nn.Module], mx.array]] = {}
+
+
+def _dense_weight(module: nn.Module) -> mx.array:
+    """The module's weights dequantized, [out, in], made once per module and kept while the
+    module lives (the verification of every round multiplies by them)."""
+    key = id(module)
+    entry = _dense.get(key)
+    if entry is not None and entry[0]() is module:
+        return entry[1]
+    w = mx.dequantize(module["weight"], module["scales"], module.get("biases"),
+                      group_size=module.group_size, bits=module.bits,
+                      mode=getattr(module, "mode", "affine"))  # fmt: skip
+    mx.eval(w)
+    _dense[key] = (weakref.ref(module, lambda _r, k=key: _dense.pop(k, None)), w)
+    return w
+
+
+def _dense_apply(module: nn.Module, x: mx.array, how: str) -> mx.array:
+    """What the quantized layer computes, as one dense matmul by its dequantized weights."""
+    y = x @ _dense_weight(module).T
+    if how == "__call__" and "bias" in module:
+        y = y + module["bias"]
+    return y
+
+
+def dense_bytes(model: nn.Module) -> int:
+    """Bytes a dequantized copy of `model`'s quantized layers takes (2 a weight: fp16/bf16)."""
+    return sum(2 * s.k * s.n for _, _, _, s in linear_modules(model) if s.quantized)
+
+
+def dense_fits(model: nn.Module, backend: BackendInfo) -> bool:
+    """Whether a calibration should measure "dense" for `model` here: a GPU (on the CPU both
+    are reference loops, and a first start's calibration time is what it has), a quantized
+    target, and a copy within DENSE_SHARE of the device's known memory."""
+    if backend.backend not in ("cuda", "metal") or not backend.memory_bytes:
+        return False
+    need = dense_bytes(model)
+    return 0 < need <= DENSE_SHARE * backend.memory_bytes
+
+
+def _wrap_method(original: Callable[..., mx.array], how: str = "__call__") -> Callable[..., mx.array]:
     """A Linear.__call__ / Embedding.as_linear that obeys this thread's plan for its instance."""
 
     def patched(self: nn.Module, x: mx.array) -> mx.array:
         plan = getattr(_tls, "linear", None)
         if plan is not None:
             action = plan.get(id(self))
+            if action == _DENSE:
+                return _dense_apply(self, x, how)
             if action is not None:
                 return _rows_apply(lambda v: original(self, v), x, action)
         return original(self, x)
@@ -182,6 +241,8 @@ class _ModelPlan:
         self.methods = tuple(dict.fromkeys((type(m), how) for _, m, how, _ in mods))
         self.ids = {id(m): s for _, m, _, s in mods}
         self.gemv: dict[int, int] = dict.fromkeys(self.ids, _GEMV)
+        dense = [id(m) for _, m, _, s in mods if s.quantized]
+        self.dense: dict[int, int] | None = dict.fromkeys(dense, _DENSE) if dense else None
         self._gemm: dict[BackendInfo, dict[int, int] | None] = {}
         globs = []
         for _, m in model.named_modules():
@@ -233,7 +294,7 @@ class _VerificationPatches:
         try:
             if self.linear is not None:
                 for cls, how in self.plan.methods:
-                    _install(cls, how, _wrap_method)
+                    _install(cls, how, functools.partial(_wrap_method, how=how))
                     done.append((cls, how))
             if self.plain:
                 for g in self.plan.sdpa_globals:
@@ -279,6 +340,17 @@ def resolve_verify_attention(
     return default_verify_attention(backend or current_backend())
 
 
+def resolve_dispatch(dispatch: str, rows: int, curve: VerifyCostCurve | None = None) -> str:
+    """The dispatch a verification of `rows` rows runs: "fastest" the cheapest measured,
+    "auto" the dense copy where the curve measured it cheaper (else MLX's own), a forced
+    family itself. One rule for the patches, the policy's price and the Kernels panel."""
+    if dispatch == "fastest":
+        return fastest_dispatch(curve, rows)
+    if dispatch == "auto":
+        return auto_dispatch(curve, rows)
+    return dispatch
+
+
 def draft_attention(model: nn.Module) -> Callable[[int], contextlib.AbstractContextManager[None]]:
     """rows -> the patches a draft's multi-row forward outside a verification enters (its
     multi-token first step, a lazy catch-up): the backend's default attention, so plain on
@@ -302,7 +374,8 @@ def verification_patches(
     dispatch "gemv": every linear layer of `model` runs its rows one at a time (vector kernel);
     "gemm": each layer pads its activation rows (not the token sequence: caches and attention
     are untouched) to the row count where its matrix kernel starts on `backend`, and drops the
-    padding; "auto": MLX decides. verify_attention "plain" swaps mlx-lm's fused attention for
+    padding; "dense": each quantized layer multiplies by its dequantized copy; "auto": MLX
+    decides, or the dense copy where `curve` measured it cheaper (`resolve_dispatch`). verify_attention "plain" swaps mlx-lm's fused attention for
     `plain_attention` on multi-row queries; "auto" resolves per `resolve_verify_attention`.
     Everything is restored on exit, exceptions included; entering costs a few attribute sets.
     """
@@ -314,14 +387,15 @@ def verification_patches(
         )
     if rows <= 1:
         return _NULL
-    if dispatch == "fastest":
-        dispatch = fastest_dispatch(curve, rows)
+    dispatch = resolve_dispatch(dispatch, rows, curve)
     b = backend or current_backend()
     plain = resolve_verify_attention(verify_attention, rows, b, curve) == "plain"
     if dispatch == "auto" and not plain:
         return _NULL
     plan = _plan_for(model)
-    linear = plan.gemv if dispatch == "gemv" else plan.gemm(b) if dispatch == "gemm" else None
+    linear = {"gemv": plan.gemv, "dense": plan.dense}.get(dispatch)
+    if dispatch == "gemm":
+        linear = plan.gemm(b)
     if linear is None and not (plain and plan.sdpa_globals):
         return _NULL
     return _VerificationPatches(plan, linear, plain)

@@ -89,14 +89,18 @@ def starting_k(settings: Any, curve: Any | None = None) -> int:
     return max(1, *(int(k) for k in ks))
 
 
-def mode_of(settings: Any) -> str:
+def mode_of(settings: Any, rows: int = 2, curve: Any | None = None) -> str:
     """The calibration mode (core.dispatch.calibrate.MODE_SETTINGS) whose overrides a run of
-    `settings` verifies under."""
+    `settings` verifies `rows` rows under (with `curve`, "auto" may run the dense copy)."""
+    from core.dispatch.patches import resolve_dispatch
+
     dispatch = getattr(settings, "dispatch", "auto")
     attention = getattr(settings, "verify_attention", "auto")
     if attention != "auto":
         return attention
-    return dispatch if dispatch in ("gemv", "gemm") else "auto"
+    curve = curve if hasattr(curve, "times") else None
+    resolved = resolve_dispatch(dispatch, rows, curve) if rows > 1 else dispatch
+    return resolved if resolved in ("gemv", "gemm", "dense") else "auto"
 
 
 def first_round_sizes(
@@ -120,9 +124,10 @@ def first_round_sizes(
     if mode != "draft-only":
         sizes.append(WarmSize("prefill", prefill_bucket(prompt_tokens, chunk)))
         top = starting_k(settings, curve) + 1 if mode == "speculative" and has_draft else 1
-        run_mode = mode_of(settings) if mode == "speculative" else "auto"
-        sizes += [WarmSize("verify", r, run_mode, cfgs) for r in range(1, top + 1)]
-        if run_mode != "auto":  # the decode step and a k = 0 round verify unpatched
+        spec = mode == "speculative"
+        modes = [mode_of(settings, r, curve) if spec else "auto" for r in range(1, top + 1)]
+        sizes += [WarmSize("verify", r, m, cfgs) for r, m in enumerate(modes, 1)]
+        if modes[0] != "auto":  # the decode step and a k = 0 round verify unpatched
             sizes.append(WarmSize("verify", 1, "auto", cfgs))
     if mode != "target-only" and has_draft:
         sizes.append(WarmSize("draft-prefill", prefill_bucket(prompt_tokens, chunk)))

@@ -1,0 +1,197 @@
+"""The dense verification (core/dispatch/patches.py "dense"): a dequantized copy's matmul.
+
+Its law: the same logits as MLX's quantized kernels (the same weights, summed in another
+order), every quantized layer routed and nothing else, chosen per row count only where a
+calibration measured it cheaper, and measured only on a GPU whose memory holds the copy.
+Hardware is faked only through BackendInfo; the models are tiny mlx-lm llamas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+from core.dispatch import VerifyCostCurve, calibrate, fastest_dispatch, patches, verify_cost
+from core.dispatch.backend import backend_info
+from core.dispatch.curve import auto_dispatch
+from core.dispatch.curve_cache import calibration_modes, covers, curve_key
+from core.dispatch.kernels import linear_modules
+from core.dispatch.patches import (
+    DENSE_SHARE,
+    dense_bytes,
+    dense_fits,
+    resolve_dispatch,
+    verification_patches,
+)
+from core.runtime.warmer import first_round_sizes, mode_of
+from core.settings import Settings
+from tests.core.dispatch.test_dispatch import CPU, H200, M2, tiny_llama
+
+GB = 1 << 30
+
+
+def _curve(auto: dict[int, float], dense: dict[int, float] | None = None) -> VerifyCostCurve:
+    times = {"auto": auto} if dense is None else {"auto": auto, "dense": dense}
+    return VerifyCostCurve("cuda", "NVIDIA H200", 16, times)
+
+
+def _logits(model: nn.Module, toks: mx.array, dispatch: str) -> np.ndarray:
+    cache = make_prompt_cache(model)
+    model(mx.array([[3, 1, 4, 1, 5]]), cache=cache)
+    with verification_patches(model, dispatch, "fused", toks.shape[1], backend=H200):
+        out = model(toks, cache=cache)
+    mx.eval(out)
+    trim_prompt_cache(cache, toks.shape[1])
+    return np.array(out.astype(mx.float32))
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_dense_gives_the_quantized_logits(tie):
+    model = tiny_llama(tie=tie, dtype=mx.float32, seed=3)
+    toks = mx.array([[7, 2, 9, 4, 11, 6, 1, 8, 5]])
+    quantized, dense = _logits(model, toks, "auto"), _logits(model, toks, "dense")
+    np.testing.assert_allclose(dense, quantized, rtol=1e-4, atol=1e-4)
+    assert (dense.argmax(-1) == quantized.argmax(-1)).all()
+
+
+def test_dense_routes_every_quantized_layer_once_and_restores(monkeypatch):
+    model = tiny_llama(tie=True, seed=1)
+    seen: list[int] = []
+    real = patches._dense_apply
+    monkeypatch.setattr(patches, "_dense_apply",
+                        lambda m, x, how: seen.append(id(m)) or real(m, x, how))  # fmt: skip
+    with verification_patches(model, "dense", "fused", 4, backend=H200):
+        mx.eval(model(mx.array([[1, 2, 3, 4]])))
+    quantized = {id(m) for _, m, _, s in linear_modules(model) if s.quantized}
+    assert sorted(seen) == sorted(quantized)  # each layer, the tied head included, once
+    seen.clear()
+    mx.eval(model(mx.array([[1, 2, 3, 4]])))  # outside: MLX's own kernels again
+    assert seen == []
+    assert nn.QuantizedLinear.__call__.__name__ == "__call__"
+
+
+def test_dense_leaves_a_dense_model_and_single_rows_alone():
+    model = tiny_llama(quantize=False)
+    assert dense_bytes(model) == 0
+    assert isinstance(verification_patches(model, "dense", "fused", 4, backend=H200),
+                      type(patches._NULL))  # fmt: skip
+    quantized = tiny_llama()
+    assert isinstance(verification_patches(quantized, "dense", "fused", 1, backend=H200),
+                      type(patches._NULL))  # fmt: skip
+
+
+def test_the_dense_copy_is_made_once_per_layer_and_freed_with_it():
+    model = tiny_llama(seed=2)
+    layer = model.model.layers[0].self_attn.q_proj
+    w = patches._dense_weight(layer)
+    assert patches._dense_weight(layer) is w
+    assert w.shape == (layer.weight.shape[0], layer.weight.shape[1] * 32 // layer.bits)
+    key = id(layer)
+    del model, layer
+    import gc
+
+    gc.collect()
+    assert key not in patches._dense
+
+
+def test_dense_bytes_counts_two_bytes_a_quantized_weight():
+    for tie in (False, True):
+        model = tiny_llama(hidden=64, inter=128, layers=2, vocab=96, tie=tie)
+        linears = [m for _, m in model.named_modules() if isinstance(m, nn.QuantizedLinear)]
+        weights = sum(m.weight.shape[0] * m.weight.shape[1] * 32 // m.bits for m in linears)
+        head = 96 * 64 if tie else 0  # a tied head multiplies by the embedding's weights
+        assert dense_bytes(model) == 2 * (weights + head)
+
+
+def test_dense_is_measured_only_on_a_gpu_that_holds_the_copy():
+    model = tiny_llama()
+    need = dense_bytes(model)
+    big = dataclasses.replace(H200, memory_bytes=140 * GB)
+    assert dense_fits(model, big)
+    assert dense_fits(model, dataclasses.replace(M2, memory_bytes=11 * GB))
+    assert not dense_fits(model, dataclasses.replace(CPU, memory_bytes=140 * GB))  # CPU: never
+    assert not dense_fits(model, H200)  # memory unknown: not measured
+    tight = dataclasses.replace(H200, memory_bytes=int(need / DENSE_SHARE) - 1)
+    assert not dense_fits(model, tight)
+    assert dense_fits(model, dataclasses.replace(H200, memory_bytes=int(need / DENSE_SHARE) + 1))
+    assert not dense_fits(tiny_llama(quantize=False), big)
+
+
+def test_backend_info_reads_the_memory_each_backend_reports():
+    cuda = backend_info(lambda: ("cuda", {"compute_capability_major": 9, "total_memory": 150 * GB}))
+    assert cuda.memory_bytes == 150 * GB and cuda.cuda_capability == (9, 0)
+    metal = backend_info(lambda: ("metal", {"architecture": "applegpu_g14g", "memory_size": 16 * GB,
+                                            "max_recommended_working_set_size": 11 * GB}),
+                         environ={})  # fmt: skip
+    assert metal.memory_bytes == 11 * GB and metal.metal_generation == 14
+    assert backend_info(lambda: ("metal", {"architecture": "applegpu_g14g", "memory_size": 8 * GB}),
+                        environ={}).memory_bytes == 8 * GB  # fmt: skip
+    assert backend_info(lambda: ("cpu", {"memory_size": 8 * GB})).memory_bytes is None
+    assert backend_info(lambda: ("cuda", {"total_memory": "?"})).memory_bytes is None
+
+
+def test_auto_takes_the_dense_copy_exactly_where_it_measured_cheaper():
+    curve = _curve({1: 5.0, 2: 6.0, 8: 12.0, 33: 14.0}, {1: 5.5, 2: 6.5, 8: 7.0, 33: 8.0})
+    assert [auto_dispatch(curve, r) for r in (1, 2, 8, 20, 33)] == [
+        "auto", "auto", "dense", "dense", "dense"]  # fmt: skip
+    assert auto_dispatch(_curve({1: 5.0, 8: 12.0}), 8) == "auto"  # not measured: MLX's own
+    assert auto_dispatch(None, 8) == "auto"
+    price = verify_cost(curve, "auto")
+    assert price(2) == 6.0 and price(33) == 8.0  # the policy prices what will run
+    assert verify_cost(curve, "dense")(2) == 6.5  # forced: its own measurement
+    assert resolve_dispatch("auto", 33, curve) == "dense"
+    assert resolve_dispatch("gemv", 33, curve) == "gemv"
+
+
+def test_fastest_takes_the_cheapest_of_every_measured_family():
+    curve = _curve({4: 10.0, 16: 12.0}, {4: 9.0, 16: 11.0})
+    curve.times["gemm"] = {4: 8.0, 16: 12.5}
+    assert fastest_dispatch(curve, 4) == "gemm"
+    assert fastest_dispatch(curve, 16) == "dense"
+    assert verify_cost(curve, "fastest")(16) == 11.0
+
+
+def test_calibration_modes_and_the_kept_curve_key_name_the_dense_copy():
+    s = Settings()
+    assert calibration_modes(s) == ("auto",)
+    assert calibration_modes(s, dense=True) == ("auto", "dense")
+    assert calibration_modes(dataclasses.replace(s, dispatch="fastest"), True) == (
+        "auto",
+        "gemm",
+        "dense",
+    )
+    assert calibration_modes(dataclasses.replace(s, dispatch="gemv"), True) == ("auto",)
+    assert calibration_modes(dataclasses.replace(s, dispatch="dense")) == ("auto", "dense")
+    ident = {"target": {"sha256": "ab" * 32, "kind": "file"}}
+    with_dense = curve_key(ident, H200, "0.32.4", s, dense=True)
+    without = curve_key(ident, H200, "0.32.4", s)
+    assert with_dense["modes"] == ["auto", "dense"] and without["modes"] == ["auto"]
+    rows = {r: 1.0 for r in range(1, 10)}
+    old = _curve(rows)  # kept before the dense copy was measured: not enough for the new key
+    assert covers(old, s) and not covers(old, s, with_dense["modes"])
+    assert covers(_curve(rows, rows), s, with_dense["modes"])
+
+
+def test_calibrate_measures_the_dense_mode_beside_mlx_own():
+    model = tiny_llama()
+    curve = calibrate(model, rows=[1, 2, 4], repeats=1, context=8, modes=("auto", "dense"))
+    assert set(curve.times) == {"auto", "dense"}
+    assert sorted(curve.times["dense"]) == [1, 2, 4]
+    assert all(t > 0 for t in curve.times["dense"].values())
+
+
+def test_the_warm_up_runs_the_dense_copy_where_the_run_will():
+    curve = _curve(
+        {r: 10.0 for r in range(1, 34)}, {r: (11.0 if r < 4 else 5.0) for r in range(1, 34)}
+    )
+    s = Settings(mode="speculative", policy="fixed", k=6)
+    assert mode_of(s, 1, curve) == "auto"  # a single row is never patched
+    assert mode_of(s, 3, curve) == "auto" and mode_of(s, 4, curve) == "dense"
+    assert mode_of(s, 4, None) == "auto"
+    sizes = [w for w in first_round_sizes(s, 32, curve=curve) if w.kind == "verify"]
+    assert {(w.rows, w.mode) for w in sizes} >= {(3, "auto"), (4, "dense"), (7, "dense")}
