@@ -288,7 +288,7 @@ def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]
     round with what its verification will run."""
     if dispatch == "fastest":
         return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
-    if dispatch == "auto" and "dense" in curve.times and "auto" in curve.times:
+    if dispatch == "auto" and {"auto", "dense"} <= set(getattr(curve, "times", ())):
         return lambda rows: curve.t_verify(rows, auto_dispatch(curve, rows))
     if dispatch != "auto" and dispatch in curve.times:
         return lambda rows: curve.t_verify(rows, dispatch)

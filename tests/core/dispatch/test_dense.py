@@ -195,3 +195,31 @@ def test_the_warm_up_runs_the_dense_copy_where_the_run_will():
     assert mode_of(s, 4, None) == "auto"
     sizes = [w for w in first_round_sizes(s, 32, curve=curve) if w.kind == "verify"]
     assert {(w.rows, w.mode) for w in sizes} >= {(3, "auto"), (4, "dense"), (7, "dense")}
+
+
+def test_a_speculative_run_on_the_dense_copy_commits_target_only_tokens_and_says_so(
+    monkeypatch,
+):
+    """Greedy, lookup drafts: with a curve where the dense copy is cheaper from 2 rows, "auto"
+    verifies through it, every multi-row round names it, and the tokens are target-only's."""
+    from core.decode.engine import Engine
+    from core.dispatch.patches import DENSE_KERNEL
+    from tests.helpers.engine import run
+
+    model = tiny_llama(vocab=96, seed=5)
+    prompt = [5, 9, 2, 7, 3, 5, 9, 2, 7, 3, 5, 9, 2]
+    s = Settings(rule="greedy", temperature=0.0, max_tokens=24, ignore_eos=True, traced=False,
+                 mode="speculative", draft_source="lookup", policy="fixed", k=4)  # fmt: skip
+    plain = run(Engine(model, None, vocab_size=96), prompt, s.replace(mode="target-only"))[1]
+    calls: list[int] = []
+    real = patches._dense_apply
+    monkeypatch.setattr(patches, "_dense_apply",
+                        lambda m, x, how: calls.append(x.shape[-2]) or real(m, x, how))  # fmt: skip
+    engine = Engine(model, None, vocab_size=96)
+    engine.set_cost_curve(_curve({r: 10.0 for r in range(1, 34)}, {r: 5.0 for r in range(1, 34)}))
+    events, summary = run(engine, prompt, s)
+    assert summary.token_ids == plain.token_ids
+    multi = [e for e in events if e.rows > 1]
+    assert multi and all(e.kernel == DENSE_KERNEL for e in multi)
+    assert all(e.kernel != DENSE_KERNEL for e in events if e.rows <= 1)
+    assert calls and min(calls) > 1  # the verification ran the copy; single rows never did
