@@ -64,11 +64,13 @@ def calibration_for(
     if curve is not None and _covers(curve, need):
         return curve, "the engine's calibration"
     from core.dispatch import calibrate
-    from core.dispatch.curve_cache import target_dense
+    from core.dispatch.curve_cache import target_dense, target_fused
     from core.dispatch.row_plan import calibration_context
 
     if target_dense(engine) and any(b.settings.dispatch in ("auto", "fastest") for b in rows):
         need["modes"] = (*need["modes"], "dense")  # what "auto" runs where it is cheaper
+    if target_fused() and any(b.settings.verify_attention == "auto" for b in rows):
+        need["modes"] = (*need["modes"], "fused")
 
     fresh = calibrate(
         engine.target_model,

@@ -266,6 +266,30 @@ def auto_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
     return "dense" if curve.t_verify(rows, "dense") < curve.t_verify(rows, "auto") else "auto"
 
 
+def fused_cheaper(curve: Any, rows: int) -> bool:
+    """Whether a CUDA curve measured MLX's fused multi-row attention ("fused") cheaper than
+    the plain attention its "auto" mode runs there (core/dispatch/patches.py
+    default_verify_attention): then "auto" verifies `rows` rows with the fused one."""
+    times = getattr(curve, "times", None) or {}
+    if getattr(curve, "backend", "") != "cuda" or "fused" not in times or "auto" not in times:
+        return False
+    return curve.t_verify(rows, "fused") < curve.t_verify(rows, "auto")
+
+
+def _auto_price(curve: VerifyCostCurve, rows: int) -> float:
+    """What "auto" pays at `rows`: MLX's own kernels with the backend's attention, less what
+    the dense copy and (on CUDA) the fused attention each save where measured cheaper. The
+    two choices are measured apart (each against "auto") and their savings added: a forward's
+    linear layers and its attention are separate kernels."""
+    t = curve.t_verify(rows, "auto")
+    saved = 0.0
+    if "dense" in curve.times:
+        saved += max(t - curve.t_verify(rows, "dense"), 0.0)
+    if fused_cheaper(curve, rows):
+        saved += t - curve.t_verify(rows, "fused")
+    return max(t - saved, 0.0)
+
+
 def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
     """The dispatch for `rows` rows under `dispatch = fastest`: the cheapest measured of MLX's
     own choice ("auto"), padding to the matrix kernel ("gemm") and the dequantized copy
@@ -288,8 +312,9 @@ def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]
     round with what its verification will run."""
     if dispatch == "fastest":
         return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
-    if dispatch == "auto" and {"auto", "dense"} <= set(getattr(curve, "times", ())):
-        return lambda rows: curve.t_verify(rows, auto_dispatch(curve, rows))
+    times = set(getattr(curve, "times", ()))
+    if dispatch == "auto" and "auto" in times and ("dense" in times or "fused" in times):
+        return lambda rows: _auto_price(curve, rows)
     if dispatch != "auto" and dispatch in curve.times:
         return lambda rows: curve.t_verify(rows, dispatch)
     return curve.t_verify

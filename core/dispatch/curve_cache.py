@@ -48,16 +48,31 @@ def identity_key(identity: Any) -> dict[str, Any] | None:
     return out
 
 
-def calibration_modes(settings: Any, dense: bool = False) -> tuple[str, ...]:
+def calibration_modes(settings: Any, dense: bool = False, fused: bool = False) -> tuple[str, ...]:
     """The modes a calibration for `settings` measures: dispatch=fastest needs the padded one;
     `dense` (patches.dense_fits: a GPU, a quantized target whose dequantized copy fits) adds
     the dense copy for "auto" and "fastest", which then run it where it is cheaper; a forced
-    "dense" is measured beside MLX's own, so its price is its own."""
+    "dense" is measured beside MLX's own, so its price is its own. `fused` (CUDA, where
+    "auto" verifies with the plain attention) adds MLX's fused attention for
+    verify_attention "auto", which then runs it where it measured cheaper: on the H200 the
+    mlx-lm peer's 7B shape ran 1.05x with it against 0.94x plain
+    (docs/benchmarks/never-slower.md, run 4), against ~50 ms a new KV length measured in
+    November; the calibration's advancing lengths measure that set-up."""
     d = settings.dispatch
     modes = ("auto", "gemm") if d == "fastest" else ("auto", "dense") if d == "dense" else ("auto",)
     if dense and d in ("auto", "fastest"):
         modes += ("dense",)
+    if fused and getattr(settings, "verify_attention", "auto") == "auto":
+        modes += ("fused",)
     return modes
+
+
+def target_fused(backend: Any = None) -> bool:
+    """Whether a calibration here measures the fused attention beside "auto": on CUDA, whose
+    "auto" is the plain one (elsewhere "auto" is already fused)."""
+    from core.dispatch.backend import current_backend
+
+    return getattr(backend or current_backend(), "backend", "") == "cuda"
 
 
 def target_dense(engine_or_model: Any, backend: Any = None) -> bool:
@@ -75,10 +90,10 @@ def target_dense(engine_or_model: Any, backend: Any = None) -> bool:
 
 
 def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
-              settings: Any, dense: bool = False) -> dict[str, Any] | None:  # fmt: skip
+              settings: Any, dense: bool = False, fused: bool = False) -> dict[str, Any] | None:  # fmt: skip
     """Everything that decides a calibration for `settings` on this pair and machine; None
     when the pair cannot be pinned (then nothing is read or kept). `dense`: the calibration
-    measures the dense copy too (`calibration_modes`)."""
+    measures the dense copy too, `fused` the fused attention (`calibration_modes`)."""
     models = models or {}
     target = identity_key(models.get("target"))
     if target is None:
@@ -94,7 +109,7 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
         "device": str(backend.device_name),
         "architecture": str(getattr(backend, "architecture", "")),
         "mlx": str(mlx_version),
-        "modes": list(calibration_modes(settings, dense)),
+        "modes": list(calibration_modes(settings, dense, fused)),
         "fused_draft": bool(settings.fused_draft),
         "sampling": "greedy" if settings.greedy else "sampled",
     }
@@ -211,7 +226,7 @@ def engine_key(engine: Any, settings: Any) -> dict[str, Any] | None:
 
     backend = current_backend()
     return curve_key(getattr(engine, "models", None), backend, mx.__version__, settings,
-                     target_dense(engine, backend))  # fmt: skip
+                     target_dense(engine, backend), target_fused(backend))  # fmt: skip
 
 
 @dataclass
@@ -244,7 +259,7 @@ def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int
 
     return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
                      repeats=3, context=calibration_context(max(context, 16)),
-                     modes=calibration_modes(settings, target_dense(target_model)),
+                     modes=calibration_modes(settings, target_dense(target_model), target_fused()),
                      fused_draft=settings.fused_draft)  # fmt: skip
 
 
@@ -288,7 +303,7 @@ def curve_for(
     if max_rows is not None:
         rows = capped(rows, max_rows)
     context = calibration_context(context)  # 16 at most on the CPU: row_plan.py says why
-    modes = calibration_modes(settings, target_dense(engine))
+    modes = calibration_modes(settings, target_dense(engine), target_fused())
     name = label or _target_name(engine)
     chunk = settings.prefill_chunk
     # the plan's rows and nothing else: each timed row count compiled before it is timed

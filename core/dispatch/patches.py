@@ -33,7 +33,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from core.dispatch.backend import BackendInfo, current_backend
-from core.dispatch.curve import VerifyCostCurve, auto_dispatch, fastest_dispatch
+from core.dispatch.curve import VerifyCostCurve, auto_dispatch, fastest_dispatch, fused_cheaper
 from core.dispatch.kernels import linear_modules, shape_boundary
 from core.settings import DISPATCH, VERIFY_ATTENTION, SettingsError
 
@@ -332,12 +332,16 @@ def resolve_verify_attention(
     curve: VerifyCostCurve | None = None,
 ) -> str:
     """Which attention ("fused" or "plain") a verification of `rows` rows uses; "auto"
-    prefers a calibration that measured both, else the backend's default."""
+    prefers a calibration that measured both, else the backend's default, except on CUDA
+    where the curve measured "fused" beside "auto" (plain there) and found it cheaper."""
     if verify_attention != "auto":
         return verify_attention
     if curve is not None and "plain" in curve.times and "fused" in curve.times:
         return "plain" if curve.t_verify(rows, "plain") < curve.t_verify(rows, "fused") else "fused"
-    return default_verify_attention(backend or current_backend())
+    default = default_verify_attention(backend or current_backend())
+    if default == "plain" and fused_cheaper(curve, rows):
+        return "fused"  # a CUDA calibration measured the fused one cheaper at this R
+    return default
 
 
 def resolve_dispatch(dispatch: str, rows: int, curve: VerifyCostCurve | None = None) -> str:

@@ -223,3 +223,27 @@ def test_a_speculative_run_on_the_dense_copy_commits_target_only_tokens_and_says
     assert multi and all(e.kernel == DENSE_KERNEL for e in multi)
     assert all(e.kernel != DENSE_KERNEL for e in events if e.rows <= 1)
     assert calls and min(calls) > 1  # the verification ran the copy; single rows never did
+
+
+def test_cuda_auto_takes_the_fused_attention_where_measured_cheaper_and_prices_both_savings():
+    """On CUDA "auto" verifies with the plain attention; a curve that measured "fused" beside
+    it switches per R, and the price adds the dense copy's and the fused attention's savings."""
+    from core.dispatch.curve import fused_cheaper
+    from core.dispatch.curve_cache import target_fused
+    from core.dispatch.patches import resolve_verify_attention
+
+    curve = _curve({2: 10.0, 8: 20.0}, {2: 11.0, 8: 14.0})
+    curve.times["fused"] = {2: 9.0, 8: 25.0}
+    assert fused_cheaper(curve, 2) and not fused_cheaper(curve, 8)
+    assert resolve_verify_attention("auto", 2, H200, curve) == "fused"
+    assert resolve_verify_attention("auto", 8, H200, curve) == "plain"
+    assert resolve_verify_attention("plain", 2, H200, curve) == "plain"  # forced stays
+    price = verify_cost(curve, "auto")
+    assert price(2) == 9.0  # fused saves 1, dense saves nothing
+    assert price(8) == 14.0  # dense saves 6, fused nothing
+    metal = dataclasses.replace(curve, backend="metal")
+    assert not fused_cheaper(metal, 2)  # elsewhere "auto" is already the fused one
+    assert target_fused(H200) and not target_fused(M2) and not target_fused(CPU)
+    s = Settings()
+    assert calibration_modes(s, dense=True, fused=True) == ("auto", "dense", "fused")
+    assert calibration_modes(s.replace(verify_attention="plain"), fused=True) == ("auto",)
