@@ -33,6 +33,7 @@ from core.decode.run_totals import RunTotals
 from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, speculative_round
+from core.dispatch.curve_cache import curve_missing, curve_wanted
 from core.dispatch.patches import draft_attention
 from core.drafting import registry
 from core.drafting.base import Drafter, DraftUnavailable
@@ -345,21 +346,16 @@ class Engine:
         return kept[1]
 
     def needs_curve(self, s: Settings) -> bool:
-        """Whether a speculative run with `s` will stop to calibrate first: the cost-aware
-        policy needs a curve, dispatch=fastest one that measured the padded kernel. A caller
-        with a progress display (the TUI) calibrates itself first; otherwise the round waits."""
+        """Whether a speculative run with `s` will stop to calibrate first (curve_cache
+        `curve_wanted`). A caller with a progress display (the TUI) calibrates itself first;
+        otherwise the round waits."""
         if s.mode != "speculative" or self.unavailable_reason(s.draft_source):
             return False
-        return (s.policy == "cost-aware" or s.dispatch == "fastest") and self._curve_missing(s)
-
-    def _curve_missing(self, s: Settings) -> bool:
-        curve = self.cost_curve
-        need = {"fastest": "gemm", "dense": "dense"}.get(s.dispatch)
-        return curve is None or (need is not None and need not in curve.modes)
+        return curve_wanted(self.cost_curve, s)
 
     def _ensure_curve(self, s: Settings, context: int) -> None:
         """Calibrate on first need (seconds on a GPU, ~30 s on a CPU; the round waits)."""
-        if self._curve_missing(s):
+        if curve_missing(self.cost_curve, s):
             from core.dispatch.curve_cache import quick_curve
 
             draft = self._draft.model if self._draft is not None else None

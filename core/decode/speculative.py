@@ -49,7 +49,7 @@ def drafting_rounds(
         configure = getattr(d, "configure", None)
         if configure is not None:
             configure(s)
-    if s.dispatch == "fastest" or s.policy == "cost-aware":
+    if engine.needs_curve(s):
         engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
     guard = engine._guard(s, totals)
     t_plan = engine._clock()

@@ -226,13 +226,16 @@ def calibrate(
     side_passes = side_warmup + repeats
     total = len(modes) * passes * len(row_list) + (side_passes if draft_model is not None else 0)
     done = 0
-    times: dict[str, dict[int, float]] = {}
     calls = 0
-    for mode in modes:
-        dispatch, attention = MODE_SETTINGS[mode]
-        samples: dict[int, list[float]] = {r: [] for r in row_list}
-        for p in range(passes):
-            for r in row_list:
+    # Modes interleaved call by call (pass, then R, then mode), so each mode meets the same KV
+    # lengths and the same stretch of the host's time: one mode after another, the H200 timed
+    # the same unpatched forward 1.6x dearer in the last mode than in the first
+    # (docs/benchmarks/never-slower.md, run 5's calibration).
+    samples = {mode: {r: [] for r in row_list} for mode in modes}
+    for p in range(passes):
+        for r in row_list:
+            for mode in modes:
+                dispatch, attention = MODE_SETTINGS[mode]
                 _check_cancel(cancel)
                 toks = mx.array(rng.integers(0, vocab, (1, r)), dtype=mx.int32)
                 mx.eval(toks)
@@ -245,11 +248,11 @@ def calibrate(
                     trim_prompt_cache(cache, r - 1)
                 calls += 1
                 if p >= warmup:
-                    samples[r].append(dt)
+                    samples[mode][r].append(dt)
                 done += 1
                 if progress is not None:
                     progress(done, total, f"{mode}: {r} rows")
-        times[mode] = {r: statistics.median(v) for r, v in samples.items()}
+    times = {mode: {r: statistics.median(v) for r, v in tab.items()} for mode, tab in samples.items()}
     context_end = cache_offset(cache)
     del cache
 

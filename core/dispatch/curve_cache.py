@@ -67,6 +67,23 @@ def calibration_modes(settings: Any, dense: bool = False, fused: bool = False) -
     return modes
 
 
+def curve_missing(curve: Any, settings: Any) -> bool:
+    """Whether a run of `settings` lacks the curve it reads: none, or one without the mode
+    its dispatch needs (fastest: the padded kernel; dense: the dense copy)."""
+    need = {"fastest": "gemm", "dense": "dense"}.get(settings.dispatch)
+    return curve is None or (need is not None and need not in curve.modes)
+
+
+def curve_wanted(curve: Any, settings: Any) -> bool:
+    """Whether a speculative run of `settings` calibrates before its first round: the
+    cost-aware policy prices with a curve, dispatch=fastest picks by one, and on CUDA
+    verify_attention "auto" chooses the fused or the plain attention by one (`target_fused`);
+    each only while `curve_missing`."""
+    reads = settings.policy == "cost-aware" or settings.dispatch == "fastest"
+    cuda = getattr(settings, "verify_attention", "auto") == "auto" and target_fused()
+    return (reads or cuda) and curve_missing(curve, settings)
+
+
 def target_fused(backend: Any = None) -> bool:
     """Whether a calibration here measures the fused attention beside "auto": on CUDA, whose
     "auto" is the plain one (elsewhere "auto" is already fused)."""

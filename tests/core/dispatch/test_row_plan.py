@@ -159,8 +159,10 @@ def test_curve_for_warms_and_times_exactly_the_plan_s_rows(engine, tmp_path, as_
     # on CUDA the fused attention is measured beside "auto" (plain there): two modes
     assert set(result.curve.times) == {"auto", "fused"}
     # warm-up: prefill, each planned R once a mode, the settle steps; then the calibration:
-    # its prefill and 1 + 3 passes over the plan a mode (nothing else runs the target)
-    assert calls["target"] == [16, *plan * 2, *[1] * settle, 16, *plan * 8]
+    # its prefill and 1 + 3 passes over the plan, the modes interleaved at each R (nothing
+    # else runs the target)
+    timed = [r for _ in range(4) for r in plan for _mode in ("auto", "fused")]
+    assert calls["target"] == [16, *plan * 2, *[1] * settle, 16, *timed]
     assert result.curve.rows == plan and result.curve.calls == 8 * len(plan)
     total = 8 * len(plan) + 4  # + the draft's chain, timed once per pass
     assert seen[-1] == (total, total) and {t for _, t in seen} == {total}
