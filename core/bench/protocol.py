@@ -279,6 +279,10 @@ def run_protocol(
         if peer is not None
         else None,
         "calibration": _calibration_summary(curve, curve_from),
+        # the curve the rows ran with (the dense copy and CUDA's attention are chosen by it
+        # per R): run 5's peer dispatched to "dense" with no record of the times that chose it
+        "engine_curve": _calibration_summary(getattr(engine, "cost_curve", None),
+                                             "the engine's: its rows dispatched and priced by it"),
         "task_check": task_name if task is not None else None,
     }
     if models is not None:

@@ -75,6 +75,9 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
     assert engine.cost_curve is not None  # the cost-aware row priced with the same curve
     cal = report.protocol["calibration"]
     assert cal["from"] == "calibrated by the bench" and cal["rows"] == 5
+    # the curve the rows ran with is in the report too, with its measured times
+    ran = report.protocol["engine_curve"]
+    assert ran["modes"] == ["auto"] and ran["t_verify_s"] == cal["t_verify_s"]
     base_row = report.result("target-only")
     assert base_row.predicted_speedup is None and base_row.efficiency is None
     t_step = 1 / statistics.median(base_row.decode_all_tok_s)
