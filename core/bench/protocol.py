@@ -215,11 +215,14 @@ def run_protocol(
     # Timed: untraced, exactly N tokens, a fresh cache per request (rows paired with the
     # peer's requests are timed with them, below). Interleaved: each seed runs every row
     # before the next seed, so the rows' requests of one seed are paired in time too (a
-    # host's slow spell hits all rows of a seed alike, not one row's seeds).
+    # host's slow spell hits all rows of a seed alike, not one row's seeds). Rotated: seed j
+    # starts at row j, so no row always runs first or last in its seed (on the H200 the A/A
+    # control, run last, read 0.91x of target-only, run first, over 7 benches at T = 0.7:
+    # docs/benchmarks/never-slower.md, run 5).
     ours = [b for b in prepared if b.name not in paired_names]
     for inv in range(invocations):
         for j in range(seeds):
-            for b in ours:
+            for b in rotated(ours, j):
                 seed = seed_lists[b.name][j]
                 traced_after(b, seed, inv, timed(b, seed, inv))
 
@@ -265,7 +268,8 @@ def run_protocol(
         "warmup": warmup,
         "traced": traced,
         "ignore_eos": True,
-        "order": "invocations outermost, then settings, then seeds; warm-up before all",
+        "order": ("invocations outermost, then seeds, then settings, seed j's settings "
+                  "rotated to start at the j-th; warm-up before all"),
         "seed_values": seed_lists[baseline.name],
         "prompt_tokens": len(prompt_ids),
         "baseline": baseline.name,
@@ -288,6 +292,14 @@ def run_protocol(
     if models is not None:
         protocol["models"] = models_protocol(models)
     return BenchReport(environment=environment, protocol=protocol, results=out)
+
+
+def rotated(rows: Sequence[Any], j: int) -> list[Any]:
+    """The rows in seed j's order: the same cycle, started at row j mod len(rows)."""
+    if not rows:
+        return []
+    i = j % len(rows)
+    return [*rows[i:], *rows[:i]]
 
 
 def _with_options(
