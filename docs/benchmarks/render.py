@@ -939,6 +939,29 @@ def target_only_spread(docs: list[Doc]) -> tuple[list[str], str]:
             f"target-only's timed requests ({_seeds(docs)}), same bench")
 
 
+def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
+    round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
+    (d,) = docs
+    out = []
+    for r in d["rows"]:
+        name = r["bench"].removesuffix("-t0.0")
+        out.append([name, f"{r['always']['tokens_per_round']:.2f}",
+                    f"{r['always_own_answer']['tokens_per_round']:.2f}",
+                    f"{r['oracle_tokens_per_round']:.2f}", f"{r['bench_lookup_tokens_per_round']:.2f}",
+                    f"{r['ceiling_x']:.2f}x", f"{r['ceiling_own_x']:.2f}x",
+                    f"{r['bench_lookup_ratio']:.2f}x"])  # fmt: skip
+    stat = (f"greedy, 256 tokens, k = {d['k']}, repeats of {d['min_match']}+ tokens; tokens a "
+            "round = the answer's tokens over its rounds, teacher-forced on the seed-0 answer of "
+            "target-only (\"always\") or of the lookup row (\"own answer\"); bound = each round "
+            "copies the longest earlier run anywhere; ceiling = every round priced at the "
+            f"calibrated 33-row verification ({d['verify_33_s'] * 1e3:.1f} ms) and every plain "
+            f"step at the 1-row forward ({d['step_s'] * 1e3:.1f} ms) of {d['curve']}")
+    return md_table(("Prompt", "always, tokens a round", "always, own answer", "copy bound",
+                     "bench's lookup", "ceiling", "ceiling, own answer", "bench's lookup, measured"),
+                    out), stat  # fmt: skip
+
+
 def _catch_up(t: list[dict[str, Any]], src: str) -> list[int]:
     """Per round of `src` in a trace, the tokens committed since that source's previous round
     ended (its KV cache is that far behind the target's): the context the round starts at
@@ -1242,6 +1265,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-runs": never_slower_runs,
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
+    "lookup-ceiling": lookup_ceiling,
     "traced-outside": traced_outside,
     "first-probe": first_probe,
     "first-use": first_use,
