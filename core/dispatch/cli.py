@@ -31,8 +31,8 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--modes",
         default="auto",
-        help="comma-separated: auto (default settings), gemv, gemm (forced linear kernels), "
-        "fused, plain (forced verification attention)",
+        help="comma-separated: auto (MLX's kernels), gemv, gemm (forced linear kernels), dense "
+        "(a dequantized copy's matmul), fused, plain (forced verification attention)",
     )
     p.add_argument("--json", default=None, metavar="PATH",
                    help="also write the curve as JSON here (- for stdout)")  # fmt: skip
