@@ -21,7 +21,7 @@ from core.decode.introspect import vocab_size
 from core.dispatch.backend import BackendInfo, current_backend
 from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import KernelPredictor
-from core.dispatch.patches import verification_patches
+from core.dispatch.patches import dense_lost, release_dense, verification_patches
 
 # Calibration modes: "auto" is MLX's own kernels with the backend's attention; "gemv"/"gemm"
 # force the linear layers' kernel family, "dense" the dequantized copy's matmul (patches.py);
@@ -255,6 +255,8 @@ def calibrate(
     times = {mode: {r: statistics.median(v) for r, v in tab.items()} for mode, tab in samples.items()}
     context_end = cache_offset(cache)
     del cache
+    if dense_lost(times):
+        release_dense(target_model)  # no "auto" round will take the copy: give its memory back
 
     draft_s = sampled_s = None
     if draft_model is not None:

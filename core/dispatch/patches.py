@@ -130,6 +130,26 @@ def _dense_weight(module: nn.Module) -> mx.array:
     return w
 
 
+def release_dense(model: nn.Module) -> int:
+    """Drop the dense copies of `model`'s layers (a calibration that found the copy dearer at
+    every R: a 7B target's would hold 14 GB for nothing); returns how many were dropped. A
+    later dense verification makes them again."""
+    ids = {id(m) for _, m, _, _ in linear_modules(model)}
+    gone = [k for k in list(_dense) if k in ids]
+    for k in gone:
+        _dense.pop(k, None)
+    return len(gone)
+
+
+def dense_lost(times: dict[str, dict[int, float]]) -> bool:
+    """Whether a calibration measured the dense copy and found it dearer than MLX's own
+    kernels at every row count it timed both (then no "auto" run will take it)."""
+    dense, auto = times.get("dense"), times.get("auto")
+    if not dense or not auto:
+        return False
+    return all(dense[r] >= auto[r] for r in dense if r in auto and r > 1)
+
+
 def _dense_apply(module: nn.Module, x: mx.array, how: str) -> mx.array:
     """What the quantized layer computes, as one dense matmul by its dequantized weights."""
     y = x @ _dense_weight(module).T

@@ -265,3 +265,28 @@ def test_a_calibration_interleaves_its_modes_call_by_call(monkeypatch):
     monkeypatch.setattr(sys.modules["core.dispatch.calibrate"], "verification_patches", spy)
     calibrate(tiny_llama(), rows=[1, 3], repeats=1, context=8, modes=("auto", "dense"), warmup=0)
     assert seen == [("auto", 1), ("dense", 1), ("auto", 3), ("dense", 3)]
+
+
+def test_a_copy_that_lost_everywhere_is_released_after_the_calibration(monkeypatch):
+    """The dense copies are dropped when the calibration found them dearer at every R (a 7B
+    target's copy is 14 GB), and kept when they won somewhere."""
+    from core.dispatch.patches import dense_lost, release_dense
+
+    assert dense_lost({"auto": {1: 1.0, 2: 2.0, 8: 3.0}, "dense": {1: 0.5, 2: 2.5, 8: 3.0}})
+    assert not dense_lost({"auto": {2: 2.0, 8: 3.0}, "dense": {2: 2.5, 8: 2.9}})
+    assert not dense_lost({"auto": {2: 2.0}})  # not measured: nothing to release
+    model = tiny_llama(seed=4)
+    with verification_patches(model, "dense", "fused", 3, backend=H200):
+        mx.eval(model(mx.array([[1, 2, 3]])))
+    layers = {id(m) for _, m, _, s in linear_modules(model) if s.quantized}
+    assert layers <= set(patches._dense)
+    assert release_dense(model) == len(layers) and not layers & set(patches._dense)
+    import sys
+
+    cal = sys.modules["core.dispatch.calibrate"]
+    monkeypatch.setattr(cal, "dense_lost", lambda times: True)
+    calibrate(model, rows=[1, 2], repeats=1, context=8, modes=("auto", "dense"))
+    assert not layers & set(patches._dense)
+    monkeypatch.setattr(cal, "dense_lost", lambda times: False)
+    calibrate(model, rows=[1, 2], repeats=1, context=8, modes=("auto", "dense"))
+    assert layers <= set(patches._dense)
