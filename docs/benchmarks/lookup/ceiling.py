@@ -10,6 +10,8 @@ through the lookup's own index (core/drafting/suffix_index.py), teacher-forced:
 - `always`: every position with a repeat of at least `min_match` tokens is a lookup round of
   k = 32 drafts (the default's k_max), every other position a plain step: the most any
   policy over this lookup can commit a round;
+- `substitution`: a variant tried and dropped (after a correction, copy on one source token
+  further: a rename's substitution), on target-only's answer;
 - `oracle`: each round copies the longest run of the answer found anywhere before it (no
   suffix match needed): a bound for any copying drafter, not a drafter;
 - the bench's own lookup row: its tokens a round, from its JSON; and `always` replayed on
@@ -62,6 +64,39 @@ def replay(prompt: list[int], out: list[int], min_match: int = 2, k: int = K) ->
             "accepted": accepted, "tokens_per_round": len(out) / rounds}  # fmt: skip
 
 
+def substitution(prompt: list[int], out: list[int], short: int = 3, k: int = K) -> float:
+    """Tokens a round for a variant tried and dropped: after a round whose copy from text
+    position p accepted n tokens before the target's correction, the next round copies from
+    p + n + 1 (the correction taken as a one-token substitution, as a rename makes) whenever
+    the suffix match is shorter than `short`; else as `replay`."""
+    from core.drafting.suffix_index import SuffixIndex
+
+    index = SuffixIndex(prompt)
+    i = rounds = 0
+    ptr: int | None = None
+    while i < len(out):
+        seq = prompt + out[:i]
+        index.sync(seq, len(index))
+        match = index.longest_repeat()
+        start = None
+        if ptr is not None and (match is None or match.length < short):
+            start = ptr
+        elif match is not None and match.length >= 2:
+            start = match.end + 1
+        n = 0
+        if start is not None and start < len(seq):
+            period = len(seq) - start
+            copy = [seq[start + (j % period)] for j in range(k)]
+            while n < k and i + n < len(out) and copy[n] == out[i + n]:
+                n += 1
+            ptr = start + n + 1 if start + n + 1 < len(seq) else None
+        else:
+            ptr = None
+        i += n + 1
+        rounds += 1
+    return len(out) / rounds
+
+
 def oracle(prompt: list[int], out: list[int], k: int = K) -> float:
     """Tokens a round when each round copies the longest earlier run of the answer."""
     i = rounds = 0
@@ -109,6 +144,7 @@ def main(argv: list[str]) -> int:
             "always_own_answer": own,
             "answers_agree": lk["sample_output"]["token_ids"] == answer,
             "oracle_tokens_per_round": oracle(prompt, answer),
+            "substitution_tokens_per_round": substitution(prompt, answer),
             "bench_lookup_tokens_per_round": len(answer) / lk["rounds_per_request"],
             "bench_lookup_ratio": base["median_e2e_s"] / lk["median_e2e_s"],
             "ceiling_x": len(answer) * step / cost,
