@@ -290,3 +290,23 @@ def test_a_copy_that_lost_everywhere_is_released_after_the_calibration(monkeypat
     monkeypatch.setattr(cal, "dense_lost", lambda times: False)
     calibrate(model, rows=[1, 2], repeats=1, context=8, modes=("auto", "dense"))
     assert layers <= set(patches._dense)
+
+
+def test_a_fixed_k_run_on_cuda_calibrates_first_so_auto_can_choose(monkeypatch):
+    """On CUDA "auto" chooses its attention (and the dense copy) by a curve, so even a
+    fixed-k run wants one until it has it; elsewhere only the cost-aware policy and
+    dispatch=fastest do."""
+    import core.dispatch.backend as backend_module
+    from core.dispatch.curve_cache import curve_wanted
+
+    fixed = Settings(mode="speculative", policy="fixed", k=4)
+    monkeypatch.setattr(backend_module, "current_backend", lambda: H200)
+    assert curve_wanted(None, fixed)
+    assert not curve_wanted(_curve({1: 1.0}), fixed)  # has one: measured once
+    assert not curve_wanted(None, fixed.replace(verify_attention="plain"))  # forced: no choice
+    monkeypatch.setattr(backend_module, "current_backend", lambda: CPU)
+    assert not curve_wanted(None, fixed)
+    assert curve_wanted(None, fixed.replace(policy="cost-aware"))
+    # a forced dense copy runs without a curve; priced by one, it needs "dense" measured
+    assert not curve_wanted(None, fixed.replace(dispatch="dense"))
+    assert curve_wanted(_curve({1: 1.0}), fixed.replace(policy="cost-aware", dispatch="dense"))
