@@ -270,14 +270,16 @@ def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> l
 
 def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int) -> Any:
     """The curve a round waits on when no caller calibrated first (Engine's _ensure_curve): the
-    same row plan, modes and context cap as `curve_for`, no warm-up, nothing kept."""
+    same row plan, modes and context cap as `curve_for`, its prefill in the run's chunks (a
+    narrow start's keep every forward below the GEMM kernels), no warm-up, nothing kept."""
     from core.dispatch.calibrate import calibrate
     from core.dispatch.row_plan import calibration_context
 
     return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
                      repeats=3, context=calibration_context(max(context, 16)),
                      modes=calibration_modes(settings, target_dense(target_model), target_fused()),
-                     fused_draft=settings.fused_draft)  # fmt: skip
+                     fused_draft=settings.fused_draft,
+                     chunk=getattr(settings, "prefill_chunk", None))  # fmt: skip
 
 
 def curve_for(

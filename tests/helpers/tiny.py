@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 from mlx_lm.models import llama
 
@@ -55,6 +56,29 @@ def tiny_llama(
     model = llama.Model(llama_args(hidden=64, layers=layers, inter=128, vocab=vocab))
     model.model.embed_tokens.weight = model.model.embed_tokens.weight * embed_scale
     model.lm_head.weight = model.lm_head.weight * head_scale
+    mx.eval(model.parameters())
+    return model
+
+
+def dispatch_llama(
+    *,
+    hidden: int = 64,
+    inter: int = 128,
+    layers: int = 2,
+    vocab: int = 96,
+    tie: bool = False,
+    quantize: bool = True,
+    dtype: mx.Dtype = mx.float32,
+    seed: int = 0,
+) -> llama.Model:
+    """A seeded random llama for the dispatch tests: 4-bit group-64 quantized unless asked
+    otherwise, in `dtype`, tied or untied head, weights evaluated."""
+    mx.random.seed(seed)
+    model = llama.Model(llama_args(hidden=hidden, layers=layers, inter=inter, vocab=vocab, tie=tie))
+    model.set_dtype(dtype)
+    if quantize:
+        nn.quantize(model, group_size=64, bits=4)
+    model.eval()
     mx.eval(model.parameters())
     return model
 

@@ -17,7 +17,7 @@ import pytest
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 from core.dispatch import VerifyCostCurve, calibrate, fastest_dispatch, patches, verify_cost
-from core.dispatch.backend import backend_info
+from core.dispatch.backend import BackendInfo, backend_info
 from core.dispatch.curve import auto_dispatch
 from core.dispatch.curve_cache import calibration_modes, covers, curve_key
 from core.dispatch.kernels import linear_modules
@@ -30,9 +30,12 @@ from core.dispatch.patches import (
 )
 from core.runtime.warmer import first_round_sizes, mode_of
 from core.settings import Settings
-from tests.core.dispatch.test_dispatch import CPU, H200, M2, tiny_llama
+from tests.helpers.tiny import dispatch_llama as tiny_llama
 
 GB = 1 << 30
+H200 = BackendInfo.cuda((9, 0), "NVIDIA H200")
+M2 = BackendInfo.metal("applegpu_g14g", "Apple M2")
+CPU = BackendInfo.cpu("AMD EPYC", "x86_64")
 
 
 def _curve(auto: dict[int, float], dense: dict[int, float] | None = None) -> VerifyCostCurve:

@@ -39,7 +39,7 @@ from core.dispatch import (
     verify_cost,
 )
 from core.settings import SettingsError
-from tests.helpers.tiny import llama_args
+from tests.helpers.tiny import dispatch_llama as tiny_llama
 
 M2 = BackendInfo.metal("applegpu_g14g", "Apple M2")
 M3_MAX = BackendInfo.metal("applegpu_g15s", "Apple M3 Max")
@@ -60,27 +60,6 @@ QWEN7B = [
     q4("mlp", 18944, 3584, 28),  # down_proj
     q4("lm_head", 3584, 152064, 1),
 ]
-
-
-def tiny_llama(
-    *,
-    hidden: int = 64,
-    inter: int = 128,
-    layers: int = 2,
-    vocab: int = 96,
-    tie: bool = False,
-    quantize: bool = True,
-    dtype: mx.Dtype = mx.float32,
-    seed: int = 0,
-) -> llama.Model:
-    mx.random.seed(seed)
-    model = llama.Model(llama_args(hidden=hidden, layers=layers, inter=inter, vocab=vocab, tie=tie))
-    model.set_dtype(dtype)
-    if quantize:
-        nn.quantize(model, group_size=64, bits=4)
-    model.eval()
-    mx.eval(model.parameters())
-    return model
 
 
 # --- prediction ----------------------------------------------------------------------------------
