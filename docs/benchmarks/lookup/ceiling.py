@@ -10,6 +10,8 @@ through the lookup's own index (core/drafting/suffix_index.py), teacher-forced:
 - `always`: every position with a repeat of at least `min_match` tokens is a lookup round of
   k = 32 drafts (the default's k_max), every other position a plain step: the most any
   policy over this lookup can commit a round;
+- `with_policy`: the default's cost-aware copy policy chooses each round's k (declines
+  included), priced by the curve, on target-only's answer;
 - `substitution`: a variant tried and dropped (after a correction, copy on one source token
   further: a rename's substitution), on target-only's answer;
 - `oracle`: each round copies the longest run of the answer found anywhere before it (no
@@ -62,6 +64,39 @@ def replay(prompt: list[int], out: list[int], min_match: int = 2, k: int = K) ->
         rounds += 1
     return {"rounds": rounds, "lookup_rounds": lookups, "steps": rounds - lookups,
             "accepted": accepted, "tokens_per_round": len(out) / rounds}  # fmt: skip
+
+
+def with_policy(prompt: list[int], out: list[int], curve: Any) -> float:
+    """Tokens a round when the default's cost-aware copy policy (core/cost/policy.py
+    CopyRunPolicy, priced by `curve`, its acceptance learnt from these rounds) chooses each
+    round's k, declines included: what the policy gives up against `replay`'s k = 32."""
+    from core.cost.policy import make_policy
+    from core.drafting.base import Offer
+    from core.drafting.lookup import match_kind
+    from core.drafting.suffix_index import SuffixIndex
+    from core.settings import first_run_settings
+
+    s = first_run_settings().replace(temperature=0.0, rule="lossless")
+    policy = make_policy(s, curve.for_sampling(True), lambda k: 0.0, copies=True)
+    index = SuffixIndex(prompt)
+    i = rounds = 0
+    while i < len(out):
+        index.sync(prompt + out[:i], len(index))
+        match = index.longest_repeat()
+        n = 0
+        if match is not None and match.length >= 2:
+            period = len(index) - (match.end + 1)
+            policy.consider(Offer("lookup", None if match.length >= period else period,
+                                  match_kind(match.length)))  # fmt: skip
+            k = policy.next_k(limit=len(out) - i)
+            if k > 0:
+                copy = index.continuation(match, k)
+                while n < k and i + n < len(out) and copy[n] == out[i + n]:
+                    n += 1
+            policy.observe(max(k, 0), n)
+        i += n + 1
+        rounds += 1
+    return len(out) / rounds
 
 
 def substitution(prompt: list[int], out: list[int], short: int = 3, k: int = K) -> float:
@@ -122,7 +157,10 @@ def main(argv: list[str]) -> int:
     from core.models.loader import load_model
 
     out_path, curve_path, *benches = argv
+    from core.dispatch.curve import VerifyCostCurve
+
     curve = load_json(Path(curve_path))
+    curve_obj = VerifyCostCurve.from_dict(curve)
     times = curve["times"]["auto"]
     step, verify = float(times["1"]), float(times[str(K + 1)])
     tok = load_model("default").tokenizer
@@ -145,6 +183,7 @@ def main(argv: list[str]) -> int:
             "answers_agree": lk["sample_output"]["token_ids"] == answer,
             "oracle_tokens_per_round": oracle(prompt, answer),
             "substitution_tokens_per_round": substitution(prompt, answer),
+            "policy_tokens_per_round": with_policy(prompt, answer, curve_obj),
             "bench_lookup_tokens_per_round": len(answer) / lk["rounds_per_request"],
             "bench_lookup_ratio": base["median_e2e_s"] / lk["median_e2e_s"],
             "ceiling_x": len(answer) * step / cost,
