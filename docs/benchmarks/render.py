@@ -939,6 +939,34 @@ def target_only_spread(docs: list[Doc]) -> tuple[list[str], str]:
             f"target-only's timed requests ({_seeds(docs)}), same bench")
 
 
+def lookup_round_cost(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench, what a lookup round of the lookup row cost: the guard's measured lookup
+    rate per request (tokens a second of its rounds, breaks charged) over the row's tokens a
+    lookup round, beside a target step's time from the same guard."""
+    out = []
+    for doc in docs:
+        name, temp = prompt_t(doc)
+        r = next((x for x in rows(doc) if x["settings"].get("draft_source") == "lookup"), None)
+        lk = (r or {}).get("per_source", {}).get("lookup")
+        if not lk or not lk.get("rounds"):
+            continue
+        per_round = (lk["accepted"] + lk["rounds"]) / lk["rounds"]
+        g = r.get("guard") or {}
+        ms = [per_round / x * 1e3 for x in g.get("lookup", {}).get("measured_tok_s", []) if x]
+        step = [1e3 / x for x in g.get("none", {}).get("measured_tok_s", []) if x]
+        if not ms or not step:
+            continue
+        out.append([f"{name}, T = {temp:g}", str(lk["rounds"]), f"{lk['proposed'] / lk['rounds']:.1f}",
+                    f"{per_round:.1f}", f"{min(ms):.0f}-{max(ms):.0f}",
+                    f"{min(step):.1f}-{max(step):.1f}"])  # fmt: skip
+    stat = ("the lookup row of each bench; ms a lookup round = its tokens a lookup round (accepted "
+            "plus one, over the row's requests) over the guard's measured lookup rate, per request "
+            "(the JSON's guard.lookup.measured_tok_s: the rounds' seconds with the pipeline breaks "
+            "charged to them), min-max; a target step = 1 / guard.none.measured_tok_s, min-max")
+    return md_table(("Prompt, T", "lookup rounds", "drafts a round", "tokens a round",
+                     "ms a lookup round", "ms a target step"), out), stat
+
+
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
     round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
@@ -1272,6 +1300,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
     "lookup-ceiling": lookup_ceiling,
+    "lookup-round-cost": lookup_round_cost,
     "traced-outside": traced_outside,
     "first-probe": first_probe,
     "first-use": first_use,
