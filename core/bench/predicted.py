@@ -64,13 +64,12 @@ def calibration_for(
     if curve is not None and _covers(curve, need):
         return curve, "the engine's calibration"
     from core.dispatch import calibrate
-    from core.dispatch.curve_cache import target_dense, target_fused
+    from core.dispatch.curve_cache import modes_here
     from core.dispatch.row_plan import calibration_context
 
-    if target_dense(engine) and any(b.settings.dispatch in ("auto", "fastest") for b in rows):
-        need["modes"] = (*need["modes"], "dense")  # what "auto" runs where it is cheaper
-    if target_fused() and any(b.settings.verify_attention == "auto" for b in rows):
-        need["modes"] = (*need["modes"], "fused")
+    # and what "auto" runs where it is cheaper here (the dense copy, CUDA's fused attention)
+    here = [m for b in rows for m in modes_here(b.settings, engine)]
+    need["modes"] = tuple(dict.fromkeys((*need["modes"], *here)))
 
     fresh = calibrate(
         engine.target_model,

@@ -67,6 +67,12 @@ def calibration_modes(settings: Any, dense: bool = False, fused: bool = False) -
     return modes
 
 
+def modes_here(settings: Any, target_model: Any, backend: Any = None) -> tuple[str, ...]:
+    """`calibration_modes` for `settings` on this target and machine (the dense copy where
+    it fits, the fused attention on CUDA): what every calibration here times."""
+    return calibration_modes(settings, target_dense(target_model, backend), target_fused(backend))
+
+
 def curve_missing(curve: Any, settings: Any) -> bool:
     """Whether a run of `settings` lacks the curve it reads: none, or one without the mode
     its dispatch needs (fastest: the padded kernel; dense: the dense copy)."""
@@ -277,7 +283,7 @@ def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int
 
     return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
                      repeats=3, context=calibration_context(max(context, 16)),
-                     modes=calibration_modes(settings, target_dense(target_model), target_fused()),
+                     modes=modes_here(settings, target_model),
                      fused_draft=settings.fused_draft,
                      chunk=getattr(settings, "prefill_chunk", None))  # fmt: skip
 
@@ -322,7 +328,7 @@ def curve_for(
     if max_rows is not None:
         rows = capped(rows, max_rows)
     context = calibration_context(context)  # 16 at most on the CPU: row_plan.py says why
-    modes = calibration_modes(settings, target_dense(engine), target_fused())
+    modes = modes_here(settings, engine)
     name = label or _target_name(engine)
     chunk = settings.prefill_chunk
     # the plan's rows and nothing else: each timed row count compiled before it is timed

@@ -134,7 +134,7 @@ def release_dense(model: nn.Module) -> int:
     """Drop the dense copies of `model`'s layers (a calibration that found the copy dearer at
     every R: a 7B target's would hold 14 GB for nothing); returns how many were dropped. A
     later dense verification makes them again."""
-    ids = {id(m) for _, m, _, _ in linear_modules(model)}
+    ids = _plan_for(model).dense or {}
     gone = [k for k in list(_dense) if k in ids]
     for k in gone:
         _dense.pop(k, None)

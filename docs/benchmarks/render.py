@@ -983,11 +983,12 @@ def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
                     f"{r['bench_lookup_ratio']:.2f}x"])  # fmt: skip
     stat = (f"greedy, 256 tokens, k = {d['k']}, repeats of {d['min_match']}+ tokens; tokens a "
             "round = the answer's tokens over its rounds, teacher-forced on the seed-0 answer of "
-            "target-only (\"always\") or of the lookup row (\"own answer\"); the policy's k = the default's cost-aware copy policy choosing each round's k, "
-            "priced by the curve, on target-only's answer; substitution skip = after a correction the copy goes on one "
-            "source token further, on target-only's answer (lookup/ceiling.py `substitution`); "
-            "bound = each round "
-            "copies the longest earlier run anywhere; ceiling = every round priced at the "
+            "target-only (\"always\") or of the lookup row (\"own answer\"); the policy's k = "
+            "the default's cost-aware copy policy choosing each round's k, priced by the curve, "
+            "on target-only's answer; substitution skip = after a correction the copy goes on "
+            "one source token further, on target-only's answer (lookup/ceiling.py "
+            "`substitution`); bound = each round copies the longest earlier run anywhere; "
+            "ceiling = every round priced at the "
             f"calibrated 33-row verification ({d['verify_33_s'] * 1e3:.1f} ms) and every plain "
             f"step at the 1-row forward ({d['step_s'] * 1e3:.1f} ms) of {d['curve']}")
     return md_table(("Prompt", "always, tokens a round", "always, own answer",

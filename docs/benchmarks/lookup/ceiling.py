@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,26 +45,47 @@ sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
 K = 32  # the default's k_max (core/settings.py first_run_settings)
 
 
-def replay(prompt: list[int], out: list[int], min_match: int = 2, k: int = K) -> dict[str, Any]:
-    """Rounds the lookup takes over `out` when asked at every repeat (teacher-forced)."""
+Copy = Callable[[Any, list[int], int], "list[int] | None"]
+
+
+def _walk(prompt: list[int], out: list[int], choose: Copy,
+          after: Callable[[list[int], int], None] | None = None) -> dict[str, Any]:
+    """The teacher-forced rounds over `out` that every replay shares: before each round the
+    lookup's index holds the prompt and the answer so far; `choose(index, seq, i)` returns the
+    round's copy (None: a plain step), which keeps its tokens up to the first that differs
+    from the answer, plus one target token; `after(copy, kept)` learns from it."""
     from core.drafting.suffix_index import SuffixIndex
 
     index = SuffixIndex(prompt)
     i = rounds = lookups = accepted = 0
     while i < len(out):
-        index.sync(prompt + out[:i], len(index))
-        match = index.longest_repeat()
+        seq = prompt + out[:i]
+        index.sync(seq, len(index))
+        copy = choose(index, seq, i)
         n = 0
-        if match is not None and match.length >= min_match:
-            copy = index.continuation(match, k)
+        if copy is not None:
             while n < len(copy) and i + n < len(out) and copy[n] == out[i + n]:
                 n += 1
             lookups += 1
             accepted += n
+            if after is not None:
+                after(copy, n)
         i += n + 1
         rounds += 1
     return {"rounds": rounds, "lookup_rounds": lookups, "steps": rounds - lookups,
             "accepted": accepted, "tokens_per_round": len(out) / rounds}  # fmt: skip
+
+
+def replay(prompt: list[int], out: list[int], min_match: int = 2, k: int = K) -> dict[str, Any]:
+    """Rounds the lookup takes over `out` when asked at every repeat (teacher-forced)."""
+
+    def choose(index: Any, seq: list[int], i: int) -> list[int] | None:
+        match = index.longest_repeat()
+        if match is None or match.length < min_match:
+            return None
+        return index.continuation(match, k)
+
+    return _walk(prompt, out, choose)
 
 
 def with_policy(prompt: list[int], out: list[int], curve: Any) -> float:
@@ -73,30 +95,23 @@ def with_policy(prompt: list[int], out: list[int], curve: Any) -> float:
     from core.cost.policy import make_policy
     from core.drafting.base import Offer
     from core.drafting.lookup import match_kind
-    from core.drafting.suffix_index import SuffixIndex
     from core.settings import first_run_settings
 
     s = first_run_settings().replace(temperature=0.0, rule="lossless")
     policy = make_policy(s, curve.for_sampling(True), lambda k: 0.0, copies=True)
-    index = SuffixIndex(prompt)
-    i = rounds = 0
-    while i < len(out):
-        index.sync(prompt + out[:i], len(index))
+
+    def choose(index: Any, seq: list[int], i: int) -> list[int] | None:
         match = index.longest_repeat()
-        n = 0
-        if match is not None and match.length >= 2:
-            period = len(index) - (match.end + 1)
-            policy.consider(Offer("lookup", None if match.length >= period else period,
-                                  match_kind(match.length)))  # fmt: skip
-            k = policy.next_k(limit=len(out) - i)
-            if k > 0:
-                copy = index.continuation(match, k)
-                while n < k and i + n < len(out) and copy[n] == out[i + n]:
-                    n += 1
-            policy.observe(max(k, 0), n)
-        i += n + 1
-        rounds += 1
-    return len(out) / rounds
+        if match is None or match.length < 2:
+            return None
+        period = len(index) - (match.end + 1)
+        policy.consider(Offer("lookup", None if match.length >= period else period,
+                              match_kind(match.length)))  # fmt: skip
+        k = policy.next_k(limit=len(out) - i)
+        return index.continuation(match, k) if k > 0 else []  # [] : declined, learnt as 0
+
+    return _walk(prompt, out, choose, lambda copy, n: policy.observe(len(copy), n))[
+        "tokens_per_round"]
 
 
 def substitution(prompt: list[int], out: list[int], short: int = 3, k: int = K) -> float:
@@ -104,32 +119,27 @@ def substitution(prompt: list[int], out: list[int], short: int = 3, k: int = K) 
     position p accepted n tokens before the target's correction, the next round copies from
     p + n + 1 (the correction taken as a one-token substitution, as a rename makes) whenever
     the suffix match is shorter than `short`; else as `replay`."""
-    from core.drafting.suffix_index import SuffixIndex
+    state: dict[str, Any] = {"ptr": None, "start": 0, "len": 0}
 
-    index = SuffixIndex(prompt)
-    i = rounds = 0
-    ptr: int | None = None
-    while i < len(out):
-        seq = prompt + out[:i]
-        index.sync(seq, len(index))
-        match = index.longest_repeat()
+    def choose(index: Any, seq: list[int], i: int) -> list[int] | None:
+        match, ptr = index.longest_repeat(), state["ptr"]
         start = None
         if ptr is not None and (match is None or match.length < short):
             start = ptr
         elif match is not None and match.length >= 2:
             start = match.end + 1
-        n = 0
-        if start is not None and start < len(seq):
-            period = len(seq) - start
-            copy = [seq[start + (j % period)] for j in range(k)]
-            while n < k and i + n < len(out) and copy[n] == out[i + n]:
-                n += 1
-            ptr = start + n + 1 if start + n + 1 < len(seq) else None
-        else:
-            ptr = None
-        i += n + 1
-        rounds += 1
-    return len(out) / rounds
+        if start is None or start >= len(seq):
+            state["ptr"] = None
+            return None
+        state["start"], state["len"] = start, len(seq)
+        period = len(seq) - start
+        return [seq[start + (j % period)] for j in range(k)]
+
+    def after(copy: list[int], n: int) -> None:
+        nxt = state["start"] + n + 1
+        state["ptr"] = nxt if nxt < state["len"] else None
+
+    return _walk(prompt, out, choose, after)["tokens_per_round"]
 
 
 def oracle(prompt: list[int], out: list[int], k: int = K) -> float:
