@@ -6,6 +6,7 @@ protocol); timed and traced requests of a setting add to the same `BenchResult`.
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ from core.bench.results import BenchResult
 from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
+
+MIN_STEPS = 16  # plain steps a request needs before its median step speaks for its host
 
 
 @dataclass
@@ -30,6 +33,7 @@ class Request:
     rounds: list[RoundEvent] = field(default_factory=list)
     # source ("none": a plain target step) -> k proposed -> rounds: what the prediction prices
     proposals: dict[str, Counter[int]] = field(default_factory=dict)
+    steps_s: list[float] = field(default_factory=list)  # each plain single-row step's seconds
 
     def add(self, ev: RoundEvent, keep: bool) -> None:
         """Count one round (kernels of speculative rounds only); `keep` holds it for a trace."""
@@ -41,6 +45,8 @@ class Request:
         if ev.source:
             self.sources.setdefault(ev.source, PositionTally()).observe(ev.proposed, ev.accepted)
         self.proposals.setdefault(ev.source or "none", Counter())[ev.proposed] += 1
+        if not ev.proposed and ev.rows == 1:
+            self.steps_s.append(ev.timings.total)
 
 
 def run_request(
@@ -68,6 +74,10 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     s = req.summary
     assert s is not None
     r.e2e_s.append(s.e2e_s)
+    # The request's own host speed: its median plain step (None with too few to say), so a
+    # report can divide out a slow spell that shifted the whole request (render.py's
+    # never-slower-normalized).
+    r.step_ms.append(statistics.median(req.steps_s) * 1e3 if len(req.steps_s) >= MIN_STEPS else None)
     r.ttft_all_s.append(s.ttft_s)
     r.decode_all_tok_s.append(s.decode_tok_s)
     r.rounds.append(s.rounds)

@@ -111,6 +111,9 @@ class BenchResult:
     settings: dict[str, Any]
     engine: str = "specdec-tui"  # or "mlx-lm" for peer rows
     e2e_s: list[float] = field(default_factory=list)
+    # Per timed request (as e2e_s): the median plain target step in ms, None below
+    # core.bench.requests.MIN_STEPS steps; the request's host speed, to divide slow spells out.
+    step_ms: list[float | None] = field(default_factory=list)
     ttft_all_s: list[float] = field(default_factory=list)
     decode_all_tok_s: list[float] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
@@ -267,6 +270,7 @@ class BenchResult:
             "min_e2e_s": min(self.e2e_s) if self.e2e_s else None,
             "max_e2e_s": max(self.e2e_s) if self.e2e_s else None,
             "e2e_s": list(self.e2e_s),
+            "step_ms": list(self.step_ms),
             "timed_requests": self.timed_requests,
             "ttft_s": statistics.median(self.ttft_all_s) if self.ttft_all_s else None,
             "decode_tok_s": (

@@ -320,6 +320,32 @@ def test_never_slower_verdict_widens_each_ratio_by_the_controls_noise() -> None:
     assert "no A/A control" in render.TABLES["never-slower-verdict"]([bare])[0][2]
 
 
+def test_the_normalized_verdict_divides_out_a_slow_spell_of_a_whole_request() -> None:
+    """Each request's E2E over its own median plain step: a request that ran on a host
+    twice as slow throughout (E2E and step both doubled) reads as its fast twin. The A/A
+    control, whose seed 1 ran in such a spell, reads 1.00x with σ = 0 here against a wide σ
+    in the E2E verdict; a row whose rounds cost real time keeps its loss (0.8x); a pair with
+    a request of too few steps (None) is left out."""
+    doc = _ns_doc("p", 0.7, {"target-only": [1.0, 1.0, 1.0, 1.0],
+                             render.NS_CONTROL: [1.0, 2.0, 1.0, 1.0],
+                             render.NS_DEFAULT: [1.25, 2.5, 1.25, 1.25],
+                             render.NS_LOOKUP: [1.0, 1.0, 1.0, 1.0]})  # fmt: skip
+    steps = {"target-only": [4.0, 4.0, 4.0, 4.0], render.NS_CONTROL: [4.0, 8.0, 4.0, 4.0],
+             render.NS_DEFAULT: [4.0, 8.0, 4.0, 4.0], render.NS_LOOKUP: [4.0, None, 4.0, 4.0]}
+    for r in doc["results"]:
+        r["step_ms"] = steps[r["name"]]
+    raw, raw_stat = render.TABLES["never-slower-verdict"]([doc])
+    assert "σ = 0.347" in raw_stat  # log 2 / 2: one of four A/A pairs off by 2x
+    lines, stat = render.TABLES["never-slower-normalized"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1].startswith("1.00x (1.00-1.00)")
+    assert cells[2] == "0.80x (0.80-0.80) **broken**"
+    assert cells[3].startswith("1.00x (1.00-1.00)") and "median" in stat and "σ = 0.000" in stat
+    assert render._norm_pairs(doc, doc["results"][3]) == [0.0, 0.0, 0.0]  # the None pair out
+    bare = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_CONTROL: [1.0] * 3})
+    assert "step_ms" in render.TABLES["never-slower-normalized"]([bare])[1]
+
+
 def test_a_default_row_with_more_fields_is_still_the_default() -> None:
     """From run 4 the default row carries k_max = 32 in its name; the tables find it as the
     default and label it with its own k range, so a grown name cannot drop it silently."""

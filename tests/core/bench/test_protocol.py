@@ -135,6 +135,11 @@ def _check_result_contract(row: dict) -> None:
     assert isinstance(row["timed_requests"], int)
     assert len(row["e2e_s"]) == row["timed_requests"]
     assert all(isinstance(x, float) for x in row["e2e_s"])
+    # each timed request's median plain step (its host's speed), or None with too few steps
+    assert len(row["step_ms"]) == row["timed_requests"]
+    assert all(x is None or (isinstance(x, float) and x > 0) for x in row["step_ms"])
+    if row["settings"]["mode"] == "target-only" and row["tokens_per_request"] >= 17:
+        assert all(isinstance(x, float) for x in row["step_ms"])
     assert row["mean_accepted_length"] is None or isinstance(row["mean_accepted_length"], float)
     assert isinstance(row["per_position_acceptance"], list)
     if row["phase_ms"] is not None:
