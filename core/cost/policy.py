@@ -17,6 +17,7 @@ from core.cost.prediction import (
     as_price,
     copy_acceptance,
     expected_tokens,
+    expected_tokens_upto,
     optimistic_hazards,
     predict,
     predict_k,
@@ -171,6 +172,7 @@ class CostAwarePolicy:
         self._probe_k = 1  # the next probe's length: doubles while probes are wholly accepted
         self._probing = False
         self.scale = [1.0, 1.0]  # observed / calibrated round cost: [k = 0, k >= 1], an EMA
+        self._round_s: list[float] | None = None  # calibrated seconds per k (`rates`)
 
     def acceptance(self) -> list[float]:
         """Per position, P(accept i | reached i): its counts smoothed towards the pooled rate."""
@@ -186,6 +188,30 @@ class CostAwarePolicy:
         """Expected committed tokens per second when proposing k (core.cost.prediction)."""
         a = self.acceptance() if accept is None else accept
         return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
+
+    def rates(self, accept: list[float], k_hi: int) -> list[float]:
+        """`rate(k, accept)` for every k in 0..k_hi, its expected tokens summed in one pass
+        (core.cost.prediction.expected_tokens_upto): the same values, O(k_hi) not O(k_hi^2)."""
+        tokens = expected_tokens_upto(k_hi, accept, self.bonus)
+        if self._round_s is None:  # the calibrated price per k is fixed for the policy's life
+            c = self.cost
+            self._round_s = [c.draft_s(k) + c.verify_s(k) + c.other_s(k) for k in range(MAX_K + 1)]
+        out = []
+        for k in range(k_hi + 1):  # as core.cost.prediction._prediction's tok_s, term for term
+            seconds = self._round_s[k] * self.scale[k > 0]
+            out.append(tokens[k] / seconds if seconds > 0 else math.inf)
+        return out
+
+    def _best_drafting(self, accept: list[float], lo: int | None = None) -> tuple[int, float]:
+        """The k in lo..k_max (lo: max(k_min, 1)) with the best rate under `accept`, and that
+        rate ((0, 0.0) when there is none); ties go to the smaller k, as `max` over the
+        range did."""
+        lo = max(self.k_min, 1) if lo is None else lo
+        if self.k_max < lo:
+            return 0, 0.0
+        r = self.rates(accept, self.k_max)
+        best = max(range(lo, self.k_max + 1), key=lambda k: r[k])
+        return best, r[best]
 
     def next_k(self, limit: int | None = None) -> int:
         if limit is not None and limit < self.k_max:
@@ -204,8 +230,7 @@ class CostAwarePolicy:
             and self._zeros >= self.probe_gap()
             and self._could_pay()
         ):
-            a = self.acceptance()
-            best = max(range(max(self.k_min, 1), self.k_max + 1), key=lambda k: self.rate(k, a))
+            best, _ = self._best_drafting(self.acceptance())
             self._probing = True
             return max(best, min(self._probe_k, self.k_max))
         return self._cache
@@ -233,10 +258,7 @@ class CostAwarePolicy:
         cost), or at the best the evidence allows (SmolLM2's own 4-bit draft at ~55% on the
         H200, where probes cost ~3 target steps each and lost 10-15%), probing is waste."""
         hope = [self.optimistic_acceptance()] * MAX_K
-        best = max(
-            (self.rate(k, hope) for k in range(max(self.k_min, 1), self.k_max + 1)), default=0.0
-        )
-        return best > self.rate(0, hope)
+        return self._best_drafting(hope)[1] > self.rate(0, hope)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
@@ -311,8 +333,7 @@ class CopyRunPolicy(CostAwarePolicy):
         its evidence allows at best (a run, once kept, runs on as runs did)."""
         a = self.acceptance()
         hope = [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
-        best = max((self.rate(k, hope) for k in range(1, self.k_max + 1)), default=0.0)
-        return best > self.rate(0, hope)
+        return self._best_drafting(hope, lo=1)[1] > self.rate(0, hope)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)

@@ -52,6 +52,23 @@ def expected_tokens(k: int, accept: Sequence[float], bonus: bool) -> float:
     return total + (1.0 - reach) + (reach if bonus else 0.0)
 
 
+def expected_tokens_upto(k_max: int, accept: Sequence[float], bonus: bool) -> list[float]:
+    """`expected_tokens(k, accept, bonus)` for every k in 0..k_max, in one pass.
+
+    Why: the cost-aware policy weighs every k of a source on each plain step it considers
+    drafting, and k calls of the O(k) sum were most of a hybrid's host work between pipelined
+    steps (0.5-0.7 ms a step on a 2-core CPU, where a host-bound GPU pays it in full: issue
+    28, run 6). The same products and sums in the same order, so each value is the one
+    `expected_tokens` gives, to the last bit."""
+    out = [1.0]
+    reach, total = 1.0, 0.0
+    for j in range(max(k_max, 0)):
+        reach *= acceptance_at(accept, j)
+        total += reach
+        out.append(total + (1.0 - reach) + (reach if bonus else 0.0))
+    return out
+
+
 def as_price(t_draft: Callable[[int], float] | float) -> Callable[[int], float]:
     """A draft price as a function of k; a number is the cost of one step (k steps of it)."""
     if callable(t_draft):
@@ -152,10 +169,14 @@ def predict_k(
 ) -> KPrediction:
     """The prediction for proposing k; `scale` multiplies the round's priced seconds (the
     cost-aware policy's observed / calibrated correction)."""
-    return _prediction(
-        k, expected_tokens(k, accept, bonus), cost.draft_s(k), cost.verify_s(k),
-        cost.other_s(k), scale, cost.step,
-    )  # fmt: skip
+    return predict_tokens(cost, k, expected_tokens(k, accept, bonus), scale)
+
+
+def predict_tokens(cost: RoundCost, k: int, tokens: float, scale: float = 1.0) -> KPrediction:
+    """`predict_k` with its expected tokens given (one `expected_tokens_upto` pass serves
+    every k)."""
+    return _prediction(k, tokens, cost.draft_s(k), cost.verify_s(k), cost.other_s(k), scale,
+                       cost.step)  # fmt: skip
 
 
 def predict_schedule(
@@ -220,7 +241,8 @@ def predict(
     """Every k in [k_min, k_max]; `scale` multiplies the seconds of k = 0 and k >= 1 rounds."""
     if k_max < k_min:
         raise ValueError(f"k_max {k_max} is below k_min {k_min}")
-    per_k = tuple(predict_k(cost, k, accept, bonus, scale[k > 0]) for k in range(k_min, k_max + 1))
+    tokens = expected_tokens_upto(k_max, accept, bonus)
+    per_k = tuple(predict_tokens(cost, k, tokens[k], scale[k > 0]) for k in range(k_min, k_max + 1))
     return Prediction(per_k, cost.step, bonus)
 
 

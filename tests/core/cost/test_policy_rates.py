@@ -1,0 +1,53 @@
+"""The one-pass prices of every k are the per-k ones to the last bit (issue 28, run 6).
+
+The cost-aware policy weighs every k of a source on each plain step it considers drafting;
+`expected_tokens_upto` and `CostAwarePolicy.rates` do in O(k) what k calls of the O(k) sum
+did, so a hybrid's plain steps pay a fifth of the host work. The choice must not move: each
+value is compared with `==`, never approximately, and the decisions with the per-k ones.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.cost.policy import CopyRunPolicy, CostAwarePolicy
+from core.cost.prediction import expected_tokens, expected_tokens_upto
+from core.settings import MAX_K
+
+accepts = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=0, max_size=40)
+
+
+@given(accepts, st.integers(0, MAX_K), st.booleans())
+def test_expected_tokens_upto_is_expected_tokens_for_every_k(a, k_max, bonus) -> None:
+    got = expected_tokens_upto(k_max, a, bonus)
+    assert got == [expected_tokens(k, a, bonus) for k in range(k_max + 1)]
+
+
+def _curve_prices(rows: int) -> float:
+    """A verification that costs little more per row (a GPU), with a dearer stretch."""
+    return 0.004 + 0.0002 * rows + (0.003 if 2 <= rows <= 7 else 0.0)
+
+
+@settings(max_examples=60)
+@given(accepts, st.integers(1, MAX_K), st.booleans(), st.floats(0.3, 3.0), st.floats(0.3, 3.0),
+       st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+def test_rates_are_rate_for_every_k(a, k_max, bonus, s0, s1, draft) -> None:
+    p = CostAwarePolicy(_curve_prices, draft, k_max=k_max, k_min=0, bonus=bonus,
+                        t_accept=lambda r: 0.0001 * r)  # fmt: skip
+    p.scale = [s0, s1]
+    acc = a or [0.5]
+    assert p.rates(acc, k_max) == [p.rate(k, acc) for k in range(k_max + 1)]
+
+
+def test_could_pay_and_the_probe_choose_as_the_per_k_maximum_did() -> None:
+    """The probe's k and the could-pay verdict, against a brute-force max over `rate`."""
+    for k_max in (1, 4, 32):
+        for draft in (0.0, 0.002, 0.02):
+            for cls in (CostAwarePolicy, CopyRunPolicy):
+                p = cls(_curve_prices, draft, k_max=k_max, k_min=0, bonus=True)
+                hope = [p.optimistic_acceptance()] * MAX_K
+                brute = max(p.rate(k, hope) for k in range(1, k_max + 1))
+                k, best = p._best_drafting(hope)
+                assert best == brute and p.rate(k, hope) == brute
+                assert k == min(kk for kk in range(1, k_max + 1) if p.rate(kk, hope) == brute)
