@@ -19,7 +19,6 @@ from core.cost.prediction import (
     expected_tokens,
     expected_tokens_upto,
     optimistic_hazards,
-    predict,
     predict_k,
 )
 from core.dispatch.curve import fastest_dispatch, verify_cost
@@ -237,8 +236,12 @@ class CostAwarePolicy:
 
     def _best(self, k_max: int) -> int:
         """The rate-optimal k in k_min..k_max for the acceptance and costs seen so far."""
-        return int(predict(self.cost, self.acceptance(), bonus=self.bonus, k_max=k_max,
-                           k_min=self.k_min, scale=(self.scale[0], self.scale[1])).best.k)  # fmt: skip
+        # As core.cost.prediction.predict(...).best.k: the most tokens/s, the smaller k on a
+        # tie; from `rates` (one pass, the kept prices), not k predictions built and dropped.
+        if k_max < self.k_min:
+            raise ValueError(f"k_max {k_max} is below k_min {self.k_min}")
+        r = self.rates(self.acceptance(), k_max)
+        return max(range(self.k_min, k_max + 1), key=lambda k: (r[k], -k))
 
     def probe_gap(self) -> int:
         """Target steps in a row before the next probe: 1, 1, 2, 4, ... up to probe_every."""

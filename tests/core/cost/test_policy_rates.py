@@ -51,3 +51,19 @@ def test_could_pay_and_the_probe_choose_as_the_per_k_maximum_did() -> None:
                 k, best = p._best_drafting(hope)
                 assert best == brute and p.rate(k, hope) == brute
                 assert k == min(kk for kk in range(1, k_max + 1) if p.rate(kk, hope) == brute)
+
+
+@settings(max_examples=60)
+@given(accepts, st.integers(0, MAX_K), st.integers(0, 3), st.booleans(), st.floats(0.3, 3.0),
+       st.floats(0.3, 3.0), st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+def test_best_is_predicts_best_k(a, k_max, k_min, bonus, s0, s1, draft) -> None:
+    """The cached choice (`_best`) is core.cost.prediction.predict's best k, ties included."""
+    from core.cost.prediction import predict
+
+    p = CostAwarePolicy(_curve_prices, draft, k_max=MAX_K, k_min=min(k_min, k_max), bonus=bonus,
+                        t_accept=lambda r: 0.0001 * r)  # fmt: skip
+    p.scale = [s0, s1]
+    p.acceptance = lambda: a or [0.5]  # type: ignore[method-assign]
+    want = predict(p.cost, a or [0.5], bonus=bonus, k_max=k_max, k_min=p.k_min,
+                   scale=(s0, s1)).best.k  # fmt: skip
+    assert p._best(k_max) == want

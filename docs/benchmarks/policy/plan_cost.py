@@ -1,0 +1,117 @@
+"""Host cost of the engine's plan between pipelined target steps, per draft source (issue 28).
+
+While no source drafts, a speculative run's plain target steps are pipelined, and after each
+one the engine asks who would draft next (core/decode/speculative.py `drafts_next`:
+core.decode.engine.Engine._plan, host work only). On a host-bound GPU that time is in every
+step's path: run 6 (docs/benchmarks/never-slower.md) measured the default and the hybrid at
+1.17-1.19 times their own median step a token where they drafted nothing, target-only at
+1.02-1.05. This times exactly that plan, per step, on the default model's tokenizer and the
+H200's kept calibration of run 5 (so the policies decide as they did there), and the same
+with R rows costing R steps (MLX's CPU backend, where nothing pays), over a
+copy-rich answer (the prompt's text again, re-tokenized: the lookup offers at most steps).
+No MLX work runs: the plan reads host state only.
+
+    python docs/benchmarks/policy/plan_cost.py OUT.json   (~20 s on 2 cores)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
+
+CURVE = ROOT / "docs/benchmarks/data/h200-2026-12-01-s9/calibration/default-256-interleaved.json.xz"
+PROMPTS = ("code-refactor-pasted", "code-bugfix")
+ROWS = ("lookup", "default", "cost-aware")
+STEPS = 256
+
+
+def main(out: Path) -> int:
+    from rawdata import load_json
+
+    from core.bench.prompts import load_prompt
+    from core.decode.engine import Engine
+    from core.decode.run_totals import RunTotals
+    from core.dispatch.curve import VerifyCostCurve
+    from core.models import load_pair
+    from core.models.chat_template import chat_prompt_ids
+    from core.profile import load_profile
+    from core.settings import first_run_settings
+
+    pair = load_pair("default", "self:bits=4")
+    engine = Engine.from_pair(pair)
+    tok = pair.target.tokenizer
+    results = []
+    for prices, curve in curves(load_json(CURVE)).items():
+        engine.set_cost_curve(VerifyCostCurve.from_dict(curve))
+        results += plans(engine, tok, prices, load_prompt, chat_prompt_ids, load_profile,
+                         first_run_settings, RunTotals)  # fmt: skip
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    doc = {"what": "the engine's plan between plain steps (docs/benchmarks/policy/plan_cost.py)",
+           "commit": commit, "machine": platform.machine(), "processor": platform.processor(),
+           "python": platform.python_version(), "curve": str(CURVE.relative_to(ROOT)),
+           "results": results}  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc))
+    return 0
+
+
+def curves(h200: dict) -> dict[str, dict]:
+    """The H200's prices as calibrated, and the same with R rows costing R single-row steps
+    (MLX's CPU backend; nothing pays there, so every plan weighs whether a probe could)."""
+    steps = json.loads(json.dumps(h200))
+    for mode, per_r in steps["times"].items():
+        one = per_r["1"]
+        steps["times"][mode] = {r: one * int(r) for r in per_r}
+    return {"h200": h200, "rows-cost-steps": steps}
+
+
+def plans(engine, tok, prices, load_prompt, chat_prompt_ids, load_profile, first_run_settings,
+          RunTotals) -> list[dict]:  # noqa: N803 - the classes and functions main imported
+    """Every prompt and row's plan times under the engine's current curve."""
+    results = []
+    for prompt in PROMPTS:
+        text = load_prompt(prompt)
+        ids = chat_prompt_ids(tok, [{"role": "user", "content": text}])
+        answer = list(tok.encode(text))[:STEPS]
+        for row in ROWS:
+            base = first_run_settings() if row == "default" else load_profile(row).settings
+            s = dataclasses.replace(base, temperature=0.7, max_tokens=STEPS, ignore_eos=True,
+                                    traced=False, repetition_penalty=1.0)  # fmt: skip
+            times = []
+            for _rep in range(3):  # the first pass warms Python's caches; all are kept
+                engine.reset()
+                engine.forget_guards()
+                totals = RunTotals()
+                guard = engine._guard(s, totals)
+                engine.drafter(s.draft_source)
+                seq = list(ids)
+                for i, t in enumerate(answer):
+                    seq.append(t)
+                    t0 = time.perf_counter()
+                    plan = engine._plan(seq, s, STEPS - i, guard)
+                    times.append(time.perf_counter() - t0)
+                    if guard is not None:
+                        guard.observe_step(0.004)  # a plain step at the H200's ~4 ms
+            results.append({"prices": prices, "prompt": prompt, "row": row, "steps": len(times),
+                            "median_ms": statistics.median(times) * 1e3,
+                            "mean_ms": statistics.fmean(times) * 1e3,
+                            "last_k": plan.k, "plan_ms": [round(x * 1e3, 4) for x in times]})  # fmt: skip
+            print(f"{prices:16s} {prompt:22s} {row:10s} plan a step: median "
+                  f"{results[-1]['median_ms']:.3f} ms, mean {results[-1]['mean_ms']:.3f} ms")  # fmt: skip
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
