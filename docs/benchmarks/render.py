@@ -998,6 +998,114 @@ def lookup_round_cost(docs: list[Doc]) -> tuple[list[str], str]:
                      "ms a lookup round", "ms a target step"), out), stat
 
 
+def _drafted(r: Row) -> int:
+    """Drafting rounds of a row over its timed requests (every source but plain steps)."""
+    return sum(int(v.get("rounds") or 0) for k, v in (r.get("per_source") or {}).items()
+               if k != "none")  # fmt: skip
+
+
+def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench and row: a request's E2E over its tokens at its own median plain step (1.0:
+    every token took one median step; prefill and slow steps above that; rounds that pay
+    below), median over the row's requests, with the row's drafting rounds beside it. A row
+    that drafted nothing did target-only's work: its excess over target-only's is what its
+    plain steps cost more, in the same call."""
+    heads = [("target-only", lambda r: r["name"].startswith("target-only+")),
+             ("default", lambda r: ns_key(r) == NS_DEFAULT), ("lookup", lambda r: ns_key(r) == NS_LOOKUP),
+             ("hybrid", lambda r: ns_key(r) == NS_HYBRID), ("model alone", lambda r: ns_key(r) == NS_MODEL)]  # fmt: skip
+    out = []
+    for d in docs:
+        cells = []
+        for _, match in heads:
+            r = next((x for x in rows(d) if match(x)), None)
+            n = (r or {}).get("tokens_per_request") or 0
+            ex = [] if r is None or not n else [
+                e * 1e3 / (n * m) for e, m in zip(e2e(r), r.get("step_ms") or [], strict=False)
+                if m]  # fmt: skip
+            cells.append(f"{statistics.median(ex):.3f} ({_drafted(r)})" if ex else "-")
+        out.append([_ns_label(d), *cells])
+    stat = ("each cell = the median over the row's timed requests of E2E over (tokens a request x "
+            "that request's median plain step, the JSON's step_ms), in brackets the row's drafting "
+            "rounds over those requests (0: it ran plain target steps only, as target-only does)")
+    return md_table(("Prompt, T", *(h for h, _ in heads)), out), stat
+
+
+def round_autopsy(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/h200/round_autopsy.py: per prompt and row, what the consumer's clock
+    saw of each request untraced: its E2E, its plain steps' median gap, its drafting rounds'
+    gaps (the round's own call, its host sync included, and the host work before it), and the
+    gap of the step after each round (the pipeline break)."""
+    out = []
+    for d in docs:
+        reqs = d.get("requests") or []
+        for row_name in dict.fromkeys(r["row"] for r in reqs):
+            mine = [r for r in reqs if r["row"] == row_name]
+            e2es = [r["e2e_s"] * 1e3 for r in mine]
+            steps, rounds, after, toks = [], [], [], []
+            for r in mine:
+                ev = r["events"]
+                steps.append(statistics.median([e["gap_ms"] for e in ev if not e["proposed"]] or [0.0]))
+                for i, e in enumerate(ev):
+                    if e["proposed"]:
+                        rounds.append(e["gap_ms"])
+                        toks.append(e["tokens"])
+                        if i + 1 < len(ev):
+                            after.append(ev[i + 1]["gap_ms"])
+            mm = lambda xs: f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})" if xs else "-"  # noqa: E731
+            out.append([f"{d.get('prompt')}, T = {d.get('temperature'):g}", row_name,
+                        f"{min(e2es):.0f}-{max(e2es):.0f}", mm(steps), str(len(rounds)),
+                        f"{sum(toks) / len(toks):.1f}" if toks else "-", mm(rounds), mm(after)])  # fmt: skip
+    stat = ("untraced requests of the bench's rows (engine reset, the kept calibration, one warm-up "
+            "request each, rows rotated per seed), clocked by the consumer between events: E2E "
+            "min-max (ms); plain step = each request's median gap between consecutive steps, "
+            "median (min-max) over requests; a round = its gap from the event before (the plan, "
+            "its catch-up and the round's call with its host sync); step after = the gap of the "
+            "event after a round (the pipeline break), median (min-max) over every round")
+    return md_table(("Prompt, T", "row", "E2E ms", "plain step ms", "rounds", "tokens a round",
+                     "ms a round", "ms the step after"), out), stat
+
+
+def rare_round(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/h200/rare_round.py: per MLX setting and stretch of plain steps before
+    it, what a speculative round cost (pooled over T and R), and the first step after it."""
+    out = []
+    for d in docs:
+        trials = [t for t in d.get("trials") or [] if not t.get("traced")]
+        for st in sorted({t["stretch"] for t in trials}):
+            mine = [t for t in trials if t["stretch"] == st]
+            rs = [t["round_s"] * 1e3 for t in mine]
+            af = [t["after_s"][0] * 1e3 for t in mine if t.get("after_s")]
+            env = ", ".join(f"{k}={v}" for k, v in sorted((d.get("env") or {}).items())) or "default"
+            out.append([env, str(st), str(len(mine)), f"{statistics.median(rs):.1f}",
+                        f"{min(rs):.1f}-{max(rs):.1f}", f"{statistics.median(af):.1f}",
+                        f"{d.get('plain_step_ms_median'):.2f}"])  # fmt: skip
+    stat = ("each row = the untraced trials after that many plain target steps (0: back to back), "
+            "pooled over T (0, 0.7) and R (3, 12, 25, 33 rows), shuffled; a round's ms = its call, "
+            "host sync included, median and min-max; the step after = the first plain step's "
+            "round time after it, median; plain step = the median pipelined step of the stretches")
+    return md_table(("MLX setting", "plain steps before", "trials", "ms a round (median)",
+                     "min-max", "ms the step after", "plain step ms"), out), stat
+
+
+def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/policy/plan_cost.py, one file per commit (before, after): per price
+    regime, prompt and row, the engine's plan between plain steps, median and mean ms."""
+    keyed = [{(r["prices"], r["prompt"], r["row"]): r for r in d.get("results") or []} for d in docs]
+    heads = [f"{d.get('commit', '?')}: median (mean) ms" for d in docs]
+    out = []
+    for key in keyed[0] if keyed else []:
+        cells = [f"{k[key]['median_ms']:.3f} ({k[key]['mean_ms']:.3f})" if key in k else "-"
+                 for k in keyed]  # fmt: skip
+        out.append([key[0], key[1], key[2], *cells])
+    machine = ", ".join(sorted({f"{d.get('machine')} Python {d.get('python')}" for d in docs}))
+    stat = (f"each cell = the engine's `_plan` after each of an answer's tokens (the prompt's text "
+            f"again), 3 passes, its median and mean ms per step, on {machine} (this repository's "
+            "CI machine: host work only, no MLX call is timed); h200 = run 5's interleaved "
+            "calibration of the default model, rows-cost-steps = the same with R rows priced at R "
+            "single-row steps")
+    return md_table(("prices", "prompt", "row", *heads), out), stat
+
+
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
     round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
@@ -1329,6 +1437,10 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-control": never_slower_control,
     "never-slower-verdict": never_slower_verdict,
     "never-slower-normalized": never_slower_normalized,
+    "step-excess": step_excess,
+    "round-autopsy": round_autopsy,
+    "rare-round": rare_round,
+    "plan-cost": plan_cost,
     "never-slower-runs": never_slower_runs,
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,

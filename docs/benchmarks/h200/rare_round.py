@@ -150,6 +150,7 @@ def main(out: Path) -> int:
             "phases": ev.timings.as_ms() if traced else None,
             "steps_s": steps, "after_s": after, "context": len(seq),
         }  # fmt: skip
+        engine._settle(seq)  # every cache to seq[:-1]: the next stretch has a token to feed
         if not grow or len(seq) > start_len + 600:
             del seq[start_len:]
             engine._settle(seq)
