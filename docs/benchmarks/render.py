@@ -1010,14 +1010,13 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
     below), median over the row's requests, with the row's drafting rounds beside it. A row
     that drafted nothing did target-only's work: its excess over target-only's is what its
     plain steps cost more, in the same call."""
-    heads = [("target-only", lambda r: r["name"].startswith("target-only+")),
-             ("default", lambda r: ns_key(r) == NS_DEFAULT), ("lookup", lambda r: ns_key(r) == NS_LOOKUP),
-             ("hybrid", lambda r: ns_key(r) == NS_HYBRID), ("model alone", lambda r: ns_key(r) == NS_MODEL)]  # fmt: skip
+    heads = (("target-only", None), ("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
+             ("hybrid", NS_HYBRID), ("model alone", NS_MODEL))
     out = []
     for d in docs:
         cells = []
-        for _, match in heads:
-            r = next((x for x in rows(d) if match(x)), None)
+        for _, key in heads:
+            r = baseline(d) if key is None else next((x for x in rows(d) if ns_key(x) == key), None)
             n = (r or {}).get("tokens_per_request") or 0
             ex = [] if r is None or not n else [
                 e * 1e3 / (n * m) for e, m in zip(e2e(r), r.get("step_ms") or [], strict=False)

@@ -346,6 +346,52 @@ def test_the_normalized_verdict_divides_out_a_slow_spell_of_a_whole_request() ->
     assert "step_ms" in render.TABLES["never-slower-normalized"]([bare])[1]
 
 
+def test_step_excess_is_e2e_over_tokens_at_the_requests_own_step() -> None:
+    """1.024 s for 256 tokens at a 4 ms median step is 1.000: every token one median step;
+    a row's drafting rounds are counted beside it (plain steps, "none", are not rounds)."""
+    doc = _ns_doc("p", 0.7, {"target-only": [1.024, 2.048], render.NS_DEFAULT: [1.2, 1.2]})
+    doc["results"][0]["step_ms"] = [4.0, 8.0]
+    doc["results"][1]["step_ms"] = [4.0, None]  # too few steps: left out
+    doc["results"][1]["per_source"] = {"lookup": {"rounds": 3}, "none": {"rounds": 250}}
+    lines, stat = render.TABLES["step-excess"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == ["p, T = 0.7", "1.000 (0)", "1.172 (3)", "-", "-", "-"]
+    assert "step_ms" in stat
+
+
+def test_plan_cost_puts_each_commits_plan_side_by_side() -> None:
+    def doc(commit: str, ms: float) -> dict:
+        return {"commit": commit, "machine": "x86_64", "python": "3.11",
+                "results": [{"prices": "h200", "prompt": "p", "row": "default",
+                             "median_ms": ms, "mean_ms": 2 * ms}]}  # fmt: skip
+    lines, stat = render.TABLES["plan-cost"]([doc("aaa", 1.0), doc("bbb", 0.125)])
+    assert lines[0] == "| prices | prompt | row | aaa: median (mean) ms | bbb: median (mean) ms |"
+    assert lines[2] == "| h200 | p | default | 1.000 (2.000) | 0.125 (0.250) |"
+    assert "x86_64 Python 3.11" in stat
+
+
+def test_round_autopsy_reads_rounds_and_the_step_after_each() -> None:
+    ev = [{"gap_ms": g, "proposed": p, "tokens": t}
+          for g, p, t in [(20.0, 0, 1), (4.0, 0, 1), (9.0, 5, 3), (8.0, 0, 1), (4.0, 0, 1)]]
+    doc = {"prompt": "p", "temperature": 0.7,
+           "requests": [{"row": "lookup", "seed": 0, "e2e_s": 0.045, "events": ev}]}  # fmt: skip
+    lines, _ = render.TABLES["round-autopsy"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    # plain steps 20, 4, 8, 4: median 6.0; one round of 3 tokens at 9 ms, the step after 8 ms
+    assert cells == ["p, T = 0.7", "lookup", "45-45", "6.0 (6.0-6.0)", "1", "3.0",
+                     "9.0 (9.0-9.0)", "8.0 (8.0-8.0)"]  # fmt: skip
+
+
+def test_rare_round_pools_each_stretch_and_leaves_traced_trials_out() -> None:
+    trials = [{"stretch": s, "traced": tr, "round_s": r, "after_s": [a]}
+              for s, tr, r, a in [(0, False, 0.010, 0.009), (0, False, 0.014, 0.011),
+                                  (0, True, 0.100, 0.1), (64, False, 0.012, 0.010)]]  # fmt: skip
+    doc = {"env": {}, "plain_step_ms_median": 4.0, "trials": trials}
+    lines, _ = render.TABLES["rare-round"]([doc])
+    assert lines[2] == "| default | 0 | 2 | 12.0 | 10.0-14.0 | 10.0 | 4.00 |"
+    assert lines[3] == "| default | 64 | 1 | 12.0 | 12.0-12.0 | 10.0 | 4.00 |"
+
+
 def test_a_default_row_with_more_fields_is_still_the_default() -> None:
     """From run 4 the default row carries k_max = 32 in its name; the tables find it as the
     default and label it with its own k range, so a grown name cannot drop it silently."""

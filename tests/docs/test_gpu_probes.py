@@ -1,0 +1,46 @@
+"""The GPU probes of run 6 (docs/benchmarks/h200/rare_round.py, round_autopsy.py) run end to
+end on the CPU's tiny random shapes, so a change to the engine's rounds cannot leave them
+broken until the next lent GPU finds out (their numbers here mean nothing: CPU, random
+weights). Each writes the JSON that render.py's tables read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "docs" / "benchmarks" / "h200"
+
+
+def _run(script: str, out: Path, **env: str) -> dict:
+    e = {**os.environ, "TARGET": "shape:tiny", **env}
+    p = subprocess.run([sys.executable, str(H200 / script), str(out)], cwd=ROOT, env=e,
+                       capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_rare_round_times_rounds_after_each_stretch(tmp_path: Path) -> None:
+    doc = _run("rare_round.py", tmp_path / "rr.json", REPS="1", STRETCHES="0 4", ROWS="3 5",
+               GROW="1")  # fmt: skip
+    untraced = [t for t in doc["trials"] if not t["traced"]]
+    assert {(t["T"], t["R"], t["stretch"]) for t in untraced} == {
+        (t, r, s) for t in (0.0, 0.7) for r in (3, 5) for s in (0, 4)}
+    assert all(t["rows"] == t["R"] and t["round_s"] > 0 and t["after_s"] for t in untraced)
+    assert all(len(t["steps_s"]) == t["stretch"] for t in untraced)
+    assert all(set(t["phases"]) >= {"draft", "verify", "sample"} for t in doc["trials"]
+               if t["traced"])  # fmt: skip
+
+
+def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path) -> None:
+    doc = _run("round_autopsy.py", tmp_path / "ra.json", SEEDS="1", TOKENS="24",
+               PROMPT="rewrite-paragraph", ROWS="target-only lookup")  # fmt: skip
+    reqs = {r["row"]: r for r in doc["requests"]}
+    assert set(reqs) == {"target-only", "lookup"}
+    for r in reqs.values():
+        assert r["tokens"] == 24 and sum(e["tokens"] for e in r["events"]) == 24
+        assert r["e2e_s"] >= sum(e["gap_ms"] for e in r["events"]) / 1e3 * 0.99
+    assert reqs["lookup"]["calls_ms"]["_plan"]  # the engine's own calls were clocked
