@@ -19,15 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
-# Kinds kept compressed: the raw machine output. Pages, logs and the bench's own Markdown
-# stay plain (people read them on the forge).
+# Kinds kept compressed: the raw machine output. Pages and logs stay plain (people read them
+# on the forge), and so does the bench's own Markdown where a page links to it; a bench's
+# Markdown twin of its JSON that no page links to is compressed too (`bench_twin`): by run 6
+# those twins were 2 of the tree's 9.2 MiB and the GPU set-up no longer fit in three calls.
 COMPRESSED = (".json",)
+PAGES = (Path(__file__).resolve().parents[2] / "docs", Path(__file__).resolve().parents[2] / "README.md")
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 
 
@@ -81,10 +85,33 @@ def plain_name(path: Path) -> Path:
     return path.with_suffix("") if path.suffix == ".xz" else path
 
 
-def uncompressed(folder: str | Path = DATA) -> Iterator[Path]:
-    """Every file under `folder` of a kind kept compressed that is still plain."""
+def linked_names(pages: Sequence[Path] = PAGES) -> set[str]:
+    """The file names the pages (docs/**/*.md outside the data folder, README.md) link to or
+    cite: a plain file any of them names stays plain."""
+    texts = []
+    for root in pages:
+        files = [root] if root.is_file() else [p for p in root.rglob("*.md") if DATA not in p.parents]
+        texts += [f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file()]
+    return {m for t in texts for m in re.findall(r"[\w./-]+\.md\b", t)}
+
+
+def bench_twin(path: Path, linked: set[str]) -> bool:
+    """A bench's Markdown report beside its JSON (`x.md` with `x.json` or `x.json.xz`), cited
+    by no page: the JSON holds every number, so the twin travels compressed."""
+    if path.suffix != ".md" or not any(
+        (path.with_suffix(ext)).is_file() for ext in (".json", ".json.xz")
+    ):
+        return False
+    rel = path.relative_to(DATA.parent).as_posix() if DATA.parent in path.parents else path.name
+    return not any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
+
+
+def uncompressed(folder: str | Path = DATA, linked: set[str] | None = None) -> Iterator[Path]:
+    """Every file under `folder` of a kind kept compressed that is still plain: raw JSON, and
+    the bench's Markdown twins no page cites."""
+    names = linked_names() if linked is None else linked
     for p in sorted(Path(folder).rglob("*")):
-        if p.is_file() and p.suffix in COMPRESSED:
+        if p.is_file() and (p.suffix in COMPRESSED or bench_twin(p, names)):
             yield p
 
 
@@ -105,7 +132,8 @@ def compress(path: Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compress", help="compress every plain .json under the data folder")
+    c = sub.add_parser("compress", help="compress every plain .json (and uncited bench .md) "
+                       "under the data folder")
     c.add_argument("folder", nargs="?", type=Path, default=DATA)
     cat = sub.add_parser("cat", help="print a data file, decompressed")
     cat.add_argument("path", type=Path)

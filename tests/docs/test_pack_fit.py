@@ -142,3 +142,19 @@ def test_tree_bytes_counts_untracked_files_but_not_ignored_ones(tmp_path: Path) 
     (tmp_path / "big").mkdir()
     (tmp_path / "big" / "blob").write_bytes(b"x" * 10_000)
     assert split.tree_bytes(tmp_path) == 100 + len("big/\n")
+
+
+def test_a_benchs_markdown_twin_is_compressed_unless_a_page_cites_it(tmp_path: Path,
+                                                                   monkeypatch) -> None:  # fmt: skip
+    """x.md beside x.json(.xz) is raw output too (the JSON holds its numbers): compressed,
+    unless a page names it; a summary or a README with no JSON twin stays plain."""
+    data = tmp_path / "data"
+    run = data / "run"
+    run.mkdir(parents=True)
+    for name in ("a.json.xz", "a.md", "b.json", "b.md", "summary.md"):
+        (run / name).write_text("x")
+    monkeypatch.setattr(rawdata, "DATA", data)
+    linked = {"data/run/b.md"}
+    found = [p.name for p in rawdata.uncompressed(data, linked)]
+    assert found == ["a.md", "b.json"]
+    assert [p.name for p in rawdata.uncompressed(data, set())] == ["a.md", "b.json", "b.md"]
