@@ -117,33 +117,26 @@ def main(out: Path) -> int:
     engine._settle(seq)
     start_len = len(seq)
 
+    def plain_steps(s: Settings, n: int) -> list[float]:
+        """n pipelined target steps (the engine's own loop; its last queued step is read as
+        the final one, as when a round follows), each step's seconds."""
+        left = [n]
+
+        def stop_after() -> bool:
+            left[0] -= 1
+            return left[0] <= 1
+
+        return [ev.timings.total for ev in engine._single_model_rounds(
+            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]  # fmt: skip
+
     def trial(temp: float, r: int, stretch: int, traced: bool) -> dict[str, Any]:
         s = settings(temp, traced)
-        steps: list[float] = []
-        if stretch:
-            left = [stretch]
-
-            def stop_after() -> bool:
-                left[0] -= 1
-                return left[0] <= 1
-
-            for ev in engine._single_model_rounds(seq, s, "target-only", key, len(seq), 10_000,
-                                                  lambda: s, None, stop_after):  # fmt: skip
-                steps.append(ev.timings.total)
+        steps = plain_steps(s, stretch) if stretch else []
         drafter.catch_up(seq, s.prefill_chunk)
         t0 = time.perf_counter()
         ev = engine._speculative_round(seq, s, r - 1, key, len(seq), drafter)
         round_s = time.perf_counter() - t0
-        after: list[float] = []
-        left2 = [2]
-
-        def stop2() -> bool:
-            left2[0] -= 1
-            return left2[0] <= 1
-
-        for ev2 in engine._single_model_rounds(seq, s, "target-only", key, len(seq), 10_000,
-                                               lambda: s, None, stop2):  # fmt: skip
-            after.append(ev2.timings.total)
+        after = plain_steps(s, 2)
         row = {
             "T": temp, "R": r, "stretch": stretch, "traced": traced, "round_s": round_s,
             "round_total_s": ev.timings.total, "rows": ev.rows, "accepted": ev.accepted,
