@@ -44,3 +44,18 @@ def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path)
         assert r["tokens"] == 24 and sum(e["tokens"] for e in r["events"]) == 24
         assert r["e2e_s"] >= sum(e["gap_ms"] for e in r["events"]) / 1e3 * 0.99
     assert reqs["lookup"]["calls_ms"]["_plan"]  # the engine's own calls were clocked
+
+
+def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
+    doc = _run("step_split.py", tmp_path / "ss.json", SEEDS="1", TOKENS="20",
+               PROMPT="rewrite-paragraph", ROWS="target-only lookup")  # fmt: skip
+    reqs = {r["row"]: r for r in doc["requests"]}
+    assert set(reqs) == {"target-only", "lookup"}
+    for r in reqs.values():
+        assert r["steps"], r["row"]
+        for x in r["steps"]:
+            pieces = sum(x[k] for k in ("build", "queue", "plan", "consumer"))
+            assert x["gap"] > 0 and abs(x["rest"] - (x["gap"] - pieces)) < 1e-9
+    assert all(x["plan"] == 0.0 for x in reqs["target-only"]["steps"])  # target-only plans nothing
+    assert any(x["plan"] > 0.0 for x in reqs["lookup"]["steps"])
+    assert set(doc["summary"]) == {"target-only", "lookup"}

@@ -1,0 +1,149 @@
+"""Where a plain target step's time goes, per step, target-only against the default: run 6,
+finding 3 (docs/benchmarks/never-slower.md).
+
+Run 6 measured the default and the hybrid at 1.17-1.19 times their own median step a token
+on benches where they drafted nothing, target-only at 1.02-1.05. The pipelined loop
+(core/decode/single.py) does per step: build the next step's graph (`PipelinedSteps.step`),
+queue it (`mx.async_eval`), wait for the current token (its `.item()`), hand the event to the
+consumer, and, in a speculative run, plan who would draft next (`Engine._plan`). This clocks
+each of those host pieces per step, with no sync added: the build and the queueing by
+wrapping them, the plan likewise, the consumer by its own clock between the event and its
+return; what is left of the step's gap is the wait for the device (and the loop's own work).
+Rows interleave per seed (rotated) after one warm-up request each, as the bench's do.
+
+    python3 docs/benchmarks/h200/step_split.py OUT.json
+
+Environment: TARGET ("default"), PROMPT ("code-bugfix"), TEMP ("0.7"), SEEDS ("3"),
+TOKENS ("256"), ROWS ("target-only default").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PIECES = ("build", "queue", "plan", "consumer")
+
+
+def main(out: Path) -> int:
+    import mlx.core as mx
+
+    import core.decode.single as single
+    from core.bench.prompts import load_prompt
+    from core.bench.requests import Request
+    from core.decode.engine import Engine
+    from core.dispatch.curve_cache import curve_for
+    from core.events import RunSummary
+    from core.models import load_pair
+    from core.models.chat_template import chat_prompt_ids
+    from core.profile import load_profile
+    from core.settings import first_run_settings
+
+    target = os.environ.get("TARGET", "default")
+    temp = float(os.environ.get("TEMP", "0.7"))
+    seeds = int(os.environ.get("SEEDS", "3"))
+    tokens = int(os.environ.get("TOKENS", "256"))
+    rows = os.environ.get("ROWS", "target-only default").split()
+    prompt = os.environ.get("PROMPT", "code-bugfix")
+    pair = load_pair(target, "self:bits=4")
+    engine = Engine.from_pair(pair)
+    ids = chat_prompt_ids(pair.target.tokenizer, [{"role": "user", "content": load_prompt(prompt)}])
+
+    def settings(row: str, seed: int) -> Any:
+        base = first_run_settings() if row == "default" else load_profile(row).settings
+        return dataclasses.replace(base, target=target, temperature=temp, max_tokens=tokens,
+                                   ignore_eos=True, traced=False, seed=seed,
+                                   repetition_penalty=1.0)  # fmt: skip
+
+    spec = [r for r in rows if r != "target-only"]
+    if spec:
+        curve_for(engine, settings(spec[0], 0), context=len(ids))
+
+    clock: dict[str, float] = dict.fromkeys(PIECES, 0.0)  # this step's host seconds so far
+
+    def timed(piece: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                clock[piece] += time.perf_counter() - t
+
+        return wrapper
+
+    single.PipelinedSteps.step = timed("build", single.PipelinedSteps.step)  # type: ignore[method-assign]
+    single.mx = _Queued(mx, timed("queue", mx.async_eval))  # the loop's module only
+    engine._plan = timed("plan", engine._plan)  # type: ignore[method-assign]
+
+    def request(row: str, seed: int) -> dict[str, Any]:
+        """One request as the bench runs it (engine reset, its consumer `Request.add`); per
+        plain step, the host pieces since the event before (the consumer of that event, the
+        plan, this step's build and queueing) and what is left of the gap: the wait."""
+        s = settings(row, seed)
+        engine.reset()
+        req = Request()
+        steps: list[dict[str, float]] = []
+        for k in clock:
+            clock[k] = 0.0
+        t0 = last = time.perf_counter()
+        for item in engine.generate(list(ids), s):
+            now = time.perf_counter()
+            if isinstance(item, RunSummary):
+                break
+            if not item.proposed and item.rows == 1:
+                rec = {k: v * 1e3 for k, v in clock.items()}
+                rec["gap"] = (now - last) * 1e3
+                rec["rest"] = rec["gap"] - sum(rec[k] for k in PIECES)
+                steps.append(rec)
+            for k in clock:
+                clock[k] = 0.0
+            last = now
+            t_c = time.perf_counter()
+            req.add(item, False)  # the bench's consumer: in the next event's gap
+            clock["consumer"] += time.perf_counter() - t_c
+        return {"row": row, "seed": seed, "e2e_s": time.perf_counter() - t0, "steps": steps}
+
+    for row in rows:
+        request(row, 99)  # a warm-up request each
+    reqs = []
+    for seed in range(seeds):
+        for row in rows[seed % len(rows):] + rows[: seed % len(rows)]:
+            reqs.append(request(row, seed))
+    summary = {}
+    for row in rows:
+        mine = [x for r in reqs if r["row"] == row for x in r["steps"][1:]]
+        summary[row] = {k: statistics.median([x[k] for x in mine]) for k in (*PIECES, "rest", "gap")}
+        summary[row]["mean_gap"] = statistics.fmean([x["gap"] for x in mine])
+        print(row, {k: round(v, 3) for k, v in summary[row].items()})
+    doc = {"what": "a plain step's host pieces (docs/benchmarks/h200/step_split.py)",
+           "target": target, "prompt": prompt, "temperature": temp, "tokens": tokens,
+           "mlx": mx.__version__, "device": str(mx.default_device()), "host": platform.node(),
+           "summary": summary, "requests": reqs}  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc))
+    return 0
+
+
+class _Queued:
+    """mlx.core as core/decode/single.py sees it, with its async_eval clocked."""
+
+    def __init__(self, mx: Any, async_eval: Any) -> None:
+        self._mx, self.async_eval = mx, async_eval
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mx, name)
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
