@@ -193,8 +193,7 @@ class CostAwarePolicy:
         (core.cost.prediction.expected_tokens_upto): the same values, O(k_hi) not O(k_hi^2)."""
         tokens = expected_tokens_upto(k_hi, accept, self.bonus)
         if self._round_s is None:  # the calibrated price per k is fixed for the policy's life
-            c = self.cost
-            self._round_s = [c.draft_s(k) + c.verify_s(k) + c.other_s(k) for k in range(MAX_K + 1)]
+            self._round_s = [self.priced(k) for k in range(MAX_K + 1)]
         out = []
         for k in range(k_hi + 1):  # as core.cost.prediction._prediction's tok_s, term for term
             seconds = self._round_s[k] * self.scale[k > 0]

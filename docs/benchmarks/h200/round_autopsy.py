@@ -33,13 +33,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def _settings(row: str, target: str, temp: float, tokens: int, seed: int) -> Any:
+def row_settings(row: str, target: str = "default", temp: float = 0.7, tokens: int = 256,
+                 seed: int = 0) -> Any:  # fmt: skip
+    """A never-slower row's settings ("default": the app's first run, else a profile) with
+    the bench's flags as docs/benchmarks/h200/never_slower.py passes them: exactly `tokens`,
+    untraced, no repetition penalty. Shared by the probes beside this and policy/plan_cost.py.
+    """
     from core.profile import load_profile
     from core.settings import first_run_settings
 
     base = first_run_settings() if row == "default" else load_profile(row).settings
     return dataclasses.replace(base, target=target, temperature=temp, max_tokens=tokens,
-                               ignore_eos=True, traced=False, seed=seed)  # fmt: skip
+                               ignore_eos=True, traced=False, seed=seed,
+                               repetition_penalty=1.0)  # fmt: skip
 
 
 class Clocks:
@@ -83,13 +89,13 @@ def main(out: Path) -> int:
     ids = chat_prompt_ids(pair.target.tokenizer, [{"role": "user", "content": load_prompt(prompt)}])
     spec = [r for r in rows if r != "target-only"]
     if spec:
-        curve_for(engine, _settings(spec[-1], target, temp, tokens, 0), context=len(ids))
+        curve_for(engine, row_settings(spec[-1], target, temp, tokens, 0), context=len(ids))
     clocks = Clocks()
     for name in ("_plan", "_ensure_curve", "_speculative_round", "drafter"):
         clocks.wrap(engine, name, name)
 
     def request(row: str, seed: int) -> dict[str, Any]:
-        s = _settings(row, target, temp, tokens, seed)
+        s = row_settings(row, target, temp, tokens, seed)
         engine.reset()
         clocks.calls.clear()
         events: list[dict[str, Any]] = []

@@ -19,7 +19,6 @@ TOKENS ("256"), ROWS ("target-only default").
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
@@ -32,12 +31,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # round_autopsy's row_settings
 
 PIECES = ("build", "queue", "plan", "consumer")
 
 
 def main(out: Path) -> int:
     import mlx.core as mx
+    from round_autopsy import row_settings
 
     import core.decode.single as single
     from core.bench.prompts import load_prompt
@@ -47,8 +48,6 @@ def main(out: Path) -> int:
     from core.events import RunSummary
     from core.models import load_pair
     from core.models.chat_template import chat_prompt_ids
-    from core.profile import load_profile
-    from core.settings import first_run_settings
 
     target = os.environ.get("TARGET", "default")
     temp = float(os.environ.get("TEMP", "0.7"))
@@ -61,10 +60,7 @@ def main(out: Path) -> int:
     ids = chat_prompt_ids(pair.target.tokenizer, [{"role": "user", "content": load_prompt(prompt)}])
 
     def settings(row: str, seed: int) -> Any:
-        base = first_run_settings() if row == "default" else load_profile(row).settings
-        return dataclasses.replace(base, target=target, temperature=temp, max_tokens=tokens,
-                                   ignore_eos=True, traced=False, seed=seed,
-                                   repetition_penalty=1.0)  # fmt: skip
+        return row_settings(row, target, temp, tokens, seed)
 
     spec = [r for r in rows if r != "target-only"]
     if spec:

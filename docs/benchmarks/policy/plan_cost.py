@@ -16,7 +16,6 @@ No MLX work runs: the plan reads host state only.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import platform
 import statistics
@@ -24,11 +23,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
+sys.path.insert(0, str(ROOT / "docs" / "benchmarks" / "h200"))  # round_autopsy's row_settings
+
+from rawdata import load_json  # noqa: E402
+from round_autopsy import row_settings  # noqa: E402
+
+from core.bench.prompts import load_prompt  # noqa: E402
+from core.decode.run_totals import RunTotals  # noqa: E402
+from core.models.chat_template import chat_prompt_ids  # noqa: E402
 
 CURVE = ROOT / "docs/benchmarks/data/h200-2026-12-01-s9/calibration/default-256-interleaved.json.xz"
 PROMPTS = ("code-refactor-pasted", "code-bugfix")
@@ -37,16 +45,9 @@ STEPS = 256
 
 
 def main(out: Path) -> int:
-    from rawdata import load_json
-
-    from core.bench.prompts import load_prompt
     from core.decode.engine import Engine
-    from core.decode.run_totals import RunTotals
     from core.dispatch.curve import VerifyCostCurve
     from core.models import load_pair
-    from core.models.chat_template import chat_prompt_ids
-    from core.profile import load_profile
-    from core.settings import first_run_settings
 
     pair = load_pair("default", "self:bits=4")
     engine = Engine.from_pair(pair)
@@ -54,8 +55,7 @@ def main(out: Path) -> int:
     results = []
     for prices, curve in curves(load_json(CURVE)).items():
         engine.set_cost_curve(VerifyCostCurve.from_dict(curve))
-        results += plans(engine, tok, prices, load_prompt, chat_prompt_ids, load_profile,
-                         first_run_settings, RunTotals)  # fmt: skip
+        results += plans(engine, tok, prices)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     doc = {"what": "the engine's plan between plain steps (docs/benchmarks/policy/plan_cost.py)",
@@ -77,8 +77,7 @@ def curves(h200: dict) -> dict[str, dict]:
     return {"h200": h200, "rows-cost-steps": steps}
 
 
-def plans(engine, tok, prices, load_prompt, chat_prompt_ids, load_profile, first_run_settings,
-          RunTotals) -> list[dict]:  # noqa: N803 - the classes and functions main imported
+def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
     """Every prompt and row's plan times under the engine's current curve."""
     results = []
     for prompt in PROMPTS:
@@ -86,9 +85,7 @@ def plans(engine, tok, prices, load_prompt, chat_prompt_ids, load_profile, first
         ids = chat_prompt_ids(tok, [{"role": "user", "content": text}])
         answer = list(tok.encode(text))[:STEPS]
         for row in ROWS:
-            base = first_run_settings() if row == "default" else load_profile(row).settings
-            s = dataclasses.replace(base, temperature=0.7, max_tokens=STEPS, ignore_eos=True,
-                                    traced=False, repetition_penalty=1.0)  # fmt: skip
+            s = row_settings(row, tokens=STEPS)
             times = []
             for _rep in range(3):  # the first pass warms Python's caches; all are kept
                 engine.reset()
