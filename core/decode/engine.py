@@ -32,7 +32,7 @@ from core.decode.guard_memory import GuardMemory, source_prior
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
-from core.decode.speculative import drafting_rounds, speculative_round
+from core.decode.speculative import drafting_rounds, drop_handoff, speculative_round
 from core.dispatch.curve_cache import curve_missing, curve_wanted
 from core.dispatch.patches import draft_attention
 from core.drafting import registry
@@ -256,6 +256,8 @@ class Engine:
                 mode, fallback = "target-only", why
             if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
+            if mode != "speculative":  # a step handed to a round that will not come
+                drop_handoff(self, seq, totals)
             if s.greedy:  # a greedy round draws nothing: no key split (nor in mlx-lm's loop)
                 round_key = key
             else:
@@ -422,10 +424,11 @@ class Engine:
         return family
 
     def _speculative_round(
-        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter
-    ) -> RoundEvent:
-        """One speculative round (core/decode/speculative.py)."""
-        return speculative_round(self, seq, s, k, key, index, drafter)
+        self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter,
+        row0: mx.array | None = None,
+    ) -> RoundEvent:  # fmt: skip
+        """One speculative round (core/decode/speculative.py); `row0`: a stretch's handoff."""
+        return speculative_round(self, seq, s, k, key, index, drafter, row0)
 
     def _single_model_rounds(
         self,
@@ -437,7 +440,7 @@ class Engine:
         budget: int,
         source: Callable[[], Settings],
         cancel: threading.Event | None,
-        stop_after: Callable[[], bool] | None = None,
+        stop_after: Callable[[mx.array], bool] | None = None,
     ) -> Iterator[RoundEvent]:
         """One token per round from one model, pipelined (core/decode/single.py)."""
         loop = PipelinedSteps(self, s, mode, budget, source, cancel)

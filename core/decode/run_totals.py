@@ -33,6 +33,9 @@ class RunTotals:
     first_round_tokens: int = 0  # committed by the round that brought the first token
     guard: RateGuard | None = None  # the measured guard of a cost-aware run (core.cost.guard)
     broke_after: str | None = None  # the source whose drafting round the next step follows
+    # A stretch's last plan that drafts, made while its next step was queued: that step is the
+    # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
+    handoff: Any | None = None
 
     def per_source(self) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.

@@ -8,8 +8,12 @@ sampling would cost that overlap (about 30% of a 7B step on the H200), so a trac
 charges its whole time, read to read, to the forward's phase: sampling is part of the same
 device graph. The loop hands control back when the settings change, so a key applies from
 the next round, and when `stop_after()` (asked after each token is committed) says the next
-round would draft: the step already queued is then read as the last token, so no step is
-thrown away and the pipeline never waits on the host.
+round would draft. That question is asked after each token is read, on the exact committed
+sequence, while the next step is already queued; a yes hands that queued step to the round
+as its first verified row (its logits, `stop_after(row0)`), so the round is queued behind it,
+nothing is thrown away, and a plan is never made on a token not yet read. (Before, the plan
+was made one token early and the queued step read as the last: wherever the token read then
+refuted the copy offered, the round did not draft and the pipeline restarted for nothing.)
 """
 
 from __future__ import annotations
@@ -43,10 +47,12 @@ class PipelinedSteps:
         self.phase = "verify" if mode == "target-only" else "draft"
         self.cfg = engine._logits_config(s)
         self.kernel = engine._kernel(1) if mode == "target-only" else ""
+        self.raw: mx.array | None = None  # the last step's logits [1, V], before any penalty
 
     def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
-        """The next token after `tokens`, lazily (the caller queues it)."""
-        logits = self.model.decode(tokens, self.engine.vocab_size, self.compiled)
+        """The next token after `tokens`, lazily (the caller queues it); its logits stay in
+        `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
+        logits = self.raw = self.model.decode(tokens, self.engine.vocab_size, self.compiled)
         if hist is not None:
             logits = penalize(logits, hist, self.cfg)
         if self.cfg.greedy:
@@ -68,9 +74,12 @@ class PipelinedSteps:
 
     def rounds(
         self, seq: list[int], key: mx.array, index: int,
-        stop_after: Callable[[], bool] | None = None,
+        stop_after: Callable[[mx.array], bool] | None = None,
     ) -> Iterator[RoundEvent]:  # fmt: skip
-        """Yield one RoundEvent per token, committing each to `seq`."""
+        """Yield one RoundEvent per token, committing each to `seq`. `stop_after(row0)`,
+        asked after each token while the next step is queued (`row0`: its logits): True ends
+        the stretch there, that step unread and fed the last token (the round verifies its
+        row first; whoever drops it instead rewinds the target to seq[:-1])."""
         st, s, clock = self.model, self.s, self.engine._clock
         pending = seq[len(st.seq) :]
         ctx_n = self.cfg.repetition_context
@@ -82,9 +91,8 @@ class PipelinedSteps:
         st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
-        last = False  # stop_after() said so: the step already queued is the final one
         while True:
-            more = not last and self.wants_more(produced)
+            more = self.wants_more(produced)
             nxt = None
             if more:
                 key, kn = (key, key) if greedy else mx.random.split(key)
@@ -112,8 +120,9 @@ class PipelinedSteps:
                 # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
                 st.rewind(seq[:-1], max(len(seq) - 2, 0))
                 return
-            last = stop_after is not None and stop_after()
+            assert nxt is not None and self.raw is not None  # `more` held: a step is queued
+            if stop_after is not None and stop_after(self.raw):
+                return  # the queued step is the round's first row
             timer = RoundTimer(s.traced, clock)
             hist = self.window(hist, y)
-            assert nxt is not None  # `more` held
             y = nxt

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
@@ -28,8 +29,30 @@ from core.decode.sampling import (
 from core.decode.trace import RoundTimer
 from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
 from core.drafting.base import Drafter, DraftRequest
+from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
 from core.settings import Settings
+
+
+@dataclass
+class Handoff:
+    """A plan that drafts, made after a stretch's last token while the next target step was
+    queued: that step fed the last token, and its logits (`row0`, before any penalty) are
+    the round's first verified row. `settings` are those it was planned with; `t_plan` when
+    the plan began (the guard charges a round from there)."""
+
+    plan: Plan
+    row0: mx.array
+    settings: Settings
+    t_plan: float
+
+
+def drop_handoff(engine: Any, seq: list[int], totals: RunTotals) -> None:
+    """Forget a handed-off step no round will take (the settings or the mode changed): the
+    target's cache goes back to seq[:-1], so the last token is fed again."""
+    if totals.handoff is not None:
+        totals.handoff = None
+        engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
 
 
 def drafting_rounds(
@@ -52,8 +75,17 @@ def drafting_rounds(
     if engine.needs_curve(s):
         engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
     guard = engine._guard(s, totals)
-    t_plan = engine._clock()
-    plan = engine._plan(seq, s, remaining, guard)
+    handoff = totals.handoff
+    if handoff is not None and handoff.settings != s:
+        drop_handoff(engine, seq, totals)
+        handoff = None
+    totals.handoff = None
+    row0 = None
+    if handoff is not None:  # planned after the last token, its step queued: a round now
+        plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan
+    else:
+        t_plan = engine._clock()
+        plan = engine._plan(seq, s, remaining, guard)
     drafter, policy, asked = plan.drafter, plan.policy, plan.declined
     if drafter is not None and policy is not None:
         # Outside the round's timer. A catch-up after the first (a model's lag behind target
@@ -67,7 +99,7 @@ def drafting_rounds(
         caught = caught_all if drafter.name in totals.caught_up else 0.0
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
-        ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter)
+        ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
         seconds = engine._observed_s(ev)
         policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
         if guard is not None and seconds is not None:
@@ -80,14 +112,20 @@ def drafting_rounds(
         return
     done = 0
 
-    def drafts_next() -> bool:  # would the round after the queued step draft? (host work)
+    def drafts_now(row0: mx.array) -> bool:
+        """After each token, the next step queued: does a round draft now? (host work, on
+        the committed tokens; a yes hands the queued step to the round as its first row)."""
         nonlocal asked
-        after = engine._plan(seq, s, remaining - done - 1, guard)
+        t = engine._clock()
+        after = engine._plan(seq, s, remaining - done, guard)
         asked = after.declined
-        return after.drafter is not None
+        if after.drafter is None:
+            return False
+        totals.handoff = Handoff(after, row0, s, t)
+        return True
 
     for ev in engine._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
-                                        source, cancel, stop_after=drafts_next):  # fmt: skip
+                                        source, cancel, stop_after=drafts_now):  # fmt: skip
         done += 1
         seconds = engine._observed_s(ev)
         for p in asked:  # the policies that said 0 for this step
@@ -99,11 +137,16 @@ def drafting_rounds(
 
 
 def speculative_round(
-    engine: Any, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter
-) -> RoundEvent:
+    engine: Any, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter,
+    row0: mx.array | None = None,
+) -> RoundEvent:  # fmt: skip
     """Draft up to k tokens, verify them plus one row in one target pass, accept on the
-    device, rewind. k becomes what the drafter actually proposed."""
+    device, rewind. k becomes what the drafter actually proposed. `row0`: the logits of a
+    queued target step that already fed the last token (a stretch's handoff), so the pass
+    verifies the drafts alone and that step's row is the first."""
     t = engine._target
+    if row0 is not None and s.traced:
+        mx.eval(row0)  # a traced round's phases are its own, not the queued step's
     cfg = engine._logits_config(s)
     timer = RoundTimer(s.traced, engine._clock)
     # A greedy round draws nothing: no key is split (mlx-lm's loop splits none either).
@@ -120,12 +163,21 @@ def speculative_round(
     k = proposal.k
     timer.mark("draft", draft_arr)
 
-    # Verify: the pending token plus all drafts, one forward, k + 1 rows kept.
+    # Verify: the pending token plus all drafts, one forward, k + 1 rows kept; after a
+    # handoff the queued step fed the pending token and gave the first row.
     t_pending = seq[len(t.seq) :]
-    inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
-    rows = inp.shape[0]
-    with _verify_context(engine, s, rows):
-        logits = t.forward(inp, V, last=k + 1)
+    if row0 is not None:
+        assert not t_pending, "a handed-off step has fed every committed token"
+        rows = max(k, 1)  # the forward's rows (the queued step's one without drafts)
+        logits = row0
+        if k:
+            with _verify_context(engine, s, rows):
+                logits = mx.concatenate([row0, t.forward(draft_arr, V)], axis=0)
+    else:
+        inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
+        rows = inp.shape[0]
+        with _verify_context(engine, s, rows):
+            logits = t.forward(inp, V, last=k + 1)
     timer.mark("verify", logits)
 
     # Accept on the device, then the round's single host sync (one array read).

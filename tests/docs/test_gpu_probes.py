@@ -59,3 +59,7 @@ def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
     assert all(x["plan"] == 0.0 for x in reqs["target-only"]["steps"])  # target-only plans nothing
     assert any(x["plan"] > 0.0 for x in reqs["lookup"]["steps"])
     assert set(doc["summary"]) == {"target-only", "lookup"}
+    for r in reqs.values():  # what a request's loop did: its stretches, rounds and plans
+        assert r["tokens"] == 20 and r["stretches"] >= 1 and r["excess"] > 0
+        assert r["drafting_plans"] == r["rounds"] and r["restarts"] == 0  # none refuted
+    assert reqs["target-only"]["stretches"] == 1 and reqs["target-only"]["rounds"] == 0

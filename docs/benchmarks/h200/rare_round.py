@@ -117,29 +117,38 @@ def main(out: Path) -> int:
     engine._settle(seq)
     start_len = len(seq)
 
+    handed: list[Any] = [None]  # the queued step a stretch hands to the round after it
+
     def plain_steps(s: Settings, n: int) -> list[float]:
-        """n pipelined target steps (the engine's own loop; its last queued step is read as
-        the final one, as when a round follows), each step's seconds."""
+        """n pipelined target steps (the engine's own loop), each step's seconds; the step
+        queued after the last is handed on (`handed`), as to a round that follows."""
         left = [n]
 
-        def stop_after() -> bool:
+        def stop_after(row0: Any) -> bool:
             left[0] -= 1
-            return left[0] <= 1
+            if left[0] > 0:
+                return False
+            handed[0] = row0
+            return True
 
         return [ev.timings.total for ev in engine._single_model_rounds(
             seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]  # fmt: skip
 
     def trial(temp: float, r: int, stretch: int, traced: bool) -> dict[str, Any]:
         s = settings(temp, traced)
+        handed[0] = None
         steps = plain_steps(s, stretch) if stretch else []
         drafter.catch_up(seq, s.prefill_chunk)
         t0 = time.perf_counter()
-        ev = engine._speculative_round(seq, s, r - 1, key, len(seq), drafter)
+        row0 = handed[0]  # after a stretch: its queued step is the round's first row
+        ev = engine._speculative_round(seq, s, r - 1, key, len(seq), drafter, row0)
         round_s = time.perf_counter() - t0
         after = plain_steps(s, 2)
         row = {
             "T": temp, "R": r, "stretch": stretch, "traced": traced, "round_s": round_s,
-            "round_total_s": ev.timings.total, "rows": ev.rows, "accepted": ev.accepted,
+            "round_total_s": ev.timings.total,
+            "rows": ev.rows + (row0 is not None),  # rows verified: the handed step's too
+            "accepted": ev.accepted,
             "phases": ev.timings.as_ms() if traced else None,
             "steps_s": steps, "after_s": after, "context": len(seq),
         }  # fmt: skip

@@ -13,6 +13,11 @@ Rows interleave per seed (rotated) after one warm-up request each, as the bench'
 
     python3 docs/benchmarks/h200/step_split.py OUT.json
 
+Per request it also counts the loop's stretches of plain steps, the restarts among them (a
+stretch begun right after a plain step: the one before ended for a round that then did not
+draft) and the plans that chose a source, with run 6's statistic, E2E over tokens x the
+median step the bench keeps (`excess`).
+
 Environment: TARGET ("default"), PROMPT ("code-bugfix"), TEMP ("0.7"), SEEDS ("3"),
 TOKENS ("256"), ROWS ("target-only default").
 """
@@ -81,6 +86,25 @@ def main(out: Path) -> int:
     single.PipelinedSteps.step = timed("build", single.PipelinedSteps.step)  # type: ignore[method-assign]
     single.mx = _Queued(mx, timed("queue", mx.async_eval))  # the loop's module only
     engine._plan = timed("plan", engine._plan)  # type: ignore[method-assign]
+    # This request's loop: its stretches of plain steps, those that began right after a plain
+    # step (a restart: the stretch before ended for a round that then did not draft), and
+    # the plans that chose a source.
+    counts = {"stretches": 0, "restarts": 0, "drafting_plans": 0}
+    last_plain = [False]  # the event before was a plain step
+    stretch_of, plan_of = engine._single_model_rounds, engine._plan
+
+    def stretch(*a: Any, **k: Any) -> Any:
+        counts["stretches"] += 1
+        counts["restarts"] += last_plain[0]
+        yield from stretch_of(*a, **k)
+
+    def planned(*a: Any, **k: Any) -> Any:
+        p = plan_of(*a, **k)
+        counts["drafting_plans"] += p.drafter is not None
+        return p
+
+    engine._single_model_rounds = stretch  # type: ignore[method-assign]
+    engine._plan = planned  # type: ignore[method-assign]
 
     def request(row: str, seed: int) -> dict[str, Any]:
         """One request as the bench runs it (engine reset, its consumer `Request.add`); per
@@ -92,14 +116,22 @@ def main(out: Path) -> int:
         steps: list[dict[str, float]] = []
         for k in clock:
             clock[k] = 0.0
+        for k in counts:
+            counts[k] = 0
+        rounds = tokens = 0
+        last_plain[0] = False
         t0 = last = time.perf_counter()
         for item in engine.generate(list(ids), s):
             now = time.perf_counter()
             if isinstance(item, RunSummary):
                 break
+            rounds += item.proposed > 0
+            tokens += len(item.tokens)
+            last_plain[0] = not item.proposed
             if not item.proposed and item.rows == 1:
                 rec = {k: v * 1e3 for k, v in clock.items()}
                 rec["gap"] = (now - last) * 1e3
+                rec["timer"] = item.timings.total * 1e3  # what the bench's step_ms takes
                 rec["rest"] = rec["gap"] - sum(rec[k] for k in PIECES)
                 steps.append(rec)
             for k in clock:
@@ -108,7 +140,12 @@ def main(out: Path) -> int:
             t_c = time.perf_counter()
             req.add(item, False)  # the bench's consumer: in the next event's gap
             clock["consumer"] += time.perf_counter() - t_c
-        return {"row": row, "seed": seed, "e2e_s": time.perf_counter() - t0, "steps": steps}
+        e2e = time.perf_counter() - t0
+        # Run 6's finding 3 statistic: E2E over tokens x the median step the bench keeps.
+        step = statistics.median([x["timer"] for x in steps]) if steps else None
+        return {"row": row, "seed": seed, "e2e_s": e2e, "steps": steps, "rounds": rounds,
+                "tokens": tokens, **counts,
+                "excess": e2e * 1e3 / (tokens * step) if step else None}  # fmt: skip
 
     for row in rows:
         request(row, 99)  # a warm-up request each
@@ -121,6 +158,10 @@ def main(out: Path) -> int:
         mine = [x for r in reqs if r["row"] == row for x in r["steps"][1:]]
         summary[row] = {k: statistics.median([x[k] for x in mine]) for k in (*PIECES, "rest", "gap")}
         summary[row]["mean_gap"] = statistics.fmean([x["gap"] for x in mine])
+        theirs = [r for r in reqs if r["row"] == row]
+        for k in ("rounds", *counts):
+            summary[row][k] = statistics.fmean([r[k] for r in theirs])
+        summary[row]["excess"] = statistics.median([r["excess"] for r in theirs if r["excess"]])
         print(row, {k: round(v, 3) for k, v in summary[row].items()})
     doc = {"what": "a plain step's host pieces (docs/benchmarks/h200/step_split.py)",
            "target": target, "prompt": prompt, "temperature": temp, "tokens": tokens,
