@@ -172,6 +172,8 @@ class CostAwarePolicy:
         self._probing = False
         self.scale = [1.0, 1.0]  # observed / calibrated round cost: [k = 0, k >= 1], an EMA
         self._round_s: list[float] | None = None  # calibrated seconds per k (`rates`)
+        self._evidence = 0  # drafted rounds observed: what the acceptance counts have seen
+        self._kept: dict[str, tuple[tuple[Any, ...], tuple[int, float]]] = {}  # `_drafting`
 
     def acceptance(self) -> list[float]:
         """Per position, P(accept i | reached i): its counts smoothed towards the pooled rate."""
@@ -199,6 +201,21 @@ class CostAwarePolicy:
             seconds = self._round_s[k] * self.scale[k > 0]
             out.append(tokens[k] / seconds if seconds > 0 else math.inf)
         return out
+
+    def _drafting(self, which: str, accept: Callable[[], list[float]],
+                  lo: int | None = None) -> tuple[int, float]:  # fmt: skip
+        """`_best_drafting(accept(), lo)`, kept until what it reads changes: a drafted round
+        (the counts, the drafted rounds' cost scale), the copy kind, k_min..k_max. A plain
+        step moves only the target steps' scale, which k = 0's rate alone reads, so after a
+        step the choice is one division against the kept rate, not every k priced again
+        (on the H200 the default's plan between steps was 0.08-0.14 ms of a 4 ms step:
+        docs/benchmarks/never-slower.md, run 7)."""
+        key = (self.scale[1], self._evidence, self.k_min, self.k_max, getattr(self, "kind", 0))
+        kept = self._kept.get(which)
+        if kept is None or kept[0] != key:
+            kept = (key, self._best_drafting(accept(), lo))
+            self._kept[which] = kept
+        return kept[1]
 
     def _best_drafting(self, accept: list[float], lo: int | None = None) -> tuple[int, float]:
         """The k in lo..k_max (lo: max(k_min, 1)) with the best rate under `accept`, and that
@@ -239,8 +256,17 @@ class CostAwarePolicy:
         # tie; from `rates` (one pass, the kept prices), not k predictions built and dropped.
         if k_max < self.k_min:
             raise ValueError(f"k_max {k_max} is below k_min {self.k_min}")
-        r = self.rates(self.acceptance(), k_max)
-        return max(range(self.k_min, k_max + 1), key=lambda k: (r[k], -k))
+        if k_max != self.k_max:  # the request's last tokens: priced afresh
+            r = self.rates(self.acceptance(), k_max)
+            return max(range(self.k_min, k_max + 1), key=lambda k: (r[k], -k))
+        k, best = self._drafting("best", self.acceptance)
+        if self.k_min > 0 or k == 0:
+            return k
+        # k = 0 wins ties, as the maximum over (rate, -k) gave it; its rate as `rates` has it.
+        if self._round_s is None:
+            self.rates([], 0)
+        seconds = self._round_s[0] * self.scale[0]  # type: ignore[index]
+        return 0 if (1.0 / seconds if seconds > 0 else math.inf) >= best else k
 
     def probe_gap(self) -> int:
         """Target steps in a row before the next probe: 1, 1, 2, 4, ... up to probe_every."""
@@ -260,7 +286,7 @@ class CostAwarePolicy:
         cost), or at the best the evidence allows (SmolLM2's own 4-bit draft at ~55% on the
         H200, where probes cost ~3 target steps each and lost 10-15%), probing is waste."""
         hope = [self.optimistic_acceptance()] * MAX_K
-        return self._best_drafting(hope)[1] > self.rate(0, hope)
+        return self._drafting("hope", lambda: hope)[1] > self.rate(0, hope)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
@@ -280,6 +306,7 @@ class CostAwarePolicy:
             self._probing = False
         elif proposed:  # the policy's own choice was to draft: the next k = 0 is news again
             self._failed = 0
+        self._evidence += bool(proposed)
         # Conditional counts: position i was tried only if all before it were accepted, which
         # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
         # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.
@@ -335,7 +362,7 @@ class CopyRunPolicy(CostAwarePolicy):
         its evidence allows at best (a run, once kept, runs on as runs did)."""
         a = self.acceptance()
         hope = [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
-        return self._best_drafting(hope, lo=1)[1] > self.rate(0, hope)
+        return self._drafting("hope", lambda: hope, lo=1)[1] > self.rate(0, hope)
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)

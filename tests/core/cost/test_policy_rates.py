@@ -67,3 +67,32 @@ def test_best_is_predicts_best_k(a, k_max, k_min, bonus, s0, s1, draft) -> None:
     want = predict(p.cost, a or [0.5], bonus=bonus, k_max=k_max, k_min=p.k_min,
                    scale=(s0, s1)).best.k  # fmt: skip
     assert p._best(k_max) == want
+
+
+ops = st.lists(st.tuples(st.sampled_from(["step", "round", "offer", "ask"]),
+                         st.integers(0, 12), st.integers(0, 12), st.floats(0.5e-3, 40e-3),
+                         st.integers(1, 6)), min_size=1, max_size=60)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops, st.sampled_from([CostAwarePolicy, CopyRunPolicy]), st.sampled_from([0.0, 0.004]))
+def test_the_kept_drafting_choice_decides_as_pricing_afresh(seq, cls, draft) -> None:
+    """The drafting choice kept between plain steps (`_drafting`) answers every `next_k` as
+    pricing every k again would, through steps, drafted rounds, new copy offers and the
+    request's last tokens: the kept rate is only reused while what it reads is unchanged."""
+    from core.drafting.base import Offer
+
+    kept = cls(_curve_prices, draft, k_max=16, k_min=0, bonus=True, probe_every=4)
+    fresh = cls(_curve_prices, draft, k_max=16, k_min=0, bonus=True, probe_every=4)
+    fresh._drafting = lambda which, accept, lo=None: fresh._best_drafting(accept(), lo)  # type: ignore[method-assign]
+    for op, a, b, seconds, kind in seq:
+        for p in (kept, fresh):
+            if op == "step":
+                p.observe(0, 0, seconds)
+            elif op == "round":
+                p.observe(max(a, 1), min(b, max(a, 1)), seconds)
+            elif op == "offer" and isinstance(p, CopyRunPolicy):
+                p.consider(Offer("lookup", a or None, kind))
+        if op == "ask":
+            assert kept.next_k(b or None) == fresh.next_k(b or None)
+        assert kept.next_k() == fresh.next_k()
