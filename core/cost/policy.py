@@ -208,7 +208,7 @@ class CostAwarePolicy:
         (the counts, the drafted rounds' cost scale), the copy kind, k_min..k_max. A plain
         step moves only the target steps' scale, which k = 0's rate alone reads, so after a
         step the choice is one division against the kept rate, not every k priced again
-        (on the H200 the default's plan between steps was 0.08-0.14 ms of a 4 ms step:
+        (on the H200 the default's plan between steps was 0.08-0.13 ms of a 4 ms step:
         docs/benchmarks/never-slower.md, run 7)."""
         key = (self.scale[1], self._evidence, self.k_min, self.k_max, getattr(self, "kind", 0))
         kept = self._kept.get(which)

@@ -26,6 +26,7 @@ import argparse
 import re
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -1086,6 +1087,38 @@ def rare_round(docs: list[Doc]) -> tuple[list[str], str]:
                      "min-max", "ms the step after", "plain step ms"), out), stat
 
 
+def step_split(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/h200/step_split.py, each prompt's files in the order they ran: per row,
+    a request's E2E over its tokens at its own median step, the host time a plain step spent
+    outside its own timer (the consumer, the plan, the loop: what the bench's step_ms leaves
+    out) and the plan's share, and the loop's stretches, restarts and drafting rounds."""
+    out, seen = [], Counter()
+    for d in docs:
+        seen[d.get("prompt")] += 1
+        for row in d.get("summary") or {}:
+            reqs = [r for r in d.get("requests") or [] if r["row"] == row]
+            ex = [r["excess"] for r in reqs if r.get("excess")]
+            outside = [statistics.fmean([x["gap"] - x["timer"] for x in r["steps"]])
+                       for r in reqs if r.get("steps")]  # fmt: skip
+            plan = [statistics.fmean([x["plan"] for x in r["steps"]]) for r in reqs if r.get("steps")]
+            out.append([f"{d.get('prompt')}, T = {d.get('temperature')}", str(seen[d.get("prompt")]),
+                        row, str(len(reqs)),
+                        f"{statistics.median(ex):.3f} ({min(ex):.3f}-{max(ex):.3f})",
+                        f"{statistics.median(outside):.3f}", f"{statistics.median(plan):.3f}",
+                        *(str(sum(r.get(k, 0) for r in reqs))
+                          for k in ("stretches", "restarts", "rounds"))])  # fmt: skip
+    stat = ("run = the prompt's files in the order they ran (one device call); each row = the "
+            "row's requests (one warm-up each before, rows rotated per seed); E2E over tokens x "
+            "the request's median plain step (`excess`: the bench's step_ms statistic), median "
+            "(min-max) over requests; outside the timer = a plain step's gap between events "
+            "less its own timed span, mean per request, median over requests, and the plan's "
+            "part of it likewise; stretches, restarts (a stretch begun right after a plain "
+            "step) and drafting rounds summed over the requests")
+    return md_table(("Prompt, T", "run", "row", "requests", "E2E / (tokens x median step)",
+                     "ms a step outside its timer", "of which the plan", "stretches",
+                     "restarts", "rounds"), out), stat
+
+
 def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/policy/plan_cost.py, one file per commit (before, after): per price
     regime, prompt and row, the engine's plan between plain steps, median and mean ms."""
@@ -1430,6 +1463,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-summary": never_slower_summary,
     "model-alone-split": model_alone_split,
     "never-slower-copy": never_slower_copy,
+    "step-split": step_split,
     "round-ops": round_ops,
     "never-slower-kept": never_slower_kept,
     "never-slower-tally": never_slower_tally,

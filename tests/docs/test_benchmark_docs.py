@@ -403,3 +403,20 @@ def test_a_default_row_with_more_fields_is_still_the_default() -> None:
     assert "| default (hybrid, cost-aware 1..32) | 2.00x |" in lines[2]
     lines, _ = render.TABLES["never-slower-goals"]([doc])
     assert "| 2.00x | 1.00x | 1.00x | met |" in lines[2]
+
+
+def test_step_split_reads_each_requests_host_time_outside_its_step() -> None:
+    """Two requests of one row: steps of gap 5 ms and timer 4.5 ms (0.5 ms outside, 0.2 of
+    it the plan) and of 6 and 5 (1.0, 0.4): outside 0.75 ms (median of the two means)."""
+    def req(gap: float, timer: float, plan: float, excess: float, restarts: int) -> dict:
+        return {"row": "default", "excess": excess, "stretches": 1 + restarts,
+                "restarts": restarts, "rounds": 0,
+                "steps": [{"gap": gap, "timer": timer, "plan": plan}] * 3}  # fmt: skip
+    doc = {"prompt": "p", "temperature": 0.7, "summary": {"default": {}},
+           "requests": [req(5.0, 4.5, 0.2, 1.1, 0), req(6.0, 5.0, 0.4, 1.3, 2)]}
+    lines, stat = render.TABLES["step-split"]([doc, doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == ["p, T = 0.7", "1", "default", "2", "1.200 (1.100-1.300)", "0.750",
+                     "0.300", "4", "2", "0"]  # fmt: skip
+    assert lines[3].split("|")[2].strip() == "2"  # the prompt's second file: the second run
+    assert "in the order they ran" in stat
