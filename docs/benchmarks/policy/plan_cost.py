@@ -1,8 +1,9 @@
 """Host cost of the engine's plan between pipelined target steps, per draft source (issue 28).
 
 While no source drafts, a speculative run's plain target steps are pipelined, and after each
-one the engine asks who would draft next (core/decode/speculative.py `drafts_next`:
-core.decode.engine.Engine._plan, host work only). On a host-bound GPU that time is in every
+one the engine asks who would draft next (core/decode/speculative.py `drafts_now`:
+core.decode.engine.Engine._plan, host work only), and the policies that said k = 0 observe
+the step (their cost scale moves with its seconds, as on the GPU). On a host-bound GPU that time is in every
 step's path: run 6 (docs/benchmarks/never-slower.md) measured the default and the hybrid at
 1.17-1.19 times their own median step a token where they drafted nothing, target-only at
 1.02-1.05. This times exactly that plan, per step, on the default model's tokenizer and the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -87,6 +89,7 @@ def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
         for row in ROWS:
             s = row_settings(row, tokens=STEPS)
             times = []
+            rng = random.Random(0)
             for _rep in range(3):  # the first pass warms Python's caches; all are kept
                 engine.reset()
                 engine.forget_guards()
@@ -99,8 +102,15 @@ def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
                     t0 = time.perf_counter()
                     plan = engine._plan(seq, s, STEPS - i, guard)
                     times.append(time.perf_counter() - t0)
+                    # What the engine does after each plain step (core/decode/speculative.py):
+                    # the policies that said k = 0 observe it, the guard too. The step's
+                    # seconds vary as the H200's did (about 4 ms, 10% spread), so each
+                    # policy's cost scale moves as it does there.
+                    step_s = 0.004 * (1.0 + 0.1 * rng.gauss(0.0, 1.0))
+                    for p in plan.declined:
+                        p.observe(0, 0, step_s)
                     if guard is not None:
-                        guard.observe_step(0.004)  # a plain step at the H200's ~4 ms
+                        guard.observe_step(step_s)
             results.append({"prices": prices, "prompt": prompt, "row": row, "steps": len(times),
                             "median_ms": statistics.median(times) * 1e3,
                             "mean_ms": statistics.fmean(times) * 1e3,
