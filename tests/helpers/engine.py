@@ -99,3 +99,28 @@ def sample_pairs(engine: Engine, settings: Settings, n: int) -> np.ndarray:
         t1, t2 = summary.token_ids[:2]
         table[t1, t2] += 1
     return table
+
+
+def counting(engine: Engine) -> dict[str, int]:
+    """Count the engine's pipelined stretches of target steps, its drafting rounds and its
+    plans that chose a source to draft (each of the engine's methods wrapped in place)."""
+    counts = {"stretches": 0, "drafted": 0, "plans that draft": 0}
+    stretches, rounds, plan = engine._single_model_rounds, engine._speculative_round, engine._plan
+
+    def stretch(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        counts["stretches"] += 1
+        yield from stretches(*a, **kw)
+
+    def drafted(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        counts["drafted"] += 1
+        return rounds(*a, **kw)
+
+    def planned(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        p = plan(*a, **kw)
+        counts["plans that draft"] += p.drafter is not None
+        return p
+
+    engine._single_model_rounds = stretch  # type: ignore[method-assign]
+    engine._speculative_round = drafted  # type: ignore[method-assign]
+    engine._plan = planned  # type: ignore[method-assign]
+    return counts
