@@ -262,11 +262,18 @@ class CostAwarePolicy:
         k, best = self._drafting("best", self.acceptance)
         if self.k_min > 0 or k == 0:
             return k
-        # k = 0 wins ties, as the maximum over (rate, -k) gave it; its rate as `rates` has it.
+        # k = 0 wins ties, as the maximum over (rate, -k) gave it.
+        return 0 if self._step_rate() >= best else k
+
+    def _step_rate(self) -> float:
+        """`rate(0)`, a plain step's tokens a second, as `rates` computes it (one token over
+        its calibrated seconds times the steps' scale): no acceptance enters it, so it is
+        one division, where `rate` builds a whole prediction (a fifth of a plan's host work
+        before, its curve read eight times a step)."""
         if self._round_s is None:
             self.rates([], 0)
         seconds = self._round_s[0] * self.scale[0]  # type: ignore[index]
-        return 0 if (1.0 / seconds if seconds > 0 else math.inf) >= best else k
+        return 1.0 / seconds if seconds > 0 else math.inf
 
     def probe_gap(self) -> int:
         """Target steps in a row before the next probe: 1, 1, 2, 4, ... up to probe_every."""
@@ -286,7 +293,7 @@ class CostAwarePolicy:
         cost), or at the best the evidence allows (SmolLM2's own 4-bit draft at ~55% on the
         H200, where probes cost ~3 target steps each and lost 10-15%), probing is waste."""
         hope = [self.optimistic_acceptance()] * MAX_K
-        return self._drafting("hope", lambda: hope)[1] > self.rate(0, hope)
+        return self._drafting("hope", lambda: hope)[1] > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
@@ -362,7 +369,7 @@ class CopyRunPolicy(CostAwarePolicy):
         its evidence allows at best (a run, once kept, runs on as runs did)."""
         a = self.acceptance()
         hope = [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
-        return self._drafting("hope", lambda: hope, lo=1)[1] > self.rate(0, hope)
+        return self._drafting("hope", lambda: hope, lo=1)[1] > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)

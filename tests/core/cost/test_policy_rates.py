@@ -96,3 +96,16 @@ def test_the_kept_drafting_choice_decides_as_pricing_afresh(seq, cls, draft) -> 
         if op == "ask":
             assert kept.next_k(b or None) == fresh.next_k(b or None)
         assert kept.next_k() == fresh.next_k()
+
+
+@settings(max_examples=60)
+@given(accepts, st.integers(1, MAX_K), st.booleans(), st.floats(0.05, 20.0),
+       st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+def test_a_plain_steps_rate_is_rate_at_k_zero(a, k_max, bonus, s0, draft) -> None:
+    """The one-division rate of a plain step that could-pay and the choice compare with is
+    `rate(0, ...)` to the last bit, whatever the acceptance (none enters it)."""
+    for cls in (CostAwarePolicy, CopyRunPolicy):
+        p = cls(_curve_prices, draft, k_max=k_max, k_min=0, bonus=bonus,
+                t_accept=lambda r: 0.0001 * r)  # fmt: skip
+        p.scale = [s0, 1.0]
+        assert p._step_rate() == p.rate(0, a or [0.5]) == p.rate(0, [1.0] * MAX_K)
