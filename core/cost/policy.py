@@ -297,7 +297,10 @@ class CostAwarePolicy:
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
-            priced = self.priced(proposed)
+            # The kept calibrated seconds where there are (`rates`): the same value as
+            # `priced`, without reading the curve after every plain step.
+            kept = self._round_s
+            priced = kept[proposed] if kept is not None and proposed < len(kept) else self.priced(proposed)
             if priced > 0.0:
                 ratio = min(max(seconds / priced, SCALE_CLIP[0]), SCALE_CLIP[1])
                 i = int(proposed > 0)

@@ -109,3 +109,20 @@ def test_a_plain_steps_rate_is_rate_at_k_zero(a, k_max, bonus, s0, draft) -> Non
                 t_accept=lambda r: 0.0001 * r)  # fmt: skip
         p.scale = [s0, 1.0]
         assert p._step_rate() == p.rate(0, a or [0.5]) == p.rate(0, [1.0] * MAX_K)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.floats(0.5e-3, 40e-3)), min_size=1,
+                max_size=40))  # fmt: skip
+def test_observing_with_the_kept_prices_scales_as_the_curve_does(seq) -> None:
+    """A step's or round's observed cost against the kept calibrated seconds moves the cost
+    scale exactly as reading the curve did."""
+    kept = CostAwarePolicy(_curve_prices, 0.001, k_max=16, k_min=0, bonus=True)
+    curve = CostAwarePolicy(_curve_prices, 0.001, k_max=16, k_min=0, bonus=True)
+    kept.next_k()  # prices every k once: the kept seconds
+    assert kept._round_s is not None
+    for proposed, seconds in seq:
+        curve._round_s = None  # reads the curve at every observe
+        kept.observe(proposed, min(proposed, 3), seconds)
+        curve.observe(proposed, min(proposed, 3), seconds)
+        assert kept.scale == curve.scale
