@@ -141,6 +141,8 @@ class CostAwarePolicy:
     optimistic and k stayed too long at TV = 0.5).
     """
 
+    kind = 0  # the offer's kind its choices are kept for (CopyRunPolicy tracks copies' kinds)
+
     def __init__(
         self,
         t_verify: Callable[[int], float],
@@ -194,13 +196,19 @@ class CostAwarePolicy:
         """`rate(k, accept)` for every k in 0..k_hi, its expected tokens summed in one pass
         (core.cost.prediction.expected_tokens_upto): the same values, O(k_hi) not O(k_hi^2)."""
         tokens = expected_tokens_upto(k_hi, accept, self.bonus)
-        if self._round_s is None:  # the calibrated price per k is fixed for the policy's life
-            self._round_s = [self.priced(k) for k in range(MAX_K + 1)]
+        prices = self._prices()
         out = []
         for k in range(k_hi + 1):  # as core.cost.prediction._prediction's tok_s, term for term
-            seconds = self._round_s[k] * self.scale[k > 0]
+            seconds = prices[k] * self.scale[k > 0]
             out.append(tokens[k] / seconds if seconds > 0 else math.inf)
         return out
+
+    def _prices(self) -> list[float]:
+        """`priced(k)` for every k, kept: the calibrated price per k is fixed for the policy's
+        life, so the curve is read once, not after every plain step."""
+        if self._round_s is None:
+            self._round_s = [self.priced(k) for k in range(MAX_K + 1)]
+        return self._round_s
 
     def _drafting(self, which: str, accept: Callable[[], list[float]],
                   lo: int | None = None) -> tuple[int, float]:  # fmt: skip
@@ -210,7 +218,7 @@ class CostAwarePolicy:
         step the choice is one division against the kept rate, not every k priced again
         (on the H200 the default's plan between steps was 0.08-0.13 ms of a 4 ms step:
         docs/benchmarks/never-slower.md, run 7)."""
-        key = (self.scale[1], self._evidence, self.k_min, self.k_max, getattr(self, "kind", 0))
+        key = (self.scale[1], self._evidence, self.k_min, self.k_max, self.kind)
         kept = self._kept.get(which)
         if kept is None or kept[0] != key:
             kept = (key, self._best_drafting(accept(), lo))
@@ -270,9 +278,7 @@ class CostAwarePolicy:
         its calibrated seconds times the steps' scale): no acceptance enters it, so it is
         one division, where `rate` builds a whole prediction (a fifth of a plan's host work
         before, its curve read eight times a step)."""
-        if self._round_s is None:
-            self.rates([], 0)
-        seconds = self._round_s[0] * self.scale[0]  # type: ignore[index]
+        seconds = self._prices()[0] * self.scale[0]
         return 1.0 / seconds if seconds > 0 else math.inf
 
     def probe_gap(self) -> int:
@@ -292,15 +298,12 @@ class CostAwarePolicy:
         none could even at full acceptance (MLX's CPU backend verifies R rows at ~R steps'
         cost), or at the best the evidence allows (SmolLM2's own 4-bit draft at ~55% on the
         H200, where probes cost ~3 target steps each and lost 10-15%), probing is waste."""
-        hope = [self.optimistic_acceptance()] * MAX_K
-        return self._drafting("hope", lambda: hope)[1] > self._step_rate()
+        return self._drafting("hope", lambda: [self.optimistic_acceptance()] * MAX_K)[1] \
+            > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
-            # The kept calibrated seconds where there are (`rates`): the same value as
-            # `priced`, without reading the curve after every plain step.
-            kept = self._round_s
-            priced = kept[proposed] if kept is not None and proposed < len(kept) else self.priced(proposed)
+            priced = self._prices()[proposed]  # `priced(proposed)`, the curve read once
             if priced > 0.0:
                 ratio = min(max(seconds / priced, SCALE_CLIP[0]), SCALE_CLIP[1])
                 i = int(proposed > 0)
@@ -370,9 +373,11 @@ class CopyRunPolicy(CostAwarePolicy):
     def _could_pay(self) -> bool:
         """Whether a copy of this kind could pay if its first token were kept as often as
         its evidence allows at best (a run, once kept, runs on as runs did)."""
-        a = self.acceptance()
-        hope = [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
-        return self._drafting("hope", lambda: hope, lo=1)[1] > self._step_rate()
+        def hope() -> list[float]:  # read only when the kept choice is stale
+            a = self.acceptance()
+            return [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
+
+        return self._drafting("hope", hope, lo=1)[1] > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)

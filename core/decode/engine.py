@@ -256,8 +256,8 @@ class Engine:
                 mode, fallback = "target-only", why
             if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
-            if mode != "speculative":  # a step handed to a round that will not come
-                drop_handoff(self, seq, totals)
+            # A step handed to a round that will not come (another mode, other settings).
+            drop_handoff(self, seq, totals, s if mode == "speculative" else None)
             if s.greedy:  # a greedy round draws nothing: no key split (nor in mlx-lm's loop)
                 round_key = key
             else:

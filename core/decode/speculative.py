@@ -47,10 +47,12 @@ class Handoff:
     t_plan: float
 
 
-def drop_handoff(engine: Any, seq: list[int], totals: RunTotals) -> None:
-    """Forget a handed-off step no round will take (the settings or the mode changed): the
-    target's cache goes back to seq[:-1], so the last token is fed again."""
-    if totals.handoff is not None:
+def drop_handoff(engine: Any, seq: list[int], totals: RunTotals, round_s: Settings | None) -> None:
+    """Forget a handed-off step no round will take: the next round's settings (`round_s`; None
+    when it is not speculative) are not those it was planned with. The target's cache goes
+    back to seq[:-1], so the last token is fed again."""
+    h = totals.handoff
+    if h is not None and (round_s is None or h.settings != round_s):
         totals.handoff = None
         engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
 
@@ -75,11 +77,7 @@ def drafting_rounds(
     if engine.needs_curve(s):
         engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
     guard = engine._guard(s, totals)
-    handoff = totals.handoff
-    if handoff is not None and handoff.settings != s:
-        drop_handoff(engine, seq, totals)
-        handoff = None
-    totals.handoff = None
+    handoff, totals.handoff = totals.handoff, None  # kept by the engine only for these settings
     row0 = None
     if handoff is not None:  # planned after the last token, its step queued: a round now
         plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan

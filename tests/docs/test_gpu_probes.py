@@ -23,6 +23,14 @@ def _run(script: str, out: Path, **env: str) -> dict:
     return json.loads(out.read_text())
 
 
+def _rows(script: str, out: Path, rows: tuple[str, ...], **env: str) -> tuple[dict, dict]:
+    """A probe's JSON and its requests by row (run in `rows`' order), exactly those rows."""
+    doc = _run(script, out, ROWS=" ".join(rows), **env)
+    reqs = {r["row"]: r for r in doc["requests"]}
+    assert set(reqs) == set(rows)
+    return doc, reqs
+
+
 def test_rare_round_times_rounds_after_each_stretch(tmp_path: Path) -> None:
     doc = _run("rare_round.py", tmp_path / "rr.json", REPS="1", STRETCHES="0 4", ROWS="3 5",
                GROW="1")  # fmt: skip
@@ -36,10 +44,8 @@ def test_rare_round_times_rounds_after_each_stretch(tmp_path: Path) -> None:
 
 
 def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path) -> None:
-    doc = _run("round_autopsy.py", tmp_path / "ra.json", SEEDS="1", TOKENS="24",
-               PROMPT="rewrite-paragraph", ROWS="target-only lookup")  # fmt: skip
-    reqs = {r["row"]: r for r in doc["requests"]}
-    assert set(reqs) == {"target-only", "lookup"}
+    doc, reqs = _rows("round_autopsy.py", tmp_path / "ra.json", ("target-only", "lookup"),
+                      SEEDS="1", TOKENS="24", PROMPT="rewrite-paragraph")  # fmt: skip
     for r in reqs.values():
         assert r["tokens"] == 24 and sum(e["tokens"] for e in r["events"]) == 24
         assert r["e2e_s"] >= sum(e["gap_ms"] for e in r["events"]) / 1e3 * 0.99
@@ -47,10 +53,8 @@ def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path)
 
 
 def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
-    doc = _run("step_split.py", tmp_path / "ss.json", SEEDS="1", TOKENS="20",
-               PROMPT="rewrite-paragraph", ROWS="target-only lookup")  # fmt: skip
-    reqs = {r["row"]: r for r in doc["requests"]}
-    assert set(reqs) == {"target-only", "lookup"}
+    doc, reqs = _rows("step_split.py", tmp_path / "ss.json", ("target-only", "lookup"),
+                      SEEDS="1", TOKENS="20", PROMPT="rewrite-paragraph")  # fmt: skip
     for r in reqs.values():
         assert r["steps"], r["row"]
         for x in r["steps"]:
