@@ -15,7 +15,8 @@ GPU's NUMA node, from the PCI device's local_cpulist, intersected with the CPUs 
 
     python3 docs/benchmarks/h200/noise.py OUT_DIR     (on the device; ~6 min: 12 workers of ~30 s)
 
-Environment: TARGET (default; shape:tiny for a CPU smoke run), ROUNDS (3), SEEDS (3), TOKENS (256), PROMPT (creative-seed-vault), TEMP (0.0),
+Environment: TARGET (default; shape:tiny for a CPU smoke run), ROUNDS (3), SEEDS (3), TOKENS (256), PROMPT (creative-seed-vault),
+TEMPERATURE (0.0; not TEMP, which names the temporary folder MLX compiles in),
 PLACEMENTS ("free local4 local4-nogc core2"). Works in /tmp/noise-work: host.txt (the
 machine's CPUs, NUMA nodes and GPU topology), <placement>-r<i>/{aa.json,aa.md,worker.json},
 summary.md; then writes OUT_DIR/noise.tgz of all of it, and host.txt and summary.md beside it
@@ -80,7 +81,7 @@ def worker(name: str, out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     argv = ["bench", "--target", os.environ.get("TARGET", "default"), "--prompt-name", os.environ.get("PROMPT", "creative-seed-vault"),
             "--tokens", os.environ.get("TOKENS", "256"), "--seeds", os.environ.get("SEEDS", "3"),
-            "--invocations", "1", "--warmup", "1", "--temperature", os.environ.get("TEMP", "0.0"),
+            "--invocations", "1", "--warmup", "1", "--temperature", os.environ.get("TEMPERATURE", "0.0"),
             "--repetition-penalty", "1.0", "--no-quality", "--no-predict", "--no-traced",
             "--profile", "target-only", "--profile", "target-only:top_p=1.0",
             "--json", str(out / "aa.json"), "--markdown", str(out / "aa.md")]  # fmt: skip

@@ -11,7 +11,8 @@ Rows interleave per seed as the bench's do (rotated), after one warm-up request 
 
     python3 docs/benchmarks/h200/round_autopsy.py OUT.json
 
-Environment: TARGET ("default"), PROMPT ("code-rename"), TEMP ("0.7"), SEEDS ("3"),
+Environment: TARGET ("default"), PROMPT ("code-rename"), TEMPERATURE ("0.7"; not TEMP,
+which names the temporary folder MLX compiles in: TEMP=0.7 fails there), SEEDS ("3"),
 TOKENS ("256"), ROWS ("target-only lookup default").
 """
 
@@ -79,7 +80,7 @@ def main(out: Path) -> int:
 
     t_start = time.perf_counter()
     target = os.environ.get("TARGET", "default")
-    temp = float(os.environ.get("TEMP", "0.7"))
+    temp = float(os.environ.get("TEMPERATURE", "0.7"))
     seeds = int(os.environ.get("SEEDS", "3"))
     tokens = int(os.environ.get("TOKENS", "256"))
     rows = os.environ.get("ROWS", "target-only lookup default").split()

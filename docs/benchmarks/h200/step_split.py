@@ -18,7 +18,8 @@ stretch begun right after a plain step: the one before ended for a round that th
 draft) and the plans that chose a source, with run 6's statistic, E2E over tokens x the
 median step the bench keeps (`excess`).
 
-Environment: TARGET ("default"), PROMPT ("code-bugfix"), TEMP ("0.7"), SEEDS ("3"),
+Environment: TARGET ("default"), PROMPT ("code-bugfix"), TEMPERATURE ("0.7"; not TEMP,
+which names the temporary folder MLX compiles in: TEMP=0.7 fails there), SEEDS ("3"),
 TOKENS ("256"), ROWS ("target-only default").
 """
 
@@ -55,7 +56,7 @@ def main(out: Path) -> int:
     from core.models.chat_template import chat_prompt_ids
 
     target = os.environ.get("TARGET", "default")
-    temp = float(os.environ.get("TEMP", "0.7"))
+    temp = float(os.environ.get("TEMPERATURE", "0.7"))
     seeds = int(os.environ.get("SEEDS", "3"))
     tokens = int(os.environ.get("TOKENS", "256"))
     rows = os.environ.get("ROWS", "target-only default").split()
