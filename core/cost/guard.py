@@ -330,21 +330,24 @@ class RateGuard:
         self.arm(source).add(tokens, seconds)
         self._judge(source)
 
-    def observe_step(self, seconds: float, *, after: str | None = None) -> None:
+    def observe_step(self, seconds: float, *, after: str | None = None) -> float:
         """A plain target step (one token). `after`: the source whose drafting round came
         just before, so this step ran without a queued step behind it; what it cost above a
-        pipelined step is that source's, and the step teaches the target arm nothing."""
+        pipelined step is that source's, and the step teaches the target arm nothing.
+        Returns those extra seconds (0 for a pipelined step), for the round's policy."""
         self.round += 1
         target = self.arm(TARGET)
         if after is None:
             target.add(1, seconds)
-            return
+            return 0.0
         rate = target.rate
-        if rate is not None and after in self.arms:
-            extra = max(seconds - 1.0 / rate, 0.0)
-            self.arms[after].charge(extra)
-            self._break_sum = DECAY * self._break_sum + extra
-            self._break_weight = DECAY * self._break_weight + 1.0
+        if rate is None or after not in self.arms:
+            return 0.0
+        extra = max(seconds - 1.0 / rate, 0.0)
+        self.arms[after].charge(extra)
+        self._break_sum = DECAY * self._break_sum + extra
+        self._break_weight = DECAY * self._break_weight + 1.0
+        return extra
 
     def _judge(self, source: str) -> None:
         arm, target = self.arms[source], self.arms.get(TARGET)

@@ -301,6 +301,19 @@ class CostAwarePolicy:
         return self._drafting("hope", lambda: [self.optimistic_acceptance()] * MAX_K)[1] \
             > self._step_rate()
 
+    def charge(self, proposed: int, seconds: float) -> None:
+        """Seconds the last drafted round (of `proposed` drafts) cost beyond its own clock:
+        the plain step after it ran with no step queued behind it, the pipeline break the
+        guard measures (core/cost/guard.py `observe_step`). The drafted rounds' cost scale
+        moves as if the round had been clocked with them. On the H200 that step took 8.5-10.6
+        ms against a pipelined 4-5 (docs/benchmarks/never-slower.md, run 6): a round priced
+        without it looked as if 2-3 tokens paid, where it takes about 3.6."""
+        priced = self._prices()[proposed] if 0 < proposed <= MAX_K else 0.0
+        if seconds <= 0.0 or priced <= 0.0:
+            return
+        self.scale[1] = min(self.scale[1] + COST_EMA * seconds / priced, SCALE_CLIP[1])
+        self._cache = None
+
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
             priced = self._prices()[proposed]  # `priced(proposed)`, the curve read once

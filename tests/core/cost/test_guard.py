@@ -305,6 +305,46 @@ def test_engine_uses_a_source_faster_than_target_steps_from_the_start(
     assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
 
 
+def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
+    tiny_pair, greedy_text, monkeypatch
+) -> None:
+    """On the fake clock a stretch's first step builds two forwards before its read: it
+    costs two steps where a pipelined one costs one, the pipeline break a round causes. That
+    step is the round's cost: the policies observe it as no step's seconds (their step scale
+    would take the break for a dearer step, and drafting for cheaper), and the round's own
+    policy is charged its extra step (`charge`), so it prices the next rounds with it."""
+    from core.cost.policy import CostAwarePolicy
+
+    log: list[tuple[str, int, float | None]] = []
+    observe, charge = CostAwarePolicy.observe, CostAwarePolicy.charge
+
+    def observed(self, proposed, accepted, seconds=None):  # noqa: ANN001, ANN202
+        log.append(("observe", proposed, seconds))
+        return observe(self, proposed, accepted, seconds)
+
+    def charged(self, proposed, seconds):  # noqa: ANN001, ANN202
+        log.append(("charge", proposed, seconds))
+        return charge(self, proposed, seconds)
+
+    monkeypatch.setattr(CostAwarePolicy, "observe", observed)
+    monkeypatch.setattr(CostAwarePolicy, "charge", charged)
+    events, _, _ = guarded_run(tiny_pair, greedy_text, 3 * STEP)  # 5 tokens in 4 steps: pays
+    breaks = sum(1 for a, b in zip(events, events[1:], strict=False) if a.proposed and not b.proposed)
+    assert breaks >= 2  # the target arm's first measurement, and the request's end
+    charges = [x for x in log if x[0] == "charge"]
+    assert len(charges) == breaks
+    assert all(k >= 1 for _, k, _ in charges)
+    # the first round came before any plain step: no pipelined step to compare its break with
+    assert charges[0][2] == 0.0 and events[0].proposed
+    assert all(extra == pytest.approx(STEP) for _, _, extra in charges[1:])
+    # The policy that declines the step after a round (the request's last tokens, where no
+    # draft fits) observes it unpriced, then its round is charged the break.
+    unpriced = [i for i, x in enumerate(log) if x[0] == "charge" and log[i - 1] == ("observe", 0, None)]
+    assert unpriced
+    steps = [sec for what, k, sec in log if what == "observe" and k == 0 and sec]
+    assert all(sec < 1.5 * STEP for sec in steps)  # no break read as a plain step
+
+
 def test_fixed_k_runs_as_asked_unguarded(tiny_pair, greedy_text) -> None:
     """The guard serves the policy that promises speed; a fixed k is an experiment."""
     events, summary, _ = guarded_run(tiny_pair, greedy_text, 40 * STEP, tokens=40,

@@ -8,7 +8,7 @@ value is compared with `==`, never approximately, and the decisions with the per
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from core.cost.policy import CopyRunPolicy, CostAwarePolicy
@@ -126,3 +126,23 @@ def test_observing_with_the_kept_prices_scales_as_the_curve_does(seq) -> None:
         kept.observe(proposed, min(proposed, 3), seconds)
         curve.observe(proposed, min(proposed, 3), seconds)
         assert kept.scale == curve.scale
+
+
+@settings(max_examples=60)
+@given(st.integers(1, MAX_K), st.integers(0, MAX_K), st.floats(0.001, 0.02),
+       st.floats(0.0, 0.01), st.sampled_from([CostAwarePolicy, CopyRunPolicy]))  # fmt: skip
+def test_a_charged_break_prices_the_round_as_if_clocked_with_it(k, n, seconds, extra, cls) -> None:
+    """`charge(k, extra)` after a round's `observe` leaves the drafted rounds' scale where
+    observing the round with the extra seconds would (within the clip), and the choice is
+    made afresh from it."""
+    n = min(n, k)
+    a, b = (cls(_curve_prices, 0.0, k_max=MAX_K, k_min=0, bonus=True) for _ in range(2))
+    a.next_k(), b.next_k()
+    priced = a.priced(k)
+    assume(0.2 * priced < seconds and seconds + extra < 5.0 * priced)  # SCALE_CLIP's range
+    a.observe(k, n, seconds)
+    a.charge(k, extra)
+    b.observe(k, n, seconds + extra)
+    assert abs(a.scale[1] - b.scale[1]) <= 1e-12 * max(1.0, b.scale[1])
+    assert a.scale[0] == b.scale[0]
+    assert a.next_k() == b.next_k()
