@@ -76,9 +76,7 @@ class Engine:
         self.cost_curve: Any | None = None
         self._target = CachedModel.fresh(target)
         # The draft model with its cache: shared by the model drafters and draft-only mode.
-        self._draft = (
-            CachedModel.fresh(draft, draft_attention(draft)) if draft is not None else None
-        )
+        self._draft = None if draft is None else CachedModel.fresh(draft, draft_attention(draft))
         self._drafters: dict[str, Drafter] = {}
         self._unavailable: dict[str, str] = {}  # source -> why it cannot draft here
         # Why nothing can speculate (the target's cache cannot be rewound), and why the draft
@@ -93,7 +91,7 @@ class Engine:
         # The model source's verdict, which the app shows for the pair as loaded.
         self.speculation_reason = self._target_reason or self._draft_reason
         self.speculation_ok = self.speculation_reason is None
-        self._policies: dict[str, tuple[tuple[Any, ...], Policy]] = {}  # per draft source
+        self._policies: dict[str, tuple[tuple[Any, ...], Policy, Any]] = {}  # per draft source
         # The measured guard per settings (guard_key), kept across requests and turns: a
         # second request starts from what the first measured (core/cost/guard.py).
         self._guards = GuardMemory()
@@ -333,9 +331,11 @@ class Engine:
         """The policy these settings name for this source, kept across rounds and chat turns
         until a setting it depends on changes (an adaptive k keeps what it learnt from earlier
         messages). Each source has its own: a lookup's acceptance is not the model's."""
+        kept = self._policies.get(drafter.name)
+        if kept is not None and kept[2] is s:  # the same frozen Settings: no signature to build
+            return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
                s.dispatch, s.fused_draft, s.draft_source, s.greedy)
-        kept = self._policies.get(drafter.name)
         if kept is None or kept[0] != sig:
             price, view = None, self.cost_curve
             if s.policy == "cost-aware":
@@ -343,8 +343,8 @@ class Engine:
                 # priced as this run drafts and accepts: sampled steps cost more than greedy
                 view = self.cost_curve.for_sampling(s.greedy)
                 price = drafter.price(view)
-            kept = (sig, make_policy(s, view, price, copies=drafter.copies))
-            self._policies[drafter.name] = kept
+            kept = (sig, make_policy(s, view, price, copies=drafter.copies), s)
+        self._policies[drafter.name] = kept = (sig, kept[1], s)
         return kept[1]
 
     def needs_curve(self, s: Settings) -> bool:

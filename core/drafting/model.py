@@ -28,6 +28,7 @@ class ModelDrafter:
     def __init__(self, state: CachedModel) -> None:
         self.state_ = state
         self._fed: list[int] = []  # tokens the last proposal fed the cache (not yet recorded)
+        self._offer = Offer(self.name)
 
     @classmethod
     def from_resources(cls, res: DraftResources) -> ModelDrafter:
@@ -39,8 +40,9 @@ class ModelDrafter:
         return cls(res.draft)
 
     def offers(self, seq: Sequence[int]) -> list[Offer]:
-        """One offer, any k: a model always has something to propose."""
-        return [Offer(self.name)]
+        """One offer, any k: a model always has something to propose (one frozen Offer,
+        kept: the engine asks after every plain step)."""
+        return [self._offer]
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
         """A lag that fits one forward of at most `chunk` rows with the pending token (after

@@ -98,7 +98,12 @@ class SuffixIndex:
 
     def sync(self, committed: Sequence[int], start: int = 0) -> int:
         """Make the index equal to `committed` (its first `start` tokens are known to agree):
-        truncate where they part, then append the rest. Returns the tokens appended."""
+        truncate where they part, then append the rest. Returns the tokens appended.
+        One token past what is indexed, the `start` the lookup passes after every plain step,
+        is one append (no slice, no scan)."""
+        if start == len(self.tokens) == len(committed) - 1:
+            self.append(committed[-1])
+            return 1
         n = min(len(self.tokens), len(committed))
         i = min(start, n)
         toks = self.tokens
