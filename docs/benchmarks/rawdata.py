@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
-# Kinds kept compressed: the raw machine output. Pages and logs stay plain (people read them
-# on the forge), and so does the bench's own Markdown where a page links to it; a bench's
-# Markdown twin of its JSON that no page links to is compressed too (`bench_twin`): by run 6
-# those twins were 2 of the tree's 9.2 MiB and the GPU set-up no longer fit in three calls.
+# Kinds kept compressed: the raw machine output. Pages and the logs a page cites stay plain
+# (people read them on the forge; `raw_log`), and so does the bench's own Markdown where a
+# page links to it; a bench's Markdown twin of its JSON that no page links to is compressed
+# too (`bench_twin`): by run 6 those twins were 2 of the tree's 9.2 MiB and the GPU set-up no
+# longer fit in three calls.
 COMPRESSED = (".json",)
 PAGES = (Path(__file__).resolve().parents[2] / "docs", Path(__file__).resolve().parents[2] / "README.md")
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
@@ -92,7 +93,7 @@ def linked_names(pages: Sequence[Path] = PAGES) -> set[str]:
     for root in pages:
         files = [root] if root.is_file() else [p for p in root.rglob("*.md") if DATA not in p.parents]
         texts += [f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file()]
-    return {m for t in texts for m in re.findall(r"[\w./-]+\.md\b", t)}
+    return {m for t in texts for m in re.findall(r"[\w./-]+\.(?:md|log)\b", t)}
 
 
 def bench_twin(path: Path, linked: set[str]) -> bool:
@@ -106,12 +107,22 @@ def bench_twin(path: Path, linked: set[str]) -> bool:
     return not any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
 
 
+def raw_log(path: Path, linked: set[str]) -> bool:
+    """A device call's log under the data folder that no page cites or renders from: raw
+    output like the JSON, so it travels compressed (by run 8 such logs were 0.8 MiB of a 9.2
+    MiB tree, and the GPU set-up no longer fit in three calls). A cited log stays plain."""
+    if path.suffix != ".log":
+        return False
+    rel = path.relative_to(DATA.parent).as_posix() if DATA.parent in path.parents else path.name
+    return not any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
+
+
 def uncompressed(folder: str | Path = DATA, linked: set[str] | None = None) -> Iterator[Path]:
-    """Every file under `folder` of a kind kept compressed that is still plain: raw JSON, and
-    the bench's Markdown twins no page cites."""
+    """Every file under `folder` of a kind kept compressed that is still plain: raw JSON, the
+    bench's Markdown twins no page cites, and the logs no page cites."""
     names = linked_names() if linked is None else linked
     for p in sorted(Path(folder).rglob("*")):
-        if p.is_file() and (p.suffix in COMPRESSED or bench_twin(p, names)):
+        if p.is_file() and (p.suffix in COMPRESSED or bench_twin(p, names) or raw_log(p, names)):
             yield p
 
 

@@ -158,3 +158,19 @@ def test_a_benchs_markdown_twin_is_compressed_unless_a_page_cites_it(tmp_path: P
     found = [p.name for p in rawdata.uncompressed(data, linked)]
     assert found == ["a.md", "b.json"]
     assert [p.name for p in rawdata.uncompressed(data, set())] == ["a.md", "b.json", "b.md"]
+
+
+def test_a_log_no_page_cites_is_compressed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A device call's log is raw output: compressed unless a page cites it (or renders a
+    table from it), which keeps it plain for readers on the forge."""
+    data = tmp_path / "data"
+    run = data / "run"
+    run.mkdir(parents=True)
+    for name in ("call.log", "cited.log", "method.txt"):
+        (run / name).write_text("x")
+    monkeypatch.setattr(rawdata, "DATA", data)
+    assert [p.name for p in rawdata.uncompressed(data, {"data/run/cited.log"})] == ["call.log"]
+    assert [p.name for p in rawdata.uncompressed(data, set())] == ["call.log", "cited.log"]
+    page = tmp_path / "page.md"
+    page.write_text("<!-- generated: x from data/run/cited.log -->\n[log](data/run/other.log)\n")
+    assert rawdata.linked_names([page]) == {"data/run/cited.log", "data/run/other.log"}
