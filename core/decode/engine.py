@@ -336,16 +336,17 @@ class Engine:
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
                s.dispatch, s.fused_draft, s.draft_source, s.greedy)
-        if kept is None or kept[0] != sig:
+        policy = kept[1] if kept is not None and kept[0] == sig else None
+        if policy is None:
             price, view = None, self.cost_curve
             if s.policy == "cost-aware":
                 self._ensure_curve(s, context)
                 # priced as this run drafts and accepts: sampled steps cost more than greedy
                 view = self.cost_curve.for_sampling(s.greedy)
                 price = drafter.price(view)
-            kept = (sig, make_policy(s, view, price, copies=drafter.copies), s)
-        self._policies[drafter.name] = kept = (sig, kept[1], s)
-        return kept[1]
+            policy = make_policy(s, view, price, copies=drafter.copies)
+        self._policies[drafter.name] = (sig, policy, s)
+        return policy
 
     def needs_curve(self, s: Settings) -> bool:
         """Whether a speculative run with `s` will stop to calibrate first (curve_cache

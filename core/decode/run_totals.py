@@ -32,8 +32,9 @@ class RunTotals:
     first_token_at: float | None = None
     first_round_tokens: int = 0  # committed by the round that brought the first token
     guard: RateGuard | None = None  # the measured guard of a cost-aware run (core.cost.guard)
-    broke_after: str | None = None  # the source whose drafting round the next step follows
-    broke_policy: tuple[Any, int] | None = None  # that round's policy and its drafts
+    # The drafting round the next step follows (its source, policy and drafts): that step,
+    # read with no step queued behind it, is the round's pipeline break.
+    broke_after: tuple[str, Any, int] | None = None
     # A stretch's last plan that drafts, made while its next step was queued: that step is the
     # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
     handoff: Any | None = None

@@ -105,7 +105,7 @@ def drafting_rounds(
             # waits (the pipeline is broken), are the round's own cost.
             guard.observe_round(drafter.name, len(ev.tokens),
                                 seconds + caught_all + (t0 - t_plan))  # fmt: skip
-            totals.broke_after, totals.broke_policy = drafter.name, (policy, ev.proposed)
+            totals.broke_after = (drafter.name, policy, ev.proposed)
         yield ev
         return
     done = 0
@@ -127,17 +127,16 @@ def drafting_rounds(
         done += 1
         seconds = engine._observed_s(ev)
         broke, totals.broke_after = totals.broke_after, None
-        paid, totals.broke_policy = totals.broke_policy, None
         # The policies that said 0 for this step observe it; the step right after a round is
         # not a plain step's cost but the round's (the pipeline break): it moves no step scale,
         # and what it cost above a pipelined step is charged to the round's policy.
         for p in asked:
             p.observe(0, 0, None if broke else seconds)
         if guard is not None and seconds is not None:
-            extra = guard.observe_step(seconds, after=broke)
-            charge = getattr(paid[0], "charge", None) if broke and paid else None
+            extra = guard.observe_step(seconds, after=broke[0] if broke else None)
+            charge = getattr(broke[1], "charge", None) if broke else None
             if charge is not None:
-                charge(paid[1], extra)
+                charge(broke[2], extra)
         yield ev
 
 

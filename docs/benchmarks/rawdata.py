@@ -103,18 +103,20 @@ def bench_twin(path: Path, linked: set[str]) -> bool:
         (path.with_suffix(ext)).is_file() for ext in (".json", ".json.xz")
     ):
         return False
+    return not _cited(path, linked)
+
+
+def _cited(path: Path, linked: set[str]) -> bool:
+    """Whether a page names `path` by its place in the data folder (a bare name is no cite)."""
     rel = path.relative_to(DATA.parent).as_posix() if DATA.parent in path.parents else path.name
-    return not any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
+    return any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
 
 
 def raw_log(path: Path, linked: set[str]) -> bool:
     """A device call's log under the data folder that no page cites or renders from: raw
     output like the JSON, so it travels compressed (by run 8 such logs were 0.8 MiB of a 9.2
     MiB tree, and the GPU set-up no longer fit in three calls). A cited log stays plain."""
-    if path.suffix != ".log":
-        return False
-    rel = path.relative_to(DATA.parent).as_posix() if DATA.parent in path.parents else path.name
-    return not any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
+    return path.suffix == ".log" and not _cited(path, linked)
 
 
 def uncompressed(folder: str | Path = DATA, linked: set[str] | None = None) -> Iterator[Path]:
