@@ -276,18 +276,34 @@ def fused_cheaper(curve: Any, rows: int) -> bool:
     return curve.t_verify(rows, "fused") < curve.t_verify(rows, "auto")
 
 
+def one_row_price(curve: VerifyCostCurve) -> float:
+    """A plain target step's price: the least of the modes' one-row measurements. No patch
+    applies to one row (core/dispatch/patches.py `verification_patches`), so each mode timed
+    the same forward there and their spread is the host's: on the H200 "auto", timed first
+    after a 33-row call, read 5.5-18 ms where the same forward in the next modes read 4-7
+    (docs/benchmarks/never-slower.md, run 9)."""
+    ones = [interpolate(tab, 1) for tab in (getattr(curve, "times", None) or {}).values() if tab]
+    return min(ones) if ones else curve.t_verify(1)
+
+
 def _auto_price(curve: VerifyCostCurve, rows: int) -> float:
     """What "auto" pays at `rows`: MLX's own kernels with the backend's attention, less what
     the dense copy and (on CUDA) the fused attention each save where measured cheaper. The
     two choices are measured apart (each against "auto") and their savings added: a forward's
-    linear layers and its attention are separate kernels."""
+    linear layers and its attention are separate kernels. One row is a plain step
+    (`one_row_price`), and no verification costs less than one: two savings read off a
+    noisy "auto" added up to more than all of it, and a plain step priced at 0-0.7 ms
+    against a measured 4-5 let no round pay in run 8's pasted refactor."""
+    step = one_row_price(curve)
+    if rows <= 1:
+        return step
     t = curve.t_verify(rows, "auto")
     saved = 0.0
     if "dense" in curve.times:
         saved += max(t - curve.t_verify(rows, "dense"), 0.0)
     if fused_cheaper(curve, rows):
         saved += t - curve.t_verify(rows, "fused")
-    return max(t - saved, 0.0)
+    return max(t - saved, step)
 
 
 def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
@@ -309,7 +325,15 @@ def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]
     """t_verify(rows) under a dispatch setting: "fastest" and "auto" take the mode their
     dispatch runs at that R (`fastest_dispatch`, `auto_dispatch`), a forced family its own
     measurements where it has them, anything else the default mode. The policy prices a
-    round with what its verification will run."""
+    round with what its verification will run. One row is a plain step under every setting
+    (no patch applies to it): `one_row_price`, the least of the modes' timings of it."""
+    price = _verify_price(curve, dispatch)
+    step = one_row_price(curve)
+    return lambda rows: step if rows <= 1 else price(rows)
+
+
+def _verify_price(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
+    """`verify_cost`'s price of more than one row."""
     if dispatch == "fastest":
         return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
     times = set(getattr(curve, "times", ()))

@@ -255,7 +255,8 @@ def test_cuda_auto_takes_the_fused_attention_where_measured_cheaper_and_prices_b
 def test_a_calibration_interleaves_its_modes_call_by_call(monkeypatch):
     """Each R is timed in every mode before the next R: the modes meet the same KV lengths
     and the same stretch of the host's time (one after another, the H200 timed the same
-    unpatched forward 1.6x dearer in the last mode than in the first)."""
+    unpatched forward 1.6x dearer in the last mode than in the first). Each timed pass starts
+    one mode later, so no mode is always the first call after a new R."""
     seen: list[tuple[str, int]] = []
     real = patches.verification_patches
 
@@ -266,8 +267,25 @@ def test_a_calibration_interleaves_its_modes_call_by_call(monkeypatch):
     import sys
 
     monkeypatch.setattr(sys.modules["core.dispatch.calibrate"], "verification_patches", spy)
-    calibrate(tiny_llama(), rows=[1, 3], repeats=1, context=8, modes=("auto", "dense"), warmup=0)
-    assert seen == [("auto", 1), ("dense", 1), ("auto", 3), ("dense", 3)]
+    calibrate(tiny_llama(), rows=[1, 3], repeats=2, context=8, modes=("auto", "dense"), warmup=0)
+    assert seen == [("auto", 1), ("dense", 1), ("auto", 3), ("dense", 3),
+                    ("dense", 1), ("auto", 1), ("dense", 3), ("auto", 3)]  # fmt: skip
+
+
+def test_one_row_is_priced_as_the_least_of_its_modes_and_no_verification_below_it():
+    """One row is the same forward in every mode (no patch applies to it): its price is the
+    least of their timings, under every dispatch setting. Two savings read off a noisy
+    "auto" no longer add up to more than all of it: run 8's pasted refactor had a plain step
+    priced at 0.12 ms (auto 10.4, dense 5.6, fused 4.9 at one row), so no round could pay."""
+    curve = _curve({1: 10.36, 2: 16.73, 8: 13.63}, {1: 5.60, 2: 21.26, 8: 7.0})
+    curve.times["fused"] = {1: 4.87, 2: 74.43, 8: 6.5}
+    for dispatch in ("auto", "fastest", "dense", "gemv"):
+        assert verify_cost(curve, dispatch)(1) == 4.87
+    price = verify_cost(curve, "auto")
+    assert price(2) == 16.73  # neither saves at 2 rows
+    # at 8 rows dense saves 6.63 and fused 7.13, more than all of auto's 13.63 together
+    assert price(8) == 4.87
+    assert [price(r) >= price(1) for r in range(1, 34)] == [True] * 33
 
 
 def test_a_copy_that_lost_everywhere_is_released_after_the_calibration(monkeypatch):

@@ -536,8 +536,9 @@ def test_calibration_stores_the_timed_medians_per_rows_and_advances_the_kv_lengt
     """Per mode and R, the median of the timed forwards (warm-up left out); the draft's chained
     step; the KV length one further per call. The n-th forward over R rows (n counted per R,
     the context's prefill is R = 16) costs n * R ms: with 1 warm-up and 5 timed passes, the
-    modes interleaved at each R, auto's medians are those of calls 3, 5, .., 11 (7R ms), gemv's
-    of calls 4, 6, .., 12 (8R ms)."""
+    modes interleaved at each R and each timed pass starting one mode later (the first timed
+    pass auto, gemv; then gemv, auto; ...; the warm-up gemv, auto), auto's timed calls are 3, 6,
+    7, 10, 11 (median 7R ms), gemv's 4, 5, 8, 9, 12 (8R ms): neither is always first."""
     forwards: Counter[int] = Counter()
 
     def verify_ms(toks: mx.array) -> float:
