@@ -1030,6 +1030,41 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt, T", *(h for h, _ in heads)), out), stat
 
 
+def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench: the calibration's one-row timings per mode (the same forward in each: no
+    patch applies to one row), the plain step's price as run 8's code read it ("auto" less
+    the dense copy's and the fused attention's savings, floored at 0) and as it reads now
+    (core/dispatch/curve.py `verify_cost`), and the bench's own measured median plain step
+    (target-only's step_ms)."""
+    from core.dispatch.curve import VerifyCostCurve, verify_cost
+
+    out = []
+    for d in docs:
+        ec = (d.get("protocol") or {}).get("engine_curve") or {}
+        times = ec.get("t_verify_s") or {}
+        one = {m: float(t["1"]) for m, t in times.items() if "1" in t}
+        if "auto" not in one:
+            continue
+        a = one["auto"]
+        saved = max(a - one.get("dense", a), 0.0)
+        if "fused" in one and one["fused"] < a:
+            saved += a - one["fused"]
+        curve = VerifyCostCurve.from_dict({"times": times, "backend": "cuda",
+                                           "context_len": int(ec.get("context") or 0)})  # fmt: skip
+        base = baseline(d) or {}
+        step = statistics.median(base.get("step_ms") or [0.0]) or None
+        out.append([_ns_label(d), *(num(one[m] * 1e3, ".2f") if m in one else "-"
+                                    for m in ("auto", "dense", "fused")),
+                    num(max(a - saved, 0.0) * 1e3, ".2f"),
+                    num(verify_cost(curve, "auto")(1) * 1e3, ".2f"),
+                    num(step, ".2f")])  # fmt: skip
+    stat = ("ms; each mode's cell = the calibration's median of its timed one-row forwards "
+            "(the JSON's protocol.engine_curve.t_verify_s); measured step = the median over "
+            "target-only's timed requests of each request's median plain step (step_ms)")
+    return md_table(("Prompt, T", "auto", "dense", "fused", "step price, run 8's code",
+                     "step price now", "measured step"), out), stat
+
+
 def round_autopsy(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/h200/round_autopsy.py: per prompt and row, what the consumer's clock
     saw of each request untraced: its E2E, its plain steps' median gap, its drafting rounds'
@@ -1472,6 +1507,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-normalized": never_slower_normalized,
     "step-excess": step_excess,
     "round-autopsy": round_autopsy,
+    "one-row-price": one_row_price,
     "rare-round": rare_round,
     "plan-cost": plan_cost,
     "never-slower-runs": never_slower_runs,
