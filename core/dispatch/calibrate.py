@@ -232,8 +232,8 @@ def calibrate(
     # the same unpatched forward 1.6x dearer in the last mode than in the first
     # (docs/benchmarks/never-slower.md, run 5's calibration). Each pass starts one mode later
     # (timed passes in turn), so no mode is always the first call after a change of R: there
-    # the H200 timed the same one-row forward at 5.5-18 ms in "auto", the first, and 4-7 ms in
-    # the next two (run 9), and the medians now leave that first call out.
+    # the H200 timed the same one-row forward at 5.5-18 ms in "auto", the first, and 4.0-7.4 ms in
+    # the next two (run 8's curves, never-slower.md run 9); the medians now leave it out.
     samples = {mode: {r: [] for r in row_list} for mode in modes}
     for p in range(passes):
         turn = (p - warmup) % len(modes)

@@ -280,8 +280,8 @@ def one_row_price(curve: VerifyCostCurve) -> float:
     """A plain target step's price: the least of the modes' one-row measurements. No patch
     applies to one row (core/dispatch/patches.py `verification_patches`), so each mode timed
     the same forward there and their spread is the host's: on the H200 "auto", timed first
-    after a 33-row call, read 5.5-18 ms where the same forward in the next modes read 4-7
-    (docs/benchmarks/never-slower.md, run 9)."""
+    after a 33-row call, read 5.5-18 ms where the same forward in the next modes read 4.0-7.4
+    (run 8's curves: docs/benchmarks/never-slower.md, run 9)."""
     ones = [interpolate(tab, 1) for tab in (getattr(curve, "times", None) or {}).values() if tab]
     return min(ones) if ones else curve.t_verify(1)
 

@@ -107,7 +107,11 @@ def bench_twin(path: Path, linked: set[str]) -> bool:
 
 
 def _cited(path: Path, linked: set[str]) -> bool:
-    """Whether a page names `path` by its place in the data folder (a bare name is no cite)."""
+    """Whether a page names `path` by its place in the data folder (a bare name is no cite).
+    The path is resolved first: a relative one (`compress docs/benchmarks/data/...`) was read
+    by its bare name, which any cite of a same-named log elsewhere matched, so run 9's logs
+    stayed plain."""
+    path = path.resolve()
     rel = path.relative_to(DATA.parent).as_posix() if DATA.parent in path.parents else path.name
     return any(name.endswith(rel) or rel.endswith(name) for name in linked if "/" in name)
 

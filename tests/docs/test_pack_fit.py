@@ -171,6 +171,11 @@ def test_a_log_no_page_cites_is_compressed(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(rawdata, "DATA", data)
     assert [p.name for p in rawdata.uncompressed(data, {"data/run/cited.log"})] == ["call.log"]
     assert [p.name for p in rawdata.uncompressed(data, set())] == ["call.log", "cited.log"]
+    # a folder named relative to the working directory, a same-named log cited in another run
+    monkeypatch.chdir(tmp_path)
+    elsewhere = {"data/earlier/call.log"}
+    assert [p.name for p in rawdata.uncompressed(Path("data/run"), elsewhere)] == [
+        "call.log", "cited.log"]  # fmt: skip
     page = tmp_path / "page.md"
     page.write_text("<!-- generated: x from data/run/cited.log -->\n[log](data/run/other.log)\n")
     assert rawdata.linked_names([page]) == {"data/run/cited.log", "data/run/other.log"}

@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # round_autopsy's row_
 PIECES = ("build", "queue", "plan", "consumer")
 
 
+NS_DIGITS = 6  # a step's pieces are kept in ms to 1 ns, time.perf_counter's resolution
+
+
 def main(out: Path) -> int:
     import mlx.core as mx
     from round_autopsy import row_settings
@@ -134,7 +137,10 @@ def main(out: Path) -> int:
                 rec["gap"] = (now - last) * 1e3
                 rec["timer"] = item.timings.total * 1e3  # what the bench's step_ms takes
                 rec["rest"] = rec["gap"] - sum(rec[k] for k in PIECES)
-                steps.append(rec)
+                # ms to the clock's whole nanoseconds: the digits past them are the float
+                # subtraction's, and they were half of each file's bytes (the GPU set-up must
+                # fit three calls with the data: tests/docs/test_pack_fit.py)
+                steps.append({k: round(v, NS_DIGITS) for k, v in rec.items()})
             for k in clock:
                 clock[k] = 0.0
             last = now
