@@ -109,7 +109,10 @@ class HeuristicPolicy:
 
 COST_EMA = 0.2  # weight of each observed round in the cost scale
 STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cached k
-SCALE_CLIP = (0.2, 5.0)  # one round far off (a compile, a stall) moves the scale at most this
+# A round far off (a compile, a stall) enters the EMA as at most this times the scale it meets:
+# a price far off (run 8's step at 0.12 ms, measured 5.83) is corrected step by step, where an
+# absolute clip held the scale at 5x for good (docs/benchmarks/never-slower.md, run 9).
+SCALE_CLIP = (0.2, 5.0)
 
 
 class CostAwarePolicy:
@@ -311,15 +314,17 @@ class CostAwarePolicy:
         priced = self._prices()[proposed] if 0 < proposed <= MAX_K else 0.0
         if seconds <= 0.0 or priced <= 0.0:
             return
-        self.scale[1] = min(self.scale[1] + COST_EMA * seconds / priced, SCALE_CLIP[1])
+        most = COST_EMA * (SCALE_CLIP[1] - 1.0) * self.scale[1]  # what one round may add
+        self.scale[1] += min(COST_EMA * seconds / priced, most)
         self._cache = None
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         if seconds is not None and seconds > 0.0:
             priced = self._prices()[proposed]  # `priced(proposed)`, the curve read once
             if priced > 0.0:
-                ratio = min(max(seconds / priced, SCALE_CLIP[0]), SCALE_CLIP[1])
                 i = int(proposed > 0)
+                lo, hi = (c * self.scale[i] for c in SCALE_CLIP)
+                ratio = min(max(seconds / priced, lo), hi)
                 self.scale[i] += COST_EMA * (ratio - self.scale[i])
         self._zeros = self._zeros + 1 if proposed == 0 else 0
         if self._probing and proposed:

@@ -438,6 +438,25 @@ def test_cost_aware_scale_ignores_missing_times_and_clips_outliers():
     assert p.scale == [1.0, 1.0]
     p.observe(2, 2, seconds=1e3)  # a stall: at most SCALE_CLIP[1] enters the EMA
     assert p.scale[1] == pytest.approx(1.0 + 0.2 * (5.0 - 1.0))
+    p.observe(2, 2, seconds=1e3)  # the clip is relative to the scale the round meets
+    assert p.scale[1] == pytest.approx(1.8 + 0.2 * (5.0 * 1.8 - 1.8))
+
+
+def test_a_step_priced_far_too_cheap_is_corrected_by_the_steps_it_measures():
+    """Run 8's pasted refactor: its curve priced a plain step at 0.12 ms, and the steps took
+    5.83. A fixed clip held the steps' scale at 5x the price (0.6 ms), so no round could
+    pay; clipped relative to the scale it meets, the EMA reaches the measured cost."""
+    price = {1: 0.12e-3}
+
+    def t_verify(rows: int) -> float:
+        return price.get(rows, 6e-3 + rows * 0.2e-3)
+
+    p = CostAwarePolicy(t_verify, 0.0, prior=0.9, prior_weight=1e9, probe_every=0)
+    assert p.next_k() == 0  # the step looks 50x cheaper than any round
+    for _ in range(40):
+        p.observe(0, 0, seconds=5.83e-3)
+    assert p.scale[0] * p.priced(0) == pytest.approx(5.83e-3, rel=0.02)
+    assert p.next_k() > 0  # at 0.9 acceptance a round of 8 now beats a 5.83 ms step
 
 
 def test_cost_aware_never_probes_where_no_k_could_pay():
