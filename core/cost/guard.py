@@ -75,6 +75,10 @@ from typing import Any
 
 TARGET = "target"  # the zero-draft arm: plain target steps
 SLOWER = "not asked: slower than target steps"
+FASTER = "asked: faster than target steps"
+# Asked, its recent rate below the target's but not by more than Z spreads: the words must not
+# say "faster" (run 9's lookup at T = 0.7 was reported so at 0.38-0.95x of target steps)
+WITHIN = "asked: slower than target steps, within its rounds' spread"
 Z = 2.0  # standard errors below the target's rate before a source is stopped: at one, a
 # source 1.3x faster whose rounds commit 1-4 tokens was stopped by chance in most runs
 PRIOR_SD = 0.3  # a round's rate varies by about 30% of its mean until its rounds say otherwise
@@ -376,9 +380,11 @@ class RateGuard:
         if source in self.benched:
             return SLOWER
         arm = self.arms.get(source)
-        if arm is None or arm.recent < self.min_rounds or TARGET not in self.arms:
+        target = self.arms.get(TARGET)
+        if arm is None or arm.recent < self.min_rounds or target is None:
             return "measuring"
-        return "asked: faster than target steps"
+        ours, theirs = arm.rate, target.rate
+        return WITHIN if ours is not None and theirs is not None and ours < theirs else FASTER
 
     def report(self) -> dict[str, dict[str, Any]]:
         """Per arm: its measured rate in this run (the carried rate where this run measured

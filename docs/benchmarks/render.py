@@ -204,7 +204,8 @@ def decode_vs_steps(r: Row) -> float | None:
 
 
 SAID = {"asked: faster than target steps": "asked", "not asked: slower than target steps":
-        "not asked", "measuring": "measuring"}
+        "not asked", "measuring": "measuring",
+        "asked: slower than target steps, within its rounds' spread": "asked within spread"}
 
 
 def guard_counts(r: Row) -> str:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.cost.guard import SLOWER, TARGET, RateGuard
+from core.cost.guard import FASTER, SLOWER, TARGET, WITHIN, RateGuard
 from core.drafting import registry
 from core.settings import Settings
 from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
@@ -354,6 +354,23 @@ def test_fixed_k_runs_as_asked_unguarded(tiny_pair, greedy_text) -> None:
 
 
 # -- what the app and the reports show ----------------------------------------------------------
+
+
+def test_a_source_asked_below_the_target_s_rate_is_not_said_to_be_faster() -> None:
+    """A source whose recent rate is below the target steps' but within its rounds' spread
+    stays asked, and its words say so: run 9's lookup at T = 0.7 was reported "asked: faster
+    than target steps" at 0.38-0.95x of them."""
+    guard = RateGuard()
+    for _ in range(8):
+        guard.observe_step(1e-3)  # the target arm: 1,000 tok/s
+    for tokens in (1, 9):  # 1 and 9 tokens in 6 ms each: 833 tok/s, a wide spread
+        guard.observe_round("lookup", tokens, 6e-3)
+    assert "lookup" not in guard.benched
+    assert guard.verdict("lookup") == WITHIN
+    assert guard.report()["lookup"]["vs_target"] < 1.0
+    for _ in range(2):
+        guard.observe_round("lookup", 9, 6e-3)  # now faster than the steps
+    assert guard.verdict("lookup") == FASTER
 
 
 def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
