@@ -286,17 +286,14 @@ def one_row_price(curve: VerifyCostCurve) -> float:
     return min(ones) if ones else curve.t_verify(1)
 
 
-def _auto_price(curve: VerifyCostCurve, rows: int) -> float:
-    """What "auto" pays at `rows`: MLX's own kernels with the backend's attention, less what
-    the dense copy and (on CUDA) the fused attention each save where measured cheaper. The
-    two choices are measured apart (each against "auto") and their savings added: a forward's
-    linear layers and its attention are separate kernels. One row is a plain step
-    (`one_row_price`), and no verification costs less than one: two savings read off a
-    noisy "auto" added up to more than all of it, and a plain step priced at 0-0.7 ms
+def _auto_price(curve: VerifyCostCurve, rows: int, step: float) -> float:
+    """What "auto" pays at `rows` (more than one): MLX's own kernels with the backend's
+    attention, less what the dense copy and (on CUDA) the fused attention each save where
+    measured cheaper. The two choices are measured apart (each against "auto") and their
+    savings added: a forward's linear layers and its attention are separate kernels. No
+    verification costs less than a plain step (`step`, `one_row_price`): two savings read off
+    a noisy "auto" added up to more than all of it, and a plain step priced at 0-0.7 ms
     against a measured 4-5 let no round pay in run 8's pasted refactor."""
-    step = one_row_price(curve)
-    if rows <= 1:
-        return step
     t = curve.t_verify(rows, "auto")
     saved = 0.0
     if "dense" in curve.times:
@@ -327,18 +324,18 @@ def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]
     measurements where it has them, anything else the default mode. The policy prices a
     round with what its verification will run. One row is a plain step under every setting
     (no patch applies to it): `one_row_price`, the least of the modes' timings of it."""
-    price = _verify_price(curve, dispatch)
     step = one_row_price(curve)
+    price = _verify_price(curve, dispatch, step)
     return lambda rows: step if rows <= 1 else price(rows)
 
 
-def _verify_price(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
-    """`verify_cost`'s price of more than one row."""
+def _verify_price(curve: VerifyCostCurve, dispatch: str, step: float) -> Callable[[int], float]:
+    """`verify_cost`'s price of more than one row (`step`: the plain step's)."""
     if dispatch == "fastest":
         return lambda rows: curve.t_verify(rows, fastest_dispatch(curve, rows))
     times = set(getattr(curve, "times", ()))
     if dispatch == "auto" and "auto" in times and ("dense" in times or "fused" in times):
-        return lambda rows: _auto_price(curve, rows)
+        return lambda rows: _auto_price(curve, rows, step)
     if dispatch != "auto" and dispatch in curve.times:
         return lambda rows: curve.t_verify(rows, dispatch)
     return curve.t_verify
