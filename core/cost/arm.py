@@ -1,15 +1,96 @@
 """One arm's measured rate for the guard (core/cost/guard.py): tokens committed per second of
 its rounds, with how sure that rate is.
 
-Its own module so the guard reads as its law and this as its statistics.
+Its own module so the guard reads as its law and this as its statistics. Two windows: the
+recent one (`DECAY`, about the last 10 rounds) ranks sources and is what a probe starts
+afresh; the long one (`RatioEvidence`, `LONG_DECAY`: about 66 rounds by effective count) is
+what a stop may also rest on. A lookup's rounds at T = 0.7 commit 1 to 20 tokens, so ten rounds
+cannot tell a source at 0.7x of target steps from one that pays: on the H200 the default's
+lookup ran at 0.4-0.7x of target steps over whole requests and was still asked at their end
+(docs/benchmarks/never-slower.md, run 9).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DECAY = 0.9  # weight the past keeps per new round of the same arm: about the last 10 rounds
 PRIOR_SD = 0.3  # a round's rate varies by about 30% of its mean until its rounds say otherwise
+LONG_DECAY = 0.97  # the long window: (1 + d) / (1 - d) = about 66 rounds by effective count
+LONG_MIN = 8.0  # effective rounds before the long window may stop a source
+LONG_PRIOR_CV = 1.0  # a round's rate varies by about its mean until the rounds say otherwise
+LONG_PRIOR_ROUNDS = 4.0  # ... worth this many rounds
+
+
+@dataclass
+class RatioEvidence:
+    """Tokens over seconds of an arm's rounds, decayed sums, with the standard error of that
+    ratio (the delta method: each round's residual t - R s): rounds of equal seconds that
+    commit 1 or 20 tokens give a wide error, a steady source a narrow one. Sums of squares
+    carry the squared weights, so the error counts rounds by their effective number."""
+
+    w1: float = 0.0  # sum of weights
+    w2: float = 0.0  # sum of squared weights
+    t: float = 0.0
+    s: float = 0.0
+    tt: float = 0.0  # squared-weight sums of t^2, t s, s^2
+    ts: float = 0.0
+    ss: float = 0.0
+    last_t: float = 0.0  # the newest round (weight 1), which a later charge lengthens
+    last_s: float = 0.0
+    rounds: int = 0  # rounds added, undecayed
+
+    def add(self, tokens: float, seconds: float) -> None:
+        d, d2 = LONG_DECAY, LONG_DECAY * LONG_DECAY
+        self.w1, self.w2 = d * self.w1 + 1.0, d2 * self.w2 + 1.0
+        self.t, self.s = d * self.t + tokens, d * self.s + seconds
+        self.tt = d2 * self.tt + tokens * tokens
+        self.ts = d2 * self.ts + tokens * seconds
+        self.ss = d2 * self.ss + seconds * seconds
+        self.last_t, self.last_s = tokens, seconds
+        self.rounds += 1
+
+    def charge(self, seconds: float) -> None:
+        """The newest round cost `seconds` more (the pipeline break it caused)."""
+        if self.rounds == 0:
+            return
+        t, s = self.last_t, self.last_s
+        self.s += seconds
+        self.ts += t * seconds
+        self.ss += (s + seconds) ** 2 - s * s
+        self.last_s = s + seconds
+
+    def age(self, rounds: int) -> None:
+        """Decay every sum as if `rounds` rounds of weight 0 had come since."""
+        if rounds <= 0:
+            return
+        f = LONG_DECAY**rounds
+        f2 = f * f
+        self.w1, self.t, self.s = f * self.w1, f * self.t, f * self.s
+        self.w2, self.tt, self.ts, self.ss = f2 * self.w2, f2 * self.tt, f2 * self.ts, f2 * self.ss
+        self.last_t = self.last_s = 0.0  # a charge now belongs to no round here
+
+    @property
+    def rate(self) -> float | None:
+        return self.t / self.s if self.s > 0.0 and self.rounds else None
+
+    @property
+    def effective(self) -> float:
+        """The rounds this evidence counts, by effective number (w1^2 / w2)."""
+        return self.w1 * self.w1 / self.w2 if self.w2 > 0.0 else 0.0
+
+    def upper(self, z: float) -> float | None:
+        """The rate plus z standard errors; None below LONG_MIN effective rounds (the
+        recent window judges those). The rounds' relative variance starts from a prior of
+        LONG_PRIOR_CV^2 worth LONG_PRIOR_ROUNDS rounds: a lookup whose rounds pay commits
+        a single token in a third of them, so a few equal rounds prove nothing."""
+        rate, n = self.rate, self.effective
+        if rate is None or rate <= 0.0 or n < LONG_MIN:
+            return None
+        seen = max(self.tt - 2.0 * rate * self.ts + rate * rate * self.ss, 0.0) / self.s**2
+        one = seen * n / rate**2  # one round's relative variance, as seen
+        cv2 = (one * n + LONG_PRIOR_CV**2 * LONG_PRIOR_ROUNDS) / (n + LONG_PRIOR_ROUNDS)
+        return rate + z * rate * (cv2 / n) ** 0.5
 
 
 @dataclass
@@ -28,6 +109,7 @@ class ArmRate:
     weight: float = 0.0
     rate_sum: float = 0.0
     rate_sq: float = 0.0
+    long: RatioEvidence = field(default_factory=RatioEvidence)
 
     def add(self, tokens: int, seconds: float) -> None:
         self.tokens = DECAY * self.tokens + tokens
@@ -37,6 +119,7 @@ class ArmRate:
         self._recent += 1
         self.total_tokens += tokens
         self.total_seconds += seconds
+        self.long.add(tokens, seconds)
         if seconds > 0.0:
             r = tokens / seconds
             self.weight = DECAY * self.weight + 1.0
@@ -54,11 +137,15 @@ class ArmRate:
         """A new request: its totals start at zero, the decayed evidence stays."""
         self.total_tokens, self.total_seconds, self.run_rounds = 0, 0.0, 0
 
-    def fresh(self) -> None:
+    def fresh(self, idle: int = 0) -> None:
         """Forget the recent estimate (not the run's totals): a probe judges the source on
-        what it does now, not on the stretch that stopped it."""
+        what it does now, not on the stretch that stopped it. The long window is aged by the
+        `idle` rounds the source sat out (other arms' rounds): after a short stop its past
+        still counts, so a probe as slow as before is stopped again at once; after a long
+        one it is mostly forgotten, so a later copy-rich stretch is judged on its own."""
         self.tokens = self.seconds = self.weight = self.rate_sum = self.rate_sq = 0.0
         self._recent = 0
+        self.long.age(idle)
 
     @property
     def spread(self) -> float:
@@ -76,6 +163,7 @@ class ArmRate:
         """Seconds a later round paid because of this arm's last round (a pipeline break)."""
         self.seconds += seconds
         self.total_seconds += seconds
+        self.long.charge(seconds)
 
     @property
     def rate(self) -> float | None:

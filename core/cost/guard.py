@@ -25,7 +25,10 @@ tests/core/decode/test_guard_memory.py):
   `max_gap`) and halving after one that pays, so a later copy-rich stretch is still found. A probe forgets the stretch
   that stopped the source and judges it afresh after `min_rounds` rounds; a source is only
   stopped when its rate is below the target's by more than twice its rounds' spread (a lookup's
-  rounds commit 1 or 9 tokens: one unlucky stretch must not stop a source that pays).
+  rounds commit 1 or 9 tokens: one unlucky stretch must not stop a source that pays), or when
+  its long window (core/cost/arm.py: about 66 rounds, aged by the rounds a stop lasted, so a
+  probe after a short stop is judged with the past) is below it by more than Z standard
+  errors: ten rounds cannot tell a 0.7x lookup from one that pays.
   A cheap probe (a lookup round of ~1.3 steps) keeps gaps of 32, 64, 128, ...: 3 probes
   (6 rounds) in 256; a dear one (a model round of 5-10 steps, its catch-up charged) waits
   hundreds of rounds, so its probes' loss stays within the budget;
@@ -146,6 +149,7 @@ class RateGuard:
     _break_sum: float = 0.0  # decayed seconds a step after a drafting round paid extra
     _break_weight: float = 0.0
     _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
+    _last_round: dict[str, int] = field(default_factory=dict)  # per source, `round` at its last
 
     def arm(self, name: str) -> ArmRate:
         return self.arms.setdefault(name, ArmRate())
@@ -204,7 +208,7 @@ class RateGuard:
             return False
         del self.benched[source]
         self.by_prior.discard(source)
-        self.arm(source).fresh()
+        self.arm(source).fresh(idle=self.round - self._last_round.get(source, self.round))
         self._probation.add(source)
         self.probes += 1
         return True
@@ -250,6 +254,7 @@ class RateGuard:
     def observe_round(self, source: str, tokens: int, seconds: float) -> None:
         """A drafting round of `source`: its committed tokens and end-to-end seconds."""
         self.round += 1
+        self._last_round[source] = self.round
         self.arm(source).add(tokens, seconds)
         self._judge(source)
 
@@ -277,7 +282,10 @@ class RateGuard:
         ours, theirs = arm.rate, target.rate if target is not None else None
         if ours is None or theirs is None or arm.recent < self.min_rounds:
             return
-        if ours + Z * arm.spread >= theirs:  # not slower, beyond its rounds' own spread
+        # Not slower beyond its recent rounds' spread, nor beyond the long window's error
+        # (enough rounds to tell a 0.7x source from one that pays: core/cost/arm.py):
+        upper = arm.long.upper(Z)
+        if ours + Z * arm.spread >= theirs and (upper is None or upper >= theirs):
             if source in self._probation:  # a probe that paid: the next bench comes sooner
                 self._probation.discard(source)
                 self._gaps[source] = max(self.probe_gap, self._gaps.get(source, 0) // 2)

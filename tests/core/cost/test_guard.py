@@ -12,7 +12,7 @@ real loop, its pipelined stretches and its acceptance counts are what is checked
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -24,47 +24,9 @@ from core.cost.guard import FASTER, SLOWER, TARGET, WITHIN, RateGuard
 from core.drafting import registry
 from core.settings import Settings
 from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
+from tests.helpers.guard_sim import simulate
 
 # -- the guard alone, in a simulated run ------------------------------------------------------
-
-
-def simulate(
-    guard: RateGuard | None,
-    n_tokens: int,
-    step_s: float,
-    break_s: float,
-    arms: dict[str, tuple[float, Callable[[random.Random], int]]],
-    offers: Callable[[int], Sequence[str]],
-    seed: int = 0,
-) -> tuple[float, dict[str, int]]:
-    """A run as the engine makes it: each round the first offered source the guard asks
-    drafts (the policy always wants to: the worst case for the guard), else a plain target
-    step; a target step right after a drafting round pays `break_s` more (no step was queued
-    behind it). `arms[name] = (round seconds, tokens committed(rng))`. Returns the time and
-    the rounds per arm."""
-    rng = random.Random(seed)
-    produced, t, prev = 0, 0.0, None
-    rounds: dict[str, int] = {}
-    while produced < n_tokens:
-        name = None
-        if guard is None or not guard.target_probe_due():
-            offered = list(offers(produced))
-            if guard is not None:  # as core.drafting.plan.plan_round orders them
-                offered.sort(key=guard.rank)
-            name = next((o for o in offered if guard is None or guard.asks(o)), None)
-        if name is None:
-            secs = step_s + (break_s if prev else 0.0)
-            if guard is not None:
-                guard.observe_step(secs, after=prev)
-            produced, prev, name = produced + 1, None, TARGET
-        else:
-            secs, tokens = arms[name][0], arms[name][1](rng)
-            if guard is not None:
-                guard.observe_round(name, tokens, secs)
-            produced, prev = produced + tokens, name
-        t += secs
-        rounds[name] = rounds.get(name, 0) + 1
-    return t, rounds
 
 
 def accepted_run(k: int, a: float) -> Callable[[random.Random], int]:
