@@ -1155,6 +1155,32 @@ def step_split(docs: list[Doc]) -> tuple[list[str], str]:
                      "restarts", "rounds"), out), stat
 
 
+def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/h200/forward_split.py: per file, mode and R, the host's graph build,
+    the mx.eval after it (encode, device, sync) and a pipelined chain's ms a forward, medians
+    over the timed passes, with the chain's cost over the same mode's one-row chain."""
+    out = []
+    for d in docs:
+        for mode, by_r in (d.get("ms") or {}).items():
+            one = statistics.median(by_r["1"]["chain"]) if "1" in by_r else None
+            for r, tab in by_r.items():
+                med = {k: statistics.median(v) for k, v in tab.items()}
+                ratio = f"{med['chain'] / one:.2f}" if one else "-"
+                out.append([str(d.get("device")), mode, r, f"{med['build']:.2f}",
+                            f"{med['eval']:.2f}", f"{med['build'] + med['eval']:.2f}",
+                            f"{med['chain']:.2f}", ratio])  # fmt: skip
+    d0 = docs[0] if docs else {}
+    stat = (f"ms, medians over {d0.get('repeats')} timed passes after one warm-up (modes and R "
+            f"interleaved, the KV length advancing by one a forward from a {d0.get('context')}-"
+            f"token context; {d0.get('target')}, MLX {d0.get('mlx')}); build = the Python call "
+            "that makes the lazy graph; eval = the mx.eval after it (encode, device, host sync); "
+            f"pipelined = a chain of {d0.get('chain')} forwards, each fed the one before's "
+            "argmax, queued with async_eval and read at the end, per forward; x one row = "
+            "pipelined over the same mode's one-row chain")
+    return md_table(("device", "mode", "R", "build", "eval", "build + eval", "pipelined",
+                     "x one row"), out), stat
+
+
 def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/policy/plan_cost.py, one file per commit (before, after): per price
     regime, prompt and row, the engine's plan between plain steps, median and mean ms."""
@@ -1509,6 +1535,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-excess": step_excess,
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
+    "forward-split": forward_split,
     "rare-round": rare_round,
     "plan-cost": plan_cost,
     "never-slower-runs": never_slower_runs,
