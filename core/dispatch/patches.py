@@ -33,6 +33,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from core.dispatch.backend import BackendInfo, current_backend
+from core.dispatch.bucketed import bucketed_attention
 from core.dispatch.curve import VerifyCostCurve, auto_dispatch, fastest_dispatch, fused_cheaper
 from core.dispatch.kernels import linear_modules, shape_boundary
 from core.settings import DISPATCH, VERIFY_ATTENTION, SettingsError
@@ -191,20 +192,20 @@ def _wrap_method(original: Callable[..., mx.array], how: str = "__call__") -> Ca
 
 
 def _wrap_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
-    """mlx-lm's scaled_dot_product_attention, plain for multi-row queries when this thread asks."""
+    """mlx-lm's scaled_dot_product_attention, for multi-row queries plain or fused at bucketed
+    shapes (core/dispatch/bucketed.py) when this thread asks."""
 
     def scaled_dot_product_attention(
         queries: mx.array, keys: Any, values: Any, cache: Any = None, scale: float = 1.0,
         mask: Any = None, sinks: Any = None, **kw: Any,
     ) -> mx.array:  # fmt: skip
-        if (
-            getattr(_tls, "plain", False)
-            and queries.shape[-2] > 1
-            and sinks is None
-            and not kw
-            and not hasattr(cache, "bits")
-        ):
-            return plain_attention(queries, keys, values, scale=scale, mask=mask)
+        if queries.shape[-2] > 1 and sinks is None and not kw and not hasattr(cache, "bits"):
+            if getattr(_tls, "plain", False):
+                return plain_attention(queries, keys, values, scale=scale, mask=mask)
+            if getattr(_tls, "bucketed", False):
+                out = bucketed_attention(queries, keys, values, cache, scale, mask)
+                if out is not None:
+                    return out
         if sinks is not None:
             kw["sinks"] = sinks
         return original(queries, keys, values, cache, scale=scale, mask=mask, **kw)
@@ -302,11 +303,13 @@ def _plan_for(model: nn.Module) -> _ModelPlan:
 class _VerificationPatches:
     """The context manager verification_patches returns when something is to be patched."""
 
-    __slots__ = ("plan", "linear", "plain", "_saved", "_done")
+    __slots__ = ("plan", "linear", "plain", "bucketed", "_saved", "_done")
 
-    def __init__(self, plan: _ModelPlan, linear: dict[int, int] | None, plain: bool) -> None:
-        self.plan, self.linear, self.plain = plan, linear, plain
-        self._saved: tuple[Any, Any] = (None, False)
+    def __init__(
+        self, plan: _ModelPlan, linear: dict[int, int] | None, plain: bool, bucketed: bool = False
+    ) -> None:
+        self.plan, self.linear, self.plain, self.bucketed = plan, linear, plain, bucketed
+        self._saved: tuple[Any, Any, Any] = (None, False, False)
         self._done: list[tuple[Any, str]] = []
 
     def __enter__(self) -> None:
@@ -316,15 +319,16 @@ class _VerificationPatches:
                 for cls, how in self.plan.methods:
                     _install(cls, how, functools.partial(_wrap_method, how=how))
                     done.append((cls, how))
-            if self.plain:
+            if self.plain or self.bucketed:
                 for g in self.plan.sdpa_globals:
                     _install(g, "scaled_dot_product_attention", _wrap_sdpa)
                     done.append((g, "scaled_dot_product_attention"))
         except BaseException:
             self._undo()
             raise
-        self._saved = (getattr(_tls, "linear", None), getattr(_tls, "plain", False))
-        _tls.linear, _tls.plain = self.linear, self.plain
+        self._saved = (getattr(_tls, "linear", None), getattr(_tls, "plain", False),
+                       getattr(_tls, "bucketed", False))  # fmt: skip
+        _tls.linear, _tls.plain, _tls.bucketed = self.linear, self.plain, self.bucketed
 
     def _undo(self) -> None:
         for owner, attr in reversed(self._done):
@@ -332,7 +336,7 @@ class _VerificationPatches:
         self._done = []
 
     def __exit__(self, *exc: object) -> None:
-        _tls.linear, _tls.plain = self._saved
+        _tls.linear, _tls.plain, _tls.bucketed = self._saved
         self._undo()
 
 
@@ -413,13 +417,16 @@ def verification_patches(
         return _NULL
     dispatch = resolve_dispatch(dispatch, rows, curve)
     b = backend or current_backend()
-    plain = resolve_verify_attention(verify_attention, rows, b, curve) == "plain"
-    if dispatch == "auto" and not plain:
+    attention = resolve_verify_attention(verify_attention, rows, b, curve)
+    plain = attention == "plain"
+    # MLX's fused attention on CUDA builds a cuDNN plan per shape: asked at bucketed shapes
+    bucketed = attention == "fused" and b.backend == "cuda"
+    if dispatch == "auto" and not plain and not bucketed:
         return _NULL
     plan = _plan_for(model)
     linear = {"gemv": plan.gemv, "dense": plan.dense}.get(dispatch)
     if dispatch == "gemm":
         linear = plan.gemm(b)
-    if linear is None and not (plain and plan.sdpa_globals):
+    if linear is None and not ((plain or bucketed) and plan.sdpa_globals):
         return _NULL
-    return _VerificationPatches(plan, linear, plain)
+    return _VerificationPatches(plan, linear, plain, bucketed)

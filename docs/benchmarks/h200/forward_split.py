@@ -10,7 +10,9 @@ the Python call that builds the lazy graph (no evaluation), the mx.eval after it
 device, sync), and a chain of CHAIN forwards each fed the previous one's argmax and queued
 with async_eval, read once at the end (the pipelined rate: the larger of host and device per
 forward). The KV length advances by one per forward, as in a loop; modes and R interleave
-(pass, R, mode), one warm-up pass first.
+(pass, R, mode), one warm-up pass first. Mode "fused" is MLX's fused attention as the engine
+asks for it: on CUDA at bucketed shapes (core/dispatch/bucketed.py, after this probe's first
+run, where it was asked at each new KV length).
 
     python3 docs/benchmarks/h200/forward_split.py OUT.json
 

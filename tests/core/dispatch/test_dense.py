@@ -81,8 +81,11 @@ def test_dense_routes_every_quantized_layer_once_and_restores(monkeypatch):
 def test_dense_leaves_a_dense_model_and_single_rows_alone():
     model = tiny_llama(quantize=False)
     assert dense_bytes(model) == 0
-    assert isinstance(verification_patches(model, "dense", "fused", 4, backend=H200),
+    assert isinstance(verification_patches(model, "dense", "fused", 4, backend=M2),
                       type(patches._NULL))  # fmt: skip
+    # On CUDA only the attention is patched (fused at bucketed shapes): no linear layer is
+    on_cuda = verification_patches(model, "dense", "fused", 4, backend=H200)
+    assert on_cuda.linear is None and on_cuda.bucketed and not on_cuda.plain
     quantized = tiny_llama()
     assert isinstance(verification_patches(quantized, "dense", "fused", 1, backend=H200),
                       type(patches._NULL))  # fmt: skip

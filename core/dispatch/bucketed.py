@@ -1,0 +1,91 @@
+"""MLX's fused attention for a multi-row verification at shapes that repeat (CUDA).
+
+On CUDA, MLX runs a multi-row scaled-dot-product attention through cuDNN, whose execution
+plan it builds per exact shape of q, k, v and mask and keeps in an LRU
+(`MLX_CUDA_SDPA_CACHE_SIZE`, 256 plans): building one costs tens of ms. A verification reads
+the KV cache at a new length every round, so every round missed the cache: the H200 timed the
+default model's fused verification at 46-80 ms at every R from 2 to 33 (run 9's curves,
+docs/benchmarks/never-slower.md), and the plain attention that replaced it costs about a
+second step. The same forward whose plan is cached reads about one plain step (the
+forward-split probe, docs/benchmarks/h200/forward_split.py).
+
+So the verification asks for shapes that repeat: the keys and values are the KV cache's own
+buffer (mlx-lm's KVCache allocates in steps of 256 positions; the buffer changes size only
+then), the queries are padded to a row bucket (16 or 64), and an additive mask hides what is
+not the causal window: keys past the cache's offset (stale or zero) and, for the padded query
+rows, nothing they could not see (their rows are dropped). The plan then changes only when
+the buffer grows or R crosses 16: a few plans a conversation instead of one a round. The
+real rows' attention is the causal attention over the cache, up to the kernel's rounding.
+Not used where the cache is not a plain KVCache (quantized, rotating) or the mask is not
+mlx-lm's "causal": those keep MLX's own call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import mlx.core as mx
+
+# MLX throws ("Cache thrashing") once its plan cache has missed twice its capacity in a
+# process (256 plans: 512 misses). Each request's prefill and each new buffer size or row
+# bucket is a miss, so a long chat would reach it; a larger cache is asked for unless the
+# user set one. Read by MLX's CUDA backend at its first attention call, after this import.
+os.environ.setdefault("MLX_CUDA_SDPA_CACHE_SIZE", "4096")
+
+ROW_BUCKETS = (16, 64)  # a verification's query rows are padded up to the first that holds them
+_tls = threading.local()  # .bias: (key, mx.array), the last forward's mask (its layers share it)
+
+
+def row_bucket(rows: int) -> int:
+    """The query rows a verification of `rows` rows is padded to (itself past the buckets)."""
+    return next((b for b in ROW_BUCKETS if rows <= b), rows)
+
+
+def _bias(rows: int, offset: int, rows_b: int, keys_b: int, dtype: mx.Dtype) -> mx.array:
+    """[1, 1, rows_b, keys_b] additive mask: query row i (< rows) sees keys up to
+    offset - rows + i, a padded row what the last real row sees, no row a key past offset.
+    Built once per forward: every layer's call has the same shapes and reuses it."""
+    key = (rows, offset, rows_b, keys_b, dtype)
+    kept = getattr(_tls, "bias", None)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    i = mx.minimum(mx.arange(rows_b), rows - 1)[:, None]
+    j = mx.arange(keys_b)[None]
+    seen = j <= i + (offset - rows)
+    bias = mx.where(seen, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))
+    bias = bias[None, None]
+    _tls.bias = (key, bias)
+    return bias
+
+
+def bucketed_attention(
+    queries: mx.array, keys: mx.array, values: mx.array, cache: Any, scale: float, mask: Any
+) -> mx.array | None:
+    """The causal attention of `queries` (the last rows of the cache) over the cache, through
+    MLX's fused kernel at bucketed shapes; None where this does not apply (the caller then
+    makes MLX's own call)."""
+    rows = queries.shape[2]
+    offset = getattr(cache, "offset", None)
+    buf_k, buf_v = getattr(cache, "keys", None), getattr(cache, "values", None)
+    if (
+        rows < 2
+        or mask != "causal"
+        or hasattr(cache, "bits")
+        or not isinstance(offset, int)
+        or buf_k is None
+        or buf_v is None
+        or keys.shape[2] != offset
+        or buf_k.shape[2] < offset
+        or buf_v.shape[2] != buf_k.shape[2]
+        or offset < rows
+    ):
+        return None
+    rows_b = row_bucket(rows)
+    q = queries
+    if rows_b > rows:
+        q = mx.pad(queries, [(0, 0), (0, 0), (0, rows_b - rows), (0, 0)])
+    bias = _bias(rows, offset, rows_b, buf_k.shape[2], queries.dtype)
+    out = mx.fast.scaled_dot_product_attention(q, buf_k, buf_v, scale=scale, mask=bias)
+    return out[:, :, :rows, :] if rows_b > rows else out
