@@ -23,6 +23,7 @@ a block in the page, and, if no existing NAME fits, one line in TABLES.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -1181,6 +1182,32 @@ def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
                      "x one row"), out), stat
 
 
+CURVE_ROWS = ("2", "4", "8", "16", "24", "33")
+
+
+def curve_modes(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench, the engine's calibration (the JSON's protocol.engine_curve.t_verify_s): each
+    mode's timing at a few R, and at how many of the curve's R from 2 up "fused" read cheaper
+    than "auto" (on CUDA the plain attention), which is where the engine verifies with it."""
+    out = []
+    for d in docs:
+        times = ((d.get("protocol") or {}).get("engine_curve") or {}).get("t_verify_s") or {}
+        if "fused" not in times or "auto" not in times:
+            continue
+        rows = [r for r in times["auto"] if int(r) > 1 and r in times["fused"]]
+        cheaper = sum(times["fused"][r] < times["auto"][r] for r in rows)
+        for mode in ("auto", "fused"):
+            out.append([_ns_label(d), mode, *(num(times[mode][r] * 1e3, ".1f") if r in times[mode]
+                                              else "-" for r in CURVE_ROWS),
+                        f"{cheaper} of {len(rows)}" if mode == "fused" else ""])  # fmt: skip
+    stat = ("ms, the calibration's median of its timed forwards at each R (the KV length "
+            "advancing by one a call); auto = MLX's kernels with the backend's attention (plain "
+            "on CUDA), fused = MLX's fused attention as the engine asks for it; fused cheaper = "
+            "the R from 2 up where fused read less than auto")
+    return md_table(("Prompt, T", "mode", *(f"R = {r}" for r in CURVE_ROWS), "fused cheaper"),
+                    out), stat
+
+
 def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/policy/plan_cost.py, one file per commit (before, after): per price
     regime, prompt and row, the engine's plan between plain steps, median and mean ms."""
@@ -1536,6 +1563,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
     "forward-split": forward_split,
+    "curve-modes": curve_modes,
     "rare-round": rare_round,
     "plan-cost": plan_cost,
     "never-slower-runs": never_slower_runs,
@@ -1572,20 +1600,32 @@ def _load(page: Path, src: str, cache: dict[Path, Doc] | None = None) -> list[Do
 
 
 def _link(src: str) -> str:
-    return ", ".join(f"[{s.strip()}]({s.strip()})" for s in src.split(","))
+    """The block's files as links; where several share a folder, it is named once and each
+    link reads the rest of its path (the pages' footers were a third of never-slower.md)."""
+    paths = [s.strip() for s in src.split(",")]
+    common = os.path.commonpath(paths) if len(paths) > 1 else ""
+    if not common or common in paths:
+        return ", ".join(f"[{p}]({p})" for p in paths)
+    cut = len(common) + 1
+    return f"in {common}/: " + ", ".join(f"[{p[cut:]}]({p})" for p in paths)
 
 
 def render_page(page: Path) -> str:
     """The page with every generated block and value rewritten from its data."""
     text = page.read_text()
     cache: dict[Path, Doc] = {}
+    last: list[str] = []  # the files of the block before, in page order
 
     def block(m: re.Match[str]) -> str:
         name, src = m["name"], m["src"]
         if name not in TABLES:
             raise KeyError(f"{page.name}: no table {name!r} in render.py's TABLES")
         lines, stat = TABLES[name](_load(page, src, cache))
-        body = "\n".join(lines) + f"\n\n*{stat[0].upper() + stat[1:]}. Data: {_link(src)}.*\n"
+        # A run's tables often read the same files: linked once, then "the same files"
+        same = [s.strip() for s in src.split(",")] == last
+        data = "the same files as the table before" if same else _link(src)
+        last[:] = [s.strip() for s in src.split(",")]
+        body = "\n".join(lines) + f"\n\n*{stat[0].upper() + stat[1:]}. Data: {data}.*\n"
         return m.group(1) + body + m.group(5)
 
     def value(m: re.Match[str]) -> str:
