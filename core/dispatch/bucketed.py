@@ -71,7 +71,7 @@ def bucketed_attention(
     buf_k, buf_v = getattr(cache, "keys", None), getattr(cache, "values", None)
     if (
         rows < 2
-        or mask != "causal"
+        or not (isinstance(mask, str) and mask == "causal")
         or hasattr(cache, "bits")
         or not isinstance(offset, int)
         or buf_k is None
