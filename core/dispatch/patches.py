@@ -345,7 +345,9 @@ _NULL = contextlib.nullcontext()
 
 def default_verify_attention(backend: BackendInfo) -> str:
     """Without a calibration: fused on Metal and CPU, plain on CUDA (measured on the H200:
-    MLX CUDA's fused multi-row attention costs ~50 ms per new KV length, plain ~2-3 ms)."""
+    MLX CUDA's fused multi-row attention costs ~50 ms per new shape, a cuDNN plan; asked at
+    bucketed shapes (core/dispatch/bucketed.py) it is taken where a calibration measured it
+    cheaper, `fused_cheaper`)."""
     return "plain" if backend.backend == "cuda" else "fused"
 
 
