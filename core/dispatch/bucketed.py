@@ -6,8 +6,10 @@ plan it builds per exact shape of q, k, v and mask and keeps in an LRU
 the KV cache at a new length every round, so every round missed the cache: the H200 timed the
 default model's fused verification at 46-80 ms at every R from 2 to 33 (run 9's curves,
 docs/benchmarks/never-slower.md), and the plain attention that replaced it costs about a
-second step. The same forward whose plan is cached reads about one plain step (the
-forward-split probe, docs/benchmarks/h200/forward_split.py).
+second step. The same forward whose plan is cached read about one plain step at 16 and 33
+rows (the forward-split probe, docs/benchmarks/h200/forward_split.py); at the bucketed shapes
+below (the buffer's whole length, padded rows) a 2-33-row forward reads 1.4-1.7 plain steps
+pipelined, the plain attention 1.9-2.6 (run 10).
 
 So the verification asks for shapes that repeat: the keys and values are the KV cache's own
 buffer (mlx-lm's KVCache allocates in steps of 256 positions; the buffer changes size only
