@@ -67,3 +67,13 @@ def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
         assert r["tokens"] == 20 and r["stretches"] >= 1 and r["excess"] > 0
         assert r["drafting_plans"] == r["rounds"] and r["restarts"] == 0  # none refuted
     assert reqs["target-only"]["stretches"] == 1 and reqs["target-only"]["rounds"] == 0
+
+
+def test_forward_split_times_each_mode_and_row_count(tmp_path: Path) -> None:
+    doc = _run("forward_split.py", tmp_path / "fs.json", ROWS="1 3", MODES="auto fused",
+               REPEATS="1", CHAIN="2", CONTEXT="16")  # fmt: skip
+    assert set(doc["ms"]) == {"auto", "fused"}
+    for by_r in doc["ms"].values():
+        assert set(by_r) == {"1", "3"}
+        for tab in by_r.values():
+            assert all(len(tab[k]) == 1 and tab[k][0] > 0 for k in ("build", "eval", "chain"))
