@@ -55,6 +55,26 @@ def test_the_bucketed_call_is_the_causal_attention_over_the_cache(rows, before, 
     np.testing.assert_allclose(np.array(got), np.array(ref), rtol=2e-5, atol=2e-5)
 
 
+def test_every_row_count_of_a_bucket_hands_mlx_the_same_layout(monkeypatch) -> None:
+    """A cuDNN plan's key holds q's strides: a bucket's full row count (no padding) must reach
+    MLX row-major like the padded ones, not as mlx-lm's transposed view."""
+    seen = []
+    real = mx.fast.scaled_dot_product_attention
+
+    def spy(q, k, v, *, scale, mask=None, **kw):
+        mx.eval(q)
+        seen.append((q.shape, memoryview(q).strides))  # the layout MLX reads
+        return real(q, k, v, scale=scale, mask=mask, **kw)
+
+    monkeypatch.setattr(bucketed.mx.fast, "scaled_dot_product_attention", spy)
+    buf = mx.zeros((1, 2, 256, 8))
+    cache = SimpleNamespace(keys=buf, values=buf, offset=40)
+    for rows in (15, 16):
+        q = mx.zeros((1, rows, 4, 8)).transpose(0, 2, 1, 3)  # mlx-lm's layout
+        bucketed_attention(q, buf[:, :, :40], buf[:, :, :40], cache, 1.0, "causal")
+    assert seen[0] == seen[1] == ((1, 4, 16, 8), (2048, 512, 32, 4))
+
+
 def test_it_declines_what_it_does_not_cover() -> None:
     q = mx.zeros((1, 2, 3, 8))
     k = mx.zeros((1, 2, 10, 8))
