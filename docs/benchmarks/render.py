@@ -1191,13 +1191,18 @@ def curve_modes(docs: list[Doc]) -> tuple[list[str], str]:
     than "auto" (on CUDA the plain attention), which is where the engine verifies with it."""
     out = []
     for d in docs:
-        times = ((d.get("protocol") or {}).get("engine_curve") or {}).get("t_verify_s") or {}
+        if "times" in d:  # a `specdec-tui calibrate --json` curve: its times in seconds, by R
+            times = {m: {str(r): t for r, t in tab.items()} for m, tab in d["times"].items()}
+            label = f"calibrate, context {d.get('context_len')}"
+        else:
+            times = ((d.get("protocol") or {}).get("engine_curve") or {}).get("t_verify_s") or {}
+            label = _ns_label(d) if times else ""
         if "fused" not in times or "auto" not in times:
             continue
         rows = [r for r in times["auto"] if int(r) > 1 and r in times["fused"]]
         cheaper = sum(times["fused"][r] < times["auto"][r] for r in rows)
         for mode in ("auto", "fused"):
-            out.append([_ns_label(d), mode, *(num(times[mode][r] * 1e3, ".1f") if r in times[mode]
+            out.append([label, mode, *(num(times[mode][r] * 1e3, ".1f") if r in times[mode]
                                               else "-" for r in CURVE_ROWS),
                         f"{cheaper} of {len(rows)}" if mode == "fused" else ""])  # fmt: skip
     stat = ("ms, the calibration's median of its timed forwards at each R (the KV length "
