@@ -69,6 +69,10 @@ class Settings:
     verify_attention: str = "auto"
     fused_draft: bool = False
     prefill_chunk: int = 512
+    # Queue the step after a speculative round before the round is read, at the position the
+    # acceptance computed on the device (core/decode/queued.py): the device then runs it
+    # while the host reads and commits. Off: that step is built after the read, as before.
+    overlap_round: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -100,6 +100,7 @@ class Engine:
         self.spmd: Any | None = None
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
         self._clock = time.perf_counter  # what catch-ups are timed with (tests count with theirs)
+        self._queued: Any | None = None  # the step a round just queued (core/decode/queued.py)
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -142,6 +143,7 @@ class Engine:
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
         self._drafters = {}
+        self._queued = None
 
     def forget_guards(self) -> None:
         """Drop every measured guard: the next cost-aware request measures from the prior."""
@@ -432,19 +434,11 @@ class Engine:
         return speculative_round(self, seq, s, k, key, index, drafter, row0)
 
     def _single_model_rounds(
-        self,
-        seq: list[int],
-        s: Settings,
-        mode: str,
-        key: mx.array,
-        index: int,
-        budget: int,
-        source: Callable[[], Settings],
-        cancel: threading.Event | None,
-        stop_after: Callable[[mx.array], bool] | None = None,
-    ) -> Iterator[RoundEvent]:
-        """One token per round from one model, pipelined (core/decode/single.py)."""
+        self, seq: list[int], s: Settings, mode: str, key: mx.array, index: int, budget: int,
+        source: Callable[[], Settings], cancel: threading.Event | None,
+        stop_after: Callable[[mx.array], bool] | None = None, first: mx.array | None = None,
+    ) -> Iterator[RoundEvent]:  # fmt: skip
+        """One token per round from one model, pipelined (core/decode/single.py); `first`:
+        the logits of a step already queued that fed the last token."""
         loop = PipelinedSteps(self, s, mode, budget, source, cancel)
-        return loop.rounds(seq, key, index, stop_after)
-
-    # -- summary -----------------------------------------------------------------------------
+        return loop.rounds(seq, key, index, stop_after, first)

@@ -38,6 +38,9 @@ class RunTotals:
     # A stretch's last plan that drafts, made while its next step was queued: that step is the
     # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
     handoff: Any | None = None
+    # The step the last round queued before its read (core.decode.queued.QueuedStep): it fed
+    # the last token, and its logits are the next round's or step's first row.
+    queued: Any | None = None
 
     def per_source(self) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.

@@ -52,7 +52,12 @@ class PipelinedSteps:
     def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
-        logits = self.raw = self.model.decode(tokens, self.engine.vocab_size, self.compiled)
+        return self.pick(self.model.decode(tokens, self.engine.vocab_size, self.compiled),
+                         hist, key)  # fmt: skip
+
+    def pick(self, logits: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
+        """The token a step's logits give (lazily), the logits kept in `raw`."""
+        self.raw = logits
         if hist is not None:
             logits = penalize(logits, hist, self.cfg)
         if self.cfg.greedy:
@@ -75,6 +80,7 @@ class PipelinedSteps:
     def rounds(
         self, seq: list[int], key: mx.array, index: int,
         stop_after: Callable[[mx.array], bool] | None = None,
+        first: mx.array | None = None,
     ) -> Iterator[RoundEvent]:  # fmt: skip
         """Yield one RoundEvent per token, committing each to `seq`. `stop_after(row0)`,
         asked after each token while the next step is queued (`row0`: its logits): True ends
@@ -87,8 +93,12 @@ class PipelinedSteps:
         greedy = self.cfg.greedy  # a greedy step draws nothing: no key split in its path
         key, k0 = (key, key) if greedy else mx.random.split(key)
         timer = RoundTimer(s.traced, clock)
-        y = self.step(mx.array(pending), hist, k0)
-        st.seq.extend(pending)
+        if first is not None:  # a step the round before queued, which fed the last token
+            assert not pending, "a queued step has fed every committed token"
+            y = self.pick(first, hist, k0)
+        else:
+            y = self.step(mx.array(pending), hist, k0)
+            st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
         while True:

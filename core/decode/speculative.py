@@ -18,6 +18,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from core.decode.queued import QueuedStep, adopt, queue_step, why_not
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import (
     accept_greedy_packed,
@@ -48,13 +49,14 @@ class Handoff:
 
 
 def drop_handoff(engine: Any, seq: list[int], totals: RunTotals, round_s: Settings | None) -> None:
-    """Forget a handed-off step no round will take: the next round's settings (`round_s`; None
-    when it is not speculative) are not those it was planned with. The target's cache goes
-    back to seq[:-1], so the last token is fed again."""
-    h = totals.handoff
-    if h is not None and (round_s is None or h.settings != round_s):
-        totals.handoff = None
-        engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
+    """Forget a handed-off or queued step no round will take: the next round's settings
+    (`round_s`; None when it is not speculative) are not those it was planned or queued with.
+    The target's cache goes back to seq[:-1], so the last token is fed again."""
+    for name in ("handoff", "queued"):
+        h = getattr(totals, name)
+        if h is not None and (round_s is None or h.settings != round_s):
+            setattr(totals, name, None)
+            engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
 
 
 def drafting_rounds(
@@ -78,12 +80,15 @@ def drafting_rounds(
         engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
     guard = engine._guard(s, totals)
     handoff, totals.handoff = totals.handoff, None  # kept by the engine only for these settings
+    queued, totals.queued = totals.queued, None  # the step a round queued before its read
     row0 = None
     if handoff is not None:  # planned after the last token, its step queued: a round now
         plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan
     else:
         t_plan = engine._clock()
         plan = engine._plan(seq, s, remaining, guard)
+        if queued is not None and plan.drafter is not None:
+            row0, queued = queued.row0, None  # that step fed the last token: the first row
     drafter, policy, asked = plan.drafter, plan.policy, plan.declined
     if drafter is not None and policy is not None:
         # Outside the round's timer. A catch-up after the first (a model's lag behind target
@@ -97,7 +102,9 @@ def drafting_rounds(
         caught = caught_all if drafter.name in totals.caught_up else 0.0
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
+        engine._queued = None
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
+        totals.queued, engine._queued = engine._queued, None
         seconds = engine._observed_s(ev)
         policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
         if guard is not None and seconds is not None:
@@ -122,8 +129,10 @@ def drafting_rounds(
         totals.handoff = Handoff(after, row0, s, t)
         return True
 
+    first = None if queued is None else queued.row0  # queued by the round before: step one
     for ev in engine._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
-                                        source, cancel, stop_after=drafts_now):  # fmt: skip
+                                        source, cancel, stop_after=drafts_now,
+                                        first=first):  # fmt: skip
         done += 1
         seconds = engine._observed_s(ev)
         broke, totals.broke_after = totals.broke_after, None
@@ -188,8 +197,15 @@ def speculative_round(
     if hist is not None:
         logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
     tv_sum = 0.0
+    overlap = why_not(t.model, t.cache, s, engine.spmd) is None
+    queued = None
     if cfg.greedy:
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
+        if overlap:  # the next step at the position the device computed, before the read
+            mx.async_eval(packed)
+            n_dev = packed[-1]
+            queued = queue_step(t.model, t.cache, mx.take(packed, n_dev + k), n_dev, len(seq), V)
+            _launch(queued)
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
@@ -203,6 +219,11 @@ def speculative_round(
         ids = draft_arr.astype(mx.int32)
         tail = mx.stack([verdict.n_accepted, verdict.next_token]).astype(mx.int32)
         packed = engine._agreed(mx.concatenate([ids, tail]))
+        if overlap:
+            mx.async_eval(packed)
+            queued = queue_step(t.model, t.cache, verdict.next_token, verdict.n_accepted,
+                                len(seq), V)  # fmt: skip
+            _launch(queued)
         if s.rule == "mentored":  # lossless realises no distance: nothing to read
             mx.eval(packed, verdict.tv_sum)
             tv_sum = float(verdict.tv_sum.item())
@@ -225,6 +246,9 @@ def speculative_round(
     drafter.learn(proposed_ids, n)
     seq.extend([c.id for c in committed])
     t.rewind(seq, start, upto=len(seq) - 1)  # seq[:-1], without copying the conversation
+    if queued is not None and len(committed) == n + 1:  # it fed the round's last token
+        adopt(t.seq, t.cache, seq)
+        engine._queued = QueuedStep(queued, s)
     drafter.rewind(seq, start)
     timer.mark("cache")
 
@@ -244,6 +268,12 @@ def speculative_round(
         source=proposal.source,
         copied_from=proposal.copied_from,
     )
+
+
+def _launch(row: mx.array | None) -> None:
+    """Queue the step's graph on the device (nothing when there is no slot for it)."""
+    if row is not None:
+        mx.async_eval(row)
 
 
 def _round_kernel(engine: Any, s: Settings, rows: int) -> str:

@@ -63,6 +63,16 @@ ROWS = [
     # requests at 0.97 and 1.65 s in one bench; this row's ratio is that noise's size.
     "target-only:top_p=1.0",
 ]
+
+
+def overlap_rows() -> list[str]:
+    """OVERLAP_AB=1: the default and the lookup again with the step after a round built
+    after its read (overlap_round=false, as before core/decode/queued.py), in the same
+    interleave: each seed's pair of rows is the A/B of that change."""
+    row = default_row()
+    return [f"{row}{',' if ':' in row else ':'}overlap_round=false", "lookup:overlap_round=false"]
+
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -83,6 +93,7 @@ def main(out: Path) -> int:
     draft = os.environ.get("DRAFT", "self:bits=4")
     traced = os.environ.get("TRACED", "0") == "1"
     fresh = os.environ.get("FRESH_GUARD", "0") == "1"
+    ab = os.environ.get("OVERLAP_AB", "0") == "1"
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine
@@ -96,7 +107,9 @@ def main(out: Path) -> int:
         Engine.reset = reset_all  # type: ignore[method-assign]
     out.mkdir(parents=True, exist_ok=True)
     benches = part_of([(n, tp) for n in names for tp in temps], os.environ.get("PART", ""))
-    (out / "method.txt").write_text(method(tokens, seeds, traced, fresh, benches))
+    (out / "method.txt").write_text(method(tokens, seeds, traced, fresh, benches)
+                                    + (f"A/B rows (OVERLAP_AB=1): {' '.join(overlap_rows())}\n"
+                                       if ab else ""))  # fmt: skip
     done, skipped = [], []
     for name, temp in benches:
         tag = f"{name}-t{temp}"
@@ -109,7 +122,7 @@ def main(out: Path) -> int:
                 "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
                 *([] if traced else ["--no-traced"]),
                 "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
-        for row in ROWS:
+        for row in ROWS + (overlap_rows() if ab else []):
             argv += ["--profile", row]
         t0 = time.perf_counter()
         try:

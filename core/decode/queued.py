@@ -1,0 +1,123 @@
+"""The step after a round, queued before the round is read (issue 28, `overlap_round`).
+
+A speculative round ends in one host sync: the host reads how many drafts the target kept
+and the token that follows them. Until that read, the host did not know where the next token
+goes in the KV cache, so the step after a round was built only after it: the device idled
+through the read, the commit and the whole build of that step, and on the H200 the token
+after a round cost about two pipelined steps (run 10, docs/benchmarks/never-slower.md).
+
+Where that token goes is known on the device, though: at position base + n, where base is
+the round's first draft position and n the kept drafts (an array the acceptance already
+computed). So the step is built before the read, with that position as an array:
+- RoPE takes it as an array offset (mx.fast.rope accepts one);
+- its key and value are written at that slot of each layer's KV buffer (mx.slice_update with
+  an array start), over the first rejected draft, or past the last draft when all were kept;
+- it attends over the buffer up to the round's last slot, with a mask that hides the slots
+  past its own (the rejected drafts' keys, still in the buffer).
+The cache's own bookkeeping (its host offset, the token list the engine keeps) is set after
+the read (`adopt`), as the engine's one cache rule says: rewound to what the committed
+sequence shares, then advanced by the one token the step fed.
+
+The step's logits are then the first row of whatever follows: the next round's first
+verified row (as a stretch's handoff, core/decode/speculative.py), or the first of the
+plain steps (core/decode/single.py). Where the round is cut (EOS, other settings, the end of
+the budget) the step is dropped and the cache rewound; its device time is the only loss.
+
+Only where the layout is one this was checked on: mlx-lm's plain KVCache on every layer and
+a model type in SUPPORTED, whose attention reads the cache through `offset` (RoPE),
+`update_and_fetch` and `make_mask` only (tests/core/decode/test_queued.py compares its logits
+with a plain step at the same position for each). Not traced (a traced round's phases end in
+barriers, so nothing would overlap), not on a sharded target (every rank must verify rank 0's
+tokens: their agreement is host work), and not without the bonus token (a round that keeps
+every draft then commits no token after them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import KVCache
+
+from core.settings import Settings
+
+# Model types whose attention was checked to read the cache only through offset (RoPE),
+# update_and_fetch and make_mask (tests/core/decode/test_queued.py).
+SUPPORTED = frozenset({"llama", "qwen2"})
+
+
+@dataclass
+class QueuedStep:
+    """A step queued before its round was read: it fed the round's next token, and its
+    logits (`row0`, before any penalty) are the next round's or step's first row. `settings`
+    are those of the round that queued it (any others drop it)."""
+
+    row0: mx.array
+    settings: Settings
+
+
+class _SlotView:
+    """One layer's KV cache as the queued step sees it: its position is an array."""
+
+    __slots__ = ("_cache", "offset", "_width", "_mask")
+
+    def __init__(self, cache: KVCache, pos: mx.array, width: int, mask: mx.array) -> None:
+        self._cache, self.offset, self._width, self._mask = cache, pos, width, mask
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        """Write the step's key and value at its slot; the buffer up to the round's end."""
+        c, at = self._cache, self.offset[None]
+        c.keys = mx.slice_update(c.keys, keys, at, axes=(2,))
+        c.values = mx.slice_update(c.values, values, at, axes=(2,))
+        return c.keys[..., : self._width, :], c.values[..., : self._width, :]
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
+        """The slots the step may see: those up to its own (mlx-lm's create_attention_mask)."""
+        return self._mask
+
+
+def why_not(model: Any, cache: list[Any], s: Settings, spmd: Any) -> str | None:
+    """Why the step after a round cannot be queued before its read here, or None."""
+    if not s.overlap_round:
+        return "overlap_round is off"
+    if s.traced:
+        return "a traced round ends in barriers"
+    if not s.bonus:
+        return "without the bonus token a round that keeps every draft feeds no token"
+    if spmd is not None:
+        return "a sharded target agrees its tokens on the host"
+    kind = getattr(model, "model_type", None)
+    if kind not in SUPPORTED:
+        return f"model type {kind!r} was not checked for an array position"
+    if not cache or any(type(c) is not KVCache for c in cache):
+        return "the cache is not mlx-lm's plain KVCache"
+    return None
+
+
+def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base: int,
+               vocab: int) -> mx.array | None:  # fmt: skip
+    """The logits [1, vocab] of `token` fed at position base + n (lazy), or None where the
+    buffer has no slot past the round's last (it grows only by a host-sized write).
+
+    The caches' host offsets stay where the round left them (base + k, its last draft's slot
+    + 1); `adopt` sets them after the read."""
+    width = cache[0].offset + 1  # the round's slots and one more (all drafts kept)
+    if any(c.keys is None or c.keys.shape[2] < width for c in cache):
+        return None
+    pos = (n + base).astype(mx.int32)
+    mask = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
+    views = [_SlotView(c, pos, width, mask) for c in cache]
+    out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
+    return out[0, -1:, :vocab] if out.shape[-1] != vocab else out[0, -1:]
+
+
+def adopt(held: list[int], cache: list[Any], seq: list[int]) -> None:
+    """After the read: the target's cache, rewound to seq[:-1] (`held` its token list), now
+    holds seq[-1] too, which the queued step fed at the slot after."""
+    if len(held) == len(seq):  # the round kept that token's slot already (the same token)
+        return
+    assert len(held) == len(seq) - 1 and cache[0].offset == len(held), "cache and list disagree"
+    for c in cache:
+        c.offset += 1
+    held.append(seq[-1])
