@@ -29,6 +29,7 @@ from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
 from core.decode.guard_memory import GuardMemory, source_prior
+from core.decode.queued import FollowRate
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
@@ -101,6 +102,7 @@ class Engine:
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
         self._clock = time.perf_counter  # what catch-ups are timed with (tests count with theirs)
         self._queued: Any | None = None  # the step a round just queued (core/decode/queued.py)
+        self.follow = FollowRate()  # per source: how often a round followed its round
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -143,7 +145,7 @@ class Engine:
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
         self._drafters = {}
-        self._queued = None
+        self._queued, self.follow = None, FollowRate()
 
     def forget_guards(self) -> None:
         """Drop every measured guard: the next cost-aware request measures from the prior."""

@@ -23,6 +23,17 @@ verified row (as a stretch's handoff, core/decode/speculative.py), or the first 
 plain steps (core/decode/single.py). Where the round is cut (EOS, other settings, the end of
 the budget) the step is dropped and the cache rewound; its device time is the only loss.
 
+The step attends over the whole KV buffer with an additive mask, not over the round's
+slots: on CUDA MLX's one-row kernel takes no array mask, so a masked one-row attention goes
+to cuDNN, whose plan is built per exact shape (core/dispatch/bucketed.py). The buffer's length
+changes only every 256 positions, so the plan repeats.
+
+When another round follows, the step costs a forward the round would not have needed (its
+pass would have fed the token with the drafts): on a host-bound GPU about one step. On the
+H200 a greedy copy that ran round after round lost 20-40% to it (run 11). So a source's
+round queues the step only while its rounds were followed more often by plain steps than by
+another round (`FollowRate`, an average over its last rounds; the first rounds queue).
+
 Only where the layout is one this was checked on: mlx-lm's plain KVCache on every layer and
 a model type in SUPPORTED, whose attention reads the cache through `offset` (RoPE),
 `update_and_fetch` and `make_mask` only (tests/core/decode/test_queued.py compares its logits
@@ -66,7 +77,8 @@ class _SlotView:
         self._cache, self.offset, self._width, self._mask = cache, pos, width, mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
-        """Write the step's key and value at its slot; the buffer up to the round's end."""
+        """Write the step's key and value at its slot; the whole buffer (the mask hides the
+        slots past it)."""
         c, at = self._cache, self.offset[None]
         c.keys = mx.slice_update(c.keys, keys, at, axes=(2,))
         c.values = mx.slice_update(c.values, values, at, axes=(2,))
@@ -75,6 +87,24 @@ class _SlotView:
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
         """The slots the step may see: those up to its own (mlx-lm's create_attention_mask)."""
         return self._mask
+
+
+class FollowRate:
+    """Per draft source, how often its round was followed by another round (an exponential
+    average over about its last 4 rounds): the step is queued while that is below 1/2, where
+    what it saves (a step's restart) outweighs what it costs (a forward more)."""
+
+    ALPHA = 0.25
+
+    def __init__(self) -> None:
+        self.rate: dict[str, float] = {}
+
+    def queues(self, source: str) -> bool:
+        return self.rate.get(source, 0.0) < 0.5
+
+    def observe(self, source: str, followed: bool) -> None:
+        r = self.rate.get(source, 0.0)
+        self.rate[source] = r + self.ALPHA * (float(followed) - r)
 
 
 def why_not(model: Any, cache: list[Any], s: Settings, spmd: Any) -> str | None:
@@ -102,11 +132,14 @@ def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base:
 
     The caches' host offsets stay where the round left them (base + k, its last draft's slot
     + 1); `adopt` sets them after the read."""
-    width = cache[0].offset + 1  # the round's slots and one more (all drafts kept)
-    if any(c.keys is None or c.keys.shape[2] < width for c in cache):
+    need = cache[0].offset + 1  # the round's slots and one more (all drafts kept)
+    if any(c.keys is None or c.keys.shape[2] < need for c in cache):
         return None
+    width = cache[0].keys.shape[2]  # the whole buffer: a shape that repeats
     pos = (n + base).astype(mx.int32)
-    mask = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
+    dtype = cache[0].keys.dtype
+    seen = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
+    mask = mx.where(seen, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))
     views = [_SlotView(c, pos, width, mask) for c in cache]
     out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
     return out[0, -1:, :vocab] if out.shape[-1] != vocab else out[0, -1:]

@@ -41,6 +41,7 @@ class RunTotals:
     # The step the last round queued before its read (core.decode.queued.QueuedStep): it fed
     # the last token, and its logits are the next round's or step's first row.
     queued: Any | None = None
+    after_round: str | None = None  # the source of the round just run, until the next plan
 
     def per_source(self) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.

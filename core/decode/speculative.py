@@ -81,12 +81,15 @@ def drafting_rounds(
     guard = engine._guard(s, totals)
     handoff, totals.handoff = totals.handoff, None  # kept by the engine only for these settings
     queued, totals.queued = totals.queued, None  # the step a round queued before its read
+    after, totals.after_round = totals.after_round, None  # the source of the round just run
     row0 = None
     if handoff is not None:  # planned after the last token, its step queued: a round now
         plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan
     else:
         t_plan = engine._clock()
         plan = engine._plan(seq, s, remaining, guard)
+        if after is not None:  # does a round follow that source's round? (queued.FollowRate)
+            engine.follow.observe(after, plan.drafter is not None)
         if queued is not None and plan.drafter is not None:
             row0, queued = queued.row0, None  # that step fed the last token: the first row
     drafter, policy, asked = plan.drafter, plan.policy, plan.declined
@@ -105,6 +108,7 @@ def drafting_rounds(
         engine._queued = None
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
         totals.queued, engine._queued = engine._queued, None
+        totals.after_round = ev.source or drafter.name
         seconds = engine._observed_s(ev)
         policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
         if guard is not None and seconds is not None:
@@ -197,7 +201,8 @@ def speculative_round(
     if hist is not None:
         logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
     tv_sum = 0.0
-    overlap = why_not(t.model, t.cache, s, engine.spmd) is None
+    overlap = (why_not(t.model, t.cache, s, engine.spmd) is None
+               and engine.follow.queues(proposal.source or drafter.name))  # fmt: skip
     queued = None
     if cfg.greedy:
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))

@@ -194,7 +194,8 @@ def greedy_text(tiny_pair) -> list[int]:
     return PROMPT + list(summary.token_ids)
 
 
-def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-aware"):
+def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-aware",
+                overlap: bool = True):  # fmt: skip
     """One generation with the oracle source on a fake clock; (events, summary, seconds)."""
     from core.decode.engine import Engine
     from core.dispatch import VerifyCostCurve
@@ -209,7 +210,7 @@ def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy=policy, k_max=4,
                      temperature=0.0, max_tokens=tokens, ignore_eos=True,
-                     traced=False)  # fmt: skip
+                     traced=False, overlap_round=overlap)  # fmt: skip
         items = list(engine.generate(PROMPT, s))
     finally:
         registry.unregister("oracle")
@@ -274,7 +275,10 @@ def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
     costs two steps where a pipelined one costs one, the pipeline break a round causes. That
     step is the round's cost: the policies observe it as no step's seconds (their step scale
     would take the break for a dearer step, and drafting for cheaper), and the round's own
-    policy is charged its extra step (`charge`), so it prices the next rounds with it."""
+    policy is charged its extra step (`charge`), so it prices the next rounds with it.
+    With the step after a round built after its read (overlap_round off): queued before
+    it, that step's forward is built inside the round, and this clock, which counts builds,
+    charges it there (the GPU's gain, its build overlapping the round, is not on it)."""
     from core.cost.policy import CostAwarePolicy
 
     log: list[tuple[str, int, float | None]] = []
@@ -290,7 +294,7 @@ def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
 
     monkeypatch.setattr(CostAwarePolicy, "observe", observed)
     monkeypatch.setattr(CostAwarePolicy, "charge", charged)
-    events, _, _ = guarded_run(tiny_pair, greedy_text, 3 * STEP)  # 5 tokens in 4 steps: pays
+    events, _, _ = guarded_run(tiny_pair, greedy_text, 3 * STEP, overlap=False)  # 5 in 4: pays
     breaks = sum(1 for a, b in zip(events, events[1:], strict=False) if a.proposed and not b.proposed)
     assert breaks >= 2  # the target arm's first measurement, and the request's end
     charges = [x for x in log if x[0] == "charge"]

@@ -16,7 +16,7 @@ from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
 from core.decode.cached_model import prefill
 from core.decode.engine import Engine
-from core.decode.queued import adopt, queue_step, why_not
+from core.decode.queued import FollowRate, adopt, queue_step, why_not
 from core.settings import Settings
 from tests.helpers.engine import assert_caches, run
 from tests.helpers.tiny import VOCAB, tiny_llama
@@ -91,11 +91,15 @@ def test_the_queued_step_is_a_plain_step_at_its_position(model, context, k, data
 @pytest.mark.parametrize(("temperature", "rule"), [(0.0, "greedy"), (0.7, "lossless"),
                                                    (1.0, "mentored")])  # fmt: skip
 @pytest.mark.parametrize("source", ["model", "lookup", "hybrid"])
-def test_the_engine_gives_the_same_run_with_and_without_it(target, temperature, rule, source):
+def test_the_engine_gives_the_same_run_with_and_without_it(
+    target, temperature, rule, source, monkeypatch
+):
     """The same tokens, acceptance and caches with overlap_round on and off (the queued step's
-    row is the row the plain pass computed), and the passes after a round one row shorter."""
+    row is the row the plain pass computed), and the passes after a round one row shorter
+    (every round queues here, whatever follows it)."""
     from tests.helpers.tiny import tiny_llama as make
 
+    monkeypatch.setattr(FollowRate, "queues", lambda self, source: True)
     draft = make(1, seed=1)
     prompt = [5, 6, 7, 8, 9, 10, 11, 5, 6, 7, 8, 9, 10, 5, 6, 7]
     runs = []
@@ -144,3 +148,29 @@ def test_a_traced_run_feeds_every_pending_token_with_its_drafts(target) -> None:
                  traced=True, temperature=0.0)  # fmt: skip
     events, _ = run(Engine(target, tiny_llama(1, seed=1), vocab_size=VOCAB), [5, 6, 7, 8], s)
     assert all(e.rows == e.proposed + 1 for e in events if e.proposed)
+
+
+def test_rounds_that_follow_rounds_stop_queueing(target) -> None:
+    """A model that drafts every round: each round is followed by another, so the step it
+    would queue costs a forward the next pass did not need. The first rounds queue; once
+    more than half of the source's recent rounds were followed by a round (the average
+    0.25, 0.44, 0.58 after the first three), no more: the passes are k + 1 rows again."""
+    k = 3
+    s = Settings(mode="speculative", policy="fixed", k=k, max_tokens=8 * (k + 1), rule="mentored",
+                 tv_budget=1.0, temperature=1.0, ignore_eos=True, traced=False)  # fmt: skip
+    engine = Engine(target, tiny_llama(1, seed=1), vocab_size=VOCAB)
+    events, _ = run(engine, [5, 6, 7, 8], s)
+    assert all(e.accepted == k for e in events)  # budget 1: every draft kept, bonus added
+    assert [e.rows for e in events[:7]] == [k + 1, k, k, k, k + 1, k + 1, k + 1]
+    assert engine.follow.rate["model"] > 0.5
+
+
+def test_follow_rate_is_an_average_of_what_followed() -> None:
+    f = FollowRate()
+    assert f.queues("lookup")  # no evidence: queue
+    for _ in range(3):
+        f.observe("lookup", True)
+    assert f.rate["lookup"] == pytest.approx(1 - 0.75**3) and not f.queues("lookup")
+    f.observe("lookup", False)
+    f.observe("lookup", False)
+    assert f.queues("lookup") and f.queues("model")
