@@ -70,9 +70,10 @@ class Settings:
     fused_draft: bool = False
     prefill_chunk: int = 512
     # Queue the step after a speculative round before the round is read, at the position the
-    # acceptance computed on the device (core/decode/queued.py): the device then runs it
-    # while the host reads and commits. Off: that step is built after the read, as before.
-    overlap_round: bool = True
+    # acceptance computed on the device (core/decode/queued.py), so the device runs it while
+    # the host reads and commits. Off by default: on the H200 it made greedy copies 20-40%
+    # slower (docs/benchmarks/never-slower.md, run 11); unmeasured on Metal.
+    overlap_round: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -1032,6 +1032,46 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt, T", *(h for h, _ in heads)), out), stat
 
 
+def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench: the A/B of the queued step after a round (core/decode/queued.py): for the
+    default and the lookup, each seed's E2E with overlap_round=false over the same seed's
+    E2E of the row as run (above 1: the queued step was faster), median and min-max, with
+    both rows' acceptance; the A/A control's own per-seed ratio beside them for the noise."""
+    def pick(d: Doc, key: str, off: bool) -> Row | None:
+        """The row as run, or its copy with `overlap_round=false` (the row's name without that
+        override is the row's own: ns_key reads it)."""
+        for x in rows(d):
+            name = str(x.get("name"))
+            bare = re.sub(r"[:,]overlap_round=false", "", name)
+            if ("overlap_round=false" in name) == off and ns_key({**x, "name": bare}) == key:
+                return x
+        return None
+
+    def ratio(a: Row | None, b: Row | None) -> str:
+        if a is None or b is None:
+            return "-"
+        r = [x / y for x, y in zip(e2e(a), e2e(b), strict=False) if y]
+        return f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" if r else "-"
+
+    def acc(r: Row | None) -> str:
+        return "-" if r is None or r.get("acceptance") is None else f"{100 * r['acceptance']:.0f}%"
+
+    out = []
+    for d in docs:
+        cells = []
+        for key in (NS_DEFAULT, NS_LOOKUP):
+            on, off = pick(d, key, False), pick(d, key, True)
+            cells += [ratio(off, on), f"{acc(on)} / {acc(off)}"]
+        control = next((x for x in rows(d) if x.get("name") == NS_CONTROL), None)
+        out.append([_ns_label(d), *cells, ratio(baseline(d), control)])
+    stat = ("each ratio = the median over seeds (min-max) of the off row's E2E over the same "
+            "seed's E2E of the row as run (paired, interleaved in one call); acceptance = the "
+            "row's drafts kept over drafts verified, as run / off; A/A = target-only over the "
+            "control's same-seed E2E")
+    return md_table(("Prompt, T", "default: off / on", "default acceptance",
+                     "lookup: off / on", "lookup acceptance", "A/A control"), out), stat
+
+
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the calibration's one-row timings per mode (the same forward in each: no
     patch applies to one row), the plain step's price as run 8's code read it ("auto" less
@@ -1567,6 +1607,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-excess": step_excess,
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
+    "overlap-ab": overlap_ab,
     "forward-split": forward_split,
     "curve-modes": curve_modes,
     "rare-round": rare_round,

@@ -66,11 +66,12 @@ ROWS = [
 
 
 def overlap_rows() -> list[str]:
-    """OVERLAP_AB=1: the default and the lookup again with the step after a round built
-    after its read (overlap_round=false, as before core/decode/queued.py), in the same
-    interleave: each seed's pair of rows is the A/B of that change."""
+    """OVERLAP_AB=1: the default and the lookup again with the step after a round queued
+    before its read (overlap_round=true, core/decode/queued.py), in the same interleave:
+    each seed's pair of rows is the A/B of that setting. (Run 11 ran while it was on by
+    default: its extra rows were these with overlap_round=false.)"""
     row = default_row()
-    return [f"{row}{',' if ':' in row else ':'}overlap_round=false", "lookup:overlap_round=false"]
+    return [f"{row}{',' if ':' in row else ':'}overlap_round=true", "lookup:overlap_round=true"]
 
 
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]

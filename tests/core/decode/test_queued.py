@@ -128,7 +128,7 @@ def test_the_engine_gives_the_same_run_with_and_without_it(
 
 def test_where_it_does_not_apply_a_sentence_says_why(target) -> None:
     cache = make_prompt_cache(target)
-    on = Settings(traced=False)
+    on = Settings(traced=False, overlap_round=True)
     assert why_not(target, cache, on, None) is None
     assert "off" in why_not(target, cache, on.replace(overlap_round=False), None)
     assert "traced" in why_not(target, cache, on.replace(traced=True), None)
@@ -145,7 +145,7 @@ def test_where_it_does_not_apply_a_sentence_says_why(target) -> None:
 def test_a_traced_run_feeds_every_pending_token_with_its_drafts(target) -> None:
     """Traced rounds end in barriers: nothing is queued, every pass is k + 1 rows."""
     s = Settings(mode="speculative", policy="fixed", k=3, max_tokens=30, ignore_eos=True,
-                 traced=True, temperature=0.0)  # fmt: skip
+                 traced=True, temperature=0.0, overlap_round=True)  # fmt: skip
     events, _ = run(Engine(target, tiny_llama(1, seed=1), vocab_size=VOCAB), [5, 6, 7, 8], s)
     assert all(e.rows == e.proposed + 1 for e in events if e.proposed)
 
@@ -157,7 +157,8 @@ def test_rounds_that_follow_rounds_stop_queueing(target) -> None:
     0.25, 0.44, 0.58 after the first three), no more: the passes are k + 1 rows again."""
     k = 3
     s = Settings(mode="speculative", policy="fixed", k=k, max_tokens=8 * (k + 1), rule="mentored",
-                 tv_budget=1.0, temperature=1.0, ignore_eos=True, traced=False)  # fmt: skip
+                 tv_budget=1.0, temperature=1.0, ignore_eos=True, traced=False,
+                 overlap_round=True)  # fmt: skip
     engine = Engine(target, tiny_llama(1, seed=1), vocab_size=VOCAB)
     events, _ = run(engine, [5, 6, 7, 8], s)
     assert all(e.accepted == k for e in events)  # budget 1: every draft kept, bonus added
@@ -174,3 +175,10 @@ def test_follow_rate_is_an_average_of_what_followed() -> None:
     f.observe("lookup", False)
     f.observe("lookup", False)
     assert f.queues("lookup") and f.queues("model")
+
+
+def test_it_is_off_unless_asked() -> None:
+    """Off by default (first use too): on the H200 it made greedy copies slower (run 11)."""
+    from core.settings import first_run_settings
+
+    assert not Settings().overlap_round and not first_run_settings().overlap_round
