@@ -64,10 +64,13 @@ SUPPORTED = frozenset({"llama", "qwen2"})
 class QueuedStep:
     """A step queued before its round was read: it fed the round's next token, and its
     logits (`row0`, before any penalty) are the next round's or step's first row. `settings`
-    are those of the round that queued it (any others drop it)."""
+    are those of the round that queued it (any others drop it). Its build is the next
+    token's cost, not the round's: the guard and the k policy observe the round without it
+    and whatever takes the step (a round or a plain step) with it."""
 
     row0: mx.array
     settings: Settings
+    build_s: float = 0.0  # the host time its build took inside the round that queued it
 
 
 class _SlotView:

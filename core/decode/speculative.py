@@ -83,6 +83,7 @@ def drafting_rounds(
     queued, totals.queued = totals.queued, None  # the step a round queued before its read
     after, totals.after_round = totals.after_round, None  # the source of the round just run
     row0 = None
+    carry = 0.0 if queued is None else queued.build_s  # the next token's: whoever takes it
     if handoff is not None:  # planned after the last token, its step queued: a round now
         plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan
     else:
@@ -110,6 +111,9 @@ def drafting_rounds(
         totals.queued, engine._queued = engine._queued, None
         totals.after_round = ev.source or drafter.name
         seconds = engine._observed_s(ev)
+        if seconds is not None:  # the step it queued is the next token's cost, not its own
+            left = totals.queued.build_s if totals.queued is not None else 0.0
+            seconds = max(seconds - left, 0.0) + (carry if row0 is not None else 0.0)
         policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
         if guard is not None and seconds is not None:
             # End to end: the host work that chose it and its catch-up, while the device
@@ -139,6 +143,8 @@ def drafting_rounds(
                                         first=first):  # fmt: skip
         done += 1
         seconds = engine._observed_s(ev)
+        if seconds is not None and first is not None:  # step one: the queued step's build too
+            seconds, first = seconds + carry, None
         broke, totals.broke_after = totals.broke_after, None
         # The policies that said 0 for this step observe it; the step right after a round is
         # not a plain step's cost but the round's (the pipeline break): it moves no step scale,
@@ -203,14 +209,14 @@ def speculative_round(
     tv_sum = 0.0
     overlap = (why_not(t.model, t.cache, s, engine.spmd) is None
                and engine.follow.queues(proposal.source or drafter.name))  # fmt: skip
-    queued = None
+    queued, built = None, 0.0
     if cfg.greedy:
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
         if overlap:  # the next step at the position the device computed, before the read
             mx.async_eval(packed)
-            n_dev = packed[-1]
+            t_q, n_dev = engine._clock(), packed[-1]
             queued = queue_step(t.model, t.cache, mx.take(packed, n_dev + k), n_dev, len(seq), V)
-            _launch(queued)
+            built = _launch(queued, engine._clock, t_q)
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
@@ -226,9 +232,10 @@ def speculative_round(
         packed = engine._agreed(mx.concatenate([ids, tail]))
         if overlap:
             mx.async_eval(packed)
+            t_q = engine._clock()
             queued = queue_step(t.model, t.cache, verdict.next_token, verdict.n_accepted,
                                 len(seq), V)  # fmt: skip
-            _launch(queued)
+            built = _launch(queued, engine._clock, t_q)
         if s.rule == "mentored":  # lossless realises no distance: nothing to read
             mx.eval(packed, verdict.tv_sum)
             tv_sum = float(verdict.tv_sum.item())
@@ -253,7 +260,7 @@ def speculative_round(
     t.rewind(seq, start, upto=len(seq) - 1)  # seq[:-1], without copying the conversation
     if queued is not None and len(committed) == n + 1:  # it fed the round's last token
         adopt(t.seq, t.cache, seq)
-        engine._queued = QueuedStep(queued, s)
+        engine._queued = QueuedStep(queued, s, built)
     drafter.rewind(seq, start)
     timer.mark("cache")
 
@@ -275,10 +282,12 @@ def speculative_round(
     )
 
 
-def _launch(row: mx.array | None) -> None:
-    """Queue the step's graph on the device (nothing when there is no slot for it)."""
+def _launch(row: mx.array | None, clock: Callable[[], float], t0: float) -> float:
+    """Queue the step's graph on the device (nothing when there is no slot for it); the
+    seconds since `t0` that its build took."""
     if row is not None:
         mx.async_eval(row)
+    return clock() - t0
 
 
 def _round_kernel(engine: Any, s: Settings, rows: int) -> str:
