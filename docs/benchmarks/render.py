@@ -1072,6 +1072,29 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
                      "lookup: off / on", "lookup acceptance", "A/A control"), out), stat
 
 
+def guard_rates(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
+    """Per bench and row: the guard's measured rate of a source at each request's end
+    (tokens a second of its rounds, their ratio to plain target steps), median and min-max,
+    and in how many requests it was not asked at the end (stopped as slower than steps)."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            g = (r.get("guard") or {}).get(source)
+            if not g or not g.get("measured_tok_s"):
+                continue
+            rate, vs = g["measured_tok_s"], g.get("vs_target") or []
+            stopped = sum(1 for x in g.get("guard") or [] if str(x).startswith("not asked"))
+            out.append([_ns_label(d), f"`{r.get('name')}`",
+                        f"{statistics.median(rate):.0f} ({min(rate):.0f}-{max(rate):.0f})",
+                        f"{statistics.median(vs):.2f}" if vs else "-",
+                        f"{stopped} of {len(g.get('guard') or [])}"])  # fmt: skip
+    stat = (f"the JSON's guard.{source}: measured_tok_s and vs_target as each timed request "
+            "ended, median (min-max) over the requests; not asked = requests whose guard "
+            "had stopped the source at their end")
+    return md_table(("Prompt, T", "row", "measured tok/s", "vs target steps", "not asked"),
+                    out), stat
+
+
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the calibration's one-row timings per mode (the same forward in each: no
     patch applies to one row), the plain step's price as run 8's code read it ("auto" less
@@ -1608,6 +1631,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
     "overlap-ab": overlap_ab,
+    "guard-rates": guard_rates,
     "forward-split": forward_split,
     "curve-modes": curve_modes,
     "rare-round": rare_round,
