@@ -1,6 +1,6 @@
 """The step after a round, queued before the round is read (issue 28, `overlap_round`, off by
-default: on the H200 it made greedy copies 20-40% slower, for reasons not yet isolated;
-docs/benchmarks/never-slower.md, run 11).
+default: on the H200 it made greedy copies 20-40% slower; part of that was its build charged
+to the round that queued it, fixed since, the rest is not isolated; never-slower.md, run 11).
 
 A speculative round ends in one host sync: the host reads how many drafts the target kept
 and the token that follows them. Until that read, the host did not know where the next token
@@ -14,8 +14,8 @@ computed). So the step is built before the read, with that position as an array:
 - RoPE takes it as an array offset (mx.fast.rope accepts one);
 - its key and value are written at that slot of each layer's KV buffer (mx.slice_update with
   an array start), over the first rejected draft, or past the last draft when all were kept;
-- it attends over the buffer up to the round's last slot, with a mask that hides the slots
-  past its own (the rejected drafts' keys, still in the buffer).
+- it attends over the whole buffer, with a mask that hides the slots past its own (the
+  rejected drafts' keys, still in the buffer, and what was never written).
 The cache's own bookkeeping (its host offset, the token list the engine keeps) is set after
 the read (`adopt`), as the engine's one cache rule says: rewound to what the committed
 sequence shares, then advanced by the one token the step fed.
@@ -26,8 +26,9 @@ plain steps (core/decode/single.py). Where the round is cut (EOS, other settings
 the budget) the step is dropped and the cache rewound; its device time is the only loss.
 
 The step attends over the whole KV buffer with an additive mask, not over the round's
-slots: on CUDA MLX's one-row kernel takes no array mask, so a masked one-row attention goes
-to cuDNN, whose plan is built per exact shape (core/dispatch/bucketed.py). The buffer's length
+slots: on CUDA MLX's one-row kernel takes no array mask, so (by MLX's source) a masked
+one-row attention goes to cuDNN, whose plan is built per exact shape
+(core/dispatch/bucketed.py). The buffer's length
 changes only every 256 positions, so the plan repeats.
 
 When another round follows, the step costs a forward the round would not have needed (its
