@@ -77,10 +77,10 @@ class QueuedStep:
 class _SlotView:
     """One layer's KV cache as the queued step sees it: its position is an array."""
 
-    __slots__ = ("_cache", "offset", "_width", "_mask")
+    __slots__ = ("_cache", "offset", "_mask")
 
-    def __init__(self, cache: KVCache, pos: mx.array, width: int, mask: mx.array) -> None:
-        self._cache, self.offset, self._width, self._mask = cache, pos, width, mask
+    def __init__(self, cache: KVCache, pos: mx.array, mask: mx.array) -> None:
+        self._cache, self.offset, self._mask = cache, pos, mask
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         """Write the step's key and value at its slot; the whole buffer (the mask hides the
@@ -88,7 +88,7 @@ class _SlotView:
         c, at = self._cache, self.offset[None]
         c.keys = mx.slice_update(c.keys, keys, at, axes=(2,))
         c.values = mx.slice_update(c.values, values, at, axes=(2,))
-        return c.keys[..., : self._width, :], c.values[..., : self._width, :]
+        return c.keys, c.values  # no slice: every node is host time on a host-bound GPU
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
         """The slots the step may see: those up to its own (mlx-lm's create_attention_mask)."""
@@ -146,7 +146,7 @@ def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base:
     dtype = cache[0].keys.dtype
     seen = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
     mask = mx.where(seen, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))
-    views = [_SlotView(c, pos, width, mask) for c in cache]
+    views = [_SlotView(c, pos, mask) for c in cache]
     out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
     return out[0, -1:, :vocab] if out.shape[-1] != vocab else out[0, -1:]
 

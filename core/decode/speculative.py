@@ -213,10 +213,8 @@ def speculative_round(
     if cfg.greedy:
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
         if overlap:  # the next step at the position the device computed, before the read
-            mx.async_eval(packed)
-            t_q, n_dev = engine._clock(), packed[-1]
-            queued = queue_step(t.model, t.cache, mx.take(packed, n_dev + k), n_dev, len(seq), V)
-            built = _launch(queued, engine._clock, t_q)
+            n_dev = packed[-1]
+            queued, built = _queue_next(engine, packed, mx.take(packed, n_dev + k), n_dev, len(seq))
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
@@ -231,11 +229,8 @@ def speculative_round(
         tail = mx.stack([verdict.n_accepted, verdict.next_token]).astype(mx.int32)
         packed = engine._agreed(mx.concatenate([ids, tail]))
         if overlap:
-            mx.async_eval(packed)
-            t_q = engine._clock()
-            queued = queue_step(t.model, t.cache, verdict.next_token, verdict.n_accepted,
-                                len(seq), V)  # fmt: skip
-            built = _launch(queued, engine._clock, t_q)
+            queued, built = _queue_next(engine, packed, verdict.next_token, verdict.n_accepted,
+                                        len(seq))  # fmt: skip
         if s.rule == "mentored":  # lossless realises no distance: nothing to read
             mx.eval(packed, verdict.tv_sum)
             tv_sum = float(verdict.tv_sum.item())
@@ -282,12 +277,18 @@ def speculative_round(
     )
 
 
-def _launch(row: mx.array | None, clock: Callable[[], float], t0: float) -> float:
-    """Queue the step's graph on the device (nothing when there is no slot for it); the
-    seconds since `t0` that its build took."""
+def _queue_next(engine: Any, packed: mx.array, token: mx.array, n: mx.array,
+                base: int) -> tuple[mx.array | None, float]:  # fmt: skip
+    """The round's verdict (`packed`) launched, then the step that feeds `token` at base + n
+    built and launched behind it (core/decode/queued.py): its logits, or None where the
+    buffer has no slot for it, and the seconds its build took (the next token's cost)."""
+    mx.async_eval(packed)
+    t0 = engine._clock()
+    t = engine._target
+    row = queue_step(t.model, t.cache, token, n, base, engine.vocab_size)
     if row is not None:
         mx.async_eval(row)
-    return clock() - t0
+    return row, engine._clock() - t0
 
 
 def _round_kernel(engine: Any, s: Settings, rows: int) -> str:
