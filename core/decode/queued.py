@@ -1,5 +1,5 @@
 """The step after a round, queued before the round is read (issue 28, `overlap_round`, off by
-default: on the H200 it made greedy copies 20-40% slower; part of that was its build charged
+default: on the H200 greedy copies ran at 0.58-0.80x with it; part of that was its build charged
 to the round that queued it, fixed since, the rest is not isolated; never-slower.md, run 11).
 
 A speculative round ends in one host sync: the host reads how many drafts the target kept
@@ -33,7 +33,7 @@ changes only every 256 positions, so the plan repeats.
 
 When another round follows, the step costs a forward the round would not have needed (its
 pass would have fed the token with the drafts): on a host-bound GPU about one step. On the
-H200 greedy copies that ran round after round lost 20-40% with it (run 11). So a source's
+H200 greedy copies that ran round after round ran at 0.58-0.80x with it (run 11). So a source's
 round queues the step only while its rounds were followed more often by plain steps than by
 another round (`FollowRate`, an average over its last rounds; the first rounds queue).
 
