@@ -29,7 +29,10 @@ The step attends over the whole KV buffer with an additive mask, not over the ro
 slots: on CUDA MLX's one-row kernel takes no array mask, so (by MLX's source) a masked
 one-row attention goes to cuDNN, whose plan is built per exact shape
 (core/dispatch/bucketed.py). The buffer's length
-changes only every 256 positions, so the plan repeats.
+changes only every 256 positions, so the plan repeats. Which attention it runs is
+`queued_attention`: on CUDA the plain one (core/dispatch/patches.py `plain_attention`: a few
+small kernels, no cuDNN call at one row) unless `verify_attention` asks for "fused"; elsewhere
+MLX's fused call, whose one-row kernel takes the mask on Metal.
 
 When another round follows, the step costs a forward the round would not have needed (its
 pass would have fed the token with the drafts): on a host-bound GPU about one step. On the
@@ -54,6 +57,8 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
+from core.dispatch.backend import BackendInfo, current_backend
+from core.dispatch.patches import one_row_plain
 from core.settings import Settings
 
 # Model types whose attention was checked to read the cache only through offset (RoPE),
@@ -131,8 +136,17 @@ def why_not(model: Any, cache: list[Any], s: Settings, spmd: Any) -> str | None:
     return None
 
 
+def queued_attention(s: Settings, backend: BackendInfo | None = None) -> str:
+    """The queued step's attention: "fused" or "plain" where `verify_attention` names one;
+    under "auto" plain on CUDA (its one-row fused kernel takes no mask: the call goes to
+    cuDNN), fused elsewhere (Metal's one-row kernel takes it; the CPU's is the same maths)."""
+    if s.verify_attention != "auto":
+        return s.verify_attention
+    return "plain" if (backend or current_backend()).backend == "cuda" else "fused"
+
+
 def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base: int,
-               vocab: int) -> mx.array | None:  # fmt: skip
+               vocab: int, attention: str = "fused") -> mx.array | None:  # fmt: skip
     """The logits [1, vocab] of `token` fed at position base + n (lazy), or None where the
     buffer has no slot past the round's last (it grows only by a host-sized write).
 
@@ -147,7 +161,11 @@ def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base:
     seen = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
     mask = mx.where(seen, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))
     views = [_SlotView(c, pos, mask) for c in cache]
-    out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
+    if attention == "plain":
+        with one_row_plain(model):
+            out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
+    else:
+        out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
     return out[0, -1:, :vocab] if out.shape[-1] != vocab else out[0, -1:]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.decode.queued import QueuedStep, adopt, queue_step, why_not
+from core.decode.queued import QueuedStep, adopt, queue_step, queued_attention, why_not
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import (
     accept_greedy_packed,
@@ -214,7 +214,8 @@ def speculative_round(
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
         if overlap:  # the next step at the position the device computed, before the read
             n_dev = packed[-1]
-            queued, built = _queue_next(engine, packed, mx.take(packed, n_dev + k), n_dev, len(seq))
+            queued, built = _queue_next(engine, s, packed, mx.take(packed, n_dev + k), n_dev,
+                                        len(seq))  # fmt: skip
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
@@ -229,8 +230,8 @@ def speculative_round(
         tail = mx.stack([verdict.n_accepted, verdict.next_token]).astype(mx.int32)
         packed = engine._agreed(mx.concatenate([ids, tail]))
         if overlap:
-            queued, built = _queue_next(engine, packed, verdict.next_token, verdict.n_accepted,
-                                        len(seq))  # fmt: skip
+            queued, built = _queue_next(engine, s, packed, verdict.next_token,
+                                        verdict.n_accepted, len(seq))  # fmt: skip
         if s.rule == "mentored":  # lossless realises no distance: nothing to read
             mx.eval(packed, verdict.tv_sum)
             tv_sum = float(verdict.tv_sum.item())
@@ -277,7 +278,7 @@ def speculative_round(
     )
 
 
-def _queue_next(engine: Any, packed: mx.array, token: mx.array, n: mx.array,
+def _queue_next(engine: Any, s: Settings, packed: mx.array, token: mx.array, n: mx.array,
                 base: int) -> tuple[mx.array | None, float]:  # fmt: skip
     """The round's verdict (`packed`) launched, then the step that feeds `token` at base + n
     built and launched behind it (core/decode/queued.py): its logits, or None where the
@@ -285,7 +286,8 @@ def _queue_next(engine: Any, packed: mx.array, token: mx.array, n: mx.array,
     mx.async_eval(packed)
     t0 = engine._clock()
     t = engine._target
-    row = queue_step(t.model, t.cache, token, n, base, engine.vocab_size)
+    row = queue_step(t.model, t.cache, token, n, base, engine.vocab_size,
+                     queued_attention(s))  # fmt: skip
     if row is not None:
         mx.async_eval(row)
     return row, engine._clock() - t0

@@ -1034,16 +1034,24 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
 
 def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the A/B of the queued step after a round (core/decode/queued.py): for the
-    default and the lookup, each seed's E2E with overlap_round=false over the same seed's
-    E2E of the row as run (above 1: the queued step was faster), median and min-max, with
-    both rows' acceptance; the A/A control's own per-seed ratio beside them for the noise."""
-    def pick(d: Doc, key: str, off: bool) -> Row | None:
-        """The row as run, or its copy with `overlap_round=false` (the row's name without that
-        override is the row's own: ns_key reads it)."""
+    default and the lookup, each seed's E2E with the step not queued over the same seed's
+    E2E with it queued (above 1: the queued step was faster), median and min-max, with both
+    rows' acceptance; the lookup queued by MLX's fused one-row attention where the bench ran
+    it (`verify_attention=fused`); the A/A control's own per-seed ratio beside them for the noise.
+    A row's name says overlap_round=true or =false; a bare row ran the run's default, on where
+    the bench named copies with =false (run 11), else off."""
+    tag = re.compile(r"[:,](?:overlap_round=(?:true|false)|verify_attention=fused)(?=[,+]|$)")
+
+    def pick(d: Doc, key: str, on: bool, fused: bool = False) -> Row | None:
+        bare_on = any("overlap_round=false" in str(x.get("name")) for x in rows(d))
         for x in rows(d):
             name = str(x.get("name"))
-            bare = re.sub(r"[:,]overlap_round=false", "", name)
-            if ("overlap_round=false" in name) == off and ns_key({**x, "name": bare}) == key:
+            state = ("overlap_round=true" in name or
+                     (bare_on and "overlap_round=false" not in name))  # fmt: skip
+            if state != on or ("verify_attention=fused" in name) != fused:
+                continue
+            bare = re.sub(r"^([^:,+]+),", r"\1:", tag.sub("", name))
+            if ns_key({**x, "name": bare}) == key:
                 return x
         return None
 
@@ -1059,17 +1067,19 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
     out = []
     for d in docs:
         cells = []
-        for key in (NS_DEFAULT, NS_LOOKUP):
-            on, off = pick(d, key, False), pick(d, key, True)
-            cells += [ratio(off, on), f"{acc(on)} / {acc(off)}"]
+        for key, fused in ((NS_DEFAULT, False), (NS_LOOKUP, False), (NS_LOOKUP, True)):
+            on, off = pick(d, key, True, fused), pick(d, key, False)
+            cells += [ratio(off, on), f"{acc(on)} / {acc(off)}" if on else "-"]
         control = next((x for x in rows(d) if x.get("name") == NS_CONTROL), None)
         out.append([_ns_label(d), *cells, ratio(baseline(d), control)])
     stat = ("each ratio = the median over seeds (min-max) of the off row's E2E over the same "
-            "seed's E2E of the row as run (paired, interleaved in one call); acceptance = the "
-            "row's drafts kept over drafts verified, as run / off; A/A = target-only over the "
-            "control's same-seed E2E")
+            "seed's E2E of the row with the step queued (paired, interleaved in one call); "
+            "acceptance = the row's drafts kept over drafts verified, queued / off; lookup, "
+            "fused = the lookup queued with MLX's fused one-row attention (verify_attention="
+            "fused), over the same off row; A/A = target-only over the control's same-seed E2E")
     return md_table(("Prompt, T", "default: off / on", "default acceptance",
-                     "lookup: off / on", "lookup acceptance", "A/A control"), out), stat
+                     "lookup: off / on", "lookup acceptance", "lookup, fused: off / on",
+                     "its acceptance", "A/A control"), out), stat
 
 
 def guard_rates(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
@@ -1225,8 +1235,10 @@ def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
     over the timed passes, with the chain's cost over the same mode's one-row chain."""
     out = []
     for d in docs:
-        for mode, by_r in (d.get("ms") or {}).items():
-            one = statistics.median(by_r["1"]["chain"]) if "1" in by_r else None
+        ms = d.get("ms") or {}
+        for mode, by_r in ms.items():
+            ref = ms.get("auto", by_r) if mode.startswith("queued-") else by_r  # vs a plain step
+            one = statistics.median(ref["1"]["chain"]) if "1" in ref else None
             for r, tab in by_r.items():
                 med = {k: statistics.median(v) for k, v in tab.items()}
                 ratio = f"{med['chain'] / one:.2f}" if one else "-"
@@ -1240,7 +1252,8 @@ def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
             "that makes the lazy graph; eval = the mx.eval after it (encode, device, host sync); "
             f"pipelined = a chain of {d0.get('chain')} forwards, each fed the one before's "
             "argmax, queued with async_eval and read at the end, per forward; x one row = "
-            "pipelined over the same mode's one-row chain")
+            "pipelined over the same mode's one-row chain (a queued-* mode: over auto's, the "
+            "plain step it replaces)")
     return md_table(("device", "mode", "R", "build", "eval", "build + eval", "pipelined",
                      "x one row"), out), stat
 

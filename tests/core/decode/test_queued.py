@@ -16,7 +16,8 @@ from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
 from core.decode.cached_model import prefill
 from core.decode.engine import Engine
-from core.decode.queued import FollowRate, adopt, queue_step, why_not
+from core.decode.queued import FollowRate, adopt, queue_step, queued_attention, why_not
+from core.dispatch.backend import BackendInfo
 from core.settings import Settings
 from tests.helpers.engine import assert_caches, run
 from tests.helpers.tiny import VOCAB, tiny_llama
@@ -55,6 +56,7 @@ def test_the_queued_step_is_a_plain_step_at_its_position(model, context, k, data
     logits of a plain step fed there after the cache is trimmed to base + n, for each n; and
     `adopt` leaves the cache where that plain step leaves it."""
     n = data.draw(st.integers(0, k))
+    attention = data.draw(st.sampled_from(["fused", "plain"]))  # queued_attention's two answers
     tokens = data.draw(st.lists(st.integers(0, VOCAB - 1), min_size=context + k + 1,
                                 max_size=context + k + 1))  # fmt: skip
     prompt, drafts, nxt = tokens[:context], tokens[context : context + k], tokens[-1]
@@ -68,9 +70,9 @@ def test_the_queued_step_is_a_plain_step_at_its_position(model, context, k, data
 
     cache = verified()
     if base + k + 1 > cache[0].keys.shape[2]:  # no slot past the round: nothing is queued
-        assert queue_step(model, cache, mx.array(nxt), mx.array(n), base, VOCAB) is None
+        assert queue_step(model, cache, mx.array(nxt), mx.array(n), base, VOCAB, attention) is None
         return
-    got = queue_step(model, cache, mx.array(nxt), mx.array(n), base, VOCAB)
+    got = queue_step(model, cache, mx.array(nxt), mx.array(n), base, VOCAB, attention)
     held = prompt + drafts[:n]
     for c in cache:  # the engine's rewind: to what the committed sequence shares
         c.offset = len(held)
@@ -182,3 +184,39 @@ def test_it_is_off_unless_asked() -> None:
     from core.settings import first_run_settings
 
     assert not Settings().overlap_round and not first_run_settings().overlap_round
+
+
+def test_the_queued_steps_attention_by_backend_and_setting() -> None:
+    """Plain on CUDA under "auto" (its one-row fused kernel takes no mask: cuDNN), fused on
+    Metal and the CPU; a named verify_attention is taken as given everywhere."""
+    h200, m2, cpu = BackendInfo.cuda((9, 0), "NVIDIA H200"), BackendInfo.metal("applegpu_g14g"), BackendInfo.cpu()
+    auto = Settings()
+    assert [queued_attention(auto, b) for b in (h200, m2, cpu)] == ["plain", "fused", "fused"]
+    for how in ("fused", "plain"):
+        s = auto.replace(verify_attention=how)
+        assert [queued_attention(s, b) for b in (h200, m2, cpu)] == [how] * 3
+
+
+def test_plain_means_the_plain_attention_runs_at_one_row(monkeypatch) -> None:
+    """"plain" must reach `plain_attention` for the one-row query (a patch that only acted
+    on multi-row queries would leave the fused call in place, the same logits, and this test
+    as the only witness); "fused" must not."""
+    import core.dispatch.patches as dp
+
+    calls: list[int] = []
+    real = dp.plain_attention
+
+    def counted(q, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(q.shape[-2])
+        return real(q, *a, **kw)
+
+    monkeypatch.setattr(dp, "plain_attention", counted)
+    model = tiny_llama(2, seed=4)
+    cache = make_prompt_cache(model)
+    prefill(model, cache, list(range(1, 9)))
+    model(mx.array([[9, 10, 11]]), cache=cache)  # a verification of two drafts
+    for how, want in (("fused", []), ("plain", [1, 1])):  # two layers, one row each
+        calls.clear()
+        out = queue_step(model, cache, mx.array(3), mx.array(1), 8, VOCAB, how)
+        mx.eval(out)
+        assert calls == want, how
