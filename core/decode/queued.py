@@ -30,9 +30,10 @@ slots: on CUDA MLX's one-row kernel takes no array mask, so (by MLX's source) a 
 one-row attention goes to cuDNN, whose plan is built per exact shape
 (core/dispatch/bucketed.py). The buffer's length
 changes only every 256 positions, so the plan repeats. Which attention it runs is
-`queued_attention`: on CUDA the plain one (core/dispatch/patches.py `plain_attention`: a few
-small kernels, no cuDNN call at one row) unless `verify_attention` asks for "fused"; elsewhere
-MLX's fused call, whose one-row kernel takes the mask on Metal.
+`queued_attention`: MLX's fused call unless `verify_attention` names "plain"
+(core/dispatch/patches.py `plain_attention`). On the H200 the queued step read 4.74 ms
+pipelined with the fused call and 5.39 ms with the plain one, against 3.88 ms for the plain
+step it replaces (docs/benchmarks/never-slower.md, run 12's forward-split table).
 
 When another round follows, the step costs a forward the round would not have needed (its
 pass would have fed the token with the drafts): on a host-bound GPU about one step. On the
@@ -57,7 +58,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from core.dispatch.backend import BackendInfo, current_backend
+from core.dispatch.backend import BackendInfo
 from core.dispatch.patches import one_row_plain
 from core.settings import Settings
 
@@ -138,11 +139,12 @@ def why_not(model: Any, cache: list[Any], s: Settings, spmd: Any) -> str | None:
 
 def queued_attention(s: Settings, backend: BackendInfo | None = None) -> str:
     """The queued step's attention: "fused" or "plain" where `verify_attention` names one;
-    under "auto" plain on CUDA (its one-row fused kernel takes no mask: the call goes to
-    cuDNN), fused elsewhere (Metal's one-row kernel takes it; the CPU's is the same maths)."""
-    if s.verify_attention != "auto":
-        return s.verify_attention
-    return "plain" if (backend or current_backend()).backend == "cuda" else "fused"
+    under "auto" fused on every backend. On CUDA its one-row kernel takes no mask, so the call
+    goes to cuDNN, and that measured cheaper than the plain one on the H200 (run 12); Metal's
+    one-row kernel takes the mask; the CPU's fused call is the same maths. `backend` stays in
+    the signature so a backend that measures otherwise has one place to say so."""
+    del backend
+    return "fused" if s.verify_attention == "auto" else s.verify_attention
 
 
 def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base: int,

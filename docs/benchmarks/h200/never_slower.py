@@ -69,10 +69,11 @@ def overlap_rows() -> list[str]:
     """OVERLAP_AB=1: the default and the lookup again with the step after a round queued
     before its read (overlap_round=true, core/decode/queued.py), in the same interleave:
     each seed's pair of rows is the A/B of that setting. (Run 11 ran while it was on by
-    default: its extra rows were these with overlap_round=false.) The last row queues with
-    MLX's fused one-row attention (verify_attention=fused; on CUDA "auto" queues with the
-    plain one, core/decode/queued.py `queued_attention`; the calibration measured the fused
-    verification cheaper at every R in run 10, so its verifications are what "auto" runs)."""
+    default: its extra rows were these with overlap_round=false.) The last row names the
+    fused one-row attention (verify_attention=fused): run 12 ran "auto" as the plain one on
+    CUDA beside it; "auto" now queues with the fused call (core/decode/queued.py
+    `queued_attention`), so that row's queued step is the others' and its verifications are
+    what "auto" runs where the calibration measured the fused one cheaper (most R, run 10)."""
     row = default_row()
     return [f"{row}{',' if ':' in row else ':'}overlap_round=true", "lookup:overlap_round=true",
             "lookup:overlap_round=true,verify_attention=fused"]
