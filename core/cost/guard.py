@@ -38,7 +38,10 @@ The loss against target-only is therefore bounded by the rounds the schedule ask
 source for: `min_rounds` at the start and `min_rounds` per probe (more only where its rate
 sits within noise of the target's, where each such round costs little).
 - where several measured sources offer one round, the faster goes first (`rank`): the
-  hybrid is the better of its parts.
+  hybrid is the better of its parts;
+- a stall is not a speed: an observation counts as at most `STALL` times what was expected
+  of it (a step, the round's calibrated price, the arm's recent rounds), so one kernel
+  compiled at first use cannot stop a source that pays for the probe gap its loss implied.
 
 State that outlives a request: the engine keeps one guard per pair and settings across
 requests and chat turns (`Engine.guard_for`, core/decode/guard_memory.py), and each run starts with
@@ -103,6 +106,17 @@ PROBE_SHARE = 0.02
 # step, had a best round at about 1.1x a step, yet its measured rounds ran at 0.2-0.4x of the
 # target's steps (docs/benchmarks/never-slower.md): a source within this margin cannot pay.
 PAY_MARGIN = 1.2
+# A stall is not a source's speed. One kernel compiled at first use (a shape no warm-up ran), a
+# pause of the host, can make one observation cost a second: on the H200 one such round in a
+# lookup's first four read it at 0.16-0.18x of target steps where it ran at 2.4x, and the probe
+# gap its loss implied kept it stopped for three 256-token requests (never-slower.md, run 12).
+# The rates are decayed sums, so one such second outweighs a hundred millisecond rounds. So an
+# observation counts as at most STALL times the largest of a target step, the round the
+# calibration priced for its source (`Prior.seconds`) and the arm's own recent round: a break
+# after a round is the device idling through one read and one build, about a step; a round as
+# dear as its price or its own recent rounds is never cut, so a source whose rounds are all
+# slow still reads slow, and only a cost far above anything expected is taken for a stall.
+STALL = 8.0
 
 
 @dataclass(frozen=True)
@@ -225,6 +239,9 @@ class RateGuard:
             return False
         arm = self.arms.get(source)
         p = self.prior(source) if arm is None or arm.rounds == 0 else None
+        if p is not None and p.step_s > 0.0:
+            self._prior_step = self._prior_step or p.step_s
+            self._priced[source] = max(p.seconds, 0.0)
         if p is None or p.tokens <= 0.0 or p.seconds <= 0.0 or p.step_s <= 0.0:
             self._priored.add(source)
             return False
@@ -251,11 +268,37 @@ class RateGuard:
         rate = arm.rate if arm is not None and arm.recent >= self.min_rounds else None
         return float("-inf") if rate is None else -rate
 
+    def step_scale(self) -> float | None:
+        """Seconds of a plain target step, the unit a stall is measured in: the measured
+        pipelined rate's, else the calibrated single-row forward a prior priced, else None
+        (nothing yet says what a stall is: the observation counts as it came)."""
+        target = self.arms.get(TARGET)
+        rate = target.rate if target is not None and target.rounds >= self.min_rounds else None
+        if rate:
+            return 1.0 / rate
+        return self._prior_step
+
+    _prior_step: float | None = None  # a Prior's step_s, kept when a prior is consulted
+    _priced: dict[str, float] = field(default_factory=dict)  # per source, its Prior.seconds
+
+    def _clamped(self, seconds: float, source: str | None = None) -> float:
+        """`seconds` as at most STALL x the largest of a step, `source`'s priced round and its
+        arm's recent round (a round), or STALL steps (a plain step, a break)."""
+        scale = self.step_scale()
+        if scale is None:
+            return seconds
+        if source is not None:
+            arm = self.arms.get(source)
+            recent = arm.seconds / arm.weight if arm is not None and arm.weight > 0.0 else 0.0
+            scale = max(scale, self._priced.get(source, 0.0), recent)
+        return min(seconds, STALL * scale)
+
     def observe_round(self, source: str, tokens: int, seconds: float) -> None:
-        """A drafting round of `source`: its committed tokens and end-to-end seconds."""
+        """A drafting round of `source`: its committed tokens and end-to-end seconds (a stall
+        counted as STALL times its scale: `_clamped`)."""
         self.round += 1
         self._last_round[source] = self.round
-        self.arm(source).add(tokens, seconds)
+        self.arm(source).add(tokens, self._clamped(seconds, source))
         self._judge(source)
 
     def observe_step(self, seconds: float, *, after: str | None = None) -> float:
@@ -265,6 +308,7 @@ class RateGuard:
         Returns those extra seconds (0 for a pipelined step), for the round's policy."""
         self.round += 1
         target = self.arm(TARGET)
+        seconds = self._clamped(seconds)
         if after is None:
             target.add(1, seconds)
             return 0.0

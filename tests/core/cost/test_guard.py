@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.cost.guard import FASTER, SLOWER, TARGET, WITHIN, RateGuard
+from core.cost.guard import FASTER, SLOWER, STALL, TARGET, WITHIN, Prior, RateGuard
 from core.drafting import registry
 from core.settings import Settings
 from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
@@ -82,6 +82,38 @@ def test_a_source_faster_than_target_steps_is_used_from_the_start() -> None:
     assert rounds[TARGET] == guard.min_rounds + 1
     assert t <= alone + (guard.min_rounds + 1) * 1.3e-3
     assert guard.verdict("lookup").startswith("asked")
+
+
+@pytest.mark.parametrize("at", range(12))
+def test_one_stall_does_not_stop_a_source_that_pays(at: int) -> None:
+    """One round or step of the first twelve pays a second more (a kernel compiled at first
+    use): a lookup 3x faster than target steps is still asked throughout, and the run costs
+    what it would have plus that second. Before the clamp, a stall in a lookup round stopped
+    it for the rest of the run (1024 rounds: the probe gap its loss implied), 3x slower. The
+    prior's step (the curve's single-row forward) is the scale before a step is measured."""
+    arms = {"lookup": (1.2e-3, lambda r: 4)}
+    prior = Prior(tokens=9.0, seconds=2e-3, step_s=1.5e-3)
+    guard = RateGuard(prior=lambda name: prior)
+    t, rounds = simulate(guard, 512, 1e-3, 0.3e-3, arms, lambda i: ["lookup"],
+                         stall=lambda i: 1.0 if i == at else 0.0)  # fmt: skip
+    alone, _ = simulate(RateGuard(prior=lambda name: prior), 512, 1e-3, 0.3e-3, arms,
+                        lambda i: ["lookup"])  # fmt: skip
+    assert "lookup" not in guard.benched and guard.verdict("lookup").startswith("asked")
+    assert rounds["lookup"] >= 512 / 4 - 4
+    assert t <= alone + 1.0 + 1e-9
+
+
+def test_a_source_whose_rounds_are_all_dear_still_reads_slow() -> None:
+    """Rounds of 100 target steps that commit 33 tokens (the longest proposal, all kept): the
+    first is counted as STALL steps, the next as at most STALL times the arm's own recent
+    round, so within a few rounds as themselves: the source reads slower than steps and is
+    stopped, as it was before the cut."""
+    guard = RateGuard(prior=lambda name: Prior(tokens=33.0, seconds=20e-3, step_s=1e-3))
+    t, rounds = simulate(guard, 512, 1e-3, 0.3e-3, {"model": (100e-3, lambda r: 33)},
+                         lambda i: ["model"])  # fmt: skip
+    assert guard.verdict("model") == SLOWER
+    assert rounds["model"] <= guard.min_rounds * (1 + guard.probes) + 1
+    assert STALL < 100  # so the first rounds were cut: the verdict survives the cut
 
 
 def test_probes_back_off_and_find_a_later_stretch_that_pays() -> None:
@@ -253,6 +285,31 @@ def test_engine_stops_a_source_slower_than_target_steps(tiny_pair, greedy_text, 
     row = summary.per_source["oracle"]
     assert row["guard"] == SLOWER and row["vs_target"] < 1.0
     assert summary.per_source["none"]["measured_tok_s"] > 0
+
+
+def test_engine_keeps_a_paying_source_through_one_stall(tiny_pair, greedy_text, target_only_s):
+    """The source's first proposal stalls for a second (a kernel compiled at first use), its
+    others cost nothing: the engine still drafts from it to the end, so the run is its
+    unstalled time plus that second, not a run of plain steps (before the stall was cut,
+    the guard stopped the source for the rest of the run)."""
+    stalled = {"left": 1}
+    real_propose = OracleDrafter.propose
+
+    def propose(self, request):  # noqa: ANN001, ANN202
+        if stalled["left"]:
+            stalled["left"] -= 1
+            self.clock.t += 1.0
+        return real_propose(self, request)
+
+    _, _, unstalled = guarded_run(tiny_pair, greedy_text, 0.0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(OracleDrafter, "propose", propose)
+        events, summary, seconds = guarded_run(tiny_pair, greedy_text, 0.0)
+    assert not stalled["left"]
+    assert summary.per_source["oracle"]["guard"].startswith("asked")
+    assert seconds <= unstalled + 1.0 + 4 * STEP
+    assert sum(1 for e in events if not e.proposed) <= 3 + 2
+    assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
 
 
 def test_engine_uses_a_source_faster_than_target_steps_from_the_start(
