@@ -72,7 +72,8 @@ class Settings:
     # Queue the step after a speculative round before the round is read, at the position the
     # acceptance computed on the device (core/decode/queued.py), so the device runs it while
     # the host reads and commits. Off by default: on the H200 greedy copies ran at 0.58-0.80x
-    # with it (docs/benchmarks/never-slower.md, run 11); unmeasured on Metal.
+    # with it in run 11, within the noise in run 12 (docs/benchmarks/never-slower.md);
+    # unmeasured on Metal.
     overlap_round: bool = False
 
     def __post_init__(self) -> None:

@@ -1,6 +1,7 @@
 """The step after a round, queued before the round is read (issue 28, `overlap_round`, off by
-default: on the H200 greedy copies ran at 0.58-0.80x with it; part of that was its build charged
-to the round that queued it, fixed since, the rest is not isolated; never-slower.md, run 11).
+default: on the H200 greedy copies ran at 0.58-0.80x with it in run 11, part of that its build
+charged to the round that queued it; with that fixed it moved within the noise in run 12, where
+the queued step alone cost 1.22x a plain step; never-slower.md).
 
 A speculative round ends in one host sync: the host reads how many drafts the target kept
 and the token that follows them. Until that read, the host did not know where the next token

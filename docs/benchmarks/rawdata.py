@@ -32,7 +32,7 @@ DATA = Path(__file__).resolve().parent / "data"
 # too (`bench_twin`): by run 6 those twins were 2 of the tree's 9.2 MiB and the GPU set-up no
 # longer fit in three calls. Since run 12 an uncited twin is not kept at all (197 of them,
 # 0.6 MiB xz'd, left the tree then): every number a page renders is read from the JSON, and
-# the device calls' results are unpacked without them (never-slower.md, "Reproduce").
+# the device calls' results are unpacked without them (never-slower.md, run 12's "Reproduce").
 COMPRESSED = (".json",)
 PAGES = (Path(__file__).resolve().parents[2] / "docs", Path(__file__).resolve().parents[2] / "README.md")
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
