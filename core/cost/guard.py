@@ -40,8 +40,8 @@ sits within noise of the target's, where each such round costs little).
 - where several measured sources offer one round, the faster goes first (`rank`): the
   hybrid is the better of its parts;
 - a stall is not a speed: an observation counts as at most `STALL` times what was expected
-  of it (a step, the round's calibrated price, the arm's recent rounds), so one kernel
-  compiled at first use cannot stop a source that pays for the probe gap its loss implied.
+  of it (a step, the round's calibrated price, the arm's recent rounds), so one slow second
+  (a compile at first use, say) cannot stop a source that pays for the probe gap it implied.
 
 State that outlives a request: the engine keeps one guard per pair and settings across
 requests and chat turns (`Engine.guard_for`, core/decode/guard_memory.py), and each run starts with
@@ -106,10 +106,10 @@ PROBE_SHARE = 0.02
 # step, had a best round at about 1.1x a step, yet its measured rounds ran at 0.2-0.4x of the
 # target's steps (docs/benchmarks/never-slower.md): a source within this margin cannot pay.
 PAY_MARGIN = 1.2
-# A stall is not a source's speed. One kernel compiled at first use (a shape no warm-up ran), a
-# pause of the host, can make one observation cost a second: on the H200 one such round in a
-# lookup's first four read it at 0.16-0.18x of target steps where it ran at 2.4x, and the probe
-# gap its loss implied kept it stopped for three 256-token requests (never-slower.md, run 12).
+# A stall is not a source's speed. A kernel compiled or a plan built at first use, a pause of the
+# host, can make one observation cost a second: on the H200 a stall in a lookup's first four
+# rounds read it at 0.09-0.18x of target steps where it ran at 2.3-2.7x, and the probe gap its
+# loss implied kept it stopped for three 256-token requests (never-slower.md, run 12).
 # The rates are decayed sums, so one such second outweighs a hundred millisecond rounds. So an
 # observation counts as at most STALL times the largest of a target step, the round the
 # calibration priced for its source (`Prior.seconds`) and the arm's own recent round: a break

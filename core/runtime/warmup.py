@@ -12,8 +12,8 @@ first paid for compiles it should never have measured. So:
   prompt's length in the engine's chunks (one chunk when unknown), its decode step, verifications of every row count asked for (per calibration
   mode) with the acceptance rules, the step a round queues before its read where
   `overlap_round` asks for it (core/decode/queued.py: one row at an array position, masked:
-  kernels no other forward runs; on the H200 they compiled inside a round and stopped a
-  lookup that paid, never-slower.md run 12), the draft's prefill and decode steps (greedy and
+  kernels no other forward runs, which would compile inside a round; never-slower.md run 12
+  saw a stall stop a paying lookup in such a row), the draft's prefill and decode steps (greedy and
   sampled, compiled when asked), inside one watch; then a settle check repeats a single-row target step
   until two consecutive timings agree within `settle_tolerance`. On the CPU backend it does
   nothing unless forced. It only runs before timed work: decode rounds are never touched.

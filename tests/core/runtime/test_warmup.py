@@ -187,7 +187,8 @@ def test_warm_up_leaves_the_engine_s_caches_alone(engine):
 def test_warm_up_runs_the_queued_step_where_overlap_round_asks(tiny_pair):
     """overlap_round's queued step (one row at an array position, masked) runs kernels no
     other forward does: warmed once per attention, after a two-row verification, as a round
-    queues it; on the H200 a cold one compiled inside a round (never-slower.md, run 12)."""
+    queues it, so nothing compiles inside a round (never-slower.md, run 12: a stall in a row
+    that queued it stopped a lookup that paid)."""
     from core.runtime.warmup import queued_attentions
     from core.settings import Settings
 
