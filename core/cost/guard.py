@@ -115,7 +115,10 @@ PAY_MARGIN = 1.2
 # calibration priced for its source (`Prior.seconds`) and the arm's own recent round: a break
 # after a round is the device idling through one read and one build, about a step; a round as
 # dear as its price or its own recent rounds is never cut, so a source whose rounds are all
-# slow still reads slow, and only a cost far above anything expected is taken for a stall.
+# slow still reads slow, and only a cost far above anything expected is taken for a stall. A
+# draft's catch-up is counted whole (`observe_round`'s catch_up_s): it grows with the tokens it
+# absorbs, so no round's scale bounds it. Not covered: a stall in a source's first two rounds
+# whose rounds commit a token or two can still stop it, for the gap its (cut) loss implies.
 STALL = 8.0
 
 
@@ -293,12 +296,16 @@ class RateGuard:
             scale = max(scale, self._priced.get(source, 0.0), recent)
         return min(seconds, STALL * scale)
 
-    def observe_round(self, source: str, tokens: int, seconds: float) -> None:
+    def observe_round(self, source: str, tokens: int, seconds: float,
+                      catch_up_s: float = 0.0) -> None:  # fmt: skip
         """A drafting round of `source`: its committed tokens and end-to-end seconds (a stall
-        counted as STALL times its scale: `_clamped`)."""
+        counted as STALL times its scale: `_clamped`), plus `catch_up_s`, the seconds its
+        draft spent absorbing the tokens since its last round, counted whole: a catch-up
+        grows with the tokens it absorbs (a request's first feeds the whole prompt), so no
+        scale of a round bounds it, and it is the source's own cost."""
         self.round += 1
         self._last_round[source] = self.round
-        self.arm(source).add(tokens, self._clamped(seconds, source))
+        self.arm(source).add(tokens, self._clamped(seconds, source) + catch_up_s)
         self._judge(source)
 
     def observe_step(self, seconds: float, *, after: str | None = None) -> float:

@@ -118,8 +118,8 @@ def drafting_rounds(
         if guard is not None and seconds is not None:
             # End to end: the host work that chose it and its catch-up, while the device
             # waits (the pipeline is broken), are the round's own cost.
-            guard.observe_round(drafter.name, len(ev.tokens),
-                                seconds + caught_all + (t0 - t_plan))  # fmt: skip
+            guard.observe_round(drafter.name, len(ev.tokens), seconds + (t0 - t_plan),
+                                catch_up_s=caught_all)  # fmt: skip
             totals.broke_after = (drafter.name, policy, ev.proposed)
         yield ev
         return

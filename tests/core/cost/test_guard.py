@@ -116,6 +116,18 @@ def test_a_source_whose_rounds_are_all_dear_still_reads_slow() -> None:
     assert STALL < 100  # so the first rounds were cut: the verdict survives the cut
 
 
+def test_a_catch_up_is_counted_whole() -> None:
+    """A model round's catch-up grows with the tokens it absorbs (a request's first feeds the
+    whole prompt): no round's scale bounds it, so it is never cut as a stall, while the same
+    seconds inside the round itself are."""
+    guard = RateGuard(prior=lambda name: Prior(tokens=5.0, seconds=2e-3, step_s=1e-3))
+    guard.asks("model")  # the prior is consulted: its step and price set the scale
+    guard.observe_round("model", 5, 2e-3, catch_up_s=0.5)
+    assert guard.arms["model"].seconds == pytest.approx(0.502)
+    guard.observe_round("other", 5, 0.502)
+    assert guard.arms["other"].seconds == pytest.approx(STALL * 1e-3)  # no price: a step's
+
+
 def test_probes_back_off_and_find_a_later_stretch_that_pays() -> None:
     """Slow for the first 600 tokens, fast after: probed at growing gaps (at most ~2% of the
     rounds), and used again within one gap of the change."""
@@ -496,9 +508,9 @@ def test_a_queued_step_is_the_next_tokens_cost_not_its_rounds(
     observe_round, observe_step = RateGuard.observe_round, RateGuard.observe_step
     queue = spec.queue_step
 
-    def on_round(self, source, tokens, seconds):  # noqa: ANN001, ANN202
-        rounds.append(seconds)
-        return observe_round(self, source, tokens, seconds)
+    def on_round(self, source, tokens, seconds, catch_up_s=0.0):  # noqa: ANN001, ANN202
+        rounds.append(seconds + catch_up_s)
+        return observe_round(self, source, tokens, seconds, catch_up_s)
 
     def on_step(self, seconds, after=None):  # noqa: ANN001, ANN202
         steps.append(seconds)
