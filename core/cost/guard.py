@@ -167,6 +167,8 @@ class RateGuard:
     _break_weight: float = 0.0
     _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
     _last_round: dict[str, int] = field(default_factory=dict)  # per source, `round` at its last
+    _prior_step: float | None = None  # a Prior's step_s, kept when a prior is consulted
+    _priced: dict[str, float] = field(default_factory=dict)  # per source, its Prior.seconds
 
     def arm(self, name: str) -> ArmRate:
         return self.arms.setdefault(name, ArmRate())
@@ -280,9 +282,6 @@ class RateGuard:
         if rate:
             return 1.0 / rate
         return self._prior_step
-
-    _prior_step: float | None = None  # a Prior's step_s, kept when a prior is consulted
-    _priced: dict[str, float] = field(default_factory=dict)  # per source, its Prior.seconds
 
     def _clamped(self, seconds: float, source: str | None = None) -> float:
         """`seconds` as at most STALL x the largest of a step, `source`'s priced round and its

@@ -53,13 +53,13 @@ every draft then commits no token after them).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from core.dispatch.backend import BackendInfo
 from core.dispatch.patches import one_row_plain
 from core.settings import Settings
 
@@ -138,13 +138,11 @@ def why_not(model: Any, cache: list[Any], s: Settings, spmd: Any) -> str | None:
     return None
 
 
-def queued_attention(s: Settings, backend: BackendInfo | None = None) -> str:
+def queued_attention(s: Settings) -> str:
     """The queued step's attention: "fused" or "plain" where `verify_attention` names one;
     under "auto" fused on every backend. On CUDA its one-row kernel takes no mask, so the call
     goes to cuDNN, and that measured cheaper than the plain one on the H200 (run 12); Metal's
-    one-row kernel takes the mask; the CPU's fused call is the same maths. `backend` stays in
-    the signature so a backend that measures otherwise has one place to say so."""
-    del backend
+    one-row kernel takes the mask; the CPU's fused call is the same maths."""
     return "fused" if s.verify_attention == "auto" else s.verify_attention
 
 
@@ -164,10 +162,7 @@ def queue_step(model: Any, cache: list[Any], token: mx.array, n: mx.array, base:
     seen = (mx.arange(width) <= pos).reshape(1, 1, 1, width)
     mask = mx.where(seen, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))
     views = [_SlotView(c, pos, mask) for c in cache]
-    if attention == "plain":
-        with one_row_plain(model):
-            out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
-    else:
+    with one_row_plain(model) if attention == "plain" else contextlib.nullcontext():
         out = model(token.reshape(1, 1).astype(mx.uint32), cache=views)
     return out[0, -1:, :vocab] if out.shape[-1] != vocab else out[0, -1:]
 
