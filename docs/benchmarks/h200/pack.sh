@@ -55,7 +55,10 @@ if [[ ! -s "$cuda_xz" ]]; then
   mkdir -p .device/tmp/x
   python3 -c "import glob, zipfile; zipfile.ZipFile(glob.glob('.device/tmp/mlx_cuda_13-*.whl')[0]).extractall('.device/tmp/x')"
   echo "compressing the CUDA backend (a minute on an idle machine)..."
-  tar -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
+  # Fixed order, times and owners: the archive's size (which PAYLOAD records) then depends
+  # on the wheel alone, not on when or in what directory order it was unpacked.
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+    -cJf .device/tmp/cuda.tar.xz -C .device/tmp/x .
   mv .device/tmp/cuda.tar.xz "$cuda_xz"
 else
   echo "reusing $cuda_xz"
