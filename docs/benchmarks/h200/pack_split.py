@@ -32,9 +32,9 @@ CALL_BYTES = 64 << 20  # what one device call carries: its tree and its carried 
 CALLS = ("a", "b", "c")
 MARGIN_MIB = 2.0  # per call, for the tree to grow between packing and the calls
 SCRIPTS_BYTES = 16 << 10  # stage.sh, install.sh, model.sh: written after the split
-# What pack.sh packed last (mlx 0.32.4 + mlx-cuda-13 0.32.4 at xz -6, the pinned default
-# GGUF at xz -6): the wheels of PACK, the CUDA backend's tar.xz, the model's xz.
-PAYLOAD = {"wheels": 1_538_643, "cuda": 75_363_844, "model": 90_467_832}
+# What pack.sh packed last (mlx 0.32.4 + mlx-cuda-13 0.32.4 at xz -6 in a fixed order, the
+# pinned default GGUF at xz -6): the wheels of PACK, the CUDA backend's tar.xz, the model's xz.
+PAYLOAD = {"wheels": 1_538_643, "cuda": 75_362_464, "model": 90_467_832}
 # Which call each blob must be whole after (0-based): install.sh unpacks the CUDA backend in
 # call 2; model.sh reassembles the model in call 3.
 LAST_CALL = {"wheels": 0, "cuda": 1, "model": 2}
