@@ -90,8 +90,9 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     for name, v in s.per_source.items():  # the measured guard's decisions, per request
         if "measured_tok_s" in v:
             # earlier_rounds: what the engine's guard carried in from the row's requests before
+            # plan_rounds: its rounds left out for building an attention plan (core/cost/guard.py)
             g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": [],
-                                          "earlier_rounds": []})  # fmt: skip
+                                          "earlier_rounds": [], "plan_rounds": []})  # fmt: skip
             for key in g:
                 g[key].append(v.get(key))
     r.kernels.update(req.kernels)

@@ -117,8 +117,12 @@ PAY_MARGIN = 1.2
 # dear as its price or its own recent rounds is never cut, so a source whose rounds are all
 # slow still reads slow, and only a cost far above anything expected is taken for a stall. A
 # draft's catch-up is counted whole (`observe_round`'s catch_up_s): it grows with the tokens it
-# absorbs, so no round's scale bounds it. Not covered: a stall in a source's first two rounds
-# whose rounds commit a token or two can still stop it, for the gap its (cut) loss implies.
+# absorbs, so no round's scale bounds it. A round whose verification built an attention plan
+# (a new row bucket or buffer length, core/dispatch/bucketed.py) is known on the host and left
+# out whole (`observe_round`'s new_plan): in run 13 two such rounds among a lookup's first four
+# stopped it at 0.17x of target steps, cut or not. Not covered: a stall of another cause in a
+# source's first two rounds, whose rounds commit a token or two, can still stop it, for the
+# gap its (cut) loss implies.
 STALL = 8.0
 
 
@@ -169,6 +173,8 @@ class RateGuard:
     _last_round: dict[str, int] = field(default_factory=dict)  # per source, `round` at its last
     _prior_step: float | None = None  # a Prior's step_s, kept when a prior is consulted
     _priced: dict[str, float] = field(default_factory=dict)  # per source, its Prior.seconds
+    # per source, its rounds whose verification built a new attention plan (left out)
+    plan_rounds: dict[str, int] = field(default_factory=dict)
 
     def arm(self, name: str) -> ArmRate:
         return self.arms.setdefault(name, ArmRate())
@@ -296,14 +302,23 @@ class RateGuard:
         return min(seconds, STALL * scale)
 
     def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0) -> None:  # fmt: skip
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:  # fmt: skip
         """A drafting round of `source`: its committed tokens and end-to-end seconds (a stall
         counted as STALL times its scale: `_clamped`), plus `catch_up_s`, the seconds its
         draft spent absorbing the tokens since its last round, counted whole: a catch-up
         grows with the tokens it absorbs (a request's first feeds the whole prompt), so no
-        scale of a round bounds it, and it is the source's own cost."""
+        scale of a round bounds it, and it is the source's own cost.
+        `new_plan`: its verification built an attention plan at a shape new to the process
+        (core/dispatch/bucketed.py `took_new_plan`), a cost paid once per shape whatever
+        drafts, known exactly: the round is left out of the rates (its catch-up still
+        charged, its place in the schedule kept) and counted in `plan_rounds`."""
         self.round += 1
         self._last_round[source] = self.round
+        if new_plan:
+            self.plan_rounds[source] = self.plan_rounds.get(source, 0) + 1
+            if catch_up_s > 0.0 and source in self.arms:
+                self.arms[source].charge(catch_up_s)
+            return
         self.arm(source).add(tokens, self._clamped(seconds, source) + catch_up_s)
         self._judge(source)
 
@@ -372,13 +387,14 @@ class RateGuard:
         target = self.arms.get(TARGET)
         base = target.mean_rate if target is not None else None
         out: dict[str, dict[str, Any]] = {}
-        names = list(self.arms) + [n for n in self.by_prior if n not in self.arms]
+        names = list(dict.fromkeys([*self.arms, *self.by_prior, *self.plan_rounds]))
         for name in names:
             arm = self.arms.get(name, ArmRate())
             rate = arm.mean_rate
             row: dict[str, Any] = {"measured_tok_s": rate, "measured_rounds": arm.run_rounds,
                                    "earlier_rounds": self._earlier.get(name, 0)}  # fmt: skip
             if name != TARGET:
+                row["plan_rounds"] = self.plan_rounds.get(name, 0)
                 row["vs_target"] = rate / base if rate is not None and base else None
                 row["guard"] = self.verdict(name)
                 if name in self.by_prior:

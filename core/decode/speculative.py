@@ -28,6 +28,7 @@ from core.decode.sampling import (
     to_probs,
 )
 from core.decode.trace import RoundTimer
+from core.dispatch.bucketed import took_new_plan
 from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
 from core.drafting.base import Drafter, DraftRequest
 from core.drafting.plan import Plan
@@ -107,19 +108,22 @@ def drafting_rounds(
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
         engine._queued = None
+        took_new_plan()  # what the catch-up or the steps before built is not this round's
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
+        built = took_new_plan()  # a plan built for its shape: a one-time cost, not the source's
         totals.queued, engine._queued = engine._queued, None
         totals.after_round = ev.source or drafter.name
         seconds = engine._observed_s(ev)
         if seconds is not None:  # the step it queued is the next token's cost, not its own
             left = totals.queued.build_s if totals.queued is not None else 0.0
             seconds = max(seconds - left, 0.0) + (carry if row0 is not None else 0.0)
-        policy.observe(ev.proposed, ev.accepted, None if seconds is None else seconds + caught)
+        policy.observe(ev.proposed, ev.accepted,
+                       None if seconds is None or built else seconds + caught)  # fmt: skip
         if guard is not None and seconds is not None:
             # End to end: the host work that chose it and its catch-up, while the device
             # waits (the pipeline is broken), are the round's own cost.
             guard.observe_round(drafter.name, len(ev.tokens), seconds + (t0 - t_plan),
-                                catch_up_s=caught_all)  # fmt: skip
+                                catch_up_s=caught_all, new_plan=built)  # fmt: skip
             totals.broke_after = (drafter.name, policy, ev.proposed)
         yield ev
         return

@@ -38,6 +38,23 @@ os.environ.setdefault("MLX_CUDA_SDPA_CACHE_SIZE", "4096")
 
 ROW_BUCKETS = (16, 64)  # a verification's query rows are padded up to the first that holds them
 _tls = threading.local()  # .bias: (key, mx.array), the last forward's mask (its layers share it)
+# .new_plan: a call on this thread met a shape no call in the process had (took_new_plan)
+# The shapes this process's calls asked MLX's fused attention for: MLX builds a plan at each
+# new one (its cache keeps 4,096: MLX_CUDA_SDPA_CACHE_SIZE above), so this set says, on the
+# host and exactly, which forward paid a plan's build.
+_shapes: set[tuple[Any, ...]] = set()
+
+
+def took_new_plan() -> bool:
+    """Whether this thread's bucketed attention met a shape new to the process since the last
+    ask (and forget it). Why: a round whose verification built a cuDNN plan paid tens of ms
+    once for its (row bucket, buffer length), not for its source: on the H200 a lookup whose
+    first rounds built the 64- and 16-row plans read 0.17x of target steps and was stopped
+    for three requests (docs/benchmarks/never-slower.md, run 13). The guard and the cost
+    policy leave such a round's seconds out (core/decode/speculative.py)."""
+    new = bool(getattr(_tls, "new_plan", False))
+    _tls.new_plan = False
+    return new
 
 
 def row_bucket(rows: int) -> int:
@@ -93,5 +110,9 @@ def bucketed_attention(
     else:
         q = mx.contiguous(queries)
     bias = _bias(rows, offset, rows_b, buf_k.shape[2], queries.dtype)
+    shape = (tuple(q.shape), tuple(buf_k.shape), tuple(buf_v.shape), q.dtype, float(scale))
+    if shape not in _shapes:
+        _shapes.add(shape)
+        _tls.new_plan = True
     out = mx.fast.scaled_dot_product_attention(q, buf_k, buf_v, scale=scale, mask=bias)
     return out[:, :, :rows, :] if rows_b > rows else out

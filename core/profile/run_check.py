@@ -180,7 +180,8 @@ def _source_stats(stats: dict[str, Any], what: str) -> None:
     rates; each value None, a finite number, or a list of finite numbers."""
     for key, value in stats.items():
         where = f"{what} {key}"
-        if key in ("rounds", "proposed", "accepted", "measured_rounds", "earlier_rounds"):
+        if key in ("rounds", "proposed", "accepted", "measured_rounds", "earlier_rounds",
+                   "plan_rounds"):
             count(value, where)
         elif key in ("guard", "basis"):  # the measured guard's decision in words
             text(value, where)

@@ -324,6 +324,67 @@ def test_engine_keeps_a_paying_source_through_one_stall(tiny_pair, greedy_text, 
     assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
 
 
+@pytest.mark.parametrize("flagged", [True, False])
+def test_engine_leaves_out_the_rounds_that_built_an_attention_plan(
+    tiny_pair, greedy_text, flagged
+):
+    """Run 13 on the H200: a lookup's first two rounds each built a cuDNN plan (a new row
+    bucket), so two of its first four rounds cost tens of ms, the stall cut could not save it
+    (each round's scale grows with the last) and the guard stopped it at 0.17x of target
+    steps. Here the oracle's first two rounds cost 40 steps each. Where the verification says
+    it built a plan (the hardware query, `took_new_plan`, faked; CPU has no cuDNN), those
+    rounds are left out and the source is asked to the end; where it does not, the same
+    rounds stop it, so the flag is what keeps it."""
+    import core.decode.speculative as speculative
+
+    dear = {"left": 2, "built": False}
+    real_propose = OracleDrafter.propose
+
+    def propose(self, request):  # noqa: ANN001, ANN202
+        if dear["left"]:
+            dear["left"] -= 1
+            dear["built"] = True
+            self.clock.t += 40 * STEP
+        return real_propose(self, request)
+
+    def took_new_plan() -> bool:
+        built, dear["built"] = dear["built"], False
+        return built and flagged
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(OracleDrafter, "propose", propose)
+        mp.setattr(speculative, "took_new_plan", took_new_plan)
+        events, summary, _ = guarded_run(tiny_pair, greedy_text, 0.0)
+    row = summary.per_source["oracle"]
+    assert not dear["left"]
+    if flagged:
+        assert row["plan_rounds"] == 2
+        assert row["guard"].startswith("asked")
+        assert sum(1 for e in events if not e.proposed) <= 3 + 2
+    else:
+        assert row["plan_rounds"] == 0
+        assert row["guard"] == SLOWER
+    assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
+
+
+def test_a_plan_round_keeps_its_place_and_its_catch_up() -> None:
+    """Left out of the rates, a plan round still counts in the schedule (the round counter,
+    the source's last round) and its catch-up is still charged where the source has rounds:
+    the catch-up is the draft's own cost whatever the verification built."""
+    guard = RateGuard()
+    guard.observe_step(1e-3)
+    guard.observe_step(1e-3)
+    guard.observe_round("model", 3, 0.2, new_plan=True)
+    assert "model" not in guard.arms and guard.plan_rounds == {"model": 1}
+    assert guard.report()["model"]["plan_rounds"] == 1
+    assert guard.verdict("model") == "measuring"
+    guard.observe_round("model", 3, 2e-3)
+    before = guard.arms["model"].seconds
+    guard.observe_round("model", 3, 0.2, catch_up_s=0.05, new_plan=True)
+    assert guard.arms["model"].seconds == pytest.approx(before + 0.05)
+    assert guard.arms["model"].rounds == 1 and guard.round == 5
+
+
 def test_engine_uses_a_source_faster_than_target_steps_from_the_start(
     tiny_pair, greedy_text, target_only_s
 ):
@@ -508,9 +569,9 @@ def test_a_queued_step_is_the_next_tokens_cost_not_its_rounds(
     observe_round, observe_step = RateGuard.observe_round, RateGuard.observe_step
     queue = spec.queue_step
 
-    def on_round(self, source, tokens, seconds, catch_up_s=0.0):  # noqa: ANN001, ANN202
+    def on_round(self, source, tokens, seconds, catch_up_s=0.0, new_plan=False):  # noqa: ANN001, ANN202
         rounds.append(seconds + catch_up_s)
-        return observe_round(self, source, tokens, seconds, catch_up_s)
+        return observe_round(self, source, tokens, seconds, catch_up_s, new_plan)
 
     def on_step(self, seconds, after=None):  # noqa: ANN001, ANN202
         steps.append(seconds)

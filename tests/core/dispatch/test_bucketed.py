@@ -75,6 +75,31 @@ def test_every_row_count_of_a_bucket_hands_mlx_the_same_layout(monkeypatch) -> N
     assert seen[0] == seen[1] == ((1, 4, 16, 8), (2048, 512, 32, 4))
 
 
+def test_a_new_plan_is_told_once_per_shape() -> None:
+    """`took_new_plan` is true after the first call at a (row bucket, buffer length) the
+    process had not asked for, false after a repeat (another row count of the same bucket,
+    the cache's offset moved), true again when the buffer grows or the bucket changes, and
+    false once read: the engine asks it after each round (core/decode/speculative.py)."""
+    bucketed.took_new_plan()
+    head, d = 2, 8
+    buf = mx.zeros((1, head, 256 + 7, d))  # a length no other test uses: new to the process
+
+    def call(rows: int, offset: int, length: int) -> bool:
+        b = buf[:, :, :length]
+        cache = SimpleNamespace(offset=offset, keys=b, values=b)
+        bucketed_attention(mx.ones((1, head, rows, d)), b[:, :, :offset],
+                           b[:, :, :offset], cache, d**-0.5, "causal")  # fmt: skip
+        return bucketed.took_new_plan()
+
+    assert call(3, 40, 256 + 7)
+    assert not bucketed.took_new_plan()  # read: forgotten
+    assert not call(5, 41, 256 + 7)  # the same bucket and buffer
+    assert call(20, 60, 256 + 7)  # the next bucket
+    assert call(3, 70, 256 + 6)  # another buffer length
+    assert not call(1, 70, 256 + 6)  # one row: MLX's own call, no plan of ours
+    assert not call(3, 70, 256 + 6)
+
+
 def test_it_declines_what_it_does_not_cover() -> None:
     q = mx.zeros((1, 2, 3, 8))
     k = mx.zeros((1, 2, 10, 8))
