@@ -255,6 +255,11 @@ FIELDS: dict[str, Field] = {
     "traced_e2e": lambda d, r: secs(r.get("traced_e2e_s")),
     "traced_rounds": lambda d, r: str(len(trace(r))),
     "draft_step_ms": lambda d, r: num(per_draft_step(r), ".1f"),
+    # a row's median plain step over its timed requests (each request's median, the JSON's
+    # step_ms), its min-max: how fast the host ran steps in that call
+    "step_ms": lambda d, r: (lambda xs: f"{statistics.median(xs):.2f} ms ({min(xs):.2f}-"
+                             f"{max(xs):.2f})" if xs else "-")(
+        [x for x in r.get("step_ms") or [] if x]),
     "tokens_round": lambda d, r: num(sum(x.get("tokens", 0) for x in trace(r)) / len(trace(r))
                                      if trace(r) else None, ".1f"),
     "round_ms": lambda d, r: num(trace_median(r, "total_ms"), ".1f"),
@@ -1105,6 +1110,36 @@ def guard_rates(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str
                     out), stat
 
 
+def guard_plan(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
+    """Per bench and row, request by request: the rounds of a source the kept guard had
+    counted before the request (`earlier_rounds`), its rounds left out for building an
+    attention plan by the request's end (`plan_rounds`, since 4dc0329; "-" in earlier data),
+    its rate against plain target steps and whether it was still asked at the end."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            g = (r.get("guard") or {}).get(source)
+            if not g or not g.get("measured_tok_s"):
+                continue
+            n = len(g.get("guard") or [])
+
+            def seq(key: str, fmt: str, g: dict = g, n: int = n) -> str:
+                xs = g.get(key) or [None] * n
+                return "/".join("-" if x is None else format(x, fmt) for x in xs)
+
+            asked = "/".join("stopped" if str(x).startswith("not asked") else "asked"
+                             for x in g.get("guard") or [])  # fmt: skip
+            out.append([_ns_label(d), f"`{r.get('name')}`", seq("earlier_rounds", "d"),
+                        seq("plan_rounds", "d"), seq("vs_target", ".2f"), asked])  # fmt: skip
+    stat = (f"the JSON's guard.{source}, one value per timed request in seed order (the warm-up "
+            "came before the first): carried = the rounds its kept guard had counted before the "
+            "request; plan rounds = its rounds left out so far because their verification built "
+            "an attention plan (core/cost/guard.py); vs target steps and asked/stopped as the "
+            "request ended")
+    return md_table(("Prompt, T", "row", "carried rounds", "plan rounds", "vs target steps",
+                     "at the end"), out), stat  # fmt: skip
+
+
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the calibration's one-row timings per mode (the same forward in each: no
     patch applies to one row), the plain step's price as run 8's code read it ("auto" less
@@ -1645,6 +1680,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "one-row-price": one_row_price,
     "overlap-ab": overlap_ab,
     "guard-rates": guard_rates,
+    "guard-plan": guard_plan,
     "forward-split": forward_split,
     "curve-modes": curve_modes,
     "rare-round": rare_round,
