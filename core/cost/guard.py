@@ -437,7 +437,9 @@ def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
         measured = "-" if rate is None else f"{rate:.0f} tok/s"
         against = "" if ratio is None else f", {ratio:.2f}x target steps"
         why = " (by the calibration: its best round is slower)" if row.get("basis") else ""
-        out.append(f"{name}: {measured}{against}: {row['guard']}{why}")
+        n = int(row.get("plan_rounds") or 0)  # their time is a plan's build, not the source's
+        left = f" ({n} round{'s' if n != 1 else ''} left out: an attention plan built)" if n else ""
+        out.append(f"{name}: {measured}{against}: {row['guard']}{why}{left}")
     if out and target is not None:
         out.append(f"target steps: {target:.0f} tok/s")
     return out

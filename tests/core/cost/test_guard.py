@@ -487,6 +487,10 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
     assert any(x.startswith("lookup: ") and "asked" in x for x in lines)
     assert lines[-1].startswith("target steps: ")
     assert guard_lines({"model": {"rounds": 4}}) == []  # an unguarded run says nothing
+    assert not any("left out" in x for x in lines)  # no plan was built in the simulation
+    planned = {**per, "lookup": {**per["lookup"], "plan_rounds": 2}}
+    assert any(x.startswith("lookup: ") and x.endswith("(2 rounds left out: an attention plan "
+                                                       "built)") for x in guard_lines(planned))  # fmt: skip
 
     class Summary:  # what record_timed reads of a RunSummary
         e2e_s = ttft_s = 1.0
