@@ -1388,6 +1388,36 @@ def _catch_up(t: list[dict[str, Any]], src: str) -> list[int]:
 ROUND_KINDS = (("", "plain step"), ("lookup", "lookup round"), ("model", "model round"))
 
 
+def traced_k(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench and drafting row, its traced request: the E2E, its drafting rounds and plain
+    steps, the drafting round at which k first left the 16-row bucket (k + 1 > 16, core/
+    dispatch/bucketed.py: a copy policy goes long once runs have proven long), the tokens a
+    drafting round committed (mean) and the drafts kept. At T = 0 every row commits the same
+    text, so these say how each policy's choices of k cut it into rounds."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            t = trace(r)
+            drafted = [x for x in t if x.get("source") not in (None, "", "none")]
+            if not drafted:
+                continue
+            first = next((i + 1 for i, x in enumerate(drafted) if x.get("proposed", 0) + 1 > 16),
+                         None)  # fmt: skip
+            proposed = sum(x.get("proposed", 0) for x in drafted)
+            kept = sum(x.get("accepted", 0) for x in drafted)
+            out.append([_ns_label(d), ns_row_label(r, code=False), secs(r.get("traced_e2e_s")),
+                        str(len(drafted)), str(len(t) - len(drafted)),
+                        "-" if first is None else f"{first} of {len(drafted)}",
+                        num(sum(x.get("tokens", 0) for x in drafted) / len(drafted), ".1f"),
+                        pct(kept / proposed if proposed else None)])  # fmt: skip
+    stat = ("one traced request a row (the first seed's, right after its timed request; its k "
+            "policy fresh, as each request's is; each round synced, so slower than untraced): E2E; drafting rounds and plain steps; the first drafting round "
+            "proposing more than 15 (verified past the 16-row bucket); tokens a drafting round "
+            "committed, mean; drafts kept of drafts proposed")
+    return md_table(("Prompt, T", "row", "traced E2E", "drafting rounds", "plain steps",
+                     "k > 15 from", "tokens a round", "kept"), out), stat  # fmt: skip
+
+
 def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:
     """The traced request of each row, its rounds split by kind (plain target step, lookup
     round, model round): how many, the median ms of the round and of each phase, and the
@@ -1681,6 +1711,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "overlap-ab": overlap_ab,
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
+    "traced-k": traced_k,
     "forward-split": forward_split,
     "curve-modes": curve_modes,
     "rare-round": rare_round,
