@@ -1087,22 +1087,29 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
                      "its acceptance", "A/A control"), out), stat
 
 
+def _guarded(docs: list[Doc], source: str) -> list[tuple[Doc, Row, dict[str, Any]]]:
+    """Each bench's rows whose guard measured `source`, with the JSON's guard.<source>."""
+    out = []
+    for d in docs:
+        for r in rows(d):
+            g = (r.get("guard") or {}).get(source)
+            if g and g.get("measured_tok_s"):
+                out.append((d, r, g))
+    return out
+
+
 def guard_rates(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
     """Per bench and row: the guard's measured rate of a source at each request's end
     (tokens a second of its rounds, their ratio to plain target steps), median and min-max,
     and in how many requests it was not asked at the end (stopped as slower than steps)."""
     out = []
-    for d in docs:
-        for r in rows(d):
-            g = (r.get("guard") or {}).get(source)
-            if not g or not g.get("measured_tok_s"):
-                continue
-            rate, vs = g["measured_tok_s"], g.get("vs_target") or []
-            stopped = sum(1 for x in g.get("guard") or [] if str(x).startswith("not asked"))
-            out.append([_ns_label(d), f"`{r.get('name')}`",
-                        f"{statistics.median(rate):.0f} ({min(rate):.0f}-{max(rate):.0f})",
-                        f"{statistics.median(vs):.2f}" if vs else "-",
-                        f"{stopped} of {len(g.get('guard') or [])}"])  # fmt: skip
+    for d, r, g in _guarded(docs, source):
+        rate, vs = g["measured_tok_s"], g.get("vs_target") or []
+        stopped = sum(1 for x in g.get("guard") or [] if str(x).startswith("not asked"))
+        out.append([_ns_label(d), f"`{r.get('name')}`",
+                    f"{statistics.median(rate):.0f} ({min(rate):.0f}-{max(rate):.0f})",
+                    f"{statistics.median(vs):.2f}" if vs else "-",
+                    f"{stopped} of {len(g.get('guard') or [])}"])  # fmt: skip
     stat = (f"the JSON's guard.{source}: measured_tok_s and vs_target as each timed request "
             "ended, median (min-max) over the requests; not asked = requests whose guard "
             "had stopped the source at their end")
@@ -1116,21 +1123,17 @@ def guard_plan(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]
     attention plan by the request's end (`plan_rounds`, since 4dc0329; "-" in earlier data),
     its rate against plain target steps and whether it was still asked at the end."""
     out = []
-    for d in docs:
-        for r in rows(d):
-            g = (r.get("guard") or {}).get(source)
-            if not g or not g.get("measured_tok_s"):
-                continue
-            n = len(g.get("guard") or [])
+    for d, r, g in _guarded(docs, source):
+        n = len(g.get("guard") or [])
 
-            def seq(key: str, fmt: str, g: dict = g, n: int = n) -> str:
-                xs = g.get(key) or [None] * n
-                return "/".join("-" if x is None else format(x, fmt) for x in xs)
+        def seq(key: str, fmt: str, g: dict = g, n: int = n) -> str:
+            xs = g.get(key) or [None] * n
+            return "/".join("-" if x is None else format(x, fmt) for x in xs)
 
-            asked = "/".join("stopped" if str(x).startswith("not asked") else "asked"
-                             for x in g.get("guard") or [])  # fmt: skip
-            out.append([_ns_label(d), f"`{r.get('name')}`", seq("earlier_rounds", "d"),
-                        seq("plan_rounds", "d"), seq("vs_target", ".2f"), asked])  # fmt: skip
+        asked = "/".join("stopped" if str(x).startswith("not asked") else "asked"
+                         for x in g.get("guard") or [])  # fmt: skip
+        out.append([_ns_label(d), f"`{r.get('name')}`", seq("earlier_rounds", "d"),
+                    seq("plan_rounds", "d"), seq("vs_target", ".2f"), asked])  # fmt: skip
     stat = (f"the JSON's guard.{source}, one value per timed request in seed order (the warm-up "
             "came before the first): carried = the rounds its kept guard had counted before the "
             "request; plan rounds = its rounds left out so far because their verification built "
