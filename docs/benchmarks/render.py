@@ -1327,6 +1327,35 @@ def curve_modes(docs: list[Doc]) -> tuple[list[str], str]:
                     out), stat
 
 
+def curve_buckets(docs: list[Doc], mode: str = "auto") -> tuple[list[str], str]:
+    """Per bench, the engine's calibration of `mode` within each row bucket of the bucketed
+    attention (core/dispatch/bucketed.py: 2-16 rows verify at one padded shape, 17-33 at
+    another): min, median and max ms and the R where the min and the max fell. Within a
+    bucket the attention's shape is one, so a spread there is the calibration's noise, and
+    the cost-aware policy prices each k by these points."""
+    out = []
+    for d in docs:
+        times = (((d.get("protocol") or {}).get("engine_curve") or {}).get("t_verify_s")
+                 or {}).get(mode) or {}  # fmt: skip
+        if "1" not in times:
+            continue
+        cells = [num(times["1"] * 1e3, ".1f")]
+        for lo, hi in ((2, 16), (17, 33)):
+            xs = {r: times[str(r)] * 1e3 for r in range(lo, hi + 1) if str(r) in times}
+            if not xs:
+                cells += ["-", "-"]
+                continue
+            rmin, rmax = min(xs, key=xs.get), max(xs, key=xs.get)
+            cells += [f"{xs[rmin]:.1f} / {statistics.median(xs.values()):.1f} / {xs[rmax]:.1f}",
+                      f"{rmin} / {rmax}"]  # fmt: skip
+        out.append([_ns_label(d), *cells])
+    stat = (f"ms, the JSON's protocol.engine_curve.t_verify_s[{mode}] (the calibration's median "
+            "of its timed forwards at each R, before the bench); min / median / max over the R "
+            "of each row bucket, and the R where its min and max fell")
+    return md_table(("Prompt, T", "R = 1", "R 2-16: min / median / max", "at R",
+                     "R 17-33: min / median / max", "at R"), out), stat  # fmt: skip
+
+
 def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/policy/plan_cost.py, one file per commit (before, after): per price
     regime, prompt and row, the engine's plan between plain steps, median and mean ms."""
@@ -1715,6 +1744,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,
+    "curve-buckets": curve_buckets,
     "forward-split": forward_split,
     "curve-modes": curve_modes,
     "rare-round": rare_round,
