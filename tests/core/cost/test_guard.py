@@ -367,6 +367,29 @@ def test_engine_leaves_out_the_rounds_that_built_an_attention_plan(
     assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 12), st.floats(1e-4, 0.5), st.booleans()), max_size=40))
+def test_plan_rounds_are_invisible_to_the_rates(rounds) -> None:
+    """Whatever the rounds and wherever the plans fall, a guard that left the flagged rounds
+    out holds exactly the rates of one that never saw them (the same clamps, the same decayed
+    sums, the same long window), and counts each flagged round once."""
+    seen, blind = RateGuard(), RateGuard()
+    for g in (seen, blind):
+        g.observe_step(1e-3)
+        g.observe_step(1e-3)
+    for tokens, seconds, plan in rounds:
+        seen.observe_round("src", tokens, seconds, new_plan=plan)
+        if not plan:
+            blind.observe_round("src", tokens, seconds)
+    assert seen.plan_rounds.get("src", 0) == sum(plan for *_, plan in rounds)
+    a, b = seen.arms.get("src"), blind.arms.get("src")
+    assert (a is None) == (b is None)
+    if a is not None and b is not None:
+        assert (a.rounds, a.tokens, a.seconds) == (b.rounds, b.tokens, b.seconds)
+        assert a.long.upper(2.0) == b.long.upper(2.0)
+    assert seen.round == blind.round + sum(plan for *_, plan in rounds)
+
+
 def test_a_plan_round_keeps_its_place_and_its_catch_up() -> None:
     """Left out of the rates, a plan round still counts in the schedule (the round counter,
     the source's last round) and its catch-up is still charged where the source has rounds:
