@@ -196,8 +196,13 @@ def summary(out: Path, tags: list[str]) -> str:
             guard = {s: g for s, g in (r.get("guard") or {}).items() if s != "none"}
             said = "; ".join(f"{src}: {'/'.join(sorted({str(x) for x in g['guard'] if x}))}"
                              for src, g in guard.items())  # fmt: skip
-            carried = "; ".join(f"{src}: {'/'.join(str(x) for x in g.get('earlier_rounds', []))}"
-                                for src, g in guard.items())  # fmt: skip
+            # per source, the rounds carried into each request; "(plan N)": its rounds left
+            # out so far for building an attention plan (core/cost/guard.py), where any were
+            carried = "; ".join(
+                f"{src}: {'/'.join(str(x) for x in g.get('earlier_rounds', []))}"
+                + (f" (plan {max(p)})" if (p := [x or 0 for x in g.get("plan_rounds") or []])
+                   and max(p) else "")
+                for src, g in guard.items())  # fmt: skip
             meds = f"{_median(r['e2e_s']):.3f} / {_median(base['e2e_s']):.3f} s"
             lines.append(f"| {tag} | {r['name']} | {'-' if sp is None else f'{sp:.2f}x'} | "
                          f"{span} | {meds} | {said or '-'} | {carried or '-'} |")  # fmt: skip
