@@ -75,6 +75,12 @@ class Settings:
     # with it in run 11, within the noise in run 12 (docs/benchmarks/never-slower.md);
     # unmeasured on Metal.
     overlap_round: bool = False
+    # Price every R of a row bucket at the bucket's median price (core/dispatch/curve.py
+    # `bucket_priced`) where the verification's attention runs one padded shape per bucket
+    # (CUDA, core/dispatch/bucketed.py), so the cost-aware policy stops proposing into a
+    # calibration point that read cheap by chance (run 13, finding 5). Off by default until
+    # an A/B on a GPU says it pays (docs/benchmarks/h200/never_slower.py PRICE_AB=1).
+    price_buckets: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -21,6 +21,7 @@ from core.cost.prediction import (
     optimistic_hazards,
     predict_k,
 )
+from core.dispatch.bucketed import bucket_priced
 from core.dispatch.curve import fastest_dispatch, verify_cost
 from core.settings import MAX_K, Settings
 
@@ -434,17 +435,16 @@ def make_policy(
             from core.drafting.model import model_draft_price
 
             draft_price = model_draft_price(cost_curve)
+        verify = verify_cost(cost_curve, s.dispatch)
+        if s.price_buckets:  # a bucket's rows at one price where they run one shape
+            verify = bucket_priced(cost_curve, verify)
         # Copies probe at most every 64 steps once they keep failing: a probe of a source
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:
-            return CopyRunPolicy(verify_cost(cost_curve, s.dispatch), draft_price,
+            return CopyRunPolicy(verify, draft_price,
                                  k_max=s.k_max, k_min=0, bonus=s.bonus, probe_every=64)
         return CostAwarePolicy(
-            verify_cost(cost_curve, s.dispatch),
-            draft_price,
-            k_max=s.k_max,
-            k_min=0,
-            bonus=s.bonus,
+            verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
             t_accept=getattr(cost_curve, "t_accept", None),
         )
     raise ValueError(f"unknown policy {s.policy!r}")

@@ -25,7 +25,9 @@ mlx-lm's "causal": those keep MLX's own call.
 from __future__ import annotations
 
 import os
+import statistics
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -60,6 +62,34 @@ def took_new_plan() -> bool:
 def row_bucket(rows: int) -> int:
     """The query rows a verification of `rows` rows is padded to (itself past the buckets)."""
     return next((b for b in ROW_BUCKETS if rows <= b), rows)
+
+
+def bucket_priced(curve: Any, price: Callable[[int], float]) -> Callable[[int], float]:
+    """`price` (core/dispatch/curve.py `verify_cost`) with every R of a row bucket
+    (ROW_BUCKETS: 2-16, 17-64) priced at the median of `price` over the R the curve measured in that bucket; one
+    row and R past the buckets as `price` says. Only on CUDA, where the bucketed attention
+    runs each bucket at one padded shape: there a spread within a bucket is the calibration's
+    noise (13.9-15.7 ms to 8.1-14.4 ms over 2-16 rows on run 13's three H200 machines), and
+    the policy leaned toward whichever k landed on a cheap reading. Elsewhere (Metal's
+    attention runs each R at its own shape; a GEMV stretch is a real step) `price` as it is."""
+    if getattr(curve, "backend", "") != "cuda":
+        return price
+    measured = curve.rows  # the R the default mode measured
+    medians: dict[int, float] = {}
+    lo = 2
+    for hi in ROW_BUCKETS:
+        xs = [price(r) for r in measured if lo <= r <= hi]
+        if xs:
+            medians[hi] = statistics.median(xs)
+        lo = hi + 1
+
+    def priced(rows: int) -> float:
+        if rows <= 1:
+            return price(rows)
+        bucket = next((b for b in ROW_BUCKETS if rows <= b), None)
+        return medians.get(bucket, price(rows)) if bucket is not None else price(rows)
+
+    return priced
 
 
 def _bias(rows: int, offset: int, rows_b: int, keys_b: int, dtype: mx.Dtype) -> mx.array:

@@ -23,6 +23,8 @@
 # TRACED=1 gives each row its one traced request per seed too (per-round phases in the JSON,
 # `trace` and `phase_ms`; ~1 more request a row): PROMPTS="math-boxes code-bugfix" TRACED=1
 # BUDGET_S=250 splits the model rounds' cost that docs/benchmarks/never-slower.md leaves open.
+# PRICE_AB=1 adds the default and the lookup with price_buckets=true (each row bucket's R
+# priced at the bucket's median, core/dispatch/bucketed.py `bucket_priced`): its A/B.
 # OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a
 # round queued before its read, core/decode/queued.py) to every bench: its A/B.
 # Writes $OUT/never-slower.tgz (every bench's JSON and Markdown, summary.md, method.txt,

@@ -79,6 +79,15 @@ def overlap_rows() -> list[str]:
             "lookup:overlap_round=true,verify_attention=fused"]
 
 
+def price_rows() -> list[str]:
+    """PRICE_AB=1: the default and the lookup again with every R of a row bucket priced at
+    the bucket's median (price_buckets=true, core/dispatch/bucketed.py `bucket_priced`), in
+    the same interleave: each seed's pair of rows is the A/B of that setting (run 13,
+    finding 5: the calibration's spread within a bucket steered the copy policy's k)."""
+    row = default_row()
+    return [f"{row}{',' if ':' in row else ':'}price_buckets=true", "lookup:price_buckets=true"]
+
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -100,6 +109,8 @@ def main(out: Path) -> int:
     traced = os.environ.get("TRACED", "0") == "1"
     fresh = os.environ.get("FRESH_GUARD", "0") == "1"
     ab = os.environ.get("OVERLAP_AB", "0") == "1"
+    extra = (overlap_rows() if ab else []) + (
+        price_rows() if os.environ.get("PRICE_AB", "0") == "1" else [])
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine
@@ -114,8 +125,7 @@ def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     benches = part_of([(n, tp) for n in names for tp in temps], os.environ.get("PART", ""))
     (out / "method.txt").write_text(method(tokens, seeds, traced, fresh, benches)
-                                    + (f"A/B rows (OVERLAP_AB=1): {' '.join(overlap_rows())}\n"
-                                       if ab else ""))  # fmt: skip
+                                    + (f"A/B rows: {' '.join(extra)}\n" if extra else ""))
     done, skipped = [], []
     for name, temp in benches:
         tag = f"{name}-t{temp}"
@@ -128,7 +138,7 @@ def main(out: Path) -> int:
                 "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
                 *([] if traced else ["--no-traced"]),
                 "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
-        for row in ROWS + (overlap_rows() if ab else []):
+        for row in ROWS + extra:
             argv += ["--profile", row]
         t0 = time.perf_counter()
         try:
