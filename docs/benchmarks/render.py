@@ -548,7 +548,10 @@ def ns_row_label(r: Row, code: bool = True) -> str:
     row's name as code (or plain, `code=False`)."""
     key = ns_key(r)
     if key == NS_DEFAULT:
-        return f"default (hybrid, cost-aware 1..{(r.get('settings') or {}).get('k_max', 8)})"
+        more = sorted(x for x in _overrides(str(r.get("name")))[1] - _overrides(NS_DEFAULT)[1]
+                      if not x.startswith("k_max="))  # the label names its k range
+        return (f"default (hybrid, cost-aware 1..{(r.get('settings') or {}).get('k_max', 8)})"
+                + "".join(f", {x}" for x in more))  # an A/B row: the default and its change
     return NS_LABELS.get(key, f"`{key}`" if code else key)
 FLOOR = 0.97  # issue 28: the default, lookup and hybrid at >= 0.97x of target-only
 
