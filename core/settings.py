@@ -75,7 +75,7 @@ class Settings:
     # with it in run 11, within the noise in run 12 (docs/benchmarks/never-slower.md);
     # unmeasured on Metal.
     overlap_round: bool = False
-    # Price every R of a row bucket at the bucket's median price (core/dispatch/curve.py
+    # Price every R of a row bucket at the bucket's median price (core/dispatch/bucketed.py
     # `bucket_priced`) where the verification's attention runs one padded shape per bucket
     # (CUDA, core/dispatch/bucketed.py), so the cost-aware policy stops proposing into a
     # calibration point that read cheap by chance (run 13, finding 5). Off by default until

@@ -19,7 +19,6 @@ from typing import Any
 
 from core.bench.results import BenchResult, BenchSetting
 from core.cost.prediction import RoundCost, predict, predict_schedule
-from core.dispatch.bucketed import bucket_priced
 from core.dispatch.curve import verify_cost
 from core.settings import MAX_K, Settings
 
@@ -128,9 +127,7 @@ def attach_predictions(
         # The row's own sampling: a sampled draft step and acceptance cost more than greedy ones.
         view = curve.for_sampling(s.greedy) if hasattr(curve, "for_sampling") else curve
         t_accept = getattr(view, "t_accept", None)
-        verify = verify_cost(view, s.dispatch)
-        if s.price_buckets:  # priced as the row's policy priced its rounds
-            verify = bucket_priced(view, verify)
+        verify = verify_cost(view, s.dispatch, buckets=s.price_buckets)  # as its policy priced
         prices: dict[str, Callable[[int], float]] = {}
         parts = []
         main = s.draft_source

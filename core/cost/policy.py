@@ -21,7 +21,6 @@ from core.cost.prediction import (
     optimistic_hazards,
     predict_k,
 )
-from core.dispatch.bucketed import bucket_priced
 from core.dispatch.curve import fastest_dispatch, verify_cost
 from core.settings import MAX_K, Settings
 
@@ -435,9 +434,7 @@ def make_policy(
             from core.drafting.model import model_draft_price
 
             draft_price = model_draft_price(cost_curve)
-        verify = verify_cost(cost_curve, s.dispatch)
-        if s.price_buckets:  # a bucket's rows at one price where they run one shape
-            verify = bucket_priced(cost_curve, verify)
+        verify = verify_cost(cost_curve, s.dispatch, buckets=s.price_buckets)
         # Copies probe at most every 64 steps once they keep failing: a probe of a source
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:

@@ -66,30 +66,20 @@ def row_bucket(rows: int) -> int:
 
 def bucket_priced(curve: Any, price: Callable[[int], float]) -> Callable[[int], float]:
     """`price` (core/dispatch/curve.py `verify_cost`) with every R of a row bucket
-    (ROW_BUCKETS: 2-16, 17-64) priced at the median of `price` over the R the curve measured in that bucket; one
-    row and R past the buckets as `price` says. Only on CUDA, where the bucketed attention
+    (`row_bucket`: 2-16, 17-64) priced at the median of `price` over the R the curve measured
+    in that bucket; one row and R past the buckets as `price` says. Only on CUDA, where the bucketed attention
     runs each bucket at one padded shape: there a spread within a bucket is the calibration's
     noise (13.9-15.7 ms to 8.1-14.4 ms over 2-16 rows on run 13's three H200 machines), and
     the policy leaned toward whichever k landed on a cheap reading. Elsewhere (Metal's
     attention runs each R at its own shape; a GEMV stretch is a real step) `price` as it is."""
     if getattr(curve, "backend", "") != "cuda":
         return price
-    measured = curve.rows  # the R the default mode measured
-    medians: dict[int, float] = {}
-    lo = 2
-    for hi in ROW_BUCKETS:
-        xs = [price(r) for r in measured if lo <= r <= hi]
-        if xs:
-            medians[hi] = statistics.median(xs)
-        lo = hi + 1
-
-    def priced(rows: int) -> float:
-        if rows <= 1:
-            return price(rows)
-        bucket = next((b for b in ROW_BUCKETS if rows <= b), None)
-        return medians.get(bucket, price(rows)) if bucket is not None else price(rows)
-
-    return priced
+    groups: dict[int, list[float]] = {}
+    for r in curve.rows:  # the R the default mode measured
+        if r > 1 and row_bucket(r) in ROW_BUCKETS:
+            groups.setdefault(row_bucket(r), []).append(price(r))
+    medians = {b: statistics.median(xs) for b, xs in groups.items()}
+    return lambda rows: price(rows) if rows <= 1 else medians.get(row_bucket(rows), price(rows))
 
 
 def _bias(rows: int, offset: int, rows_b: int, keys_b: int, dtype: mx.Dtype) -> mx.array:

@@ -318,15 +318,23 @@ def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
     return best
 
 
-def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
+def verify_cost(curve: VerifyCostCurve, dispatch: str,
+                buckets: bool = False) -> Callable[[int], float]:  # fmt: skip
     """t_verify(rows) under a dispatch setting: "fastest" and "auto" take the mode their
     dispatch runs at that R (`fastest_dispatch`, `auto_dispatch`), a forced family its own
     measurements where it has them, anything else the default mode. The policy prices a
     round with what its verification will run. One row is a plain step under every setting
-    (no patch applies to it): `one_row_price`, the least of the modes' timings of it."""
+    (no patch applies to it): `one_row_price`, the least of the modes' timings of it.
+    `buckets` (Settings.price_buckets): each row bucket at its median price on CUDA
+    (core/dispatch/bucketed.py `bucket_priced`)."""
     step = one_row_price(curve)
     price = _verify_price(curve, dispatch, step)
-    return lambda rows: step if rows <= 1 else price(rows)
+    cost = lambda rows: step if rows <= 1 else price(rows)  # noqa: E731
+    if buckets:
+        from core.dispatch.bucketed import bucket_priced
+
+        return bucket_priced(curve, cost)
+    return cost
 
 
 def _verify_price(curve: VerifyCostCurve, dispatch: str, step: float) -> Callable[[int], float]:

@@ -206,17 +206,18 @@ def summary(out: Path, tags: list[str]) -> str:
             guard = {s: g for s, g in (r.get("guard") or {}).items() if s != "none"}
             said = "; ".join(f"{src}: {'/'.join(sorted({str(x) for x in g['guard'] if x}))}"
                              for src, g in guard.items())  # fmt: skip
-            # per source, the rounds carried into each request; "(plan N)": its rounds left
-            # out so far for building an attention plan (core/cost/guard.py), where any were
-            carried = "; ".join(
-                f"{src}: {'/'.join(str(x) for x in g.get('earlier_rounds', []))}"
-                + (f" (plan {max(p)})" if (p := [x or 0 for x in g.get("plan_rounds") or []])
-                   and max(p) else "")
-                for src, g in guard.items())  # fmt: skip
+            carried = "; ".join(f"{src}: {_carried(g)}" for src, g in guard.items())
             meds = f"{_median(r['e2e_s']):.3f} / {_median(base['e2e_s']):.3f} s"
             lines.append(f"| {tag} | {r['name']} | {'-' if sp is None else f'{sp:.2f}x'} | "
                          f"{span} | {meds} | {said or '-'} | {carried or '-'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _carried(g: dict) -> str:
+    """A source's rounds carried into each request, and "(plan N)": its rounds left out so
+    far for building an attention plan (core/cost/guard.py), where any were."""
+    plan = max((x or 0 for x in g.get("plan_rounds") or []), default=0)
+    return "/".join(str(x) for x in g.get("earlier_rounds", [])) + (f" (plan {plan})" if plan else "")
 
 
 def _median(xs: list[float]) -> float:
