@@ -48,3 +48,16 @@ def test_the_default_row_is_the_apps_default() -> None:
         if f.name not in mod.FLAGGED:
             assert getattr(got, f.name) == getattr(want, f.name), f.name
     assert mod.ROWS[1].startswith("target-only:mode=speculative,draft_source=hybrid")
+
+
+def test_drop_leaves_rows_out_but_never_the_baseline(monkeypatch) -> None:
+    """DROP names rows left out of every bench; target-only, every ratio's baseline, stays."""
+    mod = _module()
+    extra = mod.price_rows()
+    monkeypatch.delenv("DROP", raising=False)
+    assert mod.rows(extra) == mod.ROWS + extra
+    monkeypatch.setenv("DROP", "hybrid-cost-aware cost-aware target-only")
+    got = mod.rows(extra)
+    assert "hybrid-cost-aware" not in got and "cost-aware" not in got
+    assert got[0] == "target-only" and got[-2:] == extra
+    assert len(got) == len(mod.ROWS) + len(extra) - 2

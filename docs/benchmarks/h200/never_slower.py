@@ -18,7 +18,9 @@ prompt at both temperatures runs in two calls), FRESH_GUARD (1: every request st
 fresh measured guard, as each request did before the engine kept them; default: the engine
 keeps each row's guard across its requests, so the warm-up request and the seeds before a
 seed are what it starts from, as a chat's later turns do; each request's carried rounds are
-in the JSON's `guard.<source>.earlier_rounds`).
+in the JSON's `guard.<source>.earlier_rounds`), DROP (space-separated row names left out of
+every bench, e.g. DROP="hybrid-cost-aware cost-aware": an A/B of the default and the lookup
+fits twice the benches in a call without the two model-drafting rows, the slowest).
 """
 
 from __future__ import annotations
@@ -124,8 +126,10 @@ def main(out: Path) -> int:
         Engine.reset = reset_all  # type: ignore[method-assign]
     out.mkdir(parents=True, exist_ok=True)
     benches = part_of([(n, tp) for n in names for tp in temps], os.environ.get("PART", ""))
+    dropped = [r for r in ROWS + extra if r not in rows(extra)]
     (out / "method.txt").write_text(method(tokens, seeds, traced, fresh, benches)
-                                    + (f"A/B rows: {' '.join(extra)}\n" if extra else ""))
+                                    + (f"A/B rows: {' '.join(extra)}\n" if extra else "")
+                                    + (f"rows left out: {' '.join(dropped)}\n" if dropped else ""))
     done, skipped = [], []
     for name, temp in benches:
         tag = f"{name}-t{temp}"
@@ -138,7 +142,7 @@ def main(out: Path) -> int:
                 "--repetition-penalty", "1.0", "--no-quality", "--no-predict",
                 *([] if traced else ["--no-traced"]),
                 "--json", str(out / f"{tag}.json"), "--markdown", str(out / f"{tag}.md")]
-        for row in ROWS + extra:
+        for row in rows(extra):
             argv += ["--profile", row]
         t0 = time.perf_counter()
         try:
@@ -156,6 +160,13 @@ def main(out: Path) -> int:
     (out / "summary.md").write_text(summary(out, done))
     print(f"{len(done)} benches, {len(skipped)} skipped (skipped.txt)", flush=True)
     return 0
+
+
+def rows(extra: list[str]) -> list[str]:
+    """The bench's rows: ROWS and the A/B rows, less those DROP names (never target-only,
+    every ratio's baseline)."""
+    drop = set(os.environ.get("DROP", "").split()) - {"target-only"}
+    return [r for r in ROWS + extra if r not in drop]
 
 
 def part_of(benches: list[tuple[str, str]], part: str) -> list[tuple[str, str]]:
