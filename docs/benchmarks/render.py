@@ -543,6 +543,16 @@ def ns_key(r: Row) -> str:
     return NS_DEFAULT if base == want_base and want <= extra else name
 
 
+def ns_names(d: Doc) -> dict[str, Row]:
+    """The bench's rows by ns_key, the first of each key kept: an A/B row of the default
+    (never_slower.py's OVERLAP_AB or PRICE_AB, appended after ROWS) is the default's key too,
+    and the bare row the bench ran first is the one the goals are read from."""
+    out: dict[str, Row] = {}
+    for r in rows(d):
+        out.setdefault(ns_key(r), r)
+    return out
+
+
 def ns_row_label(r: Row, code: bool = True) -> str:
     """The row's label; the default's names its k range from the row's own settings; another
     row's name as code (or plain, `code=False`)."""
@@ -644,7 +654,7 @@ def never_slower_goals(docs: list[Doc]) -> tuple[list[str], str]:
     and the hybrid at >= 0.97x of the better of lookup alone and the model alone."""
     out = []
     for d in docs:
-        names = {ns_key(r): r for r in rows(d)}
+        names = ns_names(d)
         sp = {n: speedup(d, names[n]) if n in names else None for n in NS_ROWS}
         floor = [sp[n] for n in (NS_DEFAULT, NS_LOOKUP, NS_HYBRID)]
         parts = [x for x in (sp[NS_LOOKUP], sp[NS_MODEL]) if x is not None]
@@ -682,7 +692,7 @@ def never_slower_control(docs: list[Doc]) -> tuple[list[str], str]:
     parts = (NS_CONTROL, NS_DEFAULT, NS_LOOKUP, NS_HYBRID)
     out, below = [], {k: [0, 0] for k in parts}
     for d in docs:
-        names = {ns_key(r): r for r in rows(d)}
+        names = ns_names(d)
         if NS_CONTROL not in names:
             continue
         ratios = {}
@@ -780,7 +790,7 @@ def never_slower_verdict(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[fl
     out, pooled = [], {}
     counts = {n: {"held": 0, "**broken**": 0, "undecided": 0} for n in parts}
     for d in docs:
-        names = {ns_key(r): r for r in rows(d)}
+        names = ns_names(d)
         cells = []
         for n in parts:
             logs = pairs_of(d, names[n]) if n in names else []
@@ -830,7 +840,7 @@ def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
     n = len(docs)
     counts = {"default": 0, "lookup": 0, "hybrid": 0, "floor": 0, "hybrid_parts": 0}
     for d in docs:
-        names = {ns_key(r): r for r in rows(d)}
+        names = ns_names(d)
         sp = {k: speedup(d, names[k]) if k in names else None for k in NS_ROWS}
         ok = {k: sp[name] is not None and sp[name] >= FLOOR
               for k, name in (("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
@@ -1088,6 +1098,73 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt, T", "default: off / on", "default acceptance",
                      "lookup: off / on", "lookup acceptance", "lookup, fused: off / on",
                      "its acceptance", "A/A control"), out), stat
+
+
+def setting_ab(docs: list[Doc], setting: str) -> tuple[list[str], str]:
+    """A setting's A/B (never_slower.py's PRICE_AB: the default and the lookup again with
+    `setting`=true in the same interleave), judged as the verdict judges the floor: per bench
+    and for each pair of rows, the geometric mean over seeds of the off row's E2E over the
+    same seed's on row's (above 1: on was faster) with its 95% interval from the A/A
+    control's per-pair noise; "on faster" / "on slower" where the interval leaves 1, "no
+    difference found" where it holds 1; both rows' acceptance; then the pairs pooled per
+    temperature and over all benches. Per-bench medians on the H200's host moved 0.59-1.57x in
+    the A/A control of one call (run 14), so only the pooled rows can tell a setting apart."""
+    import math
+
+    sigma, n_aa = aa_sigma(docs)
+    flag = f"{setting}=true"
+
+    def pair(d: Doc, key: str) -> tuple[Row | None, Row | None]:
+        off = on = None
+        for x in rows(d):
+            name = str(x.get("name"))
+            base = name.replace(f",{flag}", "").replace(f":{flag}", "")
+            if ns_key({**x, "name": base}) != key:
+                continue
+            if flag in name:
+                on = on or x
+            else:
+                off = off or x
+        return off, on
+
+    def logs(off: Row | None, on: Row | None) -> list[float]:
+        if off is None or on is None:
+            return []
+        return [math.log(x / y) for x, y in zip(e2e(off), e2e(on), strict=False) if x > 0 and y > 0]
+
+    def said(ls: list[float]) -> str:
+        if not ls or sigma is None:
+            return "-"
+        m, half = statistics.fmean(ls), Z95 * sigma / math.sqrt(len(ls))
+        lo, hi = math.exp(m - half), math.exp(m + half)
+        word = "on faster" if lo > 1 else ("on slower" if hi < 1 else "no difference found")
+        return f"{math.exp(m):.2f}x ({lo:.2f}-{hi:.2f}) {word}"
+
+    def acc(r: Row | None) -> str:
+        return "-" if r is None or r.get("acceptance") is None else f"{100 * r['acceptance']:.0f}%"
+
+    out, pooled = [], {}
+    for d in docs:
+        cells = []
+        for key in (NS_DEFAULT, NS_LOOKUP):
+            off, on = pair(d, key)
+            ls = logs(off, on)
+            for k in ("all", f"T = {prompt_t(d)[1]:g}"):
+                pooled.setdefault(k, {}).setdefault(key, []).extend(ls)
+            cells += [said(ls), f"{acc(on)} / {acc(off)}" if on else "-"]
+        out.append([_ns_label(d), *cells])
+    for k in sorted(pooled, key=lambda k: (k != "all", k)):
+        label = "**all benches**" if k == "all" else f"**every bench at {k}**"
+        out.append([label, said(pooled[k][NS_DEFAULT]), "", said(pooled[k][NS_LOOKUP]), ""])
+    noise = (f"σ = {sigma:.3f}, the A/A control's per-seed log ratio, root mean square over its "
+             f"{n_aa} pairs in these benches" if sigma is not None else "no A/A control here")
+    stat = (f"each cell = the geometric mean over seeds ({_seeds(docs)}) of the row's E2E "
+            f"without {setting} over the same seed's E2E with it (above 1: with it faster), "
+            f"with its 95% interval: ±{Z95:.2f} σ/√n in log, {noise}; acceptance = drafts kept "
+            "over drafts verified, with / without; the pooled rows take every pair of those "
+            "benches")
+    return md_table(("Prompt, T", "default: without / with", "default acceptance",
+                     "lookup: without / with", "lookup acceptance"), out), stat
 
 
 def _guarded(docs: list[Doc], source: str) -> list[tuple[Doc, Row, dict[str, Any]]]:
@@ -1744,6 +1821,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
     "overlap-ab": overlap_ab,
+    "price-ab": lambda docs: setting_ab(docs, "price_buckets"),
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

@@ -420,3 +420,44 @@ def test_step_split_reads_each_requests_host_time_outside_its_step() -> None:
                      "0.300", "4", "2", "0"]  # fmt: skip
     assert lines[3].split("|")[2].strip() == "2"  # the prompt's second file: the second run
     assert "in the order they ran" in stat
+
+
+def test_a_default_ab_row_is_not_read_as_the_default() -> None:
+    """A bench that also ran the default with one setting flipped (never_slower.py's PRICE_AB
+    or OVERLAP_AB, appended after its rows) has two rows under the default's key; the goals and
+    the verdict read the bare one, which the bench ran first (run 12's tables had read the
+    A/B row)."""
+    ab = render.NS_DEFAULT.replace("+flags", ",price_buckets=true+flags")
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0] * 3, render.NS_DEFAULT: [0.5] * 3,
+                             render.NS_LOOKUP: [1.0] * 3, render.NS_HYBRID: [1.0] * 3,
+                             ab: [0.25] * 3})
+    assert render.ns_names(doc)[render.NS_DEFAULT]["name"] == render.NS_DEFAULT
+    lines, _ = render.TABLES["never-slower-goals"]([doc])
+    assert "| 2.00x | 1.00x | 1.00x | met |" in lines[2]
+
+
+def test_price_ab_pairs_each_seed_with_and_without_the_setting() -> None:
+    """Each cell: the geometric mean of the off row's E2E over the on row's, same seed, with
+    the A/A control's interval. Worked by hand: control pairs e^±0.1 (σ = 0.1), n = 4, half
+    width 0.098 in log; the default with it twice as fast (2.00x, on faster), the lookup the
+    same with and without (1.00x, its interval holding 1); pooled over two benches, n = 8."""
+    import math
+
+    up, down = math.exp(0.1), math.exp(-0.1)
+    aa = [1 / up, 1 / down, 1 / up, 1 / down]
+    rows = {"target-only": [1.0] * 4, render.NS_CONTROL: aa, render.NS_DEFAULT: [1.0] * 4,
+            render.NS_LOOKUP: [0.8] * 4,
+            render.NS_DEFAULT.replace("+flags", ",price_buckets=true+flags"): [0.5] * 4,
+            "lookup:price_buckets=true+flags": [0.8] * 4}
+    docs = [_ns_doc("p", 0.0, rows), _ns_doc("q", 0.7, rows)]
+    lines, stat = render.TABLES["price-ab"](docs)
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1] == "2.00x (1.81-2.21) on faster"
+    assert cells[3] == "1.00x (0.91-1.10) no difference found"
+    pooled = next(x for x in lines if x.startswith("| **all benches**"))
+    assert "2.00x (1.87-2.14) on faster" in pooled  # n = 8: 0.069 in log
+    assert "σ = 0.100" in stat and "8 pairs" in stat
+    slower = dict(rows)
+    slower["lookup:price_buckets=true+flags"] = [1.6] * 4
+    lines, _ = render.TABLES["price-ab"]([_ns_doc("p", 0.0, slower)])
+    assert "0.50x (0.45-0.55) on slower" in lines[2]

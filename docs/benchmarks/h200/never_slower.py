@@ -8,6 +8,8 @@ same CLI (`core.cli.main`, so the JSON and Markdown are the bench's own) in one 
 calibration) on the same loaded weights.
 
 Usage (on the device, PYTHONPATH set by pack.sh's calls): python3 never_slower.py OUT_DIR
+(a work folder, then tar it into $OUT: the device tool brings back at most 8 files, and run
+14 lost five benches' JSON written straight into $OUT; never-slower.sh does this).
 Environment: BUDGET_S (default 390: no bench starts after it; the rest are listed in
 skipped.txt), TOKENS (256), SEEDS (3), PROMPTS (space-separated; default: all shipped, the
 issue's three first), TEMPS ("0.0 0.7"), TARGET and DRAFT (default, self:bits=4), TRACED
