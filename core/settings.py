@@ -78,8 +78,8 @@ class Settings:
     # Price every R of a row bucket at the bucket's median price (core/dispatch/bucketed.py
     # `bucket_priced`) where the verification's attention runs one padded shape per bucket
     # (CUDA, core/dispatch/bucketed.py), so the cost-aware policy stops proposing into a
-    # calibration point that read cheap by chance (run 13, finding 5). Off by default until
-    # an A/B on a GPU says it pays (docs/benchmarks/h200/never_slower.py PRICE_AB=1).
+    # calibration point that read cheap by chance (run 13, finding 5). Off: its A/B over
+    # every shipped prompt on the H200 found no difference (never-slower.md, run 14).
     price_buckets: bool = False
 
     def __post_init__(self) -> None:
