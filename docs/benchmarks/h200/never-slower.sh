@@ -25,6 +25,8 @@
 # BUDGET_S=250 splits the model rounds' cost that docs/benchmarks/never-slower.md leaves open.
 # PRICE_AB=1 adds the default and the lookup with price_buckets=true (each row bucket's R
 # priced at the bucket's median, core/dispatch/bucketed.py `bucket_priced`): its A/B.
+# DROP="hybrid-cost-aware cost-aware" leaves those rows out (an A/B of the default and the
+# lookup then fits every prompt of one temperature in a call: run 14).
 # OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a
 # round queued before its read, core/decode/queued.py) to every bench: its A/B.
 # Writes $OUT/never-slower.tgz (every bench's JSON and Markdown, summary.md, method.txt,
