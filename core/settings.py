@@ -47,6 +47,11 @@ class Settings:
     mode: str = "speculative"
     draft_source: str = "model"  # where drafts come from: core.drafting.registry
     lookup_min_match: int = 2  # the shortest earlier repeat a lookup copies from
+    # The same right after a drafting round (0: lookup_min_match). The round already broke the
+    # pipeline, so the plain step a copy would replace costs about two pipelined steps there
+    # (core/drafting/lookup.py `LookupDrafter.least`); a one-token repeat's copy is then worth
+    # a round. Off until an A/B on a GPU says it pays (never_slower.py CHAIN_AB=1).
+    lookup_min_match_after_round: int = 0
     rule: str = "mentored"
     tv_budget: float = 0.0
     policy: str = "fixed"
@@ -110,6 +115,7 @@ class Settings:
         _check_range("max_tokens", self.max_tokens, 1, MAX_TOKENS)
         _check_range("repetition_context", self.repetition_context, 1, MAX_REPETITION_CONTEXT)
         _check_range("lookup_min_match", self.lookup_min_match, 1, 64)
+        _check_range("lookup_min_match_after_round", self.lookup_min_match_after_round, 0, 64)
         _check_range("prefill_chunk", self.prefill_chunk, 1, MAX_PREFILL_CHUNK)
         if self.accept_lo > self.accept_hi:
             raise SettingsError("accept_lo must not exceed accept_hi.")

@@ -1455,6 +1455,38 @@ def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("prices", "prompt", "row", *heads), out), stat
 
 
+def lookup_after_round(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/lookup/after_round.py's replay: per greedy bench, the default's copy
+    policy at each (lookup_min_match, lookup_min_match_after_round), its tokens a round and
+    the speedup its rounds would reach at the bench's own calibrated prices with each
+    pipeline break charged, beside the bench's measured lookup row."""
+    (d,) = docs
+    configs = [tuple(c) for c in d["configs"]]
+
+    def head(c: tuple[int, int]) -> str:
+        return f"{c[0]}+" + (f", {c[1]}+ after a round" if c[1] else "")
+
+    out = []
+    for r in d["rows"]:
+        cells = []
+        for c in configs:
+            x = next(x for x in r["replays"] if (x["min_match"], x["after_round"]) == c)
+            cells.append(f"{x['tokens_per_round']:.2f} / {x['target_only_s'] / x['broken_s']:.2f}x")
+        measured = r.get("measured_lookup_x")
+        call = Path(r.get("source", "")).parent.name  # which call's answer it replays
+        out.append([r["bench"].removesuffix("-t0.0") + (f" ({call})" if call else ""), *cells,
+                    "-" if measured is None else f"{measured:.2f}x"])
+    stat = ("greedy, each bench's seed-0 answer of target-only, teacher-forced; each cell = "
+            "tokens a round / the predicted speedup: target-only's steps at the calibration's "
+            "one-row price over the replayed rounds at its price of k + 1 rows, plus one step "
+            "for each plain step right after a drafting round (the pipeline break); the policy "
+            "hears acceptance, seconds and breaks as in the engine; measured = the bench's "
+            "lookup row, target-only's median E2E over its (a different clock: host work, "
+            "plan builds, noise)")
+    return md_table(("Prompt", *(f"match {head(c)}" for c in configs), "lookup, measured"),
+                    out), stat
+
+
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
     round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
@@ -1834,6 +1866,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
     "lookup-ceiling": lookup_ceiling,
+    "lookup-after-round": lookup_after_round,
     "lookup-round-cost": lookup_round_cost,
     "traced-outside": traced_outside,
     "first-probe": first_probe,

@@ -461,3 +461,39 @@ def test_price_ab_pairs_each_seed_with_and_without_the_setting() -> None:
     slower["lookup:price_buckets=true+flags"] = [1.6] * 4
     lines, _ = render.TABLES["price-ab"]([_ns_doc("p", 0.0, slower)])
     assert "0.50x (0.45-0.55) on slower" in lines[2]
+
+
+def test_after_round_replay_accounts_every_token_and_break() -> None:
+    """docs/benchmarks/lookup/after_round.py on a text that copies its prompt: every answer
+    token is one round's (accepted copies plus one, the last round's one maybe past the
+    end), a break is a plain step right after a
+    drafting round (so no more than either), and its price is one more one-row step each."""
+    from core.dispatch.curve import VerifyCostCurve
+
+    mod = load_script("docs/benchmarks/lookup/after_round.py", "after_round")
+    curve = VerifyCostCurve.from_dict({"times": {"auto": {"1": 0.005, "2": 0.009, "33": 0.010}},
+                                       "backend": "cuda", "context_len": 64})
+    prompt = [7, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12] * 3
+    answer = [1, 2, 3, 4, 5, 6, 20, 8, 9, 10, 11, 12, 21, 1, 2, 3, 4, 5, 6]
+    for m, a in mod.CONFIGS:
+        r = mod.replay(prompt, answer, curve, m, a)
+        assert r["rounds"] == r["drafting_rounds"] + r["plain_steps"]
+        # the last round may accept the answer's rest: its bonus token runs past the end
+        assert len(answer) <= r["accepted"] + r["rounds"] <= len(answer) + 1
+        assert r["breaks"] <= min(r["plain_steps"], r["drafting_rounds"])
+        assert r["broken_s"] == pytest.approx(r["curve_s"] + r["breaks"] * 0.005)
+        assert r["target_only_s"] == pytest.approx(len(answer) * 0.005)
+        assert r["drafting_rounds"] > 0  # the repeats are copied
+
+
+def test_lookup_after_round_table_reads_each_config_and_the_measured_row() -> None:
+    doc = {"configs": [[2, 0], [2, 1]], "rows": [{
+        "bench": "p-t0.0", "source": "data/x/never-slower-2/p-t0.0.json.xz",
+        "measured_lookup_x": 1.5,
+        "replays": [{"min_match": 2, "after_round": 0, "tokens_per_round": 2.0,
+                     "target_only_s": 1.0, "broken_s": 0.5},
+                    {"min_match": 2, "after_round": 1, "tokens_per_round": 3.0,
+                     "target_only_s": 1.0, "broken_s": 0.25}]}]}
+    lines, _ = render.TABLES["lookup-after-round"]([doc])
+    assert lines[0] == "| Prompt | match 2+ | match 2+, 1+ after a round | lookup, measured |"
+    assert lines[2] == "| p (never-slower-2) | 2.00 / 2.00x | 3.00 / 4.00x | 1.50x |"

@@ -61,3 +61,21 @@ def test_drop_leaves_rows_out_but_never_the_baseline(monkeypatch) -> None:
     assert "hybrid-cost-aware" not in got and "cost-aware" not in got
     assert got[0] == "target-only" and got[-2:] == extra
     assert len(got) == len(mod.ROWS) + len(extra) - 2
+
+
+def test_the_chain_rows_are_the_default_and_the_lookup_with_the_setting() -> None:
+    """CHAIN_AB=1's rows read back as the app's default and the lookup preset with
+    lookup_min_match_after_round = 1, and nothing else changed."""
+    from core.bench.flags import _parse_overrides
+    from core.profile import load_profile
+    from core.settings import first_run_settings
+
+    mod = _module()
+    default, lookup = mod.chain_rows()
+    name, extra = _parse_overrides(default)
+    got = load_profile(name).settings.replace(**extra)
+    want = first_run_settings().replace(lookup_min_match_after_round=1)
+    for f in ("draft_source", "policy", "k_max", "lookup_min_match", "lookup_min_match_after_round"):
+        assert getattr(got, f) == getattr(want, f), f
+    name, extra = _parse_overrides(lookup)
+    assert name == "lookup" and extra == {"lookup_min_match_after_round": 1}

@@ -25,6 +25,8 @@
 # BUDGET_S=250 splits the model rounds' cost that docs/benchmarks/never-slower.md leaves open.
 # PRICE_AB=1 adds the default and the lookup with price_buckets=true (each row bucket's R
 # priced at the bucket's median, core/dispatch/bucketed.py `bucket_priced`): its A/B.
+# CHAIN_AB=1 adds the default and the lookup with lookup_min_match_after_round=1 (a copy from
+# a one-token repeat right after a round, core/drafting/lookup.py `least`): its A/B.
 # DROP="hybrid-cost-aware cost-aware" leaves those rows out (an A/B of the default and the
 # lookup then fits every prompt of one temperature in a call: run 14).
 # OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a

@@ -22,7 +22,9 @@ keeps each row's guard across its requests, so the warm-up request and the seeds
 seed are what it starts from, as a chat's later turns do; each request's carried rounds are
 in the JSON's `guard.<source>.earlier_rounds`), DROP (space-separated row names left out of
 every bench, e.g. DROP="hybrid-cost-aware cost-aware": an A/B of the default and the lookup
-fits twice the benches in a call without the two model-drafting rows, the slowest).
+fits twice the benches in a call without the two model-drafting rows, the slowest),
+PRICE_AB / CHAIN_AB / OVERLAP_AB (1: the default and the lookup again with one setting
+flipped, in the same interleave: `price_rows`, `chain_rows`, `overlap_rows`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,16 @@ def price_rows() -> list[str]:
     return [f"{row}{',' if ':' in row else ':'}price_buckets=true", "lookup:price_buckets=true"]
 
 
+def chain_rows() -> list[str]:
+    """CHAIN_AB=1: the default and the lookup again copying from one-token repeats right
+    after a round (lookup_min_match_after_round=1, core/drafting/lookup.py `least`), in the
+    same interleave: each seed's pair of rows is the A/B of that setting (replayed on run
+    14's greedy answers with its prices: docs/benchmarks/lookup/after_round.py)."""
+    row = default_row()
+    return [f"{row}{',' if ':' in row else ':'}lookup_min_match_after_round=1",
+            "lookup:lookup_min_match_after_round=1"]
+
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -114,7 +126,8 @@ def main(out: Path) -> int:
     fresh = os.environ.get("FRESH_GUARD", "0") == "1"
     ab = os.environ.get("OVERLAP_AB", "0") == "1"
     extra = (overlap_rows() if ab else []) + (
-        price_rows() if os.environ.get("PRICE_AB", "0") == "1" else [])
+        price_rows() if os.environ.get("PRICE_AB", "0") == "1" else []) + (
+        chain_rows() if os.environ.get("CHAIN_AB", "0") == "1" else [])
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine
