@@ -43,6 +43,8 @@ def describe(s: Settings) -> str:
             label += f", {s.draft_source} drafts"
             if s.lookup_min_match != Settings.lookup_min_match:
                 label += f" (match {s.lookup_min_match}+)"
+            if s.lookup_min_match_after_round:
+                label += f" ({s.lookup_min_match_after_round}+ after a round)"
     if s.greedy and s.mode != "speculative":
         label += ", greedy"
     return label
