@@ -227,9 +227,14 @@ def test_after_round_zero_or_an_engine_rewind_changes_nothing() -> None:
     assert on.offers(seq) == []
 
 
-def test_copies_after_rounds_keep_greedy_equality_and_the_caches(target) -> None:
-    """The engine with after_round = 1 on a prompt that repeats: the lookup copies, the
-    greedy text is target-only's, and every cache ends consistent with it."""
+def test_copies_after_rounds_keep_greedy_equality_and_the_caches(target, monkeypatch) -> None:
+    """The engine with after_round = 1 on a prompt that repeats: the lookup's threshold is
+    the after-round one exactly after its own rounds (the engine dates them as the unit test
+    above does), the greedy text is target-only's, and every cache ends consistent with it."""
+    said: list[int] = []
+    least = LookupDrafter.least
+    monkeypatch.setattr(LookupDrafter, "least",
+                        lambda self, seq: said.append(least(self, seq)) or said[-1])
     prompt = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6]
     s = Settings(mode="speculative", draft_source="lookup", temperature=0.0, max_tokens=24,
                  ignore_eos=True, k=4, lookup_min_match=2, lookup_min_match_after_round=1)
@@ -239,3 +244,4 @@ def test_copies_after_rounds_keep_greedy_equality_and_the_caches(target) -> None
     assert summary.token_ids == ref.token_ids
     assert any(e.source == "lookup" for e in events)
     assert_caches(engine, prompt + list(summary.token_ids), settled=True)
+    assert 1 in said and 2 in said  # after its rounds, and after plain steps or the prefill
