@@ -759,16 +759,18 @@ def aa_sigma(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[float]] = _log
     return (sum(x * x for x in pairs) / len(pairs)) ** 0.5, len(pairs)
 
 
-def _verdict(logs: list[float], sigma: float) -> tuple[str, str]:
+def _verdict(logs: list[float], sigma: float, against: float = FLOOR,
+             words: tuple[str, str, str] = ("held", "**broken**", "undecided"),
+             ) -> tuple[str, str]:  # fmt: skip
     """The geometric mean of the per-seed ratios with its 95% interval (the A/A noise over
-    root n), and what it says of the floor: held (above 0.97x), broken (below), or
-    undecided (the interval holds 0.97x)."""
+    root n), and what it says against `against` (the floor, 0.97x): held (the interval above
+    it), broken (below), or undecided (the interval holds it); `words` name the three."""
     import math
 
     m = statistics.fmean(logs)
     half = Z95 * sigma / math.sqrt(len(logs))
     lo, hi = math.exp(m - half), math.exp(m + half)
-    said = "held" if lo >= FLOOR else ("**broken**" if hi < FLOOR else "undecided")
+    said = words[0] if lo >= against else (words[1] if hi < against else words[2])
     return f"{math.exp(m):.2f}x ({lo:.2f}-{hi:.2f})", said
 
 
@@ -1050,6 +1052,11 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt, T", *(h for h, _ in heads)), out), stat
 
 
+def _acc(r: Row | None) -> str:
+    """A row's acceptance (drafts kept over drafts verified) as a percentage, or "-"."""
+    return "-" if r is None or r.get("acceptance") is None else f"{100 * r['acceptance']:.0f}%"
+
+
 def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the A/B of the queued step after a round (core/decode/queued.py): for the
     default and the lookup, each seed's E2E with the step not queued over the same seed's
@@ -1079,15 +1086,12 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
         r = [x / y for x, y in zip(e2e(a), e2e(b), strict=False) if y]
         return f"{statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" if r else "-"
 
-    def acc(r: Row | None) -> str:
-        return "-" if r is None or r.get("acceptance") is None else f"{100 * r['acceptance']:.0f}%"
-
     out = []
     for d in docs:
         cells = []
         for key, fused in ((NS_DEFAULT, False), (NS_LOOKUP, False), (NS_LOOKUP, True)):
             on, off = pick(d, key, True, fused), pick(d, key, False)
-            cells += [ratio(off, on), f"{acc(on)} / {acc(off)}" if on else "-"]
+            cells += [ratio(off, on), f"{_acc(on)} / {_acc(off)}" if on else "-"]
         control = next((x for x in rows(d) if x.get("name") == NS_CONTROL), None)
         out.append([_ns_label(d), *cells, ratio(baseline(d), control)])
     stat = ("each ratio = the median over seeds (min-max) of the off row's E2E over the same "
@@ -1135,13 +1139,7 @@ def setting_ab(docs: list[Doc], setting: str) -> tuple[list[str], str]:
     def said(ls: list[float]) -> str:
         if not ls or sigma is None:
             return "-"
-        m, half = statistics.fmean(ls), Z95 * sigma / math.sqrt(len(ls))
-        lo, hi = math.exp(m - half), math.exp(m + half)
-        word = "on faster" if lo > 1 else ("on slower" if hi < 1 else "no difference found")
-        return f"{math.exp(m):.2f}x ({lo:.2f}-{hi:.2f}) {word}"
-
-    def acc(r: Row | None) -> str:
-        return "-" if r is None or r.get("acceptance") is None else f"{100 * r['acceptance']:.0f}%"
+        return " ".join(_verdict(ls, sigma, 1.0, ("on faster", "on slower", "no difference found")))
 
     out, pooled = [], {}
     for d in docs:
@@ -1151,7 +1149,7 @@ def setting_ab(docs: list[Doc], setting: str) -> tuple[list[str], str]:
             ls = logs(off, on)
             for k in ("all", f"T = {prompt_t(d)[1]:g}"):
                 pooled.setdefault(k, {}).setdefault(key, []).extend(ls)
-            cells += [said(ls), f"{acc(on)} / {acc(off)}" if on else "-"]
+            cells += [said(ls), f"{_acc(on)} / {_acc(off)}" if on else "-"]
         out.append([_ns_label(d), *cells])
     for k in sorted(pooled, key=lambda k: (k != "all", k)):
         label = "**all benches**" if k == "all" else f"**every bench at {k}**"

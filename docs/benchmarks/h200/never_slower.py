@@ -71,6 +71,13 @@ ROWS = [
 ]
 
 
+def flipped(override: str) -> list[str]:
+    """The default row and the lookup preset, each with `override` (key=value) on top: an
+    A/B's two rows beside the bare ones."""
+    row = default_row()
+    return [f"{row}{',' if ':' in row else ':'}{override}", f"lookup:{override}"]
+
+
 def overlap_rows() -> list[str]:
     """OVERLAP_AB=1: the default and the lookup again with the step after a round queued
     before its read (overlap_round=true, core/decode/queued.py), in the same interleave:
@@ -80,9 +87,7 @@ def overlap_rows() -> list[str]:
     CUDA beside it; "auto" now queues with the fused call (core/decode/queued.py
     `queued_attention`), so that row's queued step is the others' and its verifications are
     what "auto" runs where the calibration measured the fused one cheaper (most R, run 10)."""
-    row = default_row()
-    return [f"{row}{',' if ':' in row else ':'}overlap_round=true", "lookup:overlap_round=true",
-            "lookup:overlap_round=true,verify_attention=fused"]
+    return [*flipped("overlap_round=true"), "lookup:overlap_round=true,verify_attention=fused"]
 
 
 def price_rows() -> list[str]:
@@ -90,8 +95,7 @@ def price_rows() -> list[str]:
     the bucket's median (price_buckets=true, core/dispatch/bucketed.py `bucket_priced`), in
     the same interleave: each seed's pair of rows is the A/B of that setting (run 13,
     finding 5: the calibration's spread within a bucket steered the copy policy's k)."""
-    row = default_row()
-    return [f"{row}{',' if ':' in row else ':'}price_buckets=true", "lookup:price_buckets=true"]
+    return flipped("price_buckets=true")
 
 
 def chain_rows() -> list[str]:
@@ -99,9 +103,7 @@ def chain_rows() -> list[str]:
     after a round (lookup_min_match_after_round=1, core/drafting/lookup.py `least`), in the
     same interleave: each seed's pair of rows is the A/B of that setting (replayed on run
     14's greedy answers with its prices: docs/benchmarks/lookup/after_round.py)."""
-    row = default_row()
-    return [f"{row}{',' if ':' in row else ':'}lookup_min_match_after_round=1",
-            "lookup:lookup_min_match_after_round=1"]
+    return flipped("lookup_min_match_after_round=1")
 
 
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
