@@ -1104,9 +1104,9 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
                      "its acceptance", "A/A control"), out), stat
 
 
-def setting_ab(docs: list[Doc], setting: str) -> tuple[list[str], str]:
-    """A setting's A/B (never_slower.py's PRICE_AB: the default and the lookup again with
-    `setting`=true in the same interleave), judged as the verdict judges the floor: per bench
+def setting_ab(docs: list[Doc], setting: str, value: str = "true") -> tuple[list[str], str]:
+    """A setting's A/B (never_slower.py's PRICE_AB / CHAIN_AB: the default and the lookup
+    again with `setting`=`value` in the same interleave), judged as the verdict judges the floor: per bench
     and for each pair of rows, the geometric mean over seeds of the off row's E2E over the
     same seed's on row's (above 1: on was faster) with its 95% interval from the A/A
     control's per-pair noise; "on faster" / "on slower" where the interval leaves 1, "no
@@ -1116,7 +1116,7 @@ def setting_ab(docs: list[Doc], setting: str) -> tuple[list[str], str]:
     import math
 
     sigma, n_aa = aa_sigma(docs)
-    flag = f"{setting}=true"
+    flag = f"{setting}={value}"
 
     def pair(d: Doc, key: str) -> tuple[Row | None, Row | None]:
         off = on = None
@@ -1852,6 +1852,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "one-row-price": one_row_price,
     "overlap-ab": overlap_ab,
     "price-ab": lambda docs: setting_ab(docs, "price_buckets"),
+    "chain-ab": lambda docs: setting_ab(docs, "lookup_min_match_after_round", "1"),
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

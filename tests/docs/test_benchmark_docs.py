@@ -463,6 +463,20 @@ def test_price_ab_pairs_each_seed_with_and_without_the_setting() -> None:
     assert "0.50x (0.45-0.55) on slower" in lines[2]
 
 
+def test_chain_ab_pairs_an_integer_setting_by_its_value() -> None:
+    """CHAIN_AB's rows carry lookup_min_match_after_round=1, not =true: the chain-ab table
+    pairs them with the bare rows by that value (a flag spelt "=true" would find no on row)."""
+    rows = {"target-only": [1.0] * 2, render.NS_CONTROL: [1.0] * 2, render.NS_DEFAULT: [1.0] * 2,
+            render.NS_LOOKUP: [1.0] * 2,
+            render.NS_DEFAULT.replace("+flags", ",lookup_min_match_after_round=1+flags"):
+                [0.5] * 2,
+            "lookup:lookup_min_match_after_round=1+flags": [2.0] * 2}
+    lines, stat = render.TABLES["chain-ab"]([_ns_doc("p", 0.0, rows)])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1].startswith("2.00x") and cells[3].startswith("0.50x")
+    assert "lookup_min_match_after_round" in stat
+
+
 def test_after_round_replay_accounts_every_token_and_break() -> None:
     """docs/benchmarks/lookup/after_round.py on a text that copies its prompt: every answer
     token is one round's (accepted copies plus one, the last round's one maybe past the
