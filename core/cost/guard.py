@@ -230,6 +230,7 @@ class RateGuard:
         if bench is None:
             return not self._prior_stops(source)
         if self.round < bench.until:
+            self.arm(source).run_refused += 1
             return False
         del self.benched[source]
         self.by_prior.discard(source)
@@ -365,6 +366,7 @@ class RateGuard:
         in a bench's 1,024 rounds, ~100 ms each with the draft's catch-up: ~10% of the time."""
         gap = max(self._gaps.get(source, self.probe_gap), self._loss_gap(source) or 0)
         self.benched[source] = _Bench(self.round + gap, gap)
+        self.arm(source).run_stops += 1
         self._gaps[source] = min(2 * gap, self.max_gap)
 
     def verdict(self, source: str) -> str:
@@ -397,6 +399,7 @@ class RateGuard:
                 row["plan_rounds"] = self.plan_rounds.get(name, 0)
                 row["vs_target"] = rate / base if rate is not None and base else None
                 row["guard"] = self.verdict(name)
+                row["stops"], row["refused"] = arm.run_stops, arm.run_refused
                 if name in self.by_prior:
                     row["basis"] = "calibration"
             out[name] = row

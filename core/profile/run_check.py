@@ -181,7 +181,7 @@ def _source_stats(stats: dict[str, Any], what: str) -> None:
     for key, value in stats.items():
         where = f"{what} {key}"
         if key in ("rounds", "proposed", "accepted", "measured_rounds", "earlier_rounds",
-                   "plan_rounds"):
+                   "plan_rounds", "stops", "refused"):
             count(value, where)
         elif key in ("guard", "basis"):  # the measured guard's decision in words
             text(value, where)

@@ -1221,6 +1221,35 @@ def guard_plan(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]
                      "at the end"), out), stat  # fmt: skip
 
 
+def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
+    """Per bench and guarded row, request by request: target-only's E2E over the row's, same
+    seed; the source's rounds in the request; how often the guard stopped it and how many of
+    its offers a stop turned into plain steps (`stops`, `refused`, since this run; "-" in
+    earlier data). A row whose requests read 4x and 1.2x on one greedy text differs in what
+    its guard and policy did, which these counts tell apart without a trace."""
+    out = []
+    for d, r, g in _guarded(docs, source):
+        base = baseline(d)
+        ours, theirs = e2e(r), e2e(base) if base else []
+        n = len(g.get("guard") or [])
+
+        def seq(key: str, g: dict = g, n: int = n) -> str:
+            xs = g.get(key) or [None] * n
+            return "/".join("-" if x is None else f"{x:d}" for x in xs)
+
+        speed = "/".join(f"{t / o:.2f}x" if o > 0 else "-"
+                         for t, o in zip(theirs, ours, strict=False))  # fmt: skip
+        out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
+                    seq("stops"), seq("refused")])  # fmt: skip
+    stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
+            f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
+            "its measured rounds in the request, stops = the times the guard stopped it in "
+            "the request, refused = its offers a stop turned into plain steps "
+            "(core/cost/guard.py `asks`)")
+    return md_table(("Prompt, T", "row", "vs target-only", "rounds", "stops", "refused"),
+                    out), stat  # fmt: skip
+
+
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench: the calibration's one-row timings per mode (the same forward in each: no
     patch applies to one row), the plain step's price as run 8's code read it ("auto" less
@@ -1853,6 +1882,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "overlap-ab": overlap_ab,
     "price-ab": lambda docs: setting_ab(docs, "price_buckets"),
     "chain-ab": lambda docs: setting_ab(docs, "lookup_min_match_after_round", "1"),
+    "guard-requests": guard_requests,
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

@@ -477,6 +477,24 @@ def test_chain_ab_pairs_an_integer_setting_by_its_value() -> None:
     assert "lookup_min_match_after_round" in stat
 
 
+def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None:
+    """Request by request: target-only's E2E over the row's (1.0/0.25 = 4.00x, 1.0/0.8 =
+    1.25x), the source's rounds and its stops and refusals; data from before the counts
+    existed reads "-" for them."""
+    g = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"],
+                    "measured_rounds": [24, 55], "stops": [0, 2], "refused": [0, 41]}}
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
+                  {render.NS_LOOKUP: g})
+    lines, _ = render.TABLES["guard-requests"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[2:] == ["4.00x/1.25x", "24/55", "0/2", "0/41"]
+    old = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"]}}
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
+                  {render.NS_LOOKUP: old})
+    cells = [c.strip() for c in render.TABLES["guard-requests"]([doc])[0][2].strip("|").split("|")]
+    assert cells[3:] == ["-/-", "-/-", "-/-"]
+
+
 def test_after_round_replay_accounts_every_token_and_break() -> None:
     """docs/benchmarks/lookup/after_round.py on a text that copies its prompt: every answer
     token is one round's (accepted copies plus one, the last round's one maybe past the

@@ -71,6 +71,26 @@ def test_a_source_slower_than_target_steps_stops_being_asked() -> None:
     assert report["lookup"]["vs_target"] < 1.0
 
 
+def test_a_request_counts_its_stops_and_the_offers_they_refused() -> None:
+    """The report says, per request, how often the source was stopped and how many of its
+    offers a stop refused (a plain step each): the slow source above is stopped once its
+    first two rounds are measured, then refused at every round until the run ends; a new
+    request starts both counts at zero."""
+    guard = RateGuard()
+    _, rounds = simulate(guard, 64, 1e-3, 0.3e-3, {"lookup": (3e-3, lambda r: 2)},
+                         lambda i: ["lookup"])  # fmt: skip
+    report = guard.report()["lookup"]
+    assert report["stops"] == 1
+    # every round after the stop offered the lookup and was a plain step instead; the three
+    # steps before it were not refusals: the step after its first round (a break, which
+    # teaches the target arm nothing) and the min_rounds steps that measured the target arm
+    assert report["refused"] == rounds[TARGET] - (1 + guard.min_rounds)
+    assert report["refused"] > 0
+    guard.begin_run()
+    assert (guard.report()["lookup"]["stops"], guard.report()["lookup"]["refused"]) == (0, 0)
+    assert "stops" not in guard.report()[TARGET]
+
+
 def test_a_source_faster_than_target_steps_is_used_from_the_start() -> None:
     guard = RateGuard()
     t, rounds = simulate(guard, 256, 1e-3, 0.3e-3, {"lookup": (1.2e-3, lambda r: 4)},
