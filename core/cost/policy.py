@@ -26,9 +26,8 @@ from core.settings import MAX_K, Settings
 
 __all__ = [  # expected_tokens and the curve readers stay importable from here
     "AcceptanceRatePolicy", "AcceptedLengthPolicy", "CopyRunPolicy", "CostAwarePolicy",
-    "FixedPolicy",
-    "HeuristicPolicy", "Policy", "expected_tokens", "fastest_dispatch", "make_policy",
-    "verify_cost",
+    "FixedPolicy", "HeuristicPolicy", "Policy", "expected_tokens", "fastest_dispatch",
+    "make_policy", "verify_cost",
 ]  # fmt: skip
 
 
@@ -109,9 +108,8 @@ class HeuristicPolicy:
 
 COST_EMA = 0.2  # weight of each observed round in the cost scale
 STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cached k
-# A round far off (a compile, a stall) enters the EMA as at most this times the scale it meets:
-# a price far off (run 8's step at 0.12 ms, measured 5.83) is corrected step by step, where an
-# absolute clip held the scale at 5x for good (docs/benchmarks/never-slower.md, run 9).
+# A round far off (a stall) enters the EMA as at most this times the scale it meets: a price far
+# off is corrected step by step (an absolute clip held it at 5x for good: never-slower.md run 9).
 SCALE_CLIP = (0.2, 5.0)
 
 
@@ -195,14 +193,15 @@ class CostAwarePolicy:
         a = self.acceptance() if accept is None else accept
         return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
 
-    def rates(self, accept: list[float], k_hi: int) -> list[float]:
-        """`rate(k, accept)` for every k in 0..k_hi, its expected tokens summed in one pass
-        (core.cost.prediction.expected_tokens_upto): the same values, O(k_hi) not O(k_hi^2)."""
+    def rates(self, accept: list[float], k_hi: int, drafted: float | None = None) -> list[float]:
+        """`rate(k, accept)` for k in 0..k_hi in one pass (O(k_hi)), drafted rounds at the
+        `drafted` cost scale (default: the observed)."""
         tokens = expected_tokens_upto(k_hi, accept, self.bonus)
         prices = self._prices()
+        scale = (self.scale[0], self.scale[1] if drafted is None else drafted)
         out = []
         for k in range(k_hi + 1):  # as core.cost.prediction._prediction's tok_s, term for term
-            seconds = prices[k] * self.scale[k > 0]
+            seconds = prices[k] * scale[k > 0]
             out.append(tokens[k] / seconds if seconds > 0 else math.inf)
         return out
 
@@ -213,29 +212,30 @@ class CostAwarePolicy:
             self._round_s = [self.priced(k) for k in range(MAX_K + 1)]
         return self._round_s
 
-    def _drafting(self, which: str, accept: Callable[[], list[float]],
-                  lo: int | None = None) -> tuple[int, float]:  # fmt: skip
+    def _drafting(self, which: str, accept: Callable[[], list[float]], lo: int | None = None,
+                  drafted: float | None = None) -> tuple[int, float]:  # fmt: skip
         """`_best_drafting(accept(), lo)`, kept until what it reads changes: a drafted round
         (the counts, the drafted rounds' cost scale), the copy kind, k_min..k_max. A plain
         step moves only the target steps' scale, which k = 0's rate alone reads, so after a
         step the choice is one division against the kept rate, not every k priced again
         (on the H200 the default's plan between steps was 0.08-0.13 ms of a 4 ms step:
         docs/benchmarks/never-slower.md, run 7)."""
-        key = (self.scale[1], self._evidence, self.k_min, self.k_max, self.kind)
+        key = (self.scale[1] if drafted is None else drafted, self._evidence, self.k_min,
+               self.k_max, self.kind)
         kept = self._kept.get(which)
         if kept is None or kept[0] != key:
-            kept = (key, self._best_drafting(accept(), lo))
+            kept = (key, self._best_drafting(accept(), lo, drafted))
             self._kept[which] = kept
         return kept[1]
 
-    def _best_drafting(self, accept: list[float], lo: int | None = None) -> tuple[int, float]:
-        """The k in lo..k_max (lo: max(k_min, 1)) with the best rate under `accept`, and that
-        rate ((0, 0.0) when there is none); ties go to the smaller k, as `max` over the
-        range did."""
+    def _best_drafting(self, accept: list[float], lo: int | None = None,
+                       drafted: float | None = None) -> tuple[int, float]:  # fmt: skip
+        """The k in lo..k_max (lo: max(k_min, 1)) with the best `rates`, and that rate ((0,
+        0.0) when there is none); ties go to the smaller k."""
         lo = max(self.k_min, 1) if lo is None else lo
         if self.k_max < lo:
             return 0, 0.0
-        r = self.rates(accept, self.k_max)
+        r = self.rates(accept, self.k_max, drafted)
         best = max(range(lo, self.k_max + 1), key=lambda k: r[k])
         return best, r[best]
 
@@ -338,17 +338,14 @@ class CostAwarePolicy:
         elif proposed:  # the policy's own choice was to draft: the next k = 0 is news again
             self._failed = 0
         self._evidence += bool(proposed)
-        # Conditional counts: position i was tried only if all before it were accepted, which
-        # is what expected_tokens multiplies (reach *= a_i). Counting every proposed position
-        # would estimate P(n > i) = a_0...a_i instead and compound it again in the product.
+        # Conditional counts: position i was tried only if all before it were accepted (what
+        # expected_tokens multiplies); counting every proposed one would compound it twice.
         for i in range(min(accepted + 1, proposed)):
             self.tries[i] += 1
             if i < accepted:
                 self.hits[i] += 1
-        # A target step teaches no acceptance: the cached choice stands unless the steps'
-        # cost scale moved by more than STEP_DRIFT. Re-pricing all k after every pipelined
-        # step was host work in the step's path (0.1-0.3 ms a step on this CPU, the whole
-        # predict per source), where a host-bound GPU pays it in full.
+        # A target step teaches no acceptance: the cached choice stands unless the steps' scale
+        # moved by more than STEP_DRIFT (re-pricing every k after each step was 0.1-0.3 ms).
         if proposed or abs(self.scale[0] - self._cache_scale) > STEP_DRIFT * self._cache_scale:
             self._cache = None
 
@@ -368,8 +365,9 @@ class CopyRunPolicy(CostAwarePolicy):
     prompt's two-token repeats), and its rounds stay pipelined target steps.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, observed_gate: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.observed_gate = observed_gate  # the probe gate at the observed scale (run 14's)
         self.k_cap = self.k_max
         self.pooled = RunLengths.empty()
         self.kinds: dict[int, RunLengths] = {}
@@ -389,13 +387,18 @@ class CopyRunPolicy(CostAwarePolicy):
         return self._accept
 
     def _could_pay(self) -> bool:
-        """Whether a copy of this kind could pay if its first token were kept as often as
-        its evidence allows at best (a run, once kept, runs on as runs did)."""
+        """Whether a copy of this kind could pay if its first token were kept as often as its
+        evidence allows at best (a run, once kept, runs on as runs did), its round at the
+        calibrated or the observed cost, whichever is less: the drafted rounds' scale moves
+        only when a round is drafted, so one stalled first round (5x its price) made no copy
+        seem to pay, no probe ran to undo it, and the request ran on plain steps (replayed on
+        the greedy rewrite: 5.67x to 1.00x; never-slower.md, run 15)."""
         def hope() -> list[float]:  # read only when the kept choice is stale
             a = self.acceptance()
             return [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
 
-        return self._drafting("hope", hope, lo=1)[1] > self._step_rate()
+        cheapest = self.scale[1] if self.observed_gate else min(self.scale[1], 1.0)
+        return self._drafting("hope", hope, lo=1, drafted=cheapest)[1] > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)
@@ -438,8 +441,8 @@ def make_policy(
         # Copies probe at most every 64 steps once they keep failing: a probe of a source
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:
-            return CopyRunPolicy(verify, draft_price,
-                                 k_max=s.k_max, k_min=0, bonus=s.bonus, probe_every=64)
+            return CopyRunPolicy(verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
+                                 probe_every=64, observed_gate=s.probe_at_observed_cost)
         return CostAwarePolicy(
             verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
             t_accept=getattr(cost_curve, "t_accept", None),

@@ -339,7 +339,8 @@ class Engine:
         if kept is not None and kept[2] is s:  # the same frozen Settings: no signature to build
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft, s.draft_source, s.greedy, s.price_buckets)
+               s.dispatch, s.fused_draft, s.draft_source, s.greedy, s.price_buckets,
+               s.probe_at_observed_cost)
         policy = kept[1] if kept is not None and kept[0] == sig else None
         if policy is None:
             price, view = None, self.cost_curve

@@ -23,8 +23,9 @@ seed are what it starts from, as a chat's later turns do; each request's carried
 in the JSON's `guard.<source>.earlier_rounds`), DROP (space-separated row names left out of
 every bench, e.g. DROP="hybrid-cost-aware cost-aware": an A/B of the default and the lookup
 fits twice the benches in a call without the two model-drafting rows, the slowest),
-PRICE_AB / CHAIN_AB / OVERLAP_AB (1: the default and the lookup again with one setting
-flipped, in the same interleave: `price_rows`, `chain_rows`, `overlap_rows`).
+PRICE_AB / CHAIN_AB / PROBE_AB / OVERLAP_AB (1: the default and the lookup again with one
+setting flipped, in the same interleave: `price_rows`, `chain_rows`, `probe_rows`,
+`overlap_rows`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,15 @@ def chain_rows() -> list[str]:
     return flipped("lookup_min_match_after_round=1")
 
 
+def probe_rows() -> list[str]:
+    """PROBE_AB=1: the default and the lookup again with a copy's probe gated at the drafted
+    rounds' observed cost scale (probe_at_observed_cost=true, core/cost/policy.py
+    `CopyRunPolicy._could_pay`), as before run 15, in the same interleave: each seed's pair
+    of rows is the A/B of the gate (a stalled first round locked a request's copies out in
+    the replay: docs/benchmarks/lookup/stall_replay.py)."""
+    return flipped("probe_at_observed_cost=true")
+
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -129,7 +139,8 @@ def main(out: Path) -> int:
     ab = os.environ.get("OVERLAP_AB", "0") == "1"
     extra = (overlap_rows() if ab else []) + (
         price_rows() if os.environ.get("PRICE_AB", "0") == "1" else []) + (
-        chain_rows() if os.environ.get("CHAIN_AB", "0") == "1" else [])
+        chain_rows() if os.environ.get("CHAIN_AB", "0") == "1" else []) + (
+        probe_rows() if os.environ.get("PROBE_AB", "0") == "1" else [])
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine

@@ -191,3 +191,39 @@ def test_copy_acceptance_falls_back_on_all_kinds_then_the_prior() -> None:
     a = copy_acceptance(None, pooled, 12)
     assert a[1] > 0.9 and a[11] > 0.9  # unreached lengths run on like the reached ones
     assert copy_acceptance(None, RunLengths.empty(), 3)[0] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("observed_gate", [False, True])
+def test_stalled_first_rounds_do_not_lock_copies_out(observed_gate: bool) -> None:
+    """A request's first two copies stall (10x their price: a kernel's first use, a pause of
+    the host), then every offer is a long match whose copies would pay. The drafted rounds'
+    cost scale moves only on drafted rounds, so the probe gate prices a round at the
+    calibrated or the observed cost, whichever is less: a probe runs, its round at its price
+    brings the scale down, and the copies resume. Priced at the stalled scale (3.24x), no
+    copy seemed to pay and no probe ran for the rest of the request (replayed on the H200's
+    greedy rewrite, one such round took 5.67x to 1.00x: never-slower.md, run 15); the old
+    gate (probe_at_observed_cost, kept for its A/B) still locks them out."""
+    c = curve(H200_SMOLLM2)
+    policy = CopyRunPolicy(c.t_verify, lambda k: 0.0, k_max=32, k_min=0, bonus=True,
+                           observed_gate=observed_gate)  # fmt: skip
+    offer = Offer("lookup", None, 4)
+    asked, stalled, at = [], [], 0
+    for i in range(200):  # each offer: a plain step at its price, or a copy that runs on
+        policy.consider(offer)
+        k = policy.next_k()
+        asked.append(k)
+        if k and len(stalled) < 2:  # stalled, its first token not kept
+            policy.observe(k, 0, 10.0 * c.t_verify(k + 1))
+            stalled.append(policy.scale[1])
+            at = i + 1
+        else:
+            policy.observe(k, k, c.t_verify(k + 1))
+    assert stalled[-1] > 3.0  # 1 + 0.2 (5 - 1), then + 0.2 (5 x 1.8 - 1.8)
+    after = asked[at:]
+    first = next((i for i, k in enumerate(after) if k > 0), None)
+    if observed_gate:  # probe_at_observed_cost = true, the gate before run 15: locked out
+        assert first is None
+        return
+    assert first is not None and first <= 64  # within the copies' longest probe gap
+    assert sum(k > 0 for k in after[first:]) >= 0.9 * len(after[first:])  # copying again
+    assert policy.scale[1] < 1.2  # rounds at their price brought the scale back

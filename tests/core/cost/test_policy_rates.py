@@ -84,7 +84,7 @@ def test_the_kept_drafting_choice_decides_as_pricing_afresh(seq, cls, draft) -> 
 
     kept = cls(_curve_prices, draft, k_max=16, k_min=0, bonus=True, probe_every=4)
     fresh = cls(_curve_prices, draft, k_max=16, k_min=0, bonus=True, probe_every=4)
-    fresh._drafting = lambda which, accept, lo=None: fresh._best_drafting(accept(), lo)  # type: ignore[method-assign]
+    fresh._drafting = lambda which, accept, lo=None, drafted=None: fresh._best_drafting(accept(), lo, drafted)  # type: ignore[method-assign]  # noqa: E501
     for op, a, b, seconds, kind in seq:
         for p in (kept, fresh):
             if op == "step":
