@@ -86,12 +86,13 @@ class Settings:
     # calibration point that read cheap by chance (run 13, finding 5). Off: its A/B over
     # every shipped prompt on the H200 found no difference (never-slower.md, run 14).
     price_buckets: bool = False
-    # Gate a copy's probe at the drafted rounds' observed cost scale, as before run 15 (off:
-    # at the calibrated or the observed cost, whichever is less; core/cost/policy.py
-    # `CopyRunPolicy._could_pay`). That scale moves only when a round drafts, so one stalled
-    # first round could lock a request's copies out; kept for the A/B (never_slower.py
-    # PROBE_AB=1).
-    probe_at_observed_cost: bool = False
+    # Gate a copy's probe at the drafted rounds' observed cost scale (false: at the calibrated
+    # or the observed cost, whichever is less; core/cost/policy.py `CopyRunPolicy._could_pay`).
+    # That scale moves only when a round drafts, so in a replay one stalled first round locked
+    # a request's copies out; but on the H200 the lesser cost let through probes the real
+    # rounds' cost would have stopped, and lost (never-slower.md, run 15): on until an A/B says
+    # otherwise (never_slower.py PROBE_AB=1 runs false beside it).
+    probe_at_observed_cost: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

@@ -45,8 +45,8 @@ def describe(s: Settings) -> str:
                 label += f" (match {s.lookup_min_match}+)"
             if s.lookup_min_match_after_round:
                 label += f" ({s.lookup_min_match_after_round}+ after a round)"
-            if s.probe_at_observed_cost:
-                label += " (probes at the observed cost)"
+            if not s.probe_at_observed_cost:
+                label += " (probes at the lesser cost)"
     if s.greedy and s.mode != "speculative":
         label += ", greedy"
     return label

@@ -365,9 +365,9 @@ class CopyRunPolicy(CostAwarePolicy):
     prompt's two-token repeats), and its rounds stay pipelined target steps.
     """
 
-    def __init__(self, *args: Any, observed_gate: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, observed_gate: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.observed_gate = observed_gate  # the probe gate at the observed scale (run 14's)
+        self.observed_gate = observed_gate  # False: the probe gate at the lesser cost
         self.k_cap = self.k_max
         self.pooled = RunLengths.empty()
         self.kinds: dict[int, RunLengths] = {}
@@ -389,10 +389,10 @@ class CopyRunPolicy(CostAwarePolicy):
     def _could_pay(self) -> bool:
         """Whether a copy of this kind could pay if its first token were kept as often as its
         evidence allows at best (a run, once kept, runs on as runs did), its round at the
-        calibrated or the observed cost, whichever is less: the drafted rounds' scale moves
-        only when a round is drafted, so one stalled first round (5x its price) made no copy
-        seem to pay, no probe ran to undo it, and the request ran on plain steps (replayed on
-        the greedy rewrite: 5.67x to 1.00x; never-slower.md, run 15)."""
+        observed cost (`observed_gate`, the default) or at the lesser of it and the calibrated
+        one: the scale moves only when a round drafts, so in a replay one stalled first round
+        locked copies out for a request, but on the H200 the lesser cost let through probes
+        the real rounds' cost stopped, and lost 1.18-1.28x (never-slower.md, run 15)."""
         def hope() -> list[float]:  # read only when the kept choice is stale
             a = self.acceptance()
             return [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]

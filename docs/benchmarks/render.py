@@ -1883,6 +1883,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "price-ab": lambda docs: setting_ab(docs, "price_buckets"),
     "chain-ab": lambda docs: setting_ab(docs, "lookup_min_match_after_round", "1"),
     "guard-requests": guard_requests,
+    "probe-ab": lambda docs: setting_ab(docs, "probe_at_observed_cost"),
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

@@ -83,7 +83,7 @@ def test_the_chain_rows_are_the_default_and_the_lookup_with_the_setting() -> Non
 
 def test_the_probe_rows_are_the_default_and_the_lookup_with_the_old_gate() -> None:
     """PROBE_AB=1's rows read back as the app's default and the lookup preset with
-    probe_at_observed_cost = true, and nothing else changed."""
+    probe_at_observed_cost = false, and nothing else changed."""
     from core.bench.flags import _parse_overrides
     from core.profile import load_profile
     from core.settings import first_run_settings
@@ -92,8 +92,8 @@ def test_the_probe_rows_are_the_default_and_the_lookup_with_the_old_gate() -> No
     default, lookup = mod.probe_rows()
     name, extra = _parse_overrides(default)
     got = load_profile(name).settings.replace(**extra)
-    want = first_run_settings().replace(probe_at_observed_cost=True)
+    want = first_run_settings().replace(probe_at_observed_cost=False)
     for f in ("draft_source", "policy", "k_max", "lookup_min_match", "probe_at_observed_cost"):
         assert getattr(got, f) == getattr(want, f), f
     name, extra = _parse_overrides(lookup)
-    assert name == "lookup" and extra == {"probe_at_observed_cost": True}
+    assert name == "lookup" and extra == {"probe_at_observed_cost": False}

@@ -27,8 +27,8 @@
 # priced at the bucket's median, core/dispatch/bucketed.py `bucket_priced`): its A/B.
 # CHAIN_AB=1 adds the default and the lookup with lookup_min_match_after_round=1 (a copy from
 # a one-token repeat right after a round, core/drafting/lookup.py `least`): its A/B.
-# PROBE_AB=1 adds the default and the lookup with probe_at_observed_cost=true (a copy's probe
-# gated at the observed cost, as before run 15, core/cost/policy.py `_could_pay`): its A/B.
+# PROBE_AB=1 adds the default and the lookup with probe_at_observed_cost=false (a copy's probe
+# gated at the lesser of the calibrated and the observed cost, core/cost/policy.py): its A/B.
 # DROP="hybrid-cost-aware cost-aware" leaves those rows out (an A/B of the default and the
 # lookup then fits every prompt of one temperature in a call: run 14).
 # OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a

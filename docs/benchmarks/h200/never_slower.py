@@ -108,12 +108,12 @@ def chain_rows() -> list[str]:
 
 
 def probe_rows() -> list[str]:
-    """PROBE_AB=1: the default and the lookup again with a copy's probe gated at the drafted
-    rounds' observed cost scale (probe_at_observed_cost=true, core/cost/policy.py
-    `CopyRunPolicy._could_pay`), as before run 15, in the same interleave: each seed's pair
-    of rows is the A/B of the gate (a stalled first round locked a request's copies out in
-    the replay: docs/benchmarks/lookup/stall_replay.py)."""
-    return flipped("probe_at_observed_cost=true")
+    """PROBE_AB=1: the default and the lookup again with a copy's probe gated at the lesser
+    of the calibrated and the observed cost (probe_at_observed_cost=false, core/cost/
+    policy.py `CopyRunPolicy._could_pay`), in the same interleave: each seed's pair of rows
+    is the A/B of the gate. (Run 15 ran it the other way round: the lesser cost was the
+    default for that call, and its extra rows were probe_at_observed_cost=true.)"""
+    return flipped("probe_at_observed_cost=false")
 
 
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]

@@ -266,8 +266,8 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
     assert "drafts" not in bench.describe(Settings())  # the default source goes unsaid
     chained = rows[0].settings.replace(lookup_min_match_after_round=1)
     assert bench.describe(chained).endswith("hybrid drafts (match 3+) (1+ after a round)")
-    gated = rows[0].settings.replace(probe_at_observed_cost=True)
-    assert bench.describe(gated).endswith("(match 3+) (probes at the observed cost)")
+    gated = rows[0].settings.replace(probe_at_observed_cost=False)
+    assert bench.describe(gated).endswith("(match 3+) (probes at the lesser cost)")
     with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid"):
         bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
     with pytest.raises(SystemExit):  # argparse: "invalid choice", exit 2

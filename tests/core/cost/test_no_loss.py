@@ -194,15 +194,16 @@ def test_copy_acceptance_falls_back_on_all_kinds_then_the_prior() -> None:
 
 
 @pytest.mark.parametrize("observed_gate", [False, True])
-def test_stalled_first_rounds_do_not_lock_copies_out(observed_gate: bool) -> None:
+def test_stalled_first_rounds_and_the_two_probe_gates(observed_gate: bool) -> None:
     """A request's first two copies stall (10x their price: a kernel's first use, a pause of
     the host), then every offer is a long match whose copies would pay. The drafted rounds'
-    cost scale moves only on drafted rounds, so the probe gate prices a round at the
-    calibrated or the observed cost, whichever is less: a probe runs, its round at its price
-    brings the scale down, and the copies resume. Priced at the stalled scale (3.24x), no
-    copy seemed to pay and no probe ran for the rest of the request (replayed on the H200's
-    greedy rewrite, one such round took 5.67x to 1.00x: never-slower.md, run 15); the old
-    gate (probe_at_observed_cost, kept for its A/B) still locks them out."""
+    cost scale moves only on drafted rounds. Gated at the lesser of the calibrated and the
+    observed cost (probe_at_observed_cost = false), a probe runs, its round at its price
+    brings the scale down and the copies resume. Gated at the observed cost (the default:
+    on the H200 the lesser cost's extra probes lost, never-slower.md run 15), the stalled
+    scale (3.24x) leaves no copy that seems to pay and no probe runs for the rest of the
+    request: the lock-in the replay found (one such round took the greedy rewrite's 5.67x
+    to 1.00x), which this test pins down for the next gate to solve."""
     c = curve(H200_SMOLLM2)
     policy = CopyRunPolicy(c.t_verify, lambda k: 0.0, k_max=32, k_min=0, bonus=True,
                            observed_gate=observed_gate)  # fmt: skip
