@@ -1514,6 +1514,33 @@ def lookup_after_round(docs: list[Doc]) -> tuple[list[str], str]:
                     out), stat
 
 
+def copy_stall(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/lookup/stall_replay.py's replay: per greedy bench and probe gate, the
+    predicted speedup of the default's copy policy with no stall and with each pattern of
+    stalled drafting rounds, and its drafting rounds (a collapse reads as 1.00x and few)."""
+    (d,) = docs
+    patterns = list(d["patterns"])
+    out = []
+    for r in d["rows"]:
+        call = Path(r.get("source", "")).parent.name
+        for gate in d["gates"]:
+            cells = []
+            for p in patterns:
+                x = next(x for x in r["replays"] if (x["gate"], x["stalls"]) == (gate, p))
+                cells.append(f"{x['target_only_s'] / x['broken_s']:.2f}x ({x['drafting_rounds']})")
+            out.append([r["bench"].removesuffix("-t0.0") + (f" ({call})" if call else ""),
+                        gate, *cells])  # fmt: skip
+    stat = ("greedy, each bench's seed-0 answer of target-only, teacher-forced, replayed as "
+            "after_round.py's default (match 2+); each cell = the predicted speedup (the "
+            "replayed rounds at the bench's calibrated prices, each pipeline break charged, over "
+            "target-only's steps) and in brackets the drafting rounds; a stalled round is heard "
+            "by the policy at that multiple of its price and charged at its price; gate = the "
+            "copy probe's cost: observed = the drafted rounds' observed scale "
+            "(probe_at_observed_cost = true, the default), lesser = the lesser of it and the "
+            "calibration")
+    return md_table(("Prompt", "probe gate", *(f"stall: {p}" for p in patterns)), out), stat
+
+
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
     round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
@@ -1884,6 +1911,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "chain-ab": lambda docs: setting_ab(docs, "lookup_min_match_after_round", "1"),
     "guard-requests": guard_requests,
     "probe-ab": lambda docs: setting_ab(docs, "probe_at_observed_cost"),
+    "copy-stall": copy_stall,
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

@@ -495,6 +495,22 @@ def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None
     assert cells[3:] == ["-/-", "-/-", "-/-"]
 
 
+def test_copy_stall_reads_each_gate_and_pattern() -> None:
+    """One row per bench and gate, one cell per stall pattern: the predicted speedup (target-only
+    over the replay's broken seconds) and the drafting rounds."""
+    def run(gate: str, stalls: str, broken: float, drafting: int) -> dict:
+        return {"gate": gate, "stalls": stalls, "target_only_s": 1.0, "broken_s": broken,
+                "drafting_rounds": drafting}
+    doc = {"patterns": {"none": {}, "first x5": {"0": 5.0}}, "gates": {"observed": True, "lesser": False},
+           "rows": [{"bench": "p-t0.0", "source": "data/x/c1/p-t0.0.json.xz", "replays": [
+               run("observed", "none", 0.25, 20), run("observed", "first x5", 1.0, 1),
+               run("lesser", "none", 0.25, 20), run("lesser", "first x5", 0.5, 18)]}]}  # fmt: skip
+    lines, _ = render.TABLES["copy-stall"]([doc])
+    cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
+    assert cells == [["p (c1)", "observed", "4.00x (20)", "1.00x (1)"],
+                     ["p (c1)", "lesser", "4.00x (20)", "2.00x (18)"]]
+
+
 def test_after_round_replay_accounts_every_token_and_break() -> None:
     """docs/benchmarks/lookup/after_round.py on a text that copies its prompt: every answer
     token is one round's (accepted copies plus one, the last round's one maybe past the
@@ -516,6 +532,30 @@ def test_after_round_replay_accounts_every_token_and_break() -> None:
         assert r["broken_s"] == pytest.approx(r["curve_s"] + r["breaks"] * 0.005)
         assert r["target_only_s"] == pytest.approx(len(answer) * 0.005)
         assert r["drafting_rounds"] > 0  # the repeats are copied
+
+
+def test_a_stall_changes_what_the_replayed_policy_hears_not_what_it_is_charged() -> None:
+    """docs/benchmarks/lookup/stall_replay.py's lever, after_round.replay's `stalls`, on an
+    answer that copies its prompt but for one token in seven: with no stall the replay is the
+    plain one; its first two rounds heard at 20x their price change only the choices (every
+    token still one round's), and at the observed gate (the default) the copies stop: the
+    lock-in (59 drafting rounds without the stall, 2 with it)."""
+    from core.dispatch.curve import VerifyCostCurve
+
+    mod = load_script("docs/benchmarks/lookup/after_round.py", "after_round")
+    curve = VerifyCostCurve.from_dict({"times": {"auto": {"1": 0.005, "2": 0.009, "33": 0.010}},
+                                       "backend": "cuda", "context_len": 64})
+    base = list(range(100, 160))
+    prompt = base * 3
+    answer = [500 + i if i % 7 == 3 else base[i % 60] for i in range(240)]
+    plain = mod.replay(prompt, answer, curve, 2)
+    assert mod.replay(prompt, answer, curve, 2, stalls={}) == plain
+    for gate in (True, False):
+        r = mod.replay(prompt, answer, curve, 2, stalls={0: 20.0, 1: 20.0}, observed_gate=gate)
+        assert len(answer) <= r["accepted"] + r["rounds"] <= len(answer) + 1
+        assert r["target_only_s"] == plain["target_only_s"]
+        if gate:
+            assert (plain["drafting_rounds"], r["drafting_rounds"]) == (59, 2)
 
 
 def test_lookup_after_round_table_reads_each_config_and_the_measured_row() -> None:

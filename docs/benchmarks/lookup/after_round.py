@@ -58,12 +58,15 @@ def bench_curve(doc: dict[str, Any]) -> Any:
 
 
 def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
-           after_round: int = 0, charged: bool = True) -> dict[str, Any]:  # fmt: skip
+           after_round: int = 0, charged: bool = True, stalls: dict[int, float] | None = None,
+           observed_gate: bool = True) -> dict[str, Any]:  # fmt: skip
     """The default's copy policy (first_run_settings, greedy, lossless) choosing each round's
     k over `out`, teacher-forced, with the lookup copying from repeats of `min_match`+
     tokens (`after_round`+ right after a drafting round; 0: min_match): its rounds, what they
     committed, and their price by `curve`. `charged` (default): the policy hears each round's
-    and step's seconds and each break, as in the engine; else acceptance alone."""
+    and step's seconds and each break, as in the engine; else acceptance alone. `stalls`:
+    drafting round i (from 0) is heard at `stalls[i]` times its price (a stall; the price
+    charged stays the curve's); `observed_gate`: probe_at_observed_cost."""
     from core.cost.policy import make_policy
     from core.dispatch.curve import verify_cost
     from core.drafting.base import Offer
@@ -72,7 +75,8 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
     from core.settings import first_run_settings
 
     s = first_run_settings().replace(temperature=0.0, rule="lossless", lookup_min_match=min_match,
-                                     lookup_min_match_after_round=after_round)
+                                     lookup_min_match_after_round=after_round,
+                                     probe_at_observed_cost=observed_gate)
     view = curve.for_sampling(True)
     policy = make_policy(s, view, lambda k: 0.0, copies=True)
     price = verify_cost(view, s.dispatch)
@@ -97,7 +101,8 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
             while n < len(copy) and i + n < len(out) and copy[n] == out[i + n]:
                 n += 1
             cost = price(len(copy) + 1)
-            policy.observe(len(copy), n, cost if charged else None)
+            heard = cost * (stalls or {}).get(drafting, 1.0)
+            policy.observe(len(copy), n, heard if charged else None)
             broke = len(copy)
             drafting, accepted, proposed = drafting + 1, accepted + n, proposed + len(copy)
             curve_s += cost

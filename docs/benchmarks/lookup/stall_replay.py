@@ -1,0 +1,74 @@
+"""A stalled round and the copy policy: the default's copy policy replayed on a bench's own
+greedy answer with some of its first drafting rounds heard at several times their price,
+at each probe gate (core/cost/policy.py `CopyRunPolicy._could_pay`).
+
+Why: the drafted rounds' cost scale of the policy moves only when a round drafts. A stall in
+a request's first rounds (a kernel's first use, a pause of the host) raises it; if no copy
+then seems to pay, none drafts, and nothing brings it down: the request runs on plain steps.
+On the H200 run 15's greedy rewrite had requests at 0.9x and 2.3-3.0x of target-only in one
+row, with the guard stopping nothing. This replay asks whether a stall alone can do that,
+and what each gate does about it: `observed` (probe_at_observed_cost = true, the default)
+prices a probe at the observed scale, `lesser` at the lesser of it and the calibration.
+
+It reuses docs/benchmarks/lookup/after_round.py `replay` (teacher-forced on target-only's
+seed-0 answer, priced by the bench's own calibration, a break charged for each plain step
+right after a round): the rounds are charged at the curve's price whatever the policy heard,
+so a stall changes only what the policy chose. A prediction, not a measurement (run 15's
+GPU A/B of the two gates is the measurement). Usage (the CPU):
+  python docs/benchmarks/lookup/stall_replay.py OUT.json BENCH.json[.xz] ...
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# name -> {drafting round index: factor the policy hears its price at}
+PATTERNS = {
+    "none": {},
+    "first x5": {0: 5.0},
+    "first two x10": {0: 10.0, 1: 10.0},
+    "sixth and seventh x10": {5: 10.0, 6: 10.0},
+}
+GATES = {"observed": True, "lesser": False}
+
+
+def main(argv: list[str]) -> int:
+    from after_round import bench_curve, replay
+    from rawdata import load_json
+
+    from core.models.chat_template import chat_prompt_ids
+    from core.models.loader import load_model
+
+    out_path, *benches = argv
+    tok = load_model("default").tokenizer
+    rows = []
+    for b in benches:
+        doc = load_json(Path(b))
+        prompt = chat_prompt_ids(tok, [{"role": "user", "content": doc["protocol"]["prompt"]["text"]}])
+        answer = doc["results"][0]["sample_output"]["token_ids"]
+        curve = bench_curve(doc)
+        runs = []
+        for gate, observed in GATES.items():
+            for name, stalls in PATTERNS.items():
+                r = replay(prompt, answer, curve, 2, 0, stalls=stalls, observed_gate=observed)
+                runs.append({"gate": gate, "stalls": name, **r})
+                print(Path(b).name, gate, name, f"{r['target_only_s'] / r['broken_s']:.2f}x")
+        rows.append({"bench": Path(b).name.split(".json")[0], "source": str(b),
+                     "answer_tokens": len(answer), "replays": runs})  # fmt: skip
+    doc = {"what": "the default's copy policy replayed on each bench's seed-0 greedy answer with "
+                   "stalled drafting rounds heard at a multiple of their price, per probe gate",
+           "patterns": {k: {str(i): f for i, f in v.items()} for k, v in PATTERNS.items()},
+           "gates": GATES, "rows": rows}  # fmt: skip
+    Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
