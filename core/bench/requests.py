@@ -92,11 +92,12 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
             # earlier_rounds: what the engine's guard carried in from the row's requests before
             # plan_rounds: its rounds left out for building an attention plan (core/cost/guard.py)
             # measured_rounds: its rounds in the request; stops, refused: its stops in the
-            # request, and the offers it made while stopped
+            # request, and the offers it made while stopped; cost_scale: its policy's
+            # observed/calibrated cost of a plain step and of a drafted round at the end
             g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": [],
                                           "earlier_rounds": [], "plan_rounds": [],
                                           "measured_rounds": [], "stops": [],
-                                          "refused": []})  # fmt: skip
+                                          "refused": [], "cost_scale": []})  # fmt: skip
             for key in g:
                 g[key].append(v.get(key))
     r.kernels.update(req.kernels)

@@ -280,6 +280,7 @@ class Engine:
         self._settle(seq)
         e2e = time.perf_counter() - t_start
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
+        totals.policies = {name: kept[1] for name, kept in self._policies.items()}
         yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback, self.models)
 
     def _drafting_rounds(

@@ -42,6 +42,10 @@ class RunTotals:
     # the last token, and its logits are the next round's or step's first row.
     queued: Any | None = None
     after_round: str | None = None  # the source of the round just run, until the next plan
+    # Each source's k policy as the run ended (the engine's): a cost-aware one's cost scales
+    # are reported, so a request whose copies stopped for a stalled round's scale (the lock-in
+    # of docs/benchmarks/lookup/stall_replay.py) shows it without a trace.
+    policies: dict[str, Any] = field(default_factory=dict)
 
     def per_source(self) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.
@@ -53,6 +57,10 @@ class RunTotals:
         if self.guard is not None:
             for name, row in self.guard.report().items():
                 out.setdefault("none" if name == TARGET else name, {"rounds": 0}).update(row)
+        for name, policy in self.policies.items():
+            scale = getattr(policy, "scale", None)  # [plain steps, drafted rounds]: observed
+            if name in out and scale is not None:  # over calibrated seconds, an EMA
+                out[name]["cost_scale"] = [float(x) for x in scale]
         return out
 
     def add(self, ev: RoundEvent, now: float, speculative: bool = False) -> None:

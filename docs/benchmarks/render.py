@@ -1224,8 +1224,9 @@ def guard_plan(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]
 def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
     """Per bench and guarded row, request by request: target-only's E2E over the row's, same
     seed; the source's rounds in the request; how often the guard stopped it and how many of
-    its offers a stop turned into plain steps (`stops`, `refused`, since this run; "-" in
-    earlier data). A row whose requests read 4x and 1.2x on one greedy text differs in what
+    its offers a stop turned into plain steps (`stops`, `refused`, since run 15; "-" in
+    earlier data); its policy's drafted-round cost scale at the end (`cost_scale`, since run
+    15's last call). A row whose requests read 4x and 1.2x on one greedy text differs in what
     its guard and policy did, which these counts tell apart without a trace."""
     out = []
     for d, r, g in _guarded(docs, source):
@@ -1239,15 +1240,19 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
 
         speed = "/".join(f"{t / o:.2f}x" if o > 0 else "-"
                          for t, o in zip(theirs, ours, strict=False))  # fmt: skip
+        scales = g.get("cost_scale") or [None] * n
+        drafted = "/".join(f"{x[1]:.2f}" if x else "-" for x in scales)
         out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
-                    seq("stops"), seq("refused")])  # fmt: skip
+                    seq("stops"), seq("refused"), drafted])  # fmt: skip
     stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
             f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
             "its measured rounds in the request, stops = the times the guard stopped it in "
             "the request, refused = its offers a stop turned into plain steps "
-            "(core/cost/guard.py `asks`)")
-    return md_table(("Prompt, T", "row", "vs target-only", "rounds", "stops", "refused"),
-                    out), stat  # fmt: skip
+            "(core/cost/guard.py `asks`); round cost = its policy's drafted-round cost scale "
+            "as the request ended (observed over calibrated seconds, an EMA: "
+            "core/cost/policy.py `scale[1]`)")
+    return md_table(("Prompt, T", "row", "vs target-only", "rounds", "stops", "refused",
+                     "round cost"), out), stat  # fmt: skip
 
 
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:

@@ -342,6 +342,11 @@ def test_engine_keeps_a_paying_source_through_one_stall(tiny_pair, greedy_text, 
     assert seconds <= unstalled + 1.0 + 4 * STEP
     assert sum(1 for e in events if not e.proposed) <= 3 + 2
     assert list(summary.token_ids) == greedy_text[len(PROMPT) : len(PROMPT) + 160]
+    # the source's policy as the run ended: its cost scales (plain steps, drafted rounds),
+    # which the bench keeps per request; plain steps ("none") have no policy of their own
+    scale = summary.per_source["oracle"]["cost_scale"]
+    assert len(scale) == 2 and all(x > 0.0 for x in scale)
+    assert "cost_scale" not in summary.per_source.get("none", {})
 
 
 @pytest.mark.parametrize("flagged", [True, False])
