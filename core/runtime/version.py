@@ -3,12 +3,16 @@
 Every record of a measurement (bench reports, saved runs) names the code that measured, so
 a number can be traced to the commit that produced it. Run from a checkout (`make run`,
 PYTHONPATH on a GPU machine) the version is the checkout's pyproject.toml and the commit is
-git's; from an installed wheel, the installed version alone.
+git's; from an installed wheel, the installed version alone. Where the tree runs without
+its own history, `SPECDEC_TUI_COMMIT` names the commit it is (the lent GPU's copy of the tree
+kept the session's first HEAD in its .git: run 15's every file named 45b83a1, dirty, for
+trees three commits on); its dirty flag is then unknown.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -44,7 +48,11 @@ def _version() -> str | None:
 
 
 def _git() -> dict[str, Any]:
-    """The checkout's HEAD and whether tracked files differ from it; None outside a checkout."""
+    """The checkout's HEAD and whether tracked files differ from it; None outside a checkout.
+    SPECDEC_TUI_COMMIT, where set, is the commit (the caller knows the tree; git does not)."""
+    named = os.environ.get("SPECDEC_TUI_COMMIT", "").strip()
+    if named:
+        return {"commit": named, "dirty": None}
     if not (ROOT / ".git").exists():  # a folder in a clone, a file in a worktree
         return {"commit": None, "dirty": None}
 

@@ -11,8 +11,9 @@
 #   1. carrying .device/a:  bash .device/a/stage.sh
 #   2. carrying .device/b:  source .device/b/install.sh
 #   3. carrying .device/c:  source .device/c/model.sh && <benchmark>   (--default-model only)
-# Later calls on the same warm machine start with:
-#   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
+# Later calls on the same warm machine start with (the commit as this script prints it: the
+# machine's copy of .git can be an older HEAD than the tree, core/runtime/version.py):
+#   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache SPECDEC_TUI_COMMIT=<HEAD>
 # A fresh machine compiles MLX's CUDA kernels at first use (a minute or more per model, said
 # by the app, chat, bench and calibrate; kept out of every timed number). To pay for that once,
 # not per lease, bring the kernel cache back and carry it (kcache.sh, beside this script):
@@ -115,3 +116,5 @@ cat $(ls /root/mlx-parts/model.part.* | sort -V) | xz -d \
 python3 -m core.cli fetch
 SH
 du -sh .device/a .device/b .device/c
+dirty=$(git status --porcelain --untracked-files=no | head -c1)
+echo "measuring calls: export SPECDEC_TUI_COMMIT=$(git rev-parse HEAD)${dirty:+  (uncommitted changes: commit first)}"

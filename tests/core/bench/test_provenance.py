@@ -280,9 +280,24 @@ def test_the_default_model_is_named_by_its_pinned_sha256(default_pair) -> None:
 # --------------------------------------------------------------------------- the tool
 
 
-def test_the_environment_names_the_tool_version_and_commit() -> None:
+def test_a_named_commit_is_the_tools_where_git_cannot_tell(monkeypatch) -> None:
+    """SPECDEC_TUI_COMMIT names the tree's commit where the tree's .git is not its history
+    (the lent GPU's copy): the commit is the named one, its dirty flag unknown."""
+    from core.runtime import version
+
+    monkeypatch.setenv("SPECDEC_TUI_COMMIT", "abc123def4567890")
+    assert version._git() == {"commit": "abc123def4567890", "dirty": None}
+    assert version_text({"specdec_tui": "0.1.0", "specdec_tui_commit": "abc123def4567890",
+                         "specdec_tui_dirty": None}) == "specdec-tui 0.1.0 at abc123def456"
+    monkeypatch.setenv("SPECDEC_TUI_COMMIT", " ")
+    assert version._git()["commit"] != " "  # blank: git's answer, as unset
+
+
+def test_the_environment_names_the_tool_version_and_commit(monkeypatch) -> None:
     from core.profile import record_environment
 
+    monkeypatch.delenv("SPECDEC_TUI_COMMIT", raising=False)
+    tool_version.cache_clear()
     env = record_environment()
     import tomllib
 
