@@ -1242,17 +1242,21 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
                          for t, o in zip(theirs, ours, strict=False))  # fmt: skip
         scales = g.get("cost_scale") or [None] * n
         drafted = "/".join(f"{x[1]:.2f}" if x else "-" for x in scales)
+        steps = ((r.get("guard") or {}).get("none") or {}).get("measured_rounds") or [None] * n
         out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
+                    "/".join("-" if x is None else f"{x:d}" for x in steps),
                     seq("stops"), seq("refused"), drafted])  # fmt: skip
     stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
             f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
-            "its measured rounds in the request, stops = the times the guard stopped it in "
+            "its measured rounds in the request, pipelined steps = the target arm's (guard."
+            "none: plain steps with a step queued behind, the ones its copies did not replace), "
+            "stops = the times the guard stopped it in "
             "the request, refused = its offers a stop turned into plain steps "
             "(core/cost/guard.py `asks`); round cost = its policy's drafted-round cost scale "
             "as the request ended (observed over calibrated seconds, an EMA: "
             "core/cost/policy.py `scale[1]`)")
-    return md_table(("Prompt, T", "row", "vs target-only", "rounds", "stops", "refused",
-                     "round cost"), out), stat  # fmt: skip
+    return md_table(("Prompt, T", "row", "vs target-only", "rounds", "pipelined steps",
+                     "stops", "refused", "round cost"), out), stat  # fmt: skip
 
 
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
