@@ -484,16 +484,17 @@ def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None
     g = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"],
                     "measured_rounds": [24, 55], "stops": [0, 2], "refused": [0, 41],
                     "cost_scale": [[1.0, 1.25], [0.9, 3.5]]}}
+    g["none"] = {"measured_tok_s": [200.0, 200.0], "measured_rounds": [8, 68]}
     doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
                   {render.NS_LOOKUP: g})
     lines, _ = render.TABLES["guard-requests"]([doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells[2:] == ["4.00x/1.25x", "24/55", "0/2", "0/41", "1.25/3.50"]
+    assert cells[2:] == ["4.00x/1.25x", "24/55", "8/68", "0/2", "0/41", "1.25/3.50"]
     old = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"]}}
     doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
                   {render.NS_LOOKUP: old})
     cells = [c.strip() for c in render.TABLES["guard-requests"]([doc])[0][2].strip("|").split("|")]
-    assert cells[3:] == ["-/-", "-/-", "-/-", "-/-"]
+    assert cells[3:] == ["-/-", "-/-", "-/-", "-/-", "-/-"]
 
 
 def test_copy_stall_reads_each_gate_and_pattern() -> None:
