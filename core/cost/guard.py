@@ -428,9 +428,9 @@ def prior_of(policy: Any) -> Prior | None:
 
 def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
     """The guard's decision per source, in words, from a RunSummary's `per_source`: its
-    measured rate against plain target steps, and "not asked: slower than target steps"
-    where the guard stopped it. Empty when the run was not guarded. One wording for the
-    app's Rounds panel, `specdec-tui chat` and the bench's report."""
+    measured rate against plain target steps, "not asked: slower than target steps" where
+    the guard stopped it, and how many of its offers a stop ran as target steps. Empty when
+    unguarded. One wording for the app's Rounds panel, `specdec-tui chat` and the report."""
     target = per_source.get("none", {}).get("measured_tok_s")
     out = []
     for name, row in per_source.items():
@@ -442,7 +442,9 @@ def guard_lines(per_source: dict[str, dict[str, Any]]) -> list[str]:
         why = " (by the calibration: its best round is slower)" if row.get("basis") else ""
         n = int(row.get("plan_rounds") or 0)  # their time is a plan's build, not the source's
         left = f" ({n} round{'s' if n != 1 else ''} left out: an attention plan built)" if n else ""
-        out.append(f"{name}: {measured}{against}: {row['guard']}{why}{left}")
+        r = int(row.get("refused") or 0)  # its offers a stop turned into plain target steps
+        held = f" ({r} offer{'s' if r != 1 else ''} run as target steps while stopped)" if r else ""
+        out.append(f"{name}: {measured}{against}: {row['guard']}{why}{left}{held}")
     if out and target is not None:
         out.append(f"target steps: {target:.0f} tok/s")
     return out

@@ -530,7 +530,7 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
     for name, row in guard.report().items():
         per["none" if name == TARGET else name].update(row)
     lines = guard_lines(per)
-    assert any(x.startswith("model: ") and x.endswith(SLOWER) and "x target steps" in x
+    assert any(x.startswith("model: ") and f": {SLOWER}" in x and "x target steps" in x
                for x in lines)  # fmt: skip
     assert any(x.startswith("lookup: ") and "asked" in x for x in lines)
     assert lines[-1].startswith("target steps: ")
@@ -539,6 +539,13 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
     planned = {**per, "lookup": {**per["lookup"], "plan_rounds": 2}}
     assert any(x.startswith("lookup: ") and x.endswith("(2 rounds left out: an attention plan "
                                                        "built)") for x in guard_lines(planned))  # fmt: skip
+    # the stopped model's offers ran as target steps: the report says how many (the guard's
+    # own count, this run's), and a source never stopped says nothing of it
+    refused = per["model"]["refused"]
+    assert refused > 0 and per["lookup"]["refused"] == 0
+    assert any(x.startswith("model: ") and f"({refused} offers run as target steps while "
+               "stopped)" in x for x in lines)  # fmt: skip
+    assert not any("while stopped" in x for x in lines if x.startswith("lookup: "))
 
     class Summary:  # what record_timed reads of a RunSummary
         e2e_s = ttft_s = 1.0
