@@ -123,20 +123,25 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
             "breaks": breaks, "broken_s": curve_s + breaks * step, "target_only_s": len(out) * step}  # fmt: skip
 
 
-def main(argv: list[str]) -> int:
+def bench_answers(benches: list[str]) -> Any:
+    """Per bench file: (its path, its JSON, its prompt's ids as the bench built them, target-
+    only's seed-0 greedy answer, its calibration): what a replay runs on."""
     from rawdata import load_json
 
     from core.models.chat_template import chat_prompt_ids
     from core.models.loader import load_model
 
-    out_path, *benches = argv
     tok = load_model("default").tokenizer
-    rows = []
     for b in benches:
         doc = load_json(Path(b))
         prompt = chat_prompt_ids(tok, [{"role": "user", "content": doc["protocol"]["prompt"]["text"]}])
-        answer = doc["results"][0]["sample_output"]["token_ids"]
-        curve = bench_curve(doc)
+        yield b, doc, prompt, doc["results"][0]["sample_output"]["token_ids"], bench_curve(doc)
+
+
+def main(argv: list[str]) -> int:
+    out_path, *benches = argv
+    rows = []
+    for b, doc, prompt, answer, curve in bench_answers(benches):
         base = doc["results"][0]
         lk = next((r for r in doc["results"] if r.get("name") == "lookup+flags"), None)
         rows.append({"bench": Path(b).name.split(".json")[0], "source": str(b),

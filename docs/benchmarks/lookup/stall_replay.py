@@ -40,20 +40,11 @@ GATES = {"observed": True, "lesser": False}
 
 
 def main(argv: list[str]) -> int:
-    from after_round import bench_curve, replay
-    from rawdata import load_json
-
-    from core.models.chat_template import chat_prompt_ids
-    from core.models.loader import load_model
+    from after_round import bench_answers, replay
 
     out_path, *benches = argv
-    tok = load_model("default").tokenizer
     rows = []
-    for b in benches:
-        doc = load_json(Path(b))
-        prompt = chat_prompt_ids(tok, [{"role": "user", "content": doc["protocol"]["prompt"]["text"]}])
-        answer = doc["results"][0]["sample_output"]["token_ids"]
-        curve = bench_curve(doc)
+    for b, _doc, prompt, answer, curve in bench_answers(benches):
         runs = []
         for gate, observed in GATES.items():
             for name, stalls in PATTERNS.items():
