@@ -93,6 +93,12 @@ class Settings:
     # rounds' cost would have stopped, and lost (never-slower.md, run 15): on until an A/B says
     # otherwise (never_slower.py PROBE_AB=1 runs false beside it).
     probe_at_observed_cost: bool = True
+    # The most one observed round or step may move the cost-aware policy's cost scale, in
+    # multiples of it (core/cost/policy.py). At 5x one stalled round raised the drafted
+    # rounds' scale until no copy seemed to pay, for the rest of the request; at 1.5x the
+    # replay kept its copies through every stall pattern it tried (never-slower.md, run 15).
+    # Unmeasured on a GPU until its A/B (never_slower.py CLIP_AB=1).
+    cost_scale_clip: float = 5.0
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -123,6 +129,7 @@ class Settings:
         _check_range("repetition_context", self.repetition_context, 1, MAX_REPETITION_CONTEXT)
         _check_range("lookup_min_match", self.lookup_min_match, 1, 64)
         _check_range("lookup_min_match_after_round", self.lookup_min_match_after_round, 0, 64)
+        _check_range("cost_scale_clip", self.cost_scale_clip, 1.01, 100.0)
         _check_range("prefill_chunk", self.prefill_chunk, 1, MAX_PREFILL_CHUNK)
         if self.accept_lo > self.accept_hi:
             raise SettingsError("accept_lo must not exceed accept_hi.")

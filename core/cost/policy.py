@@ -108,8 +108,7 @@ class HeuristicPolicy:
 
 COST_EMA = 0.2  # weight of each observed round in the cost scale
 STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cached k
-# A round far off (a stall) enters the EMA as at most this times the scale it meets: a price far
-# off is corrected step by step (an absolute clip held it at 5x for good: never-slower.md run 9).
+# One observation enters a scale's EMA as at most this times the scale (never-slower.md run 9).
 SCALE_CLIP = (0.2, 5.0)
 
 
@@ -118,28 +117,29 @@ class CostAwarePolicy:
 
     rate(k) = E[tokens](k, a) / (t_draft(k) + t_verify(k + 1) + t_overhead); k = 0 is a
     target step costing t_verify(1). t_draft(k) is the draft source's price of proposing k
-    (k draft steps for a model, next to nothing for a lookup); a number means k steps of it. Acceptance per position is a Beta-smoothed online count,
-    so early rounds lean on the prior and later rounds on what the pair actually does. A
+    (k draft steps for a model, next to nothing for a lookup); a number means k steps of it.
+    Acceptance per position is a Beta-smoothed online count, so early rounds lean on the
+    prior and later rounds on what the pair actually does. A
     position's prior is the pooled acceptance of all positions seen (itself smoothed towards
     `prior`): a position never yet reached is assumed to behave like the ones that were, so
     short probes that are all accepted raise the estimate for long proposals too (with a
     fixed prior, k stayed at 0-1 on the H200 while every draft was accepted).
     Choosing k = 0 teaches nothing, so the first round, and a round after a run of target
     steps, proposes k >= 1 anyway (unless no k could pay at the most optimistic acceptance the
-    rounds allow, as on MLX's CPU backend even at full acceptance): a pair whose acceptance rises (a new, easier passage) is noticed instead of
-    being written off for the rest of the run. The run before a probe is 1 target step after
+    rounds allow, as on MLX's CPU backend even at full acceptance): a pair whose acceptance
+    rises (a new passage) is noticed, not written off. The run before a probe is 1 step after
     the policy first falls to k = 0, then doubles with each probe that leaves it there (2, 4,
     ... `probe_every`): two unlucky early rounds are evidence of little, and on the H200 (72B
     target, TV = 0.5, 88% per position) they sent a fixed 16-step wait into a request that
-    paid 1.5x at k = 10. A probe
-    that is wholly accepted is followed at once by one twice as long (1, 2, 4, ... k_max, as
-    TCP's slow start): proving that long proposals pay takes long accepted runs, and at
+    paid 1.5x at k = 10. A probe wholly accepted is followed at once by one twice as long (as
+    TCP's slow start, to k_max): proving that long proposals pay takes long accepted runs; at
     k_max = 31 single-token probes every 16 rounds would need the whole request to gather them.
     The curve is a calibration; the rounds are the truth. Each observed round time is compared
     with the curve's price for it, and an EMA of that ratio, one for target steps and one for
     drafted rounds, scales the prices: a sampled draft step dearer than the calibrated greedy
     one, or a host that got slower, moves the choice (on the H200 the calibrated price was
-    optimistic and k stayed too long at TV = 0.5).
+    optimistic and k stayed too long at TV = 0.5). `scale_clip`: the most one observation may
+    move a scale, in multiples of it (5x; a stalled round at 5x could lock copies out, run 15).
     """
 
     kind = 0  # the offer's kind its choices are kept for (CopyRunPolicy tracks copies' kinds)
@@ -157,8 +157,10 @@ class CostAwarePolicy:
         prior_weight: float = 2.0,
         probe_every: int = 16,
         t_accept: Callable[[int], float] | None = None,
+        scale_clip: float = SCALE_CLIP[1],
     ) -> None:
         t_draft = as_price(t_draft)
+        self.clip = (SCALE_CLIP[0], scale_clip)
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         # The round's price and its expected tokens: one formula with the bench and the app.
         self.cost = RoundCost(t_verify, t_draft, t_overhead=t_overhead, t_accept=t_accept)
@@ -194,8 +196,7 @@ class CostAwarePolicy:
         return predict_k(self.cost, k, a, self.bonus, self.scale[k > 0]).tok_s
 
     def rates(self, accept: list[float], k_hi: int, drafted: float | None = None) -> list[float]:
-        """`rate(k, accept)` for k in 0..k_hi in one pass (O(k_hi)), drafted rounds at the
-        `drafted` cost scale (default: the observed)."""
+        """`rate(k, accept)` for k in 0..k_hi in one pass, drafted rounds at `drafted`'s scale."""
         tokens = expected_tokens_upto(k_hi, accept, self.bonus)
         prices = self._prices()
         scale = (self.scale[0], self.scale[1] if drafted is None else drafted)
@@ -206,8 +207,7 @@ class CostAwarePolicy:
         return out
 
     def _prices(self) -> list[float]:
-        """`priced(k)` for every k, kept: the calibrated price per k is fixed for the policy's
-        life, so the curve is read once, not after every plain step."""
+        """`priced(k)` for every k, kept: fixed for the policy's life, the curve read once."""
         if self._round_s is None:
             self._round_s = [self.priced(k) for k in range(MAX_K + 1)]
         return self._round_s
@@ -314,7 +314,7 @@ class CostAwarePolicy:
         priced = self._prices()[proposed] if 0 < proposed <= MAX_K else 0.0
         if seconds <= 0.0 or priced <= 0.0:
             return
-        most = COST_EMA * (SCALE_CLIP[1] - 1.0) * self.scale[1]  # what one round may add
+        most = COST_EMA * (self.clip[1] - 1.0) * self.scale[1]  # what one round may add
         self.scale[1] += min(COST_EMA * seconds / priced, most)
         self._cache = None
 
@@ -323,7 +323,7 @@ class CostAwarePolicy:
             priced = self._prices()[proposed]  # `priced(proposed)`, the curve read once
             if priced > 0.0:
                 i = int(proposed > 0)
-                lo, hi = (c * self.scale[i] for c in SCALE_CLIP)
+                lo, hi = (c * self.scale[i] for c in self.clip)
                 ratio = min(max(seconds / priced, lo), hi)
                 self.scale[i] += COST_EMA * (ratio - self.scale[i])
         self._zeros = self._zeros + 1 if proposed == 0 else 0
@@ -442,9 +442,9 @@ def make_policy(
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:
             return CopyRunPolicy(verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
-                                 probe_every=64, observed_gate=s.probe_at_observed_cost)
-        return CostAwarePolicy(
-            verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
-            t_accept=getattr(cost_curve, "t_accept", None),
-        )
+                                 probe_every=64, observed_gate=s.probe_at_observed_cost,
+                                 scale_clip=s.cost_scale_clip)
+        return CostAwarePolicy(verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
+                               t_accept=getattr(cost_curve, "t_accept", None),
+                               scale_clip=s.cost_scale_clip)
     raise ValueError(f"unknown policy {s.policy!r}")

@@ -341,7 +341,7 @@ class Engine:
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
                s.dispatch, s.fused_draft, s.draft_source, s.greedy, s.price_buckets,
-               s.probe_at_observed_cost)
+               s.probe_at_observed_cost, s.cost_scale_clip)
         policy = kept[1] if kept is not None and kept[0] == sig else None
         if policy is None:
             price, view = None, self.cost_curve

@@ -1524,7 +1524,7 @@ def lookup_after_round(docs: list[Doc]) -> tuple[list[str], str]:
 
 
 def copy_stall(docs: list[Doc]) -> tuple[list[str], str]:
-    """docs/benchmarks/lookup/stall_replay.py's replay: per greedy bench and probe gate, the
+    """docs/benchmarks/lookup/stall_replay.py's replay: per greedy bench and variant, the
     predicted speedup of the default's copy policy with no stall and with each pattern of
     stalled drafting rounds, and its drafting rounds (a collapse reads as 1.00x and few)."""
     (d,) = docs
@@ -1543,11 +1543,12 @@ def copy_stall(docs: list[Doc]) -> tuple[list[str], str]:
             "after_round.py's default (match 2+); each cell = the predicted speedup (the "
             "replayed rounds at the bench's calibrated prices, each pipeline break charged, over "
             "target-only's steps) and in brackets the drafting rounds; a stalled round is heard "
-            "by the policy at that multiple of its price and charged at its price; gate = the "
+            "by the policy at that multiple of its price and charged at its price; variant = the "
             "copy probe's cost: observed = the drafted rounds' observed scale "
             "(probe_at_observed_cost = true, the default), lesser = the lesser of it and the "
-            "calibration")
-    return md_table(("Prompt", "probe gate", *(f"stall: {p}" for p in patterns)), out), stat
+            "calibration; clip 1.5x = each observation moving the cost scale by at most 1.5x "
+            "of it (cost_scale_clip = 1.5; the default 5x)")
+    return md_table(("Prompt", "variant", *(f"stall: {p}" for p in patterns)), out), stat
 
 
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:

@@ -97,3 +97,21 @@ def test_the_probe_rows_are_the_default_and_the_lookup_with_the_old_gate() -> No
         assert getattr(got, f) == getattr(want, f), f
     name, extra = _parse_overrides(lookup)
     assert name == "lookup" and extra == {"probe_at_observed_cost": False}
+
+
+def test_the_clip_rows_are_the_default_and_the_lookup_with_a_smaller_clip() -> None:
+    """CLIP_AB=1's rows read back as the app's default and the lookup preset with
+    cost_scale_clip = 1.5, and nothing else changed."""
+    from core.bench.flags import _parse_overrides
+    from core.profile import load_profile
+    from core.settings import first_run_settings
+
+    mod = _module()
+    default, lookup = mod.clip_rows()
+    name, extra = _parse_overrides(default)
+    got = load_profile(name).settings.replace(**extra)
+    want = first_run_settings().replace(cost_scale_clip=1.5)
+    for f in ("draft_source", "policy", "k_max", "probe_at_observed_cost", "cost_scale_clip"):
+        assert getattr(got, f) == getattr(want, f), f
+    name, extra = _parse_overrides(lookup)
+    assert name == "lookup" and extra == {"cost_scale_clip": 1.5}

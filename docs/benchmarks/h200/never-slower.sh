@@ -29,6 +29,8 @@
 # a one-token repeat right after a round, core/drafting/lookup.py `least`): its A/B.
 # PROBE_AB=1 adds the default and the lookup with probe_at_observed_cost=false (a copy's probe
 # gated at the lesser of the calibrated and the observed cost, core/cost/policy.py): its A/B.
+# CLIP_AB=1 adds the default and the lookup with cost_scale_clip=1.5 (one observation moves
+# the cost-aware policy's cost scale by at most 1.5x, core/cost/policy.py): its A/B.
 # DROP="hybrid-cost-aware cost-aware" leaves those rows out (an A/B of the default and the
 # lookup then fits every prompt of one temperature in a call: run 14).
 # OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a

@@ -23,9 +23,9 @@ seed are what it starts from, as a chat's later turns do; each request's carried
 in the JSON's `guard.<source>.earlier_rounds`), DROP (space-separated row names left out of
 every bench, e.g. DROP="hybrid-cost-aware cost-aware": an A/B of the default and the lookup
 fits twice the benches in a call without the two model-drafting rows, the slowest),
-PRICE_AB / CHAIN_AB / PROBE_AB / OVERLAP_AB (1: the default and the lookup again with one
-setting flipped, in the same interleave: `price_rows`, `chain_rows`, `probe_rows`,
-`overlap_rows`).
+PRICE_AB / CHAIN_AB / PROBE_AB / CLIP_AB / OVERLAP_AB (1: the default and the lookup again
+with one setting flipped, in the same interleave: `price_rows`, `chain_rows`, `probe_rows`,
+`clip_rows`, `overlap_rows`).
 """
 
 from __future__ import annotations
@@ -116,6 +116,14 @@ def probe_rows() -> list[str]:
     return flipped("probe_at_observed_cost=false")
 
 
+def clip_rows() -> list[str]:
+    """CLIP_AB=1: the default and the lookup again with each observation moving the cost-aware
+    policy's cost scale by at most 1.5x of it (cost_scale_clip=1.5, core/cost/policy.py), in
+    the same interleave: each seed's pair of rows is its A/B (at 5x, one stalled round locked a
+    request's copies out in the replay: docs/benchmarks/lookup/stall_replay.py)."""
+    return flipped("cost_scale_clip=1.5")
+
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -140,7 +148,8 @@ def main(out: Path) -> int:
     extra = (overlap_rows() if ab else []) + (
         price_rows() if os.environ.get("PRICE_AB", "0") == "1" else []) + (
         chain_rows() if os.environ.get("CHAIN_AB", "0") == "1" else []) + (
-        probe_rows() if os.environ.get("PROBE_AB", "0") == "1" else [])
+        probe_rows() if os.environ.get("PROBE_AB", "0") == "1" else []) + (
+        clip_rows() if os.environ.get("CLIP_AB", "0") == "1" else [])
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine

@@ -59,14 +59,15 @@ def bench_curve(doc: dict[str, Any]) -> Any:
 
 def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
            after_round: int = 0, charged: bool = True, stalls: dict[int, float] | None = None,
-           observed_gate: bool = True) -> dict[str, Any]:  # fmt: skip
+           observed_gate: bool = True, scale_clip: float = 5.0) -> dict[str, Any]:  # fmt: skip
     """The default's copy policy (first_run_settings, greedy, lossless) choosing each round's
     k over `out`, teacher-forced, with the lookup copying from repeats of `min_match`+
     tokens (`after_round`+ right after a drafting round; 0: min_match): its rounds, what they
     committed, and their price by `curve`. `charged` (default): the policy hears each round's
     and step's seconds and each break, as in the engine; else acceptance alone. `stalls`:
     drafting round i (from 0) is heard at `stalls[i]` times its price (a stall; the price
-    charged stays the curve's); `observed_gate`: probe_at_observed_cost."""
+    charged stays the curve's); `observed_gate`: probe_at_observed_cost; `scale_clip`:
+    cost_scale_clip."""
     from core.cost.policy import make_policy
     from core.dispatch.curve import verify_cost
     from core.drafting.base import Offer
@@ -76,7 +77,8 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
 
     s = first_run_settings().replace(temperature=0.0, rule="lossless", lookup_min_match=min_match,
                                      lookup_min_match_after_round=after_round,
-                                     probe_at_observed_cost=observed_gate)
+                                     probe_at_observed_cost=observed_gate,
+                                     cost_scale_clip=scale_clip)
     view = curve.for_sampling(True)
     policy = make_policy(s, view, lambda k: 0.0, copies=True)
     price = verify_cost(view, s.dispatch)

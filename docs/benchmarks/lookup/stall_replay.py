@@ -7,8 +7,10 @@ a request's first rounds (a kernel's first use, a pause of the host) raises it; 
 then seems to pay, none drafts, and nothing brings it down: the request runs on plain steps.
 On the H200 run 15's greedy rewrite had requests at 0.9x and 2.3-3.0x of target-only in one
 row, with the guard stopping nothing. This replay asks whether a stall alone can do that,
-and what each gate does about it: `observed` (probe_at_observed_cost = true, the default)
-prices a probe at the observed scale, `lesser` at the lesser of it and the calibration.
+and what each variant does about it: `observed` (probe_at_observed_cost = true, the default)
+prices a probe at the observed scale, `lesser` at the lesser of it and the calibration, and
+`observed, clip 1.5x` keeps the default gate with each observation moving the scale by at
+most 1.5x of it (cost_scale_clip = 1.5; the default 5x).
 
 It reuses docs/benchmarks/lookup/after_round.py `replay` (teacher-forced on target-only's
 seed-0 answer, priced by the bench's own calibration, a break charged for each plain step
@@ -36,7 +38,9 @@ PATTERNS = {
     "first two x10": {0: 10.0, 1: 10.0},
     "sixth and seventh x10": {5: 10.0, 6: 10.0},
 }
-GATES = {"observed": True, "lesser": False}
+# name -> after_round.replay's keyword arguments (the probe gate, the cost scale's clip)
+GATES = {"observed": {"observed_gate": True}, "lesser": {"observed_gate": False},
+         "observed, clip 1.5x": {"observed_gate": True, "scale_clip": 1.5}}
 
 
 def main(argv: list[str]) -> int:
@@ -46,15 +50,16 @@ def main(argv: list[str]) -> int:
     rows = []
     for b, _doc, prompt, answer, curve in bench_answers(benches):
         runs = []
-        for gate, observed in GATES.items():
+        for gate, kwargs in GATES.items():
             for name, stalls in PATTERNS.items():
-                r = replay(prompt, answer, curve, 2, 0, stalls=stalls, observed_gate=observed)
+                r = replay(prompt, answer, curve, 2, 0, stalls=stalls, **kwargs)
                 runs.append({"gate": gate, "stalls": name, **r})
                 print(Path(b).name, gate, name, f"{r['target_only_s'] / r['broken_s']:.2f}x")
         rows.append({"bench": Path(b).name.split(".json")[0], "source": str(b),
                      "answer_tokens": len(answer), "replays": runs})  # fmt: skip
     doc = {"what": "the default's copy policy replayed on each bench's seed-0 greedy answer with "
-                   "stalled drafting rounds heard at a multiple of their price, per probe gate",
+                   "stalled drafting rounds heard at a multiple of their price, per probe gate "
+                   "and cost scale clip",
            "patterns": {k: {str(i): f for i, f in v.items()} for k, v in PATTERNS.items()},
            "gates": GATES, "rows": rows}  # fmt: skip
     Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")

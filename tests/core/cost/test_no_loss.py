@@ -193,8 +193,10 @@ def test_copy_acceptance_falls_back_on_all_kinds_then_the_prior() -> None:
     assert copy_acceptance(None, RunLengths.empty(), 3)[0] == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("observed_gate", [False, True])
-def test_stalled_first_rounds_and_the_two_probe_gates(observed_gate: bool) -> None:
+@pytest.mark.parametrize(("observed_gate", "clip", "locked"),
+                         [(False, 5.0, False), (True, 5.0, True), (True, 1.5, False)])
+def test_stalled_first_rounds_and_the_two_probe_gates(observed_gate: bool, clip: float,
+                                                      locked: bool) -> None:  # fmt: skip
     """A request's first two copies stall (10x their price: a kernel's first use, a pause of
     the host), then every offer is a long match whose copies would pay. The drafted rounds'
     cost scale moves only on drafted rounds. Gated at the lesser of the calibrated and the
@@ -203,10 +205,11 @@ def test_stalled_first_rounds_and_the_two_probe_gates(observed_gate: bool) -> No
     on the H200 the lesser cost's extra probes lost, never-slower.md run 15), the stalled
     scale (3.24x) leaves no copy that seems to pay and no probe runs for the rest of the
     request: the lock-in the replay found (one such round took the greedy rewrite's 5.67x
-    to 1.00x), which this test pins down for the next gate to solve."""
+    to 1.00x). With each observation moving the scale at most 1.5x of it (cost_scale_clip),
+    the stalls raise it to 1.21 and the copies go on at the observed gate."""
     c = curve(H200_SMOLLM2)
     policy = CopyRunPolicy(c.t_verify, lambda k: 0.0, k_max=32, k_min=0, bonus=True,
-                           observed_gate=observed_gate)  # fmt: skip
+                           observed_gate=observed_gate, scale_clip=clip)  # fmt: skip
     offer = Offer("lookup", None, 4)
     asked, stalled, at = [], [], 0
     for i in range(200):  # each offer: a plain step at its price, or a copy that runs on
@@ -219,10 +222,11 @@ def test_stalled_first_rounds_and_the_two_probe_gates(observed_gate: bool) -> No
             at = i + 1
         else:
             policy.observe(k, k, c.t_verify(k + 1))
-    assert stalled[-1] > 3.0  # 1 + 0.2 (5 - 1), then + 0.2 (5 x 1.8 - 1.8)
+    # 1 + 0.2 (5 - 1), then + 0.2 (5 x 1.8 - 1.8); at 1.5x: 1.1, then 1.1 + 0.2 (1.65 - 1.1)
+    assert stalled[-1] == pytest.approx(3.24 if clip == 5.0 else 1.21)
     after = asked[at:]
     first = next((i for i, k in enumerate(after) if k > 0), None)
-    if observed_gate:  # probe_at_observed_cost = true, the gate before run 15: locked out
+    if locked:  # the observed gate at the 5x clip: locked out
         assert first is None
         return
     assert first is not None and first <= 64  # within the copies' longest probe gap
