@@ -6,7 +6,7 @@ PYTHONPATH on a GPU machine) the version is the checkout's pyproject.toml and th
 git's; from an installed wheel, the installed version alone. Where the tree runs without
 its own history, `SPECDEC_TUI_COMMIT` names the commit it is (the lent GPU's copy of the tree
 kept the session's first HEAD in its .git: run 15's every file named 45b83a1, dirty, for
-trees three commits on); its dirty flag is then unknown.
+later trees); its dirty flag is then unknown.
 """
 
 from __future__ import annotations

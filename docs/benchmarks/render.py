@@ -1105,9 +1105,9 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
 
 
 def setting_ab(docs: list[Doc], setting: str, value: str = "true") -> tuple[list[str], str]:
-    """A setting's A/B (never_slower.py's PRICE_AB / CHAIN_AB: the default and the lookup
-    again with `setting`=`value` in the same interleave), judged as the verdict judges the floor: per bench
-    and for each pair of rows, the geometric mean over seeds of the off row's E2E over the
+    """A setting's A/B (never_slower.py's PRICE_AB, CHAIN_AB, PROBE_AB: the default and the
+    lookup again with `setting`=`value` in the same interleave), judged as the verdict judges
+    the floor: per bench and for each pair of rows, the geometric mean over seeds of the off row's E2E over the
     same seed's on row's (above 1: on was faster) with its 95% interval from the A/A
     control's per-pair noise; "on faster" / "on slower" where the interval leaves 1, "no
     difference found" where it holds 1; both rows' acceptance; then the pairs pooled per

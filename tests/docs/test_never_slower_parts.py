@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,55 +65,26 @@ def test_drop_leaves_rows_out_but_never_the_baseline(monkeypatch) -> None:
     assert len(got) == len(mod.ROWS) + len(extra) - 2
 
 
-def test_the_chain_rows_are_the_default_and_the_lookup_with_the_setting() -> None:
-    """CHAIN_AB=1's rows read back as the app's default and the lookup preset with
-    lookup_min_match_after_round = 1, and nothing else changed."""
+@pytest.mark.parametrize(("rows", "setting", "value"), [
+    ("chain_rows", "lookup_min_match_after_round", 1),  # CHAIN_AB=1
+    ("probe_rows", "probe_at_observed_cost", False),  # PROBE_AB=1: the lesser-cost gate
+    ("clip_rows", "cost_scale_clip", 1.5),  # CLIP_AB=1
+])
+def test_an_ab_s_rows_are_the_default_and_the_lookup_with_the_setting(
+    rows: str, setting: str, value: object
+) -> None:
+    """An A/B's rows read back as the app's default and the lookup preset with the one
+    setting flipped, and nothing else changed."""
     from core.bench.flags import _parse_overrides
     from core.profile import load_profile
     from core.settings import first_run_settings
 
-    mod = _module()
-    default, lookup = mod.chain_rows()
+    default, lookup = getattr(_module(), rows)()
     name, extra = _parse_overrides(default)
     got = load_profile(name).settings.replace(**extra)
-    want = first_run_settings().replace(lookup_min_match_after_round=1)
-    for f in ("draft_source", "policy", "k_max", "lookup_min_match", "lookup_min_match_after_round"):
+    want = first_run_settings().replace(**{setting: value})
+    for f in ("draft_source", "policy", "k_max", "lookup_min_match", "probe_at_observed_cost",
+              setting):
         assert getattr(got, f) == getattr(want, f), f
     name, extra = _parse_overrides(lookup)
-    assert name == "lookup" and extra == {"lookup_min_match_after_round": 1}
-
-
-def test_the_probe_rows_are_the_default_and_the_lookup_with_the_old_gate() -> None:
-    """PROBE_AB=1's rows read back as the app's default and the lookup preset with
-    probe_at_observed_cost = false, and nothing else changed."""
-    from core.bench.flags import _parse_overrides
-    from core.profile import load_profile
-    from core.settings import first_run_settings
-
-    mod = _module()
-    default, lookup = mod.probe_rows()
-    name, extra = _parse_overrides(default)
-    got = load_profile(name).settings.replace(**extra)
-    want = first_run_settings().replace(probe_at_observed_cost=False)
-    for f in ("draft_source", "policy", "k_max", "lookup_min_match", "probe_at_observed_cost"):
-        assert getattr(got, f) == getattr(want, f), f
-    name, extra = _parse_overrides(lookup)
-    assert name == "lookup" and extra == {"probe_at_observed_cost": False}
-
-
-def test_the_clip_rows_are_the_default_and_the_lookup_with_a_smaller_clip() -> None:
-    """CLIP_AB=1's rows read back as the app's default and the lookup preset with
-    cost_scale_clip = 1.5, and nothing else changed."""
-    from core.bench.flags import _parse_overrides
-    from core.profile import load_profile
-    from core.settings import first_run_settings
-
-    mod = _module()
-    default, lookup = mod.clip_rows()
-    name, extra = _parse_overrides(default)
-    got = load_profile(name).settings.replace(**extra)
-    want = first_run_settings().replace(cost_scale_clip=1.5)
-    for f in ("draft_source", "policy", "k_max", "probe_at_observed_cost", "cost_scale_clip"):
-        assert getattr(got, f) == getattr(want, f), f
-    name, extra = _parse_overrides(lookup)
-    assert name == "lookup" and extra == {"cost_scale_clip": 1.5}
+    assert name == "lookup" and extra == {setting: value}

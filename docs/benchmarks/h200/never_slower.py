@@ -124,6 +124,10 @@ def clip_rows() -> list[str]:
     return flipped("cost_scale_clip=1.5")
 
 
+# Each A/B switch and its extra rows, in the order they are appended.
+AB_ROWS = {"OVERLAP_AB": overlap_rows, "PRICE_AB": price_rows, "CHAIN_AB": chain_rows,
+           "PROBE_AB": probe_rows, "CLIP_AB": clip_rows}
+
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 
 
@@ -144,12 +148,8 @@ def main(out: Path) -> int:
     draft = os.environ.get("DRAFT", "self:bits=4")
     traced = os.environ.get("TRACED", "0") == "1"
     fresh = os.environ.get("FRESH_GUARD", "0") == "1"
-    ab = os.environ.get("OVERLAP_AB", "0") == "1"
-    extra = (overlap_rows() if ab else []) + (
-        price_rows() if os.environ.get("PRICE_AB", "0") == "1" else []) + (
-        chain_rows() if os.environ.get("CHAIN_AB", "0") == "1" else []) + (
-        probe_rows() if os.environ.get("PROBE_AB", "0") == "1" else []) + (
-        clip_rows() if os.environ.get("CLIP_AB", "0") == "1" else [])
+    extra = [row for switch, rows_of in AB_ROWS.items()
+             if os.environ.get(switch, "0") == "1" for row in rows_of()]
     core.models.load_pair = functools.lru_cache(maxsize=2)(core.models.load_pair)
     if fresh:  # every request measures from the prior, as before the engine kept guards
         from core.decode.engine import Engine
