@@ -15,15 +15,19 @@ How a price is probed, and why so:
   the same sizes in the same order, as they run the same loop on the same shapes, so the
   probe's collectives pair up across ranks like every other collective.
 - A burst of PROBE_CHAIN chained collectives queued at once and timed with one sync, per
-  collective, the fastest of PROBE_BURSTS (after one untimed collective where the ranks
-  meet): that is how a round queues them, and the fastest burst is the one least disturbed by
-  whatever else the machine ran. Single collectives timed with a sync each (the first design,
-  0b626bd, reverted by 487c547) priced the ranks' rendezvous instead: on a busy 2-core machine
-  tens of ms for an all_sum of a few floats (40-325 ms a round), more than the phase it was
-  carved out of, which then read 0 (the flaky ring test's `verify` 0.0: a 20-run loop of that
-  code here read it in its first run, on both ranks).
-- The ranks' mean, shared (one collective more): a collective ends on every rank at once, so
-  they charge it alike, and every rank's trace prices the same rounds the same.
+  collective, the fastest of PROBE_BURSTS, each burst after one untimed collective where the
+  ranks meet: that is how a round queues them, and the fastest burst is the one least
+  disturbed by whatever else the machine ran. Single collectives timed with a sync each (the
+  first design, 0b626bd, reverted by 487c547) priced the ranks' rendezvous instead: on a busy
+  2-core machine tens of ms for an all_sum of a few floats (40-325 ms a round), more than the
+  phase it was carved out of, which then read 0 (the flaky ring test's `verify` 0.0: a 20-run
+  loop of that code here read it in its first run, on both ranks).
+- The least of the ranks' prices, shared (one all_gather more): a collective ends on every
+  rank at once, so they charge it alike, and every rank's trace prices the same rounds the
+  same. The least, not the mean (as until 2026-12-04): a rank that set off first waits in its
+  burst for the other to arrive, so its time holds a rendezvous the rounds do not pay; the
+  mean of three bursts once priced a run's verification at all of its time on a loaded CI
+  machine (run 3 of 20, rank 0: `verify` 0.0, comm 32 ms).
 
 The SPMD wrapper installs the meter (core/runtime/distributed.py, `Spmd.install`); the round's
 timer reads the prices once its clock stops (core/decode/trace.py).
@@ -41,7 +45,7 @@ import mlx.core as mx
 _plain_all_sum: Callable[..., mx.array] | None = None
 _prices: dict[int, float] = {}  # size class (bytes) -> seconds, shared by the ranks
 PROBE_CHAIN = 4  # collectives per timed burst
-PROBE_BURSTS = 3  # timed bursts per size class (the fastest is the price)
+PROBE_BURSTS = 5  # timed bursts per size class (the fastest is the price)
 SMALLEST_CLASS = 4096  # bytes: below this a collective costs its latency (NCCL and ring alike)
 
 
@@ -67,8 +71,8 @@ def collective_price(shape: tuple[int, ...], dtype: mx.Dtype, group: Any = None)
 
 
 def _probe(nbytes: int, group: Any) -> float:
-    """Seconds per all_sum of `nbytes` (float32): the fastest of PROBE_BURSTS bursts, the
-    ranks' mean."""
+    """Seconds per all_sum of `nbytes` (float32): on each rank the fastest of PROBE_BURSTS
+    bursts, each after a meeting collective; the least over the ranks."""
     assert _plain_all_sum is not None, "the collectives' meter is not installed"
     plain = _plain_all_sum
     kw = {} if group is None else {"group": group}
@@ -81,17 +85,15 @@ def _probe(nbytes: int, group: Any) -> float:
         return y
 
     mx.eval(z)
-    mx.eval(plain(z, **kw))  # untimed: the ranks meet here, wherever each was
     times = []
     for _ in range(PROBE_BURSTS):
+        mx.eval(plain(z, **kw))  # untimed: the ranks meet here, wherever each was
         mx.synchronize()
         t0 = time.perf_counter()
         mx.eval(burst())
         times.append((time.perf_counter() - t0) / PROBE_CHAIN)
-    mine = min(times)
-    size = (group if group is not None else mx.distributed.init()).size()
-    total = plain(mx.array([mine], dtype=mx.float32), **kw)
-    return float(total.item()) / size
+    every = mx.distributed.all_gather(mx.array([min(times)], dtype=mx.float32), **kw)
+    return float(mx.min(every).item())
 
 
 def comm_prices() -> dict[int, float]:

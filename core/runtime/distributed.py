@@ -204,7 +204,8 @@ class Spmd:
         return {
             "ranks": self.size,
             "comm": "priced",
-            "probe": {"chain": PROBE_CHAIN, "bursts": PROBE_BURSTS, "statistic": "fastest"},
+            "probe": {"chain": PROBE_CHAIN, "bursts": PROBE_BURSTS,
+                      "statistic": "fastest burst, least rank"},
             "prices_s": {f"up to {n} B": v for n, v in sorted(comm_prices().items())},
         }
 
