@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.bench.errors import BenchCancelled
-from core.bench.results import BenchResult
+from core.bench.results import BenchResult, output_sha
 from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
@@ -78,6 +78,7 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     # report can divide out a slow spell that shifted the whole request (render.py's
     # never-slower-normalized).
     r.step_ms.append(statistics.median(req.steps_s) * 1e3 if len(req.steps_s) >= MIN_STEPS else None)
+    r.output_sha.append(output_sha(s.token_ids))
     r.ttft_all_s.append(s.ttft_s)
     r.decode_all_tok_s.append(s.decode_tok_s)
     r.rounds.append(s.rounds)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
@@ -120,6 +121,10 @@ class BenchResult:
     # Per timed request (as e2e_s): the median plain target step in ms, None below
     # core.bench.requests.MIN_STEPS steps; the request's host speed, to divide slow spells out.
     step_ms: list[float | None] = field(default_factory=list)
+    # Per timed request (as e2e_s): `output_sha` of its tokens, so a report tells a request
+    # that wrote another text (greedy on the GPU is not bit-stable) from one that drafted the
+    # same text otherwise.
+    output_sha: list[str] = field(default_factory=list)
     ttft_all_s: list[float] = field(default_factory=list)
     decode_all_tok_s: list[float] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
@@ -277,6 +282,7 @@ class BenchResult:
             "max_e2e_s": max(self.e2e_s) if self.e2e_s else None,
             "e2e_s": list(self.e2e_s),
             "step_ms": list(self.step_ms),
+            "output_sha": list(self.output_sha),
             "timed_requests": self.timed_requests,
             "ttft_s": statistics.median(self.ttft_all_s) if self.ttft_all_s else None,
             "decode_tok_s": (
@@ -318,6 +324,12 @@ class BenchResult:
             "models": identities_to_dict(self.models),
             "guard": self.guard,
         }
+
+
+def output_sha(token_ids: Iterable[int]) -> str:
+    """A request's text named by its tokens: the first 16 hex digits of the sha256 of its ids
+    written as decimals joined by commas (reproducible from any JSON that keeps the ids)."""
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
 def finite(value: Any) -> Any:

@@ -1245,7 +1245,7 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
         steps = ((r.get("guard") or {}).get("none") or {}).get("measured_rounds") or [None] * n
         out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
                     "/".join("-" if x is None else f"{x:d}" for x in steps),
-                    seq("stops"), seq("refused"), drafted])  # fmt: skip
+                    seq("stops"), seq("refused"), drafted, _texts(base, r)])  # fmt: skip
     stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
             f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
             "its measured rounds in the request, pipelined steps = the target arm's (guard."
@@ -1254,9 +1254,24 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
             "the request, refused = its offers a stop turned into plain steps "
             "(core/cost/guard.py `asks`); round cost = its policy's drafted-round cost scale "
             "as the request ended (observed over calibrated seconds, an EMA: "
-            "core/cost/policy.py `scale[1]`)")
+            "core/cost/policy.py `scale[1]`); text = which text the request wrote, a letter "
+            "per distinct `output_sha` (its tokens' sha256, core/bench/results.py) in order "
+            "of first appearance, target-only's requests first, so A is target-only's first "
+            "seed's text")
     return md_table(("Prompt, T", "row", "vs target-only", "rounds", "pipelined steps",
-                     "stops", "refused", "round cost"), out), stat  # fmt: skip
+                     "stops", "refused", "round cost", "text"), out), stat  # fmt: skip
+
+
+def _texts(base: dict | None, row: dict) -> str:
+    """The row's requests' texts as letters: one per distinct `output_sha` in the bench's
+    target-only row then this row, in order of first appearance ("-" before run 16's data)."""
+    mine = row.get("output_sha") or []
+    if not mine:
+        return "-"
+    letters: dict[str, str] = {}
+    for sha in [*((base or {}).get("output_sha") or []), *mine]:
+        letters.setdefault(sha, chr(ord("A") + len(letters)) if len(letters) < 26 else "?")
+    return "/".join(letters[x] for x in mine)
 
 
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:

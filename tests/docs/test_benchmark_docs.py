@@ -479,22 +479,28 @@ def test_chain_ab_pairs_an_integer_setting_by_its_value() -> None:
 
 def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None:
     """Request by request: target-only's E2E over the row's (1.0/0.25 = 4.00x, 1.0/0.8 =
-    1.25x), the source's rounds and its stops and refusals; data from before the counts
-    existed reads "-" for them."""
+    1.25x), the source's rounds and its stops and refusals, and which text each wrote; data
+    from before the counts existed reads "-" for them."""
     g = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"],
                     "measured_rounds": [24, 55], "stops": [0, 2], "refused": [0, 41],
                     "cost_scale": [[1.0, 1.25], [0.9, 3.5]]}}
     g["none"] = {"measured_tok_s": [200.0, 200.0], "measured_rounds": [8, 68]}
     doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
                   {render.NS_LOOKUP: g})
+    # the texts: target-only wrote one text twice, the lookup it and then another
+    doc["results"][0]["output_sha"] = ["aa", "aa"]
+    doc["results"][1]["output_sha"] = ["aa", "bb"]
     lines, _ = render.TABLES["guard-requests"]([doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells[2:] == ["4.00x/1.25x", "24/55", "8/68", "0/2", "0/41", "1.25/3.50"]
+    assert cells[2:] == ["4.00x/1.25x", "24/55", "8/68", "0/2", "0/41", "1.25/3.50", "A/B"]
+    doc["results"][0]["output_sha"] = ["cc", "aa"]  # target-only's first seed's text is A
+    cells = [c.strip() for c in render.TABLES["guard-requests"]([doc])[0][2].strip("|").split("|")]
+    assert cells[-1] == "B/C"
     old = {"lookup": {"measured_tok_s": [900.0, 300.0], "guard": ["asked", "asked"]}}
     doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_LOOKUP: [0.25, 0.8]},
                   {render.NS_LOOKUP: old})
     cells = [c.strip() for c in render.TABLES["guard-requests"]([doc])[0][2].strip("|").split("|")]
-    assert cells[3:] == ["-/-", "-/-", "-/-", "-/-", "-/-"]
+    assert cells[3:] == ["-/-", "-/-", "-/-", "-/-", "-/-", "-"]
 
 
 def test_copy_stall_reads_each_gate_and_pattern() -> None:

@@ -22,6 +22,7 @@ import pytest
 from core import bench
 from core.bench.quality import _Scorer
 from core.bench.report import report_markdown
+from core.bench.results import output_sha
 from core.decode.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
@@ -140,6 +141,9 @@ def _check_result_contract(row: dict) -> None:
     assert all(x is None or (isinstance(x, float) and x > 0) for x in row["step_ms"])
     if row["settings"]["mode"] == "target-only" and row["tokens_per_request"] >= 17:
         assert all(isinstance(x, float) for x in row["step_ms"])
+    # each timed request's text, named by its tokens' sha256 (16 hex digits)
+    assert len(row["output_sha"]) == row["timed_requests"]
+    assert all(re.fullmatch("[0-9a-f]{16}", x) for x in row["output_sha"])
     assert row["mean_accepted_length"] is None or isinstance(row["mean_accepted_length"], float)
     assert isinstance(row["per_position_acceptance"], list)
     if row["phase_ms"] is not None:
@@ -177,6 +181,11 @@ def test_json_contract_keys_and_types(engine, prompt_ids, tiny_pair):
     assert base["quality"]["target_nll"] == base["quality"]["target_nll_baseline"]
     greedy = next(r for r in doc["results"] if r["name"] == "greedy")
     assert greedy["greedy_match"] is True  # at temperature 0 speculation must not change text
+    # Its two requests (one seed, two invocations) named by their tokens: the same text on the
+    # CPU, and the name is the documented recipe over the ids the JSON keeps.
+    sample = greedy["sample_output"]["token_ids"]
+    assert greedy["output_sha"] == [output_sha(sample)] * 2
+    assert output_sha(sample) != output_sha(sample[:-1])
     assert greedy["sample_output"]["text"]  # decoded for the side-by-side section
 
 
