@@ -1566,6 +1566,48 @@ def copy_stall(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt", "variant", *(f"stall: {p}" for p in patterns)), out), stat
 
 
+def copy_texts(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/lookup/texts.py: per greedy prompt, each distinct seed-0 text the
+    calls' rows wrote, its lookup copy bound, and the speeds of the rows that wrote it, so
+    a reader sees whether a row's speed follows its text or its call."""
+    (d,) = docs
+    texts: dict[tuple[str, str], dict[str, Any]] = {}
+    for b in d["benches"]:
+        prompt, call = b["bench"].removesuffix("-t0.0"), Path(b["source"]).parent
+        label = f"{call.parent.name.rsplit('-', 1)[-1]}/{call.name.removeprefix('never-slower-')}"
+        for r in b["rows"]:
+            t = texts.setdefault((prompt, r["output_sha"]), {
+                "bound": r["copy_tokens_per_round"], "oracle": r["oracle_tokens_per_round"],
+                "target-only": [], "lookup": [], "default": []})  # fmt: skip
+            kind = ("target-only" if r["mode"] == "target-only"
+                    else "lookup" if r["draft_source"] == "lookup" else "default")  # fmt: skip
+            t[kind].append(label if kind == "target-only"
+                           else f"{r['vs_target_only']:.2f}x ({label})")  # fmt: skip
+    out = []
+    for (prompt, sha), t in sorted(texts.items(), key=lambda kv: (kv[0][0], -kv[1]["bound"])):
+        calls = Counter(t["target-only"])  # target-only and its A/A twin, by call
+        wrote = ", ".join(c if n == 1 else f"{c} (x{n})" for c, n in calls.items())
+        out.append([prompt, f"`{sha[:8]}`", f"{t['bound']:.2f}", f"{t['oracle']:.2f}", wrote or "-",
+                    ", ".join(t["lookup"]) or "-",
+                    ", ".join(t["default"]) or "-"])  # fmt: skip
+    stat = ("greedy; one line per distinct seed-0 text (`output_sha`, its first 8 hex digits) "
+            "that a row of these calls wrote; copy bound = tokens a round when every repeat of "
+            "2+ tokens is copied, up to 32 drafts, teacher-forced on that text (lookup/"
+            "ceiling.py `replay`); any copy = the same when each round copies the longest "
+            "earlier run of the text from anywhere (ceiling.py `oracle`), a bound for any "
+            "copying drafter; a round costs at least a plain step, so no copying row beats "
+            "target-only by more than its text's tokens a round; then the rows whose seed-0 "
+            "request wrote it: target-only "
+            "and its A/A twin by call, the lookup rows and the default rows (A/B variants "
+            "included) with their median E2E speed over target-only's in that call; a call is "
+            "its data folder's session / never-slower call (s18: data/h200-2026-12-03-s18/, "
+            "s19: data/h200-2026-12-04-s19/). Only seed 0's tokens are "
+            "kept: a row's other seeds may have written another text")
+    return md_table(("Prompt", "text", "lookup copy (tokens a round)", "any copy",
+                     "target-only wrote it in",
+                     "lookup rows", "default rows"), out), stat  # fmt: skip
+
+
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/lookup/ceiling.py's replay: per greedy bench, the lookup's tokens a
     round when asked at every repeat, a copying bound, the bench's own, and the speedups."""
@@ -1949,6 +1991,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "target-only-spread": target_only_spread,
     "traced-rounds": traced_rounds,
     "lookup-ceiling": lookup_ceiling,
+    "copy-texts": copy_texts,
     "lookup-after-round": lookup_after_round,
     "lookup-round-cost": lookup_round_cost,
     "traced-outside": traced_outside,

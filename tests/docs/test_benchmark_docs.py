@@ -519,6 +519,25 @@ def test_copy_stall_reads_each_gate_and_pattern() -> None:
                      ["p (c1)", "lesser", "4.00x (20)", "2.00x (18)"]]
 
 
+def test_copy_texts_groups_rows_by_the_text_they_wrote() -> None:
+    """One line per prompt and distinct text, richest first: its copy bounds, the calls whose
+    target-only rows wrote it (a call twice: target-only and its A/A twin), and the lookup's
+    and the default's rows on it with their speeds."""
+    def row(mode: str, source: str | None, sha: str, bound: float, x: float) -> dict:
+        return {"name": "r", "mode": mode, "draft_source": source, "output_sha": sha * 4,
+                "copy_tokens_per_round": bound, "oracle_tokens_per_round": 2 * bound,
+                "vs_target_only": x}
+    doc = {"benches": [{"bench": "p-t0.0", "source": "data/h200-2026-12-04-s19/never-slower-5/p",
+                        "rows": [row("target-only", None, "aa", 3.0, 1.0),
+                                 row("target-only", None, "aa", 3.0, 0.9),
+                                 row("speculative", "lookup", "bb", 6.0, 4.5),
+                                 row("speculative", "hybrid", "aa", 3.0, 2.0)]}]}  # fmt: skip
+    lines, _ = render.TABLES["copy-texts"]([doc])
+    cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
+    assert cells == [["p", "`bbbbbbbb`", "6.00", "12.00", "-", "4.50x (s19/5)", "-"],
+                     ["p", "`aaaaaaaa`", "3.00", "6.00", "s19/5 (x2)", "-", "2.00x (s19/5)"]]
+
+
 def test_after_round_replay_accounts_every_token_and_break() -> None:
     """docs/benchmarks/lookup/after_round.py on a text that copies its prompt: every answer
     token is one round's (accepted copies plus one, the last round's one maybe past the
