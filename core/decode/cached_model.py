@@ -9,6 +9,7 @@ that one rule. Calibration, the bench's scorer and the step-cost probe prefill t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -40,12 +41,18 @@ def common_prefix(
 
 
 def prefill(model: nn.Module, cache: list[Any], tokens: Sequence[int] | mx.array,
-            chunk: int = PREFILL_CHUNK) -> None:
-    """Feed tokens in chunks, evaluating the cache after each so memory stays bounded."""
+            chunk: int = PREFILL_CHUNK, cancel: threading.Event | None = None) -> int:
+    """Feed tokens in chunks, evaluating the cache after each so memory stays bounded; the
+    tokens fed. `cancel`, once set, stops it between chunks: a pasted file's prefill took
+    30 s on this CPU, and Esc waited for all of it."""
     ids = tokens if isinstance(tokens, mx.array) else mx.array(list(tokens), dtype=mx.uint32)
-    for i in range(0, ids.shape[0], chunk):
+    n = ids.shape[0]
+    for i in range(0, n, chunk):
+        if cancel is not None and cancel.is_set():
+            return i
         model(ids[None, i : i + chunk], cache=cache)
         mx.eval([c.state for c in cache])
+    return n
 
 
 def cache_offset(cache: list[Any]) -> int:
@@ -115,12 +122,15 @@ class CachedModel:
             return self.forward(tokens[-1:], vocab)
         return self.compiled.step(tokens[-1:], self.cache)[:, :vocab]
 
-    def prefill(self, tokens: Sequence[int], chunk: int = PREFILL_CHUNK) -> None:
-        """Feed tokens (chunked, evaluated) and record them as held."""
+    def prefill(self, tokens: Sequence[int], chunk: int = PREFILL_CHUNK,
+                cancel: threading.Event | None = None) -> int:
+        """Feed tokens (chunked, evaluated) and record those fed as held: all of them, or
+        the chunks before `cancel` was set."""
         if not tokens:
-            return
-        prefill(self.model, self.cache, tokens, chunk)
-        self.seq.extend(tokens)
+            return 0
+        fed = prefill(self.model, self.cache, tokens, chunk, cancel)
+        self.seq.extend(tokens[:fed])
+        return fed
 
     def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
         """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed.

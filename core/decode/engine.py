@@ -235,7 +235,7 @@ class Engine:
         # A speculative drafter catches up in its first round that drafts (below): the
         # cost-aware policy may never draft here (on the CPU it does not), and then the
         # draft's prefill would only double the time to the first token.
-        prefilled = self._prefill(seq, s, draft_only=s.mode == "draft-only")
+        prefilled = self._prefill(seq, s, s.mode == "draft-only", cancel)  # Esc: between chunks
         totals = RunTotals()
         key = mx.random.key(s.seed)
         stop = "length"
@@ -377,8 +377,10 @@ class Engine:
     def _hit_eos(self, tokens: list[int], s: Settings) -> bool:
         return not s.ignore_eos and bool(tokens) and tokens[-1] in self.eos_ids
 
-    def _prefill(self, seq: list[int], s: Settings, draft_only: bool) -> int:
-        """Bring the run's model to seq[:-1], keeping what its cache already shares with it.
+    def _prefill(self, seq: list[int], s: Settings, draft_only: bool,
+                 cancel: threading.Event | None = None) -> int:
+        """Bring the run's model to seq[:-1], keeping what its cache already shares with it
+        (or its chunks before a cancel: the run then ends "cancelled" before its first round).
 
         Every other cache and drafter is still rewound (a trim, no forward): its token list
         must stay a prefix of this conversation, because a mid-run switch feeds it only the
@@ -388,9 +390,7 @@ class Engine:
         want = seq[:-1]
         used = self._draft if draft_only else self._target
         assert used is not None
-        todo = want[len(used.seq) :]
-        used.prefill(todo, s.prefill_chunk)
-        return len(todo)
+        return used.prefill(want[len(used.seq) :], s.prefill_chunk, cancel)
 
     def _settle(self, seq: list[int]) -> None:
         """End of run: every cache holds at most seq[:-1] (the pipelined step may be ahead)."""

@@ -80,10 +80,17 @@ class Script:
 GATE_S = 120.0  # a gate the test never opens fails the test instead of hanging the suite
 
 
-def hold(gate: threading.Event | None) -> None:
-    """Wait on the engine thread until the test opens `gate` (None: go on at once)."""
-    if gate is not None and not gate.wait(GATE_S):
-        raise TimeoutError("the test never opened the scripted engine's gate")
+def hold(gate: threading.Event | None, cancel: threading.Event | None = None) -> None:
+    """Wait on the engine thread until the test opens `gate` (None: go on at once), or, with
+    `cancel`, until it is set (the engine's prefill stops between its chunks)."""
+    if gate is None:
+        return
+    deadline = time.monotonic() + GATE_S
+    while not gate.wait(0.01 if cancel is not None else GATE_S):
+        if cancel is not None and cancel.is_set():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never opened the scripted engine's gate")
 
 
 class FakeSession:
@@ -196,7 +203,7 @@ class FakeSession:
 
         events: list[RoundEvent] = []
         stop = "length"
-        hold(self.script.prefill_gate)  # the engine's prefill, as long as the test wants
+        hold(self.script.prefill_gate, cancel)  # the prefill, as long as the test wants
         for i in range(self.script.rounds):
             if cancel.is_set():
                 stop = "cancelled"

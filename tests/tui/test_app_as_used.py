@@ -13,7 +13,9 @@ from textual.widgets import Static, TabbedContent
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
 from tests.helpers.app import Script, chat, ready, wait_for
+from tests.helpers.app_shown import notices
 from tests.helpers.app_turns import send_until
+from tests.helpers.terminal import ESC, send
 from tui.screens.confirm_reload import ConfirmReloadScreen
 from tui.widgets.assistant_message import AssistantMessage
 from tui.widgets.composer import Composer
@@ -130,6 +132,29 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
         script.prefill_gate.set()
         await wait_for(pilot, lambda: app.run_id is None)
         assert "prefilling" not in status(app)
+
+
+async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
+        make_app, script: Script) -> None:  # fmt: skip
+    """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the
+    prefill stops between its chunks (core/decode/cached_model.py `prefill`). Esc as a
+    terminal sends it: the turn ends cancelled with no round, the toast says the prefill
+    stops, the message stays in the chat, and the next turn runs."""
+    script.prefill_gate = threading.Event()  # a prefill that lasts until cancelled
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send_until(pilot, "def f():\n    return 1", lambda: "prefilling" in status(app))
+        await send(pilot, ESC)
+        await wait_for(pilot, lambda: app.run_id is None)
+        summary = app.runs[-1].summary
+        assert summary.stop_reason == "cancelled" and summary.rounds == 0
+        assert any("the prefill stops after its chunk under way" in n
+                   for n in notices(app, "information"))  # fmt: skip
+        assert app.runs_state.messages[0] == {"role": "user", "content": "def f():\n    return 1"}
+        script.prefill_gate.set()
+        await chat(pilot, "again")
+        assert app.runs[-1].summary.stop_reason == "length"
 
 
 async def test_calibration_and_bench_progress_in_the_status_line(make_app,

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import pytest
 from textual import events
-from textual._xterm_parser import XTermParser
 
 from core.settings import Settings
 from tests.helpers.app import FUNCTION, REQUEST, Script, ready, wait_for
+from tests.helpers.terminal import ESC, parse, send
 from tests.helpers.typing_keys import TYPING_CASES
 from tui.keys import KEYS
 from tui.widgets.composer import Composer
 
 SIZE = (160, 45)
-ESC = "\x1b"
 
 # What xterm and tmux (TERM=tmux-256color / screen) send for the function keys.
 FUNCTION_KEYS = {
@@ -50,21 +49,6 @@ def kitty_bytes(key: str) -> str | None:
     if key.startswith("alt+") and len(key) == 5:
         return f"{ESC}[{ord(key[-1])};3u"
     return None
-
-
-def parse(data: str) -> list:
-    """Textual's parser over `data` as one read from the terminal, then its end (a lone ESC
-    or an alt+key at the end of a read waits for the escape delay; EOF stands for it)."""
-    parser = XTermParser()
-    return [*parser.feed(data), *parser.feed("")]
-
-
-async def send(pilot, data: str) -> None:  # noqa: ANN001
-    """Deliver what the parser makes of `data` the way the Linux driver does."""
-    for message in parse(data):
-        pilot.app._driver.process_message(message)
-    await pilot.pause()
-    await pilot.pause()
 
 
 TYPING = sorted({form for key in KEYS for form in key.typing.split(",") if form})

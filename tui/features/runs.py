@@ -140,8 +140,12 @@ class RunsFeature(Feature):
                 measuring = status.calibration.running or (status.run.run_id is not None
                                                            and status.calibration.label
                                                            is not None)
+                waiting = status.run.waiting
+                prefilling = waiting is not None and waiting[0].startswith("prefilling")
                 self.notify("cancelling the calibration: it stops after the forward under way"
-                            if measuring else "cancelling after this round", timeout=3)
+                            if measuring else "cancelling: the prefill stops after its chunk "
+                            "under way" if prefilling else "cancelling after this round",
+                            timeout=3)  # fmt: skip
             return
         prompt = self.query_one("#prompt", Composer)
         if prompt.has_focus:

@@ -441,6 +441,45 @@ def test_cancel_then_next_turn_reuses_caches(mode, traced, target, close_draft) 
     assert_caches(engine, conversation + list(reused.token_ids), settled=True)
 
 
+class _SetAfter(threading.Event):
+    """An Esc pressed while the prefill's chunk `n` runs: `is_set` reads True from its
+    (n + 1)-th check on (the prefill checks once before each chunk, the loop once a round)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.checks, self.n = 0, n
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks > self.n
+
+
+@pytest.mark.parametrize("mode", ["speculative", "target-only", "draft-only"])
+def test_cancel_during_the_prefill_stops_between_chunks_and_keeps_what_was_fed(
+    mode, target, close_draft
+) -> None:
+    """A pasted file's prefill (30 s on this CPU) is not waited out: the cancel stops it
+    after the chunk under way, the run ends "cancelled" with no round, the cache keeps the
+    chunks fed, and the next turn feeds only the rest and writes what a fresh engine does."""
+    prompt = [(7 * i) % (VOCAB - 1) + 1 for i in range(41)]  # 40 to prefill: five chunks of 8
+    s = Settings(mode=mode, temperature=0.0, k=3, max_tokens=6, ignore_eos=True,
+                 prefill_chunk=8)  # fmt: skip
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    events, summary = run(engine, prompt, s, cancel=_SetAfter(2))
+    assert summary.stop_reason == "cancelled" and events == [] and summary.token_ids == ()
+    assert summary.prefill_tokens == 16  # two chunks fed, then the cancel seen
+    ran = "draft_seq" if mode == "draft-only" else "target_seq"
+    assert engine.cache_state()[ran] == prompt[:16]
+    assert_caches(engine, prompt, settled=False)
+    _, reused = run(engine, prompt, s)
+    _, fresh = run(Engine(target, close_draft, vocab_size=VOCAB), prompt, s)
+    assert reused.token_ids == fresh.token_ids and len(reused.token_ids) == 6
+    # prefill_tokens: the larger of the two models' catch-ups; a speculative run's draft
+    # had fed nothing of the prompt yet
+    assert fresh.prefill_tokens == 40
+    assert reused.prefill_tokens == (40 if mode == "speculative" else 40 - 16)
+
+
 # -- counting, seeds, timings ------------------------------------------------------------------
 
 
