@@ -220,7 +220,8 @@ class Engine:
         """Yield one RoundEvent per round, then a RunSummary.
 
         `settings_source` is read once per round, so a key pressed mid-run applies from the
-        next round; `cancel` is checked once per round and leaves the caches consistent.
+        next round; `cancel` is checked once per round and between prefill chunks, and leaves
+        the caches consistent.
         """
         if not prompt_ids:
             raise UserError("The prompt is empty: there is nothing to continue.")
