@@ -223,17 +223,19 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     detok.reset()
     summary = None
     waiting = Waiting(err, f"prefilling {len(ids):,} prompt tokens")
-    for item in engine.generate(ids, settings):
+    try:
+        for item in engine.generate(ids, settings):
+            waiting.stop()
+            if isinstance(item, RoundEvent):
+                for t in item.tokens:
+                    if t.id in pair.eos_ids:
+                        continue
+                    detok.add_token(t.id)
+                    out.print(Text(detok.last_segment, style=ORIGIN_STYLE[t.origin]), end="")
+            else:
+                summary = item
+    finally:  # ctrl+c in the prefill: the spinner goes before "interrupted" is said
         waiting.stop()
-        if isinstance(item, RoundEvent):
-            for t in item.tokens:
-                if t.id in pair.eos_ids:
-                    continue
-                detok.add_token(t.id)
-                out.print(Text(detok.last_segment, style=ORIGIN_STYLE[t.origin]), end="")
-        else:
-            summary = item
-    waiting.stop()
     detok.finalize()
     out.print(Text(detok.last_segment))
     if summary is not None:

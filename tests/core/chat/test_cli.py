@@ -53,3 +53,31 @@ def test_chat_on_a_folder_with_a_broken_template_answers_and_says_so(
     err = " ".join(capsys.readouterr().err.split())
     assert "Traceback" not in err
     assert "The chat template of broken could not be used" in err and "refuses" in err, err
+
+
+def test_ctrl_c_in_the_prefill_clears_the_spinner_before_it_says_interrupted(
+    monkeypatch, capsys  # noqa: ANN001
+) -> None:
+    """ctrl+c lands when the prefill's chunk under way returns: the spinner must stop first,
+    or its last frame stays on the line after "interrupted" (seen in tmux)."""
+    import core.chat.cli as chat_cli
+    from core.decode.engine import Engine
+
+    said: list[str] = []
+
+    class Spinner:
+        def __init__(self, err, what: str) -> None:  # noqa: ANN001
+            said.append("start")
+
+        def stop(self) -> None:
+            said.append("stop")
+
+    def interrupted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(chat_cli, "Waiting", Spinner)
+    monkeypatch.setattr(Engine, "generate", interrupted)
+    assert cli.main(["chat", "hi", *TINY, "--max-tokens", "3"]) == 130
+    assert said[-2:] == ["start", "stop"] and said.count("start") == said.count("stop")
+    assert capsys.readouterr().err.rstrip().endswith("interrupted")
