@@ -190,3 +190,43 @@ async def test_enter_sends_and_shift_enter_adds_a_line(make_app, script: Script)
         await send(pilot, "\r")
         await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
         assert script.prompts[-1][-1]["content"] == "one\ntwo\nthree"
+
+
+# Editing keys in one read from the terminal (Textual issue #6605): a bound key (backspace,
+# an arrow, ctrl+u) ran only after the key bubbled to the app, behind the letters after it.
+BURSTS = [
+    ("ba\x7fc", "bc"),  # backspace between letters: plain TextArea gives "ba"
+    ("ab" + ESC + "[Dx", "axb"),  # left arrow, then a letter
+    ("abc\x15z", "z"),  # ctrl+u deletes to the line's start, then a letter
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), BURSTS)
+async def test_editing_keys_in_one_read_apply_in_order(make_app, data, expected) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        composer = app.query_one("#prompt", Composer)
+        assert composer.has_focus
+        await send(pilot, data)
+        assert composer.text == expected
+
+
+async def test_a_profile_name_typed_after_ctrl_u_in_one_read_is_the_one_saved(
+    make_app, profiles
+) -> None:
+    """tmux's `send-keys C-u cpu-first Enter` into the save dialog saved nothing: ctrl+u ran
+    after the name was typed and emptied it, and Enter then refused an empty name."""
+    from textual.widgets import Input
+
+    from tui.screens.save_profile import SaveProfileScreen
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, terminal_bytes("ctrl+s"))
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
+        assert app.screen.query_one(Input).value  # a suggested name, to be replaced
+        await send(pilot, "\x15cpu-first\r")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SaveProfileScreen))
+        assert (profiles / "cpu-first.toml").is_file()

@@ -14,6 +14,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 from core.errors import UserError
+from tui.widgets.inline_keys import InlineBindings
+
+
+class NameInput(InlineBindings, Input):
+    """The name's line, its editing keys applied in the order typed (tui/widgets/inline_keys.py)."""
 
 
 class SaveProfileScreen(ModalScreen[str | None]):
@@ -28,8 +33,8 @@ class SaveProfileScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="save-box", classes="modal-box"):
             yield Label("Save the current settings and recorded rounds as profile:")
-            yield Input(value=self._suggestion, id="profile-name-input",
-                        placeholder="name (letters, digits, . _ + -)")
+            yield NameInput(value=self._suggestion, id="profile-name-input",
+                            placeholder="name (letters, digits, . _ + -)")
             yield Label("", id="save-error", classes="error")
             yield Label("enter saves · esc cancels", classes="hint")
 

@@ -15,6 +15,8 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from tui.widgets.inline_keys import InlineBindings
+
 NEWLINE_KEYS = ("shift+enter", "alt+enter", "ctrl+j")
 
 
@@ -23,7 +25,7 @@ def normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-class Composer(TextArea):
+class Composer(InlineBindings, TextArea):
     """Where the user writes a message; posts `Composer.Submitted` on Enter."""
 
     class Submitted(Message):
