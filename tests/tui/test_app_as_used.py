@@ -149,6 +149,8 @@ async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         await wait_for(pilot, lambda: app.run_id is None)
         summary = app.runs[-1].summary
         assert summary.stop_reason == "cancelled" and summary.rounds == 0
+        footer = app.query_one(AssistantMessage).footer_text(None).plain
+        assert "TTFT -" in footer and "cancelled" in footer  # no token: no time to it
         assert any("the prefill stops after its chunk under way" in n
                    for n in notices(app, "information"))  # fmt: skip
         assert app.runs_state.messages[0] == {"role": "user", "content": "def f():\n    return 1"}

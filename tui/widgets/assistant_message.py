@@ -53,8 +53,9 @@ class AssistantMessage(Vertical):
             parts.append(f"{s.tokens} tok")
             # 0: every token came in the first round, so there is no decode time to divide by
             parts.append(f"{s.decode_tok_s:.1f} tok/s" if s.decode_tok_s else "- tok/s")
-            # From Enter: the queue and a first-use calibration before the engine's own clock
-            parts.append(f"TTFT {s.ttft_s + self.waited_s:.2f}s")
+            # From Enter: the queue and a first-use calibration before the engine's own clock;
+            # none without a token (a turn cancelled in its prefill: its E2E says how long)
+            parts.append(f"TTFT {s.ttft_s + self.waited_s:.2f}s" if s.tokens else "TTFT -")
             if s.acceptance is not None:
                 mal = f", {s.mean_accepted_length:.2f}/round" if s.mean_accepted_length else ""
                 parts.append(f"acc {s.acceptance:.0%}{mal}")
