@@ -132,8 +132,10 @@ class CachedModel:
         self.seq.extend(tokens[:fed])
         return fed
 
-    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
-        """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed.
+    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK,
+                 cancel: threading.Event | None = None) -> int:
+        """Bring the cache to seq[:-1] (it must already hold a prefix of it); tokens fed
+        (a long one stops between its chunks once `cancel` is set).
 
         A short lag behind a cache that already holds the conversation (a hybrid's model
         after copies or target steps) is fed lazily: its forward joins the round's graph and
@@ -149,8 +151,7 @@ class CachedModel:
                     self.model(mx.array(piece, dtype=mx.uint32)[None], cache=self.cache)
             self.seq.extend(todo)
             return len(todo)
-        self.prefill(todo, chunk)
-        return len(todo)
+        return self.prefill(todo, chunk, cancel)
 
     def offset(self) -> int:
         return cache_offset(self.cache)

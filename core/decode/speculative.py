@@ -102,12 +102,14 @@ def drafting_rounds(
         # feeds the draft the whole prompt, and on the H200 that prefill, paid again at each
         # request's probe, was most of what the model-alone rows lost (issue 28).
         t0 = engine._clock()
-        absorbed = drafter.catch_up(seq, s.prefill_chunk)
+        absorbed = drafter.catch_up(seq, s.prefill_chunk, cancel=cancel)
         caught_all = engine._clock() - t0
         caught = caught_all if drafter.name in totals.caught_up else 0.0
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
         engine._queued = None
+        if cancel is not None and cancel.is_set():  # Esc in a long catch-up: no round
+            return
         took_new_plan()  # what the catch-up or the steps before built is not this round's
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
         built = took_new_plan()  # a plan built for its shape: a one-time cost, not the source's

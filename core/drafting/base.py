@@ -103,10 +103,11 @@ class Drafter(Protocol):
         work only: the engine asks after every pipelined target step."""
         ...
 
-    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+    def catch_up(self, seq: Sequence[int], chunk: int, cancel: Any = None) -> int:
         """Before a drafting round, outside its timer: absorb the committed tokens `seq` (a
         model prefills its lag up to seq[:-1], a lookup indexes all of seq). Returns how many
-        tokens were absorbed."""
+        tokens were absorbed. `cancel` (a threading.Event): a long prefill stops between its
+        chunks once it is set, and the engine then runs no round."""
         ...
 
     def propose(self, request: DraftRequest) -> Proposal:

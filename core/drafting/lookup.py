@@ -69,7 +69,7 @@ class LookupDrafter:
             return self.after_round
         return self.min_match
 
-    def catch_up(self, seq: Sequence[int], chunk: int = 0) -> int:
+    def catch_up(self, seq: Sequence[int], chunk: int = 0, cancel: Any = None) -> int:
         """Index every committed token (host work only, microseconds per token). `seq` must
         extend what is indexed, which the engine's rewind after every round guarantees; no
         comparison of the whole conversation, so a round's host cost stays flat."""

@@ -44,7 +44,7 @@ class ModelDrafter:
         kept: the engine asks after every plain step)."""
         return [self._offer]
 
-    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK) -> int:
+    def catch_up(self, seq: Sequence[int], chunk: int = PREFILL_CHUNK, cancel: Any = None) -> int:
         """A lag that fits one forward of at most `chunk` rows with the pending token (after
         a round that accepted every draft, the last draft; a stretch of copies or target
         steps) is left to `propose`, whose first step feeds it with the pending token in one
@@ -55,7 +55,7 @@ class ModelDrafter:
         lag = len(seq) - 1 - len(d.seq)
         if d.seq and 0 < lag < max(1, chunk):
             return lag
-        return d.catch_up(seq, chunk)
+        return d.catch_up(seq, chunk, cancel)
 
     def propose(self, request: DraftRequest) -> Proposal:
         """k chained draft steps; q is returned unless the rule is greedy (argmax needs none)."""

@@ -52,7 +52,7 @@ class OracleDrafter:
     def offers(self, seq: Sequence[int]) -> list[Offer]:
         return [Offer(self.name)]
 
-    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+    def catch_up(self, seq: Sequence[int], chunk: int, cancel: object = None) -> int:
         return 0
 
     def propose(self, request: DraftRequest) -> Proposal:

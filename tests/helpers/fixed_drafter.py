@@ -31,7 +31,7 @@ class FixedTokensDrafter:
     def offers(self, seq: Sequence[int]) -> list[Offer]:
         return [Offer(self.name)]  # always something to propose, any k
 
-    def catch_up(self, seq: Sequence[int], chunk: int) -> int:
+    def catch_up(self, seq: Sequence[int], chunk: int, cancel: object = None) -> int:
         todo = list(seq[len(self.seen) :])
         self.seen.extend(todo)
         return len(todo)

@@ -101,9 +101,9 @@ def test_a_model_catch_up_after_its_first_is_charged_to_its_round(target) -> Non
     model = engine.drafter("model")
     caught = model.catch_up
 
-    def slow_catch_up(seq, chunk):  # noqa: ANN001, ANN202
+    def slow_catch_up(seq, chunk, cancel=None):  # noqa: ANN001, ANN202
         now[0] += 1000.0  # every catch-up "takes" 1000 s
-        return caught(seq, chunk)
+        return caught(seq, chunk, cancel)
 
     model.catch_up = slow_catch_up  # type: ignore[method-assign]
     s = Settings(policy="fixed", temperature=0.0, max_tokens=16, ignore_eos=True)

@@ -480,6 +480,39 @@ def test_cancel_during_the_prefill_stops_between_chunks_and_keeps_what_was_fed(
     assert reused.prefill_tokens == (40 if mode == "speculative" else 40 - 16)
 
 
+class _SetWhen(threading.Event):
+    """An Esc pressed once `cond()` holds (read at each of the engine's checks)."""
+
+    def __init__(self, cond) -> None:  # noqa: ANN001
+        super().__init__()
+        self.cond = cond
+
+    def is_set(self) -> bool:
+        return bool(self.cond())
+
+
+def test_cancel_during_the_draft_s_first_catch_up_runs_no_round(target, close_draft) -> None:
+    """A model source's first round feeds the draft the whole prompt (a pasted file: as long
+    as the target's prefill): Esc stops that catch-up between its chunks too, and no round
+    runs on a draft that has not caught up; the next turn feeds the rest and writes what a
+    fresh engine does."""
+    prompt = [(5 * i) % (VOCAB - 1) + 1 for i in range(41)]
+    s = Settings(mode="speculative", draft_source="model", policy="fixed", k=3,
+                 temperature=0.0, max_tokens=6, ignore_eos=True, prefill_chunk=8)  # fmt: skip
+    engine = Engine(target, close_draft, vocab_size=VOCAB)
+    # Esc once the draft's cache holds two chunks (its offset moves chunk by chunk; its token
+    # list is written when the prefill returns)
+    esc = _SetWhen(lambda: engine.cache_state()["draft_offset"] >= 16)
+    events, summary = run(engine, prompt, s, cancel=esc)
+    assert summary.stop_reason == "cancelled" and events == [] and summary.token_ids == ()
+    state = engine.cache_state()
+    assert state["draft_seq"] == prompt[:16]  # two chunks of the draft's catch-up, then Esc
+    assert_caches(engine, prompt, settled=True)  # the target holds all but the last token
+    _, reused = run(engine, prompt, s)
+    _, fresh = run(Engine(target, close_draft, vocab_size=VOCAB), prompt, s)
+    assert reused.token_ids == fresh.token_ids and len(reused.token_ids) == 6
+
+
 # -- counting, seeds, timings ------------------------------------------------------------------
 
 
