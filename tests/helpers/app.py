@@ -86,7 +86,7 @@ def hold(gate: threading.Event | None, cancel: threading.Event | None = None) ->
     if gate is None:
         return
     deadline = time.monotonic() + GATE_S
-    while not gate.wait(0.01 if cancel is not None else GATE_S):
+    while not gate.wait(0.01):
         if cancel is not None and cancel.is_set():
             return
         if time.monotonic() > deadline:

@@ -38,6 +38,9 @@ from tui.widgets.chat import ChatView
 from tui.widgets.composer import Composer
 from tui.widgets.user_message import UserMessage
 
+# The status's word for a turn waiting on its prefill; Esc's toast reads it to say what stops
+PREFILLING = "prefilling"
+
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 
 _FAILED = {"load": "could not load models", "generate": "generation failed",
@@ -141,7 +144,7 @@ class RunsFeature(Feature):
                                                            and status.calibration.label
                                                            is not None)
                 waiting = status.run.waiting
-                prefilling = waiting is not None and waiting[0].startswith("prefilling")
+                prefilling = waiting is not None and waiting[0].startswith(PREFILLING)
                 self.notify("cancelling the calibration: it stops after the forward under way"
                             if measuring else "cancelling: the prefill stops after its chunk "
                             "under way" if prefilling else "cancelling after this round",
@@ -189,7 +192,7 @@ class RunsFeature(Feature):
     def _prefilling(self, message: Prefilling) -> None:
         """The turn now waits on its prefill: the status line says so, with the time."""
         if message.run_id == self.run_id and not self.runs_state.stats.rounds:
-            self._run(waiting=(f"prefilling {message.tokens:,} prompt tokens", time.monotonic()))
+            self._run(waiting=(f"{PREFILLING} {message.tokens:,} prompt tokens", time.monotonic()))
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
