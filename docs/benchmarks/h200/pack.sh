@@ -76,12 +76,12 @@ if [[ "${1:-}" == "--default-model" ]]; then
 fi
 # Each call carries at most 64 MiB: the working tree that travels with it (tracked and
 # untracked, not ignored, files) and its .device folder. pack_split.py (beside this script)
-# fills the three calls in order, leaving PACK_MARGIN_MIB (default 1.5, pack_split.py MARGIN_MIB) a call for the tree to
+# fills the three calls in order, leaving PACK_MARGIN_MIB (default 1.0, pack_split.py MARGIN_MIB) a call for the tree to
 # grow: the CUDA backend whole after call 2 (install.sh unpacks it), the model after call 3.
 # It refuses a payload larger than its PAYLOAD records (tests/docs/test_pack_fit.py holds the
 # tree to those sizes) and says how full each call is.
 python3 docs/benchmarks/h200/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
-  ${model:+--model "$model"} --margin-mib "${PACK_MARGIN_MIB:-1.5}"
+  ${model:+--model "$model"} --margin-mib "${PACK_MARGIN_MIB:-1.0}"
 rm -rf .device/tmp
 cat > .device/a/stage.sh <<'SH'
 set -e
