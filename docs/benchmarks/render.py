@@ -836,6 +836,29 @@ def never_slower_normalized(docs: list[Doc]) -> tuple[list[str], str]:
                                 "plain step, over the row's E2E over its own (per request)")
 
 
+def _step_pairs(doc: Doc, r: Row) -> list[float]:
+    """Per seed, the log of target-only's median plain step over the row's (`step_ms`, the
+    same seed's pair); pairs where either request had too few plain steps are left out."""
+    import math
+
+    b = baseline(doc)
+    if b is None:
+        return []
+    return [math.log(sx / sy) for sx, sy in zip(b.get("step_ms") or [], r.get("step_ms") or [],
+                                                 strict=False) if sx and sy]  # fmt: skip
+
+
+def never_slower_steps(docs: list[Doc]) -> tuple[list[str], str]:
+    """The verdict's pairs on the requests' median plain steps alone: whether a row's plain
+    target steps ran slower than target-only's (below 1: slower). What the normalized view
+    divides out: run 16's model alone read 0.89x by E2E and 1.02x normalized, its rounds
+    too few to explain the gap, so the gap sat in its steps. A step right after a drafting
+    round (read with no step queued: about two pipelined steps) is among a row's plain steps,
+    so a row that drafts often reads below 1 from its rounds' breaks as well."""
+    return never_slower_verdict(docs, _step_pairs, "target-only's median plain step over "
+                                "the row's (per request)")
+
+
 def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
     """Issue 28's per-bench goals counted over the benches: on how many each holds (ratios
     compared unrounded, as never_slower_goals judges them)."""
@@ -1105,7 +1128,7 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
 
 
 def setting_ab(docs: list[Doc], setting: str, value: str = "true") -> tuple[list[str], str]:
-    """A setting's A/B (never_slower.py's PRICE_AB, CHAIN_AB, PROBE_AB: the default and the
+    """A setting's A/B (never_slower.py's PRICE_AB, CHAIN_AB, PROBE_AB, CLIP_AB: the default and the
     lookup again with `setting`=`value` in the same interleave), judged as the verdict judges
     the floor: per bench and for each pair of rows, the geometric mean over seeds of the off row's E2E over the
     same seed's on row's (above 1: on was faster) with its 95% interval from the A/A
@@ -1245,7 +1268,7 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
         steps = ((r.get("guard") or {}).get("none") or {}).get("measured_rounds") or [None] * n
         out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
                     "/".join("-" if x is None else f"{x:d}" for x in steps),
-                    seq("stops"), seq("refused"), drafted, _texts(base, r)])  # fmt: skip
+                    seq("stops"), seq("refused"), drafted, _texts(d, r)])  # fmt: skip
     stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
             f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
             "its measured rounds in the request, pipelined steps = the target arm's (guard."
@@ -1262,16 +1285,63 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
                      "stops", "refused", "round cost", "text"), out), stat  # fmt: skip
 
 
-def _texts(base: dict | None, row: dict) -> str:
-    """The row's requests' texts as letters: one per distinct `output_sha` in the bench's
-    target-only row then this row, in order of first appearance ("-" before run 16's data)."""
+def text_letters(doc: Doc) -> dict[str, str]:
+    """A letter per distinct `output_sha` of the bench, in order of first appearance over its
+    rows in bench order, target-only's first: one text reads as one letter in every row of
+    the bench (a letter per row pair read two texts as "D" in one table, run 16's draft)."""
+    base = baseline(doc)
+    letters: dict[str, str] = {}
+    for r in [*([base] if base else []), *rows(doc)]:
+        for sha in r.get("output_sha") or []:
+            letters.setdefault(sha, chr(ord("A") + len(letters)) if len(letters) < 26 else "?")
+    return letters
+
+
+def _texts(doc: Doc, row: dict) -> str:
+    """The row's requests' texts as the bench's letters ("-" before run 16's data)."""
     mine = row.get("output_sha") or []
     if not mine:
         return "-"
-    letters: dict[str, str] = {}
-    for sha in [*((base or {}).get("output_sha") or []), *mine]:
-        letters.setdefault(sha, chr(ord("A") + len(letters)) if len(letters) < 26 else "?")
+    letters = text_letters(doc)
     return "/".join(letters[x] for x in mine)
+
+
+def same_text(docs: list[Doc]) -> tuple[list[str], str]:
+    """Per bench and text that target-only wrote: target-only's median E2E on that text over
+    each row's median E2E on the same text, with the requests each median took. Greedy on the
+    H200 is not bit-stable (run 16: target-only wrote three texts in three seeds of one
+    bench), and a copy row's speed is mostly its text's (the same row read 0.29 s and 1.00 s
+    on two texts): a seed's pair can compare two workloads, a text's cannot."""
+    heads = (("default", NS_DEFAULT), ("lookup", NS_LOOKUP), ("hybrid", NS_HYBRID),
+             ("model alone", NS_MODEL))
+    out = []
+    for d in docs:
+        base, named = baseline(d), ns_names(d)
+        if base is None or not base.get("output_sha"):
+            continue
+        letters = text_letters(d)
+
+        def on(r: Row | None, sha: str) -> list[float]:
+            if r is None:
+                return []
+            return [e for e, x in zip(e2e(r), r.get("output_sha") or [], strict=False)
+                    if x == sha]
+
+        control = named.get(NS_CONTROL)
+        for sha in dict.fromkeys(base["output_sha"]):
+            ref = on(base, sha) + on(control, sha)
+            cells = []
+            for _, key in heads:
+                mine = on(named.get(key), sha)
+                cells.append(f"{statistics.median(ref) / statistics.median(mine):.2f}x "
+                             f"({len(mine)})" if mine else "-")
+            out.append([_ns_label(d), letters[sha], str(len(ref)), *cells])
+    stat = ("one line per bench and text target-only wrote (a letter per distinct output_sha, "
+            "the guard-requests table's letters); target-only = its requests on that text, "
+            "its A/A twin's included (the same settings); each cell = their median E2E over "
+            "the row's median E2E on the same text, in brackets the row's requests on it "
+            "(- where it wrote that text in none)")
+    return md_table(("Prompt, T", "text", "target-only", *(h for h, _ in heads)), out), stat
 
 
 def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
@@ -1970,6 +2040,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-control": never_slower_control,
     "never-slower-verdict": never_slower_verdict,
     "never-slower-normalized": never_slower_normalized,
+    "never-slower-steps": never_slower_steps,
     "step-excess": step_excess,
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,
@@ -1979,6 +2050,8 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "guard-requests": guard_requests,
     "probe-ab": lambda docs: setting_ab(docs, "probe_at_observed_cost"),
     "copy-stall": copy_stall,
+    "same-text": same_text,
+    "clip-ab": lambda docs: setting_ab(docs, "cost_scale_clip", "1.5"),
     "guard-rates": guard_rates,
     "guard-plan": guard_plan,
     "traced-k": traced_k,

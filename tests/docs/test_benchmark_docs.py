@@ -503,6 +503,52 @@ def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None
     assert cells[3:] == ["-/-", "-/-", "-/-", "-/-", "-/-", "-"]
 
 
+def test_the_steps_view_judges_the_plain_steps_alone() -> None:
+    """Target-only's median plain step over the row's, per seed: a row whose steps ran 25%
+    slower reads 0.80x broken whatever its E2E, the A/A control's step noise sets the
+    interval, and a pair with a request of too few steps (None) is left out."""
+    doc = _ns_doc("p", 0.7, {"target-only": [1.0, 1.0, 1.0], render.NS_CONTROL: [1.0, 1.0, 1.0],
+                             render.NS_MODEL: [1.0, 1.0, 1.0], render.NS_LOOKUP: [0.5] * 3})
+    steps = {"target-only": [4.0, 4.0, 4.0], render.NS_CONTROL: [4.0, 4.0, 4.0],
+             render.NS_MODEL: [5.0, 5.0, 5.0], render.NS_LOOKUP: [4.0, None, 4.0]}
+    for r in doc["results"]:
+        r["step_ms"] = steps[r["name"]]
+    lines, stat = render.TABLES["never-slower-steps"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[1] == "1.00x (1.00-1.00) held"  # the A/A control: σ = 0 here
+    assert cells[3] == "1.00x (1.00-1.00) held"  # the lookup's steps: its E2E 2x apart
+    assert cells[5] == "0.80x (0.80-0.80) **broken**"  # the model alone: 4 ms over 5 ms
+    assert "median plain step" in stat
+    assert render._step_pairs(doc, doc["results"][3]) == [0.0, 0.0]
+
+
+def test_a_text_reads_as_one_letter_in_every_row_of_a_bench() -> None:
+    """Letters are the bench's, not a row pair's: two rows that each wrote a new text read
+    two letters, and one text two rows wrote reads one."""
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0], render.NS_DEFAULT: [0.5, 0.5],
+                             render.NS_LOOKUP: [0.5, 0.5]})
+    for r, shas in zip(doc["results"], (["aa", "aa"], ["dd", "aa"], ["ee", "dd"]), strict=True):
+        r["output_sha"] = shas
+    texts = [render._texts(doc, r) for r in doc["results"]]
+    assert texts == ["A/A", "B/A", "C/B"]
+
+
+def test_same_text_compares_requests_that_wrote_one_text() -> None:
+    """Per text target-only wrote: its median there (the A/A twin's requests with it) over
+    each row's median on the same text; a text only a row wrote is no line, a row that
+    never wrote the text reads "-"."""
+    doc = _ns_doc("p", 0.0, {"target-only": [1.0, 2.0], render.NS_LOOKUP: [0.25, 0.5, 4.0],
+                             render.NS_CONTROL: [3.0], render.NS_DEFAULT: [1.0]})
+    shas = (["aa", "bb"], ["aa", "bb", "cc"], ["aa"], ["cc"])
+    for r, xs in zip(doc["results"], shas, strict=True):
+        r["output_sha"] = xs
+    lines, _ = render.TABLES["same-text"]([doc])
+    cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
+    # text A: target-only 1.0 and its twin 3.0 (median 2.0) over the lookup's 0.25
+    assert cells == [["p, T = 0", "A", "2", "-", "8.00x (1)", "-", "-"],
+                     ["p, T = 0", "B", "1", "-", "4.00x (1)", "-", "-"]]
+
+
 def test_copy_stall_reads_each_gate_and_pattern() -> None:
     """One row per bench and gate, one cell per stall pattern: the predicted speedup (target-only
     over the replay's broken seconds) and the drafting rounds."""
