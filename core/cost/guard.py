@@ -167,6 +167,7 @@ class RateGuard:
     _probation: set[str] = field(default_factory=set)  # sources being probed again
     _priored: set[str] = field(default_factory=set)  # sources the prior was asked about
     _target_wanted: bool = False  # a prior waits on the target arm's measured rate
+    _target_measured: bool = False  # the target arm has every round any prior waits for
     _break_sum: float = 0.0  # decayed seconds a step after a drafting round paid extra
     _break_weight: float = 0.0
     _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
@@ -177,7 +178,14 @@ class RateGuard:
     plan_rounds: dict[str, int] = field(default_factory=dict)
 
     def arm(self, name: str) -> ArmRate:
-        return self.arms.setdefault(name, ArmRate())
+        """`name`'s arm, made on first use. Looked up before one is built: the plan asks
+        after every plain step (a stopped source's refusal counts on its arm), and
+        `setdefault(name, ArmRate())` built and dropped an arm and its long window each time,
+        host work in every step's path on a host-bound GPU."""
+        arm = self.arms.get(name)
+        if arm is None:
+            arm = self.arms[name] = ArmRate()
+        return arm
 
     def begin_run(self) -> None:
         """A new request (or chat turn) with the same pair and settings: its totals start at
@@ -216,8 +224,14 @@ class RateGuard:
         """Whether the next round should be a plain target step to measure the zero-draft
         arm: there is no pipelined target evidence yet, and a source has been measured or its
         prior needs the measured step to decide."""
+        if self._target_measured:
+            return False
         need = PRIOR_STEPS if self._target_wanted else self.min_rounds
-        if self.arm(TARGET).rounds >= need:
+        rounds = self.arm(TARGET).rounds
+        if rounds >= need:
+            # The target arm's rounds only grow, and no need exceeds PRIOR_STEPS: from here
+            # on the answer is no, asked after every plain step without a look at the arms.
+            self._target_measured = rounds >= max(PRIOR_STEPS, self.min_rounds)
             return False
         return self._target_wanted or any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
 

@@ -72,7 +72,15 @@ class PipelinedSteps:
         """Whether to queue another step: budget left, not cancelled, settings unchanged."""
         if produced + 1 >= self.budget or self.stopped():
             return False
-        return self.source() == self.s  # a changed setting hands control back to generate()
+        return self.unchanged()  # a changed setting hands control back to generate()
+
+    def unchanged(self) -> bool:
+        """Whether the settings source still gives this stretch's settings. Identity first:
+        a source that returns the same frozen Settings is the common case (the bench, a
+        turn with no key pressed), and a dataclass's `==` builds two tuples of its ~35
+        fields, twice a step, in the host work a host-bound GPU waits on."""
+        now = self.source()
+        return now is self.s or now == self.s
 
     def stopped(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -125,7 +133,7 @@ class PipelinedSteps:
             )
             if not more or self.engine._hit_eos([tok], s):
                 return
-            if self.stopped() or self.source() != s:
+            if self.stopped() or not self.unchanged():
                 # Set by the consumer while it held this round: stop now, not one token
                 # later. A pipelined step already fed `tok`; take it back (seq[:-1] again).
                 st.rewind(seq[:-1], max(len(seq) - 2, 0))
