@@ -57,19 +57,12 @@ On the H200 the model source drafted 1-5 rounds a request, fewer than `min_round
 last probe, so a fresh guard per request ended 45 of 52 default requests "measuring"
 (docs/benchmarks/never-slower.md, finding 4).
 
-A prior before evidence that is measured (`prior`): the calibration timed a draft step and a
-target step, so a source whose best round (full acceptance at any k the policy may choose,
-its draft price and the verification of k + 1 rows) commits fewer tokens per second than a
-plain target step by `PAY_MARGIN` (1.2x), with the pipeline break it causes as measured so
-far, cannot pay whatever it drafts (real rounds accept less and cost more than that bound): it is not asked until its first probe (`probe_gap` rounds), and from then on the
-clock judges it like any other. The target step it is compared with is the measured rate of
-pipelined steps once there is one; before there is one, the curve's single-row forward (one
-forward and a host sync, dearer than a pipelined step): a source that cannot beat even that
-is stopped at once, one that beats it by more than `PRIOR_MARGIN` is asked at once (a lookup,
-whose rows verify together for little more than one), and in between the target arm is
-measured first, plain steps that lose nothing against target-only.
-
-Host arithmetic only: no device call, no sync, so a round keeps its one host sync.
+A prior before evidence (`prior`): a source whose calibrated best round (full acceptance at
+any k its policy may choose, with the pipeline break measured so far) commits fewer tokens a
+second than a plain target step by `PAY_MARGIN` cannot pay whatever it drafts: it is not asked
+until its first probe, and from then on the clock judges it (`_prior_stops` says against which
+step: the measured pipelined one, else the curve's single-row forward).
+Host arithmetic only (no device call, no sync): a round keeps its one host sync.
 """
 
 from __future__ import annotations
@@ -178,12 +171,8 @@ class RateGuard:
     plan_rounds: dict[str, int] = field(default_factory=dict)
 
     def arm(self, name: str) -> ArmRate:
-        """`name`'s arm, made on first use. Looked up before one is built: the plan asks
-        after every plain step (a stopped source's refusal counts on its arm), and
-        `setdefault(name, ArmRate())` built and dropped an arm and its long window each time,
-        host work in every step's path on a host-bound GPU."""
-        arm = self.arms.get(name)
-        if arm is None:
+        """`name`'s arm, made on first use (looked up first: asked ~3 times a plain step)."""
+        if (arm := self.arms.get(name)) is None:
             arm = self.arms[name] = ArmRate()
         return arm
 
@@ -227,10 +216,7 @@ class RateGuard:
         if self._target_measured:
             return False
         need = PRIOR_STEPS if self._target_wanted else self.min_rounds
-        rounds = self.arm(TARGET).rounds
-        if rounds >= need:
-            # The target arm's rounds only grow, and no need exceeds PRIOR_STEPS: from here
-            # on the answer is no, asked after every plain step without a look at the arms.
+        if (rounds := self.arm(TARGET).rounds) >= need:  # rounds only grow: latch the no
             self._target_measured = rounds >= max(PRIOR_STEPS, self.min_rounds)
             return False
         return self._target_wanted or any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
