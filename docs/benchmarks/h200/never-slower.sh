@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 28 on the H200: does the default ever make decoding slower? One call of <= 8 minutes
-# on a machine set up by pack.sh --default-model (its three set-up calls), kernel cache
+# on a machine set up by pack.sh --default-model (its set-up calls: three or four), kernel cache
 # restored (kcache.sh), PYTHONPATH exported:
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
 #   bash docs/benchmarks/h200/kcache.sh restore; bash docs/benchmarks/h200/never-slower.sh $OUT

@@ -10,7 +10,10 @@
 # Then, back to back on the device (an idle machine is released after 30 s):
 #   1. carrying .device/a:  bash .device/a/stage.sh
 #   2. carrying .device/b:  source .device/b/install.sh
-#   3. carrying .device/c:  source .device/c/model.sh && <benchmark>   (--default-model only)
+#   3. carrying .device/c:  source .device/c/model.sh     (--default-model only)
+# or, where this script says "set-up calls: 4" (the tree left three too little room, run 17):
+#   3. carrying .device/c:  bash .device/c/stage.sh
+#   4. carrying .device/d:  source .device/d/model.sh
 # Later calls on the same warm machine start with (the commit as this script prints it: the
 # machine's copy of .git can be an older HEAD than the tree, core/runtime/version.py):
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache SPECDEC_TUI_COMMIT=<HEAD>
@@ -37,12 +40,12 @@ root="$(git rev-parse --show-toplevel)"
 cd "$root"
 exclude="$(git rev-parse --git-common-dir)/info/exclude"  # a worktree's .git is a file
 grep -qxF '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
-rm -rf .device/a .device/b .device/c .device/tmp  # .device/kcache (kcache.sh) is kept
+rm -rf .device/a .device/b .device/c .device/d .device/tmp  # .device/kcache (kcache.sh) is kept
 # The compressed CUDA backend and model are kept in .device/keep, named by what they hold, so
 # packing again (after the tree changed) skips the slow part: xz of ~190 MB on a busy machine.
 keep=.device/keep; mkdir -p "$keep"
 cuda_xz="$keep/$CUDA_PACK.tar.xz"
-mkdir -p .device/a .device/b .device/c .device/tmp
+mkdir -p .device/a .device/b .device/c .device/d .device/tmp
 plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --implementation cp "${plat[@]}" -d "$1" "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
@@ -76,8 +79,9 @@ if [[ "${1:-}" == "--default-model" ]]; then
 fi
 # Each call carries at most 64 MiB: the working tree that travels with it (tracked and
 # untracked, not ignored, files) and its .device folder. pack_split.py (beside this script)
-# fills the three calls in order, leaving PACK_MARGIN_MIB (default 1.0, pack_split.py MARGIN_MIB) a call for the tree to
-# grow: the CUDA backend whole after call 2 (install.sh unpacks it), the model after call 3.
+# fills three calls in order (four where three leave too little room), leaving PACK_MARGIN_MIB
+# (default 1.0, pack_split.py MARGIN_MIB) a call for the tree to grow: the CUDA backend whole
+# after call 2 (install.sh unpacks it), the model after the last call (model.sh).
 # It refuses a payload larger than its PAYLOAD records (tests/docs/test_pack_fit.py holds the
 # tree to those sizes) and says how full each call is.
 python3 docs/benchmarks/h200/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
@@ -105,16 +109,26 @@ export PYTHONPATH=/tmp/site:$PWD
 python3 -m compileall -q -j 0 /tmp/site core tui > /dev/null 2>&1 || true
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
 SH
-cat > .device/c/model.sh <<'SH'
+# The last call that carries parts reassembles the model; a call between install.sh's and
+# that one only stages its parts.
+last=c; ls .device/d/*.part.* >/dev/null 2>&1 && last=d
+[[ $last == d ]] && cat > .device/c/stage.sh <<'SH'
+set -e
+test -f /root/mlx-parts/stage.sh || { echo "part 1 is not staged here: run stage.sh first" >&2; exit 1; }
+cp .device/c/*.part.* /root/mlx-parts/
+echo "staged part 3; start the fourth call within 30 s"
+SH
+[[ $last == c ]] && rmdir .device/d
+cat > .device/$last/model.sh <<'SH'
 set -e
 export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
 mkdir -p /root/sdcache
-cp .device/c/model.part.* /root/mlx-parts/ 2>/dev/null || true
+cp .device/[cd]/model.part.* /root/mlx-parts/ 2>/dev/null || true
 cat $(ls /root/mlx-parts/model.part.* | sort -V) | xz -d \
   > /root/sdcache/SmolLM2-135M-Instruct.Q4_1.gguf
 # The sha256 check the app runs before first use: a bad reassembly is refused, not loaded.
 python3 -m core.cli fetch
 SH
-du -sh .device/a .device/b .device/c
+du -sh .device/a .device/b .device/c .device/d 2>/dev/null
 dirty=$(git status --porcelain --untracked-files=no | head -c1)
 echo "measuring calls: export SPECDEC_TUI_COMMIT=$(git rev-parse HEAD)${dirty:+  (uncommitted changes: commit first)}"
