@@ -1468,6 +1468,49 @@ def step_split(docs: list[Doc]) -> tuple[list[str], str]:
                      "restarts", "rounds"), out), stat
 
 
+def step_split_ab(docs: list[Doc]) -> tuple[list[str], str]:
+    """docs/benchmarks/h200/step-split-ab.sh's files, listed as they ran: old tree, new tree,
+    old, new, ... (the JSON does not name its tree; the script alternates them). Per prompt
+    and row, every plain step of the version's requests pooled (each request's first step
+    left out, as step_split.py's summary does): the median gap between events, the mean host
+    time outside the step's own timer and the plan's part of it, and that outside time less
+    target-only's in the same tree: what the speculative loop adds to a plain step."""
+    pooled: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for i, d in enumerate(docs):
+        v = "old" if i % 2 == 0 else "new"
+        label = f"{d.get('prompt')}, T = {d.get('temperature')}"
+        for r in d.get("requests") or []:
+            m = pooled.setdefault((label, r["row"], v), {"gap": [], "out": [], "plan": []})
+            for x in r["steps"][1:]:
+                m["gap"].append(x["gap"])
+                m["out"].append((x["gap"] - x["timer"]) * 1e3)
+                m["plan"].append(x["plan"] * 1e3)
+    out = []
+    for label, row in dict.fromkeys((k[0], k[1]) for k in pooled):
+        cells = []
+        for key, fn, fmt in (("gap", statistics.median, "{:.2f}"), ("out", statistics.fmean, "{:.0f}"),
+                             ("plan", statistics.fmean, "{:.0f}")):  # fmt: skip
+            a, b = (pooled.get((label, row, v), {}).get(key) for v in ("old", "new"))
+            cells.append(f"{fmt.format(fn(a))} → {fmt.format(fn(b))}" if a and b else "-")
+        extra = []
+        for v in ("old", "new"):
+            base = pooled.get((label, "target-only", v), {}).get("out")
+            mine = pooled.get((label, row, v), {}).get("out")
+            extra.append(statistics.fmean(mine) - statistics.fmean(base) if base and mine else None)
+        cells.append(" → ".join("-" if x is None else f"{x:+.0f}" for x in extra))
+        n = [len(pooled.get((label, row, v), {}).get("gap", [])) for v in ("old", "new")]
+        out.append([label, row, f"{n[0]} / {n[1]}", *cells])
+    stat = ("old → new = the old tree's steps → the new tree's, the files alternated as they ran; "
+            "steps = plain steps pooled over the version's requests (each request's first left "
+            "out); gap = ms between a plain step's event and the one before, median; outside = "
+            "µs of that gap outside the step's own timer (the consumer, the plan, the loop's "
+            "observes: what the bench's step_ms leaves out), mean; plan = `Engine._plan`'s µs "
+            "a step, mean; over target-only = outside less target-only's in the same tree and "
+            "prompt")
+    return md_table(("Prompt, T", "row", "steps", "median gap ms", "outside the timer µs",
+                     "of which the plan µs", "outside over target-only's µs"), out), stat
+
+
 def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
     """docs/benchmarks/h200/forward_split.py: per file, mode and R, the host's graph build,
     the mx.eval after it (encode, device, sync) and a pipelined chain's ms a forward, medians
@@ -2041,6 +2084,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "never-slower-verdict": never_slower_verdict,
     "never-slower-normalized": never_slower_normalized,
     "never-slower-steps": never_slower_steps,
+    "step-split-ab": step_split_ab,
     "step-excess": step_excess,
     "round-autopsy": round_autopsy,
     "one-row-price": one_row_price,

@@ -503,6 +503,27 @@ def test_guard_requests_reads_each_request_and_old_data_without_counts() -> None
     assert cells[3:] == ["-/-", "-/-", "-/-", "-/-", "-/-", "-"]
 
 
+def test_step_split_ab_pairs_the_trees_in_the_order_they_ran() -> None:
+    """Files alternate old, new: per prompt and row, the median gap, the mean outside the
+    step's timer (µs) and the plan's, and the outside less target-only's in the same tree;
+    each request's first step is left out."""
+    def doc(out_ms: dict[str, float]) -> dict:
+        def steps(out: float, plan: float) -> list[dict]:
+            first = {"gap": 99.0, "timer": 0.0, "plan": 9.0}  # left out: a stretch's first
+            return [first] + [{"gap": 4.0 + out, "timer": 4.0, "plan": plan}] * 3
+        return {"prompt": "p", "temperature": 0.7,
+                "requests": [{"row": row, "steps": steps(o, o / 2 if row != "target-only" else 0.0)}
+                             for row, o in out_ms.items()]}  # fmt: skip
+    old, new = doc({"target-only": 0.1, "default": 0.2}), doc({"target-only": 0.08, "default": 0.15})
+    lines, stat = render.TABLES["step-split-ab"]([old, new])
+    cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
+    assert cells[0] == ["p, T = 0.7", "target-only", "3 / 3", "4.10 → 4.08", "100 → 80", "0 → 0",
+                        "+0 → +0"]
+    assert cells[1] == ["p, T = 0.7", "default", "3 / 3", "4.20 → 4.15", "200 → 150", "100 → 75",
+                        "+100 → +70"]
+    assert "old → new" in stat
+
+
 def test_the_steps_view_judges_the_plain_steps_alone() -> None:
     """Target-only's median plain step over the row's, per seed: a row whose steps ran 25%
     slower reads 0.80x broken whatever its E2E, the A/A control's step noise sets the
