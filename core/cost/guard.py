@@ -160,7 +160,6 @@ class RateGuard:
     _probation: set[str] = field(default_factory=set)  # sources being probed again
     _priored: set[str] = field(default_factory=set)  # sources the prior was asked about
     _target_wanted: bool = False  # a prior waits on the target arm's measured rate
-    _target_measured: bool = False  # the target arm has every round any prior waits for
     _break_sum: float = 0.0  # decayed seconds a step after a drafting round paid extra
     _break_weight: float = 0.0
     _earlier: dict[str, int] = field(default_factory=dict)  # per arm, rounds before this run
@@ -213,11 +212,8 @@ class RateGuard:
         """Whether the next round should be a plain target step to measure the zero-draft
         arm: there is no pipelined target evidence yet, and a source has been measured or its
         prior needs the measured step to decide."""
-        if self._target_measured:
-            return False
         need = PRIOR_STEPS if self._target_wanted else self.min_rounds
-        if (rounds := self.arm(TARGET).rounds) >= need:  # rounds only grow: latch the no
-            self._target_measured = rounds >= max(PRIOR_STEPS, self.min_rounds)
+        if self.arm(TARGET).rounds >= need:
             return False
         return self._target_wanted or any(a.rounds > 0 for n, a in self.arms.items() if n != TARGET)
 

@@ -1306,6 +1306,13 @@ def _texts(doc: Doc, row: dict) -> str:
     return "/".join(letters[x] for x in mine)
 
 
+def _e2e_on_text(r: Row | None, sha: str) -> list[float]:
+    """The E2E of the row's requests that wrote the text `sha` (none without the row)."""
+    if r is None:
+        return []
+    return [e for e, x in zip(e2e(r), r.get("output_sha") or [], strict=False) if x == sha]
+
+
 def same_text(docs: list[Doc]) -> tuple[list[str], str]:
     """Per bench and text that target-only wrote: target-only's median E2E on that text over
     each row's median E2E on the same text, with the requests each median took. Greedy on the
@@ -1320,19 +1327,12 @@ def same_text(docs: list[Doc]) -> tuple[list[str], str]:
         if base is None or not base.get("output_sha"):
             continue
         letters = text_letters(d)
-
-        def on(r: Row | None, sha: str) -> list[float]:
-            if r is None:
-                return []
-            return [e for e, x in zip(e2e(r), r.get("output_sha") or [], strict=False)
-                    if x == sha]
-
         control = named.get(NS_CONTROL)
         for sha in dict.fromkeys(base["output_sha"]):
-            ref = on(base, sha) + on(control, sha)
+            ref = _e2e_on_text(base, sha) + _e2e_on_text(control, sha)
             cells = []
             for _, key in heads:
-                mine = on(named.get(key), sha)
+                mine = _e2e_on_text(named.get(key), sha)
                 cells.append(f"{statistics.median(ref) / statistics.median(mine):.2f}x "
                              f"({len(mine)})" if mine else "-")
             out.append([_ns_label(d), letters[sha], str(len(ref)), *cells])

@@ -74,15 +74,14 @@ def calls_for(tree: int, sizes: dict[str, int], margin_mib: float = MARGIN_MIB,
     """The fewest set-up calls (3 or 4) whose plan fits and leaves the room the fit test asks
     for (`spare` at least a margin a call), so the tree can still grow a little after pack.sh.
     Raises NoFit (with the four calls' sentence) when even four do not fit."""
-    for n in range(FEWEST, len(CALLS) + 1):
+    for n in range(FEWEST, len(CALLS)):
         try:
             plan(tree, sizes, margin_mib, call_bytes, calls=n)
         except NoFit:
-            if n == len(CALLS):
-                raise
             continue
-        if n == len(CALLS) or spare(tree, sizes, call_bytes, n) >= n * margin_mib * 2**20:
+        if spare(tree, sizes, call_bytes, n) >= n * margin_mib * 2**20:
             return n
+    plan(tree, sizes, margin_mib, call_bytes, calls=len(CALLS))  # NoFit says by how much
     return len(CALLS)
 
 
