@@ -200,7 +200,7 @@ def run_protocol(
     def timed(b: BenchSetting, seed: int, inv: int) -> float:
         check_cancel()
         req = run_request(engine, prompt_ids, b.settings.replace(seed=seed), cancel)
-        record_timed(results[b.name], req, seed, keep_output=inv == 0)
+        record_timed(results[b.name], req, seed, keep_output=inv == 0, invocation=inv)
         tick(f"{b.name} invocation {inv + 1}/{invocations} seed {seed}")
         assert req.summary is not None
         return req.summary.e2e_s
@@ -357,8 +357,10 @@ def _calibration_summary(curve: Any, source: str | None) -> dict[str, Any] | Non
 
 
 def _decode_texts(r: BenchResult, decode: Callable[[list[int]], str]) -> None:
-    """The row's first output and its divergence tokens as text, for the side-by-side page."""
+    """The row's first output, every timed text token by token, and its divergence tokens as
+    text, for the side-by-side page (after the timing: decoding is not timed)."""
     r.sample_text = decode(next(iter(r.outputs.values())))
+    r.texts.decode(decode)
     d = r.divergence
     if d is not None:
         r.divergence = Divergence(

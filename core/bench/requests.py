@@ -15,6 +15,7 @@ from typing import Any
 
 from core.bench.errors import BenchCancelled
 from core.bench.results import BenchResult, output_sha
+from core.bench.texts import encode_origins
 from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
@@ -34,11 +35,13 @@ class Request:
     # source ("none": a plain target step) -> k proposed -> rounds: what the prediction prices
     proposals: dict[str, Counter[int]] = field(default_factory=dict)
     steps_s: list[float] = field(default_factory=list)  # each plain single-row step's seconds
+    origins: list[str] = field(default_factory=list)  # each committed token's origin, in order
 
     def add(self, ev: RoundEvent, keep: bool) -> None:
         """Count one round (kernels of speculative rounds only); `keep` holds it for a trace."""
         if keep:
             self.rounds.append(ev)
+        self.origins.extend(t.origin for t in ev.tokens)
         if ev.proposed and ev.kernel:
             self.kernels[ev.kernel] += 1
         self.positions.observe(ev.proposed, ev.accepted)
@@ -69,8 +72,11 @@ def run_request(
     return req
 
 
-def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> None:
-    """Add a timed request to its row; `keep_output` keeps its tokens for quality checks."""
+def record_timed(
+    r: BenchResult, req: Request, seed: int, keep_output: bool, invocation: int = 0
+) -> None:
+    """Add a timed request to its row; `keep_output` keeps its tokens for quality checks.
+    Every timed text is kept with its tokens' origins (`r.texts`), for the reading page."""
     s = req.summary
     assert s is not None
     r.e2e_s.append(s.e2e_s)
@@ -111,6 +117,10 @@ def record_timed(r: BenchResult, req: Request, seed: int, keep_output: bool) -> 
     if keep_output:
         r.outputs[seed] = list(s.token_ids)
     r.last_outputs[seed] = list(s.token_ids)
+    # The origins line up with the ids (the summary's ids are the rounds' tokens in order);
+    # a request whose rounds were not all seen keeps its ids without origins.
+    origins = encode_origins(req.origins) if len(req.origins) == len(s.token_ids) else ""
+    r.texts.keep(seed, invocation, s.token_ids, origins)
 
 
 def record_traced(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.bench.fmt import pct, ratio, secs
+from core.bench.texts import TimedTexts
 from core.decode.acceptance import PositionTally
 from core.events import RoundEvent, RunSummary
 from core.identity import identities_to_dict
@@ -138,6 +139,9 @@ class BenchResult:
     mean_tvs: list[float] = field(default_factory=list)
     outputs: dict[int, list[int]] = field(default_factory=dict)  # seed -> ids, 1st invocation
     last_outputs: dict[int, list[int]] = field(default_factory=dict)  # the last invocation's
+    # Every timed text: per seed (and invocation where it differs) its ids, each token's
+    # origin and text (core/bench/texts.py), for the reading page; JSON "texts".
+    texts: TimedTexts = field(default_factory=TimedTexts)
     phase_ms: dict[str, float] | None = None
     traced_e2e_s: float | None = None
     # traced E2E / untraced E2E of the same seed, run back to back: pairs cancel slow spells
@@ -320,6 +324,7 @@ class BenchResult:
                 "token_ids": next(iter(self.outputs.values()), []),
                 "text": self.sample_text,
             },
+            "texts": self.texts.to_dicts(),
             "trace": self.trace,
             "models": identities_to_dict(self.models),
             "guard": self.guard,

@@ -93,7 +93,7 @@ class SweepRun:
             "frontier": front,
             "texts": texts(self.blocks),
             "blocks": [{"prompt": b.prompt, "temperature": b.temperature,
-                        "check": b.check_name, "report": b.report.to_dict()}
+                        "check": b.check_name, "report": _without_texts(b.report.to_dict())}
                        for b in self.blocks],  # fmt: skip
         })
 
@@ -281,11 +281,22 @@ def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def texts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
-    """Per block: every cell's first-seed text (the same seed for every row of a block), so a
-    reader can read what each TV budget changed against target-only's, as the seed did."""
+    """Per block, every row's texts: `text`, the first seed's (the same seed for every row of
+    a block), and `texts`, every text it timed, per seed and distinct invocation, with each
+    token's origin and text (core/bench/texts.py), so a reader can read what each TV budget
+    changed against target-only's (`baseline`), seed by seed, as the seed did."""
     out = []
     for b in blocks:
-        rows = [{"name": r.name, "seed": next(iter(r.outputs), None), "text": r.sample_text}
+        rows = [{"name": r.name, "seed": next(iter(r.outputs), None), "text": r.sample_text,
+                 "texts": r.texts.to_dicts()}
                 for r in b.report.results]  # fmt: skip
-        out.append({"prompt": b.prompt, "temperature": b.temperature, "rows": rows})
+        out.append({"prompt": b.prompt, "temperature": b.temperature,
+                    "baseline": b.report.protocol.get("baseline"), "rows": rows})  # fmt: skip
     return out
+
+
+def _without_texts(report: dict[str, Any]) -> dict[str, Any]:
+    """A block's bench report without its rows' timed texts: the sweep keeps them once, in
+    its `texts`."""
+    return {**report, "results": [{k: v for k, v in r.items() if k != "texts"}
+                                  for r in report.get("results", [])]}  # fmt: skip

@@ -187,6 +187,18 @@ def test_json_contract_keys_and_types(engine, prompt_ids, tiny_pair):
     assert greedy["output_sha"] == [output_sha(sample)] * 2
     assert output_sha(sample) != output_sha(sample[:-1])
     assert greedy["sample_output"]["text"]  # decoded for the side-by-side section
+    # Every timed text kept, token by token: ids, origins and each token's text; the two
+    # invocations of the seed wrote the same text with the same origins, so one entry.
+    for row in doc["results"]:
+        (kept,) = row["texts"]
+        assert kept["seed"] == row["sample_output"]["seed"] and kept["invocations"] == [0, 1]
+        assert kept["ids"] == row["sample_output"]["token_ids"]
+        assert len(kept["origins"]) == len(kept["ids"]) == len(kept["pieces"]) == 8
+        assert "".join(kept["pieces"]) == row["sample_output"]["text"]
+    assert set(base["texts"][0]["origins"]) == {"t"}  # target-only decides every token
+    tv1 = next(r for r in doc["results"] if r["name"] == "fixed-2-tv1")
+    assert set(tv1["texts"][0]["origins"]) == {"a"}  # TV 1 accepts every draft, no bonus
+    assert set(greedy["texts"][0]["origins"]) <= set("axb")  # random weights: mostly "x"
 
 
 # --------------------------------------------------------------------------- the CLI path

@@ -209,6 +209,20 @@ def test_sweep_cli_end_to_end_on_tiny(tiny_sweep):
     from core.sweep.last import read_sweep
 
     assert read_sweep()["cells"] == doc["cells"]  # the app's copy (`w`)
+    # Every timed text, kept once (in `texts`, not again in the blocks' reports): per row,
+    # one entry per seed with its ids, origins and each token's text.
+    assert all("texts" not in r for b in doc["blocks"] for r in b["report"]["results"])
+    block = next(b for b in doc["texts"] if b["temperature"] == 0.7)
+    assert block["baseline"] == "target-only"  # rows are named as the cells (`name`)
+    for row in block["rows"]:
+        assert [t["seed"] for t in row["texts"]] == [0, 1]
+        for t in row["texts"]:
+            assert len(t["ids"]) == len(t["origins"]) == len(t["pieces"]) == 4
+        assert "".join(row["texts"][0]["pieces"]) == row["text"]
+    rows = {r["name"]: r for r in block["rows"]}
+    tv1_origins = rows["fixed-2 TV=1"]["texts"][0]["origins"]  # the last token may be the
+    assert "a" in tv1_origins and set(tv1_origins) <= set("abt")  # target's: no room to draft
+    assert set(rows["target-only"]["texts"][1]["origins"]) == {"t"}
 
 
 def test_pooled_acceptance_over_prompts_is_exact():
