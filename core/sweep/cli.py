@@ -256,14 +256,20 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
+    def answer(ids: list[int]) -> str:
+        """The text a check reads: the output decoded up to its first EOS."""
+        end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
+        return decode(ids[:end])
+
     prompts = []
     for name, text, budget in asked:
         budget = args.prompt_tokens if args.prompt_tokens is not None else budget
         ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
         check_request(len(ids), args.tokens, pair_context_window(pair), pair.target.name)
         check = user_checks[name] or (prompt_check(name) if name in names else None)
-        prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, decode, pair.eos_ids),
-                                   check.describe() if check is not None else None))  # fmt: skip
+        prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, answer),
+                                   check.describe() if check is not None else None,
+                                   answer))  # fmt: skip
 
     names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
@@ -328,14 +334,13 @@ def _remember(data: dict[str, Any]) -> None:
     remember(data)
 
 
-def _task(check: Any, decode: Any, eos_ids: Any) -> Any:
+def _task(check: Any, answer: Any) -> Any:
     """A prompt's check over one output's ids: the answer is the text before the first EOS."""
     if check is None:
         return None
 
     def run(ids: list[int]) -> bool:
-        end = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
-        return bool(check(decode(ids[:end])))
+        return bool(check(answer(ids)))
 
     return run
 
