@@ -10,10 +10,19 @@ Pure Python: no MLX, so the app and the scripts that read saved files can call t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 COPY_RUN = 8  # tokens a run must have to count as copied from the prompt
 REPEAT_N = 4  # the n of the n-grams whose repeats count as repetition
+_WORD = re.compile(r"\w+(?:['’-]\w+)*", re.U)
+
+
+def words(text: str) -> list[str]:
+    """The text's words, case-folded: the unit where a saved result kept no token ids (and
+    the unit the prose checks compare)."""
+    return [w.casefold() for w in _WORD.findall(text)]
 
 
 def copied_share(prompt: Sequence[Hashable], answer: Sequence[Hashable],
@@ -53,3 +62,16 @@ def text_measures(prompt: Sequence[Hashable],
         "copied": sum(copied_share(prompt, a) for a in answers) / len(answers),
         "repetition": sum(repetition_share(a) for a in answers) / len(answers),
     }
+
+
+def measures(prompt_ids: Sequence[int] | None, outputs: Sequence[Sequence[int]],
+             prompt_text: str | None = None,
+             texts: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One cell's copied share and repetition on one prompt, the mean over its seeds: on token
+    ids where both the prompt's and the outputs' are known, else on the words of the texts.
+    `unit` says which ("tokens", "words"; None when neither was kept)."""
+    if prompt_ids and outputs:
+        return {**text_measures(list(prompt_ids), [list(o) for o in outputs]), "unit": "tokens"}
+    if prompt_text is not None and texts:
+        return {**text_measures(words(prompt_text), [words(t) for t in texts]), "unit": "words"}
+    return {"copied": None, "repetition": None, "unit": None}

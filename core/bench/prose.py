@@ -12,20 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.bench.copying import copied_share
+from core.bench.copying import copied_share, words
 from core.bench.errors import BenchError
 
-_WORD = re.compile(r"\w+(?:['’-]\w+)*", re.U)
 _SPEECH = (
     r"(?:said|says|asked|asks|replied|replies|answered|answers|whispered|whispers|"
     r"called|calls|introduced|introduces|added|adds|muttered|mutters|shouted|shouts)"
 )
 COPY_RUN_WORDS = 8  # a run of this many words repeating the prompt counts as copied
-
-
-def words(text: str) -> list[str]:
-    """The text's words, case-folded (the unit prose checks compare)."""
-    return [w.casefold() for w in _WORD.findall(text)]
 
 
 def copied_words_share(prompt: str, answer: str, run: int = COPY_RUN_WORDS) -> float:

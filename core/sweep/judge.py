@@ -11,24 +11,10 @@ and the frontier. Pure Python on the JSON dict: no MLX, no model, nothing the mo
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from core.bench.copying import text_measures
-from core.bench.prose import words
-
-
-def measures(prompt_ids: Sequence[int] | None, outputs: Sequence[Sequence[int]],
-             prompt_text: str | None = None,
-             texts: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """One cell's copied share and repetition on one prompt, the mean over its seeds: on token
-    ids where both the prompt's and the outputs' are known, else on the words of the texts.
-    `unit` says which ("tokens", "words"; None when neither was kept)."""
-    if prompt_ids and outputs:
-        return {**text_measures(list(prompt_ids), [list(o) for o in outputs]), "unit": "tokens"}
-    if prompt_text is not None and texts:
-        return {**text_measures(words(prompt_text), [words(t) for t in texts]), "unit": "words"}
-    return {"copied": None, "repetition": None, "unit": None}
+from core.bench.copying import measures
 
 
 def _check_for(block: Mapping[str, Any]) -> Any:
@@ -96,8 +82,7 @@ def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],
     sample = saved.get("sample_output") or {}
     outputs = v.get("output_ids") or ([sample["token_ids"]] if sample.get("token_ids") else [])
     texts = v.get("answers") or ([sample["text"]] if sample.get("text") else [])
-    v.update({k: val for k, val in measures(prompt.get("ids"), outputs, prompt.get("text"),
-                                             texts).items()})  # fmt: skip
+    v.update(measures(prompt.get("ids"), outputs, prompt.get("text"), texts))
     check = (checks or {}).get(block.get("prompt")) if checks else _check_for(block)
     if check is not None and texts:
         v["task_passed"] = [bool(check(t)) for t in texts]

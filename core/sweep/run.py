@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bench.copying import measures
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
 from core.decode.acceptance import PositionTally
 from core.sweep.frontier import frontier_summary
 from core.sweep.grid import APPLIED_FIELDS, Cell, SweepGrid
-from core.sweep.judge import measures
 
 SCHEMA = 1
 
