@@ -21,6 +21,7 @@ from core.bench.errors import BenchError
 from core.bench.flags import (
     OUTPUT_FLAGS,
     check_counts,
+    check_from_args,
     check_output_paths,
     check_peer_and_budget,
     check_peer_packages,
@@ -108,6 +109,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                    help="cut the prompt at a word so the templated prompt is at most N tokens "
                    "(shipped prompts may set a default, e.g. creative-800)")  # fmt: skip
     g.add_argument("--list-prompts", action="store_true", help="list shipped prompts and exit")
+    g.add_argument("--check", nargs="+", default=None, metavar=("KIND", "ARGS"),
+                   help="check each answer (in place of a shipped prompt's own check): number "
+                   "N, contains TEXT, regex PATTERN, rename OLD=NEW,..., param FUNC NAME=VALUE, "
+                   "changed FUNC, split FUNC, rewrite KEEP|... gone WORD|..., roles "
+                   "NAME=ROLE; NAME=ROLE (core/bench/tasks.py); the model's code is parsed, "
+                   "never run")  # fmt: skip
 
     g = parser.add_argument_group("outputs")
     g.add_argument("--markdown", default=None, metavar="PATH")
@@ -219,6 +226,7 @@ class _Asked:
     prompt_name: str
     text: str
     budget: int | None
+    check: Any = None  # the answer's check (--check, else a shipped prompt's own)
 
 
 def _yellow(text: str) -> Any:
@@ -249,7 +257,10 @@ def _read_flags(args: argparse.Namespace) -> _Asked:
     check_peer_and_budget(args, rows)  # before the models load, not after (issue 32)
     curve = curve_from_args(args, rows)
     prompt_name, text, budget = prompt_from_args(args)
-    return _Asked(outputs, rows, curve, prompt_name, text, budget)
+    check = check_from_args(args, text)
+    if check is None and prompt_name in prompt_names():
+        check = prompt_check(prompt_name)
+    return _Asked(outputs, rows, curve, prompt_name, text, budget, check)
 
 
 def _one_pair(args: argparse.Namespace, rows: list[BenchSetting],
@@ -297,13 +308,14 @@ def _load(args: argparse.Namespace, rows: list[BenchSetting], target: str, draft
 def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSetting],
                      pair: Any, target: str, draft: str) -> ProtocolInputs:  # fmt: skip
     """Peers and checks: the peer on the loaded pair, ids decoded by the target's tokenizer,
-    and a shipped prompt's check of the answer (the text before the first EOS)."""
+    and the check of the answer (the text before the first EOS): --check, else a shipped
+    prompt's own."""
     peer = peer_from_args(args, rows, pair, target, draft)
 
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
-    check = prompt_check(ask.prompt_name) if ask.prompt_name in prompt_names() else None
+    check = ask.check
 
     def check_task(ids: list[int]) -> bool:
         assert check is not None

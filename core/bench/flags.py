@@ -225,6 +225,21 @@ def curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any |
     return curve
 
 
+def check_from_args(args: argparse.Namespace, prompt: str,
+                    error: type[BenchError] = BenchError) -> Any:  # fmt: skip
+    """--check KIND ARGS as the TaskCheck of `prompt` (None without the flag), read before any
+    model loads: an unknown kind or a bad argument is one sentence (`error`, a BenchError)."""
+    given = getattr(args, "check", None)
+    if not given:
+        return None
+    from core.bench.tasks import parse_check
+
+    try:
+        return parse_check(" ".join(given), prompt, "--check")
+    except BenchError as exc:
+        raise error(str(exc)) from None
+
+
 def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError) -> None:
     """--tokens, --seeds, --invocations and --warmup in range, before anything is read: the
     protocol's counts, checked one way for `bench` and `sweep` (which raises its own

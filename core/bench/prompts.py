@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core.bench.errors import BenchError
-from core.bench.tasks import CHECK_PREFIX, TaskCheck, parse_check
+from core.bench.tasks import CHECK_PREFIX, TaskCheck, parse_checks
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 # "rewrite": a pasted text to return with small changes, where most of the answer is a copy
@@ -60,28 +60,34 @@ def read_prompt(name: str) -> tuple[str, int | None]:
 
 
 def prompt_check(name: str) -> TaskCheck | None:
-    """The program that checks a shipped prompt's answer (its `# check:` line), if any."""
+    """The program that checks a shipped prompt's answer (its `# check:` lines, all of which
+    must pass), if any."""
     read_prompt(name)  # an unknown name is refused the same way
-    text, _, line = _parsed(PROMPTS_DIR / f"{name}.txt")
-    return parse_check(line, text, name) if line else None
+    text, _, lines = _parsed(PROMPTS_DIR / f"{name}.txt")
+    return parse_checks(lines, text, name)
 
 
-def _parsed(path: Path) -> tuple[str, int | None, str | None]:
+def _parsed(path: Path) -> tuple[str, int | None, list[str]]:
     """A prompt file's text and its leading `# prompt-tokens:` / `# check:` lines."""
     text = path.read_text(encoding="utf-8")
-    budget, check = None, None
+    budget, checks = None, []
     while text.startswith(("# prompt-tokens:", CHECK_PREFIX)):
         first, _, text = text.partition("\n")
         if first.startswith(CHECK_PREFIX):
-            check = first
+            checks.append(first)
         else:
             budget = int(first.split(":", 1)[1])
-    return text.strip(), budget, check
+    return text.strip(), budget, checks
 
 
 def fit_prompt_ids(
-    tokenizer: Any, text: str, n_tokens: int | None, *, model: str | None = None,
-    specials_in_text: bool = False, notice: Any = None,
+    tokenizer: Any,
+    text: str,
+    n_tokens: int | None,
+    *,
+    model: str | None = None,
+    specials_in_text: bool = False,
+    notice: Any = None,
 ) -> tuple[list[int], str]:
     """Chat-template ids of `text`, cut at a word boundary so they are at most `n_tokens` long.
 

@@ -1,15 +1,36 @@
-"""Shipped prompts whose answers a program checks: task success beside NLL.
+"""Checks of an answer: whether the text did what the prompt asked, beside NLL.
 
 NLL says how far a setting's text drifted from what the target would write; it does not say
-whether the answer is still right. A prompt file may carry one line ``# check: KIND ARGS``
-naming a check of the answer (the text before the first EOS):
+whether the answer is still right, and text copied back from the prompt is likely under the
+target (the prompt is in its context). A prompt file may carry `# check: KIND ARGS` lines (all
+must pass), and `bench`/`sweep --check KIND ARGS` gives one for a prompt of the user's own. The
+answer is the text before the first EOS. Kinds:
 
-- ``number N``: the last number in the answer is N (commas and spaces inside it ignored);
-- ``rename OLD=NEW[,OLD=NEW...]``: the answer's first Python code block parses, and its
-  syntax tree is the prompt's code block with exactly those renames made (names, parameters,
-  keyword arguments, function and class names): every rename made, nothing else changed.
+- ``number N``: the last number in the answer is N (commas inside it ignored).
+- ``rename OLD=NEW[,...] [except FUNC]``: the answer's code parses and its syntax tree is the
+  prompt's code block with exactly those renames made (names, attributes, parameters, keyword
+  arguments, function and class names): every rename made, the old names gone, nothing else
+  changed; with ``except FUNC``, FUNC's own definition may differ (the edit asked there).
+- ``param FUNC NAME=DEFAULT``: the answer's code defines FUNC with a parameter NAME defaulting
+  to DEFAULT (a Python literal), and FUNC's body reads NAME (an unused parameter is no edit).
+- ``changed FUNC``: the answer's code defines FUNC, parses, and FUNC's tree is not the
+  prompt's. Why no more: a bug fix can take many right forms, and telling them from wrong ones
+  needs running the function, which nothing here does; this catches the copy and the broken.
+- ``split FUNC``: FUNC keeps the prompt's parameters, at least one new helper function is
+  defined, and no ``for`` loop is nested in another (a lookup replaced the nested loops).
+- ``rewrite KEEP|KEEP... [gone WORD|WORD...]``: every kept fact is in the answer, none of the
+  gone words is (a misspelling to fix, a tense to change), and the answer is not a copy of the
+  prompt (at least one gone word, or the prompt's text verbatim, tells a copy).
+- ``roles NAME[|ALIAS...]=ROLE[|ROLE...]; ...``: the named characters keep their names and
+  roles: each named, no first name joined to another's surname, no name given another's role
+  ("Kofi Mensah, the keeper"), no self-introduction under another's name in a line spoken by
+  someone else, and not the prompt copied back.
+- ``contains TEXT``: TEXT is in the answer (case-insensitive).
+- ``regex PATTERN``: PATTERN (Python `re`) matches somewhere in the answer.
 
-Nothing the model wrote is executed.
+Code is found fenced or not: the first fenced block, else the whole answer, else the answer
+from its first line that starts a Python statement. Code is parsed by `ast`; nothing the model
+wrote is executed.
 """
 
 from __future__ import annotations
@@ -19,67 +40,140 @@ import re
 from dataclasses import dataclass
 
 from core.bench.errors import BenchError
+from core.bench.prose import parse_rewrite, parse_roles, rewritten, roles_kept
 
 CHECK_PREFIX = "# check:"
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+KINDS = ("number", "rename", "param", "changed", "split", "rewrite", "roles", "contains",
+         "regex")  # fmt: skip
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_CODE_START = re.compile(r"^(?:def |class |async def |import |from |@|\"\"\"|[A-Za-z_]\w* *=)",
+                         re.M)  # fmt: skip
+MAX_CHECKED_CHARS = 200_000  # a longer answer is judged on its first 200,000 characters
 
 
 @dataclass(frozen=True)
 class TaskCheck:
-    """One prompt's check: its kind, its argument, and the prompt text it refers to."""
+    """One check (its kind, its argument, the prompt it refers to) and any that must pass too."""
 
     kind: str
     arg: str
     prompt: str
+    also: tuple[TaskCheck, ...] = ()
 
     def describe(self) -> str:
-        return f"{self.kind} {self.arg}"
+        return "; ".join(f"{c.kind} {c.arg}".strip() for c in (self, *self.also))
 
     def __call__(self, answer: str) -> bool:
         """Whether `answer` (the text up to the first EOS) does what the prompt asked."""
-        if self.kind == "number":
-            found = _NUMBER.findall(answer)
-            if not found:
-                return False
-            try:
-                return float(found[-1].replace(",", "")) == float(self.arg)
-            except ValueError:
-                return False
-        if self.kind == "rename":
-            return renamed_exactly(self.prompt, answer, parse_renames(self.arg))
-        raise BenchError(f"Unknown task check {self.kind!r}.")
+        answer = answer[:MAX_CHECKED_CHARS]
+        return _passes(self.kind, self.arg, self.prompt, answer) and all(
+            c(answer) for c in self.also
+        )
+
+
+def _passes(kind: str, arg: str, prompt: str, answer: str) -> bool:
+    if kind == "number":
+        found = _NUMBER.findall(answer)
+        try:
+            return bool(found) and float(found[-1].replace(",", "")) == float(arg)
+        except ValueError:
+            return False
+    if kind == "rename":
+        renames, skip = parse_rename_arg(arg)
+        return renamed_exactly(prompt, answer, renames, skip)
+    if kind == "param":
+        func, name, default = _parse_param(arg)
+        return has_param(answer, func, name, default)
+    if kind == "changed":
+        return changed_function(prompt, answer, arg)
+    if kind == "split":
+        return split_function(prompt, answer, arg)
+    if kind == "rewrite":
+        keep, gone = parse_rewrite(arg)
+        return rewritten(prompt, answer, keep, gone)
+    if kind == "roles":
+        return roles_kept(prompt, answer, parse_roles(arg))
+    if kind == "contains":
+        return arg.casefold() in answer.casefold()
+    if kind == "regex":
+        return re.search(arg, answer) is not None
+    raise BenchError(f"Unknown task check {kind!r}.")
 
 
 def parse_check(line: str, prompt: str, name: str = "the prompt") -> TaskCheck:
     """A ``# check: KIND ARGS`` line as a TaskCheck; a bad line is one sentence."""
-    body = line[len(CHECK_PREFIX) :].strip()
+    body = line[len(CHECK_PREFIX) :].strip() if line.startswith(CHECK_PREFIX) else line.strip()
     kind, _, arg = body.partition(" ")
     arg = arg.strip()
+    if kind not in KINDS:
+        raise BenchError(f"{name}: unknown check {kind!r} (known: {', '.join(KINDS)}).")
+    if not arg:
+        raise BenchError(f"{name}: '{kind}' needs an argument (as in {_EXAMPLES[kind]}).")
     if kind == "number":
         try:
             float(arg)
         except ValueError:
-            raise BenchError(f"{name}: '# check: number' needs a number, got {arg!r}.") from None
+            raise BenchError(f"{name}: 'number' needs a number, got {arg!r}.") from None
     elif kind == "rename":
-        parse_renames(arg)
-        if code_block(prompt) is None:
-            raise BenchError(f"{name}: '# check: rename' needs a ```python block in the prompt.")
-    else:
-        raise BenchError(f"{name}: unknown check {kind!r} (known: number, rename).")
+        parse_rename_arg(arg, name)
+    elif kind == "param":
+        _parse_param(arg, name)
+    elif kind == "rewrite":
+        parse_rewrite(arg)
+    elif kind == "roles":
+        parse_roles(arg, name)
+    elif kind == "regex":
+        try:
+            re.compile(arg)
+        except re.error as exc:
+            raise BenchError(f"{name}: the regex {arg!r} does not compile ({exc}).") from None
+    if kind in ("changed", "split") and not arg.isidentifier():
+        raise BenchError(f"{name}: '{kind}' names one function, got {arg!r}.")
+    if kind in ("rename", "changed", "split") and code_block(prompt) is None:
+        raise BenchError(f"{name}: '{kind}' needs the prompt's code in a ```python block.")
     return TaskCheck(kind, arg, prompt)
 
 
-def parse_renames(arg: str) -> dict[str, str]:
+_EXAMPLES = {
+    "number": "number 1462", "rename": "rename old_name=new_name",
+    "param": "param read_log skip_invalid=False", "changed": "changed max_window_sum",
+    "split": "split summarize_orders", "rewrite": "rewrite Marta Lind|forty-two gone nothern",
+    "roles": "roles Ingrid Solheim=keeper; Kofi Mensah=agronomist", "contains": "contains 42",
+    "regex": r"regex \b42\b",
+}  # fmt: skip
+
+
+def parse_checks(lines: list[str], prompt: str, name: str = "the prompt") -> TaskCheck | None:
+    """Several `# check:` lines as one TaskCheck that all of them must pass (None for none)."""
+    checks = [parse_check(line, prompt, name) for line in lines]
+    if not checks:
+        return None
+    return TaskCheck(checks[0].kind, checks[0].arg, prompt, tuple(checks[1:]))
+
+
+# -- code ---------------------------------------------------------------------------------
+
+
+def parse_rename_arg(arg: str, name: str = "the prompt") -> tuple[dict[str, str], str | None]:
+    """'a=b, c=d except f' -> ({'a': 'b', 'c': 'd'}, 'f') (identifiers only)."""
+    pairs, _, skip = arg.partition(" except ")
+    skip = skip.strip() or None
+    if skip is not None and not skip.isidentifier():
+        raise BenchError(f"{name}: 'rename ... except' names one function, got {skip!r}.")
+    return parse_renames(pairs, name), skip
+
+
+def parse_renames(arg: str, name: str = "the prompt") -> dict[str, str]:
     """'a=b, c=d' -> {'a': 'b', 'c': 'd'} (identifiers only)."""
     out: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in arg.split(","))):
         old, sep, new = (s.strip() for s in part.partition("="))
         if not sep or not old.isidentifier() or not new.isidentifier():
-            raise BenchError(f"'# check: rename' wants OLD=NEW identifiers, got {part!r}.")
+            raise BenchError(f"{name}: 'rename' wants OLD=NEW identifiers, got {part!r}.")
         out[old] = new
     if not out:
-        raise BenchError("'# check: rename' names no rename.")
+        raise BenchError(f"{name}: 'rename' names no rename.")
     return out
 
 
@@ -87,6 +181,33 @@ def code_block(text: str) -> str | None:
     """The first fenced code block (an unclosed one runs to the end), else None."""
     m = _FENCE.search(text)
     return m.group(1) if m else None
+
+
+def _parse(code: str) -> ast.Module | None:
+    """The code's tree, or None where it does not parse (or is too deep to)."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def answer_tree(answer: str) -> ast.Module | None:
+    """The tree of the answer's code, fenced or not: its first fenced block, else the whole
+    answer, else the answer from its first line that starts a Python statement (prose before
+    unfenced code). None when none of them parses."""
+    block = code_block(answer)
+    if block is not None:
+        return _parse(block)
+    tree = _parse(answer.strip())
+    if tree is not None and _has_code(tree):
+        return tree
+    m = _CODE_START.search(answer)
+    return _parse(answer[m.start() :].strip()) if m else None
+
+
+def _has_code(tree: ast.Module) -> bool:
+    """More than a bare expression (one word of prose parses as a Name)."""
+    return any(not isinstance(n, ast.Expr) or isinstance(n.value, ast.Call) for n in tree.body)
 
 
 class _Rename(ast.NodeTransformer):
@@ -99,6 +220,10 @@ class _Rename(ast.NodeTransformer):
     def visit_Name(self, node: ast.Name) -> ast.AST:
         node.id = self._new(node.id)
         return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        node.attr = self._new(node.attr)
+        return self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> ast.AST:
         node.arg = self._new(node.arg)
@@ -116,14 +241,107 @@ class _Rename(ast.NodeTransformer):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _named
 
 
-def renamed_exactly(prompt: str, answer: str, renames: dict[str, str]) -> bool:
-    """Whether the answer's code is the prompt's code with exactly `renames` made."""
-    original, given = code_block(prompt), code_block(answer)
-    if original is None or given is None:
+def _without(tree: ast.Module, func: str | None) -> ast.Module:
+    """The tree with the top-level definition of `func` left out (the part an edit may change)."""
+    if func is not None:
+        tree.body = [n for n in tree.body if getattr(n, "name", None) != func]
+    return tree
+
+
+def renamed_exactly(prompt: str, answer: str, renames: dict[str, str],
+                    skip: str | None = None) -> bool:  # fmt: skip
+    """Whether the answer's code is the prompt's code with exactly `renames` made (and, with
+    `skip`, that function present but free to differ)."""
+    original = code_block(prompt)
+    got = answer_tree(answer)
+    want = _parse(original) if original is not None else None
+    if want is None or got is None:
+        return False
+    want = _Rename(renames).visit(want)
+    if skip is not None and _function(got, skip) is None:
+        return False
+    return ast.dump(_without(want, skip)) == ast.dump(_without(got, skip))
+
+
+def _function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name:
+            return n
+    return None
+
+
+def _parse_param(arg: str, name: str = "the prompt") -> tuple[str, str, object]:
+    """'func name=False' -> ('func', 'name', False)."""
+    func, _, rest = arg.strip().partition(" ")
+    param, sep, default = rest.strip().partition("=")
+    try:
+        value = ast.literal_eval(default.strip()) if sep else None
+    except (ValueError, SyntaxError):
+        value = ...
+    if not func.isidentifier() or not param.strip().isidentifier() or not sep or value is ...:
+        raise BenchError(f"{name}: 'param' wants FUNC NAME=DEFAULT (a Python literal), "
+                         f"got {arg!r}.")  # fmt: skip
+    return func, param.strip(), value
+
+
+def has_param(answer: str, func: str, name: str, default: object) -> bool:
+    """Whether the answer defines `func` with parameter `name` = `default`, read in its body."""
+    tree = answer_tree(answer)
+    fn = _function(tree, func) if tree is not None else None
+    if fn is None:
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True))
+    pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
+    found = next((d for p, d in pairs if p.arg == name), None)
+    if found is None:
         return False
     try:
-        want = _Rename(renames).visit(ast.parse(original))
-        got = ast.parse(given)
-    except SyntaxError:
+        if ast.literal_eval(found) != default or type(ast.literal_eval(found)) is not type(default):
+            return False
+    except ValueError:
         return False
-    return ast.dump(want) == ast.dump(got)
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for stmt in fn.body for n in ast.walk(stmt))  # fmt: skip
+
+
+def changed_function(prompt: str, answer: str, func: str) -> bool:
+    """The answer's code parses, defines `func`, and `func` is not the prompt's unchanged."""
+    original = code_block(prompt)
+    got = answer_tree(answer)
+    want = _parse(original) if original is not None else None
+    if got is None or want is None:
+        return False
+    new, old = _function(got, func), _function(want, func)
+    return new is not None and (old is None or ast.dump(new) != ast.dump(old))
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    a = fn.args
+    return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+
+
+def split_function(prompt: str, answer: str, func: str) -> bool:
+    """`func` kept with the prompt's parameters, at least one new helper, and no `for` loop
+    nested in another anywhere in the answer's code."""
+    original = code_block(prompt)
+    got = answer_tree(answer)
+    want = _parse(original) if original is not None else None
+    if got is None or want is None:
+        return False
+    new, old = _function(got, func), _function(want, func)
+    if new is None or old is None or _params(new) != _params(old):
+        return False
+    before = {
+        n.name for n in ast.walk(want) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    helpers = [
+        n
+        for n in ast.walk(got)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name not in before
+    ]
+    nested = any(isinstance(inner, ast.For | ast.AsyncFor) and inner is not outer
+                 for outer in ast.walk(got) if isinstance(outer, ast.For | ast.AsyncFor)
+                 for inner in ast.walk(outer))  # fmt: skip
+    return bool(helpers) and not nested

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from core.bench.flags import check_counts
+from core.bench.flags import check_counts, check_from_args
 from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
 from core.bench.protocol import ProtocolConfig
 from core.io.atomic import write_atomic
@@ -71,10 +71,13 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    f"{DEFAULT_SWEEP_PROMPT}); see `bench --list-prompts`")  # fmt: skip
     g.add_argument("--prompt", dest="inline_prompts", action="append", default=[],
                    metavar="TEXT", help="a user message of your own (repeatable; named "
-                   "inline-1, inline-2, ...; no task check)")  # fmt: skip
+                   "inline-1, inline-2, ...; checked with --check)")  # fmt: skip
     g.add_argument("--all-prompts", action="store_true", help="every shipped prompt")
     g.add_argument("--prompt-tokens", type=int, default=None,
                    help="cut each prompt at a word to at most N templated tokens")  # fmt: skip
+    g.add_argument("--check", nargs="+", default=None, metavar=("KIND", "ARGS"),
+                   help="check every prompt's answers with this (in place of a shipped "
+                   "prompt's own check); kinds as `bench --check`")  # fmt: skip
 
     g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
     g.add_argument("--tokens", type=int, default=256, help="new tokens per request (EOS ignored)")
@@ -226,6 +229,10 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         raise SweepError("--max-nll-delta must be a number.")
     grid = grid_from_args(args)
     names = prompt_names_from_args(args)
+    asked = [(n, *read_prompt(n)) for n in names] + [
+        (f"inline-{i}", prompt_text(t, "--prompt"), None)
+        for i, t in enumerate(args.inline_prompts, 1)]  # fmt: skip
+    user_checks = {n: check_from_args(args, text, SweepError) for n, text, _ in asked}
     paths = output_paths(args)
     config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
                             warmup=args.warmup, traced=args.traced,
@@ -249,16 +256,20 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
+    def answer(ids: list[int]) -> str:
+        """The text a check reads: the output decoded up to its first EOS."""
+        end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
+        return decode(ids[:end])
+
     prompts = []
-    inline = [(f"inline-{i}", prompt_text(t, "--prompt"), None)
-              for i, t in enumerate(args.inline_prompts, 1)]  # fmt: skip
-    for name, text, budget in [(n, *read_prompt(n)) for n in names] + inline:
+    for name, text, budget in asked:
         budget = args.prompt_tokens if args.prompt_tokens is not None else budget
         ids, used = fit_prompt_ids(pair.target.tokenizer, text, budget)
         check_request(len(ids), args.tokens, pair_context_window(pair), pair.target.name)
-        check = prompt_check(name) if name in names else None
-        prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, decode, pair.eos_ids),
-                                   check.describe() if check is not None else None))  # fmt: skip
+        check = user_checks[name] or (prompt_check(name) if name in names else None)
+        prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, answer),
+                                   check.describe() if check is not None else None,
+                                   answer))  # fmt: skip
 
     names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
@@ -323,14 +334,13 @@ def _remember(data: dict[str, Any]) -> None:
     remember(data)
 
 
-def _task(check: Any, decode: Any, eos_ids: Any) -> Any:
+def _task(check: Any, answer: Any) -> Any:
     """A prompt's check over one output's ids: the answer is the text before the first EOS."""
     if check is None:
         return None
 
     def run(ids: list[int]) -> bool:
-        end = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
-        return bool(check(decode(ids[:end])))
+        return bool(check(answer(ids)))
 
     return run
 

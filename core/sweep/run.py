@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.bench.copying import measures
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
 from core.decode.acceptance import PositionTally
@@ -36,6 +37,9 @@ class SweepPrompt:
     text: str
     check: Callable[[list[int]], bool] | None = None
     check_name: str | None = None
+    # An output's answer as text: decoded up to its first EOS (what a check reads), kept per
+    # seed so a saved sweep can be judged again without a re-run (core/sweep/judge.py).
+    answer: Callable[[list[int]], str] | None = None
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Block:
     temperature: float
     report: BenchReport
     check_name: str | None = None
+    answers: dict[str, list[str]] = field(default_factory=dict)  # row -> per-seed answer text
 
 
 @dataclass
@@ -134,9 +139,12 @@ def run_sweep(
             progress=tick, cancel=cancel, decode=decode, task=prompt.check,
             task_name=prompt.check_name,
         ))  # fmt: skip
-        report.protocol["prompt"] = {"name": prompt.name, "text": prompt.text}
+        report.protocol["prompt"] = {"name": prompt.name, "text": prompt.text,
+                                     "ids": list(prompt.ids)}  # fmt: skip
         done_before += seen["total"]
-        run.blocks.append(Block(prompt.name, t, report, prompt.check_name))
+        answers = ({r.name: [prompt.answer(list(ids)) for ids in r.outputs.values()]
+                    for r in report.results} if prompt.answer is not None else {})  # fmt: skip
+        run.blocks.append(Block(prompt.name, t, report, prompt.check_name, answers))
         if on_block is not None:
             on_block(run)
     run.complete = True
@@ -162,7 +170,12 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
         base = b.report.result(b.report.protocol["baseline"])
         pairs = _paired_ratios(base, r)
         t = r.positions
+        outputs = list(r.outputs.values())
+        texts = b.answers.get(r.name)
         per_prompt[b.prompt] = {
+            **measures(b.report.protocol["prompt"].get("ids"), outputs, None, texts),
+            "output_ids": outputs,
+            "answers": texts,
             "speedup": r.speedup_vs_target,
             "speedup_min": min(pairs) if pairs else None,
             "speedup_max": max(pairs) if pairs else None,
@@ -197,6 +210,11 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
     nlls = [v["nll_delta"] for v in per_prompt.values()
             if v.get("nll_delta") is not None and math.isfinite(v["nll_delta"])]  # fmt: skip
     tvs = [v["mean_tv"] for v in per_prompt.values() if v.get("mean_tv") is not None]
+
+    def mean(key: str) -> float | None:
+        vals = [v[key] for v in per_prompt.values() if v.get(key) is not None]
+        return statistics.fmean(vals) if vals else None
+
     passed = [bool(x) for v in per_prompt.values() for x in v.get("task_passed") or []]
     tally = PositionTally()
     for v in per_prompt.values():
@@ -216,6 +234,8 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
         "per_position_acceptance": list(tally.reached_rates()) if speculative else [],
         "nll_delta": statistics.fmean(nlls) if nlls else None,
         "mean_tv": statistics.fmean(tvs) if tvs else None,
+        "copied": mean("copied"),
+        "repetition": mean("repetition"),
         "task_success": sum(passed) / len(passed) if passed else None,
         "task_outputs": len(passed),
         "fallback_reason": next((v["fallback_reason"] for v in per_prompt.values()

@@ -24,3 +24,43 @@ def test_peer_k_and_prompt_tokens_are_checked_before_the_models_load(
 ) -> None:
     refused(capsys, ["bench", *QUICK, *extra], words)
     assert no_load == []
+
+
+@pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize("command", ["bench", "sweep"])
+@pytest.mark.parametrize(
+    "check, words",
+    [
+        (["rhyme", "x"], "--check: unknown check 'rhyme' (known: number, rename"),
+        (["number", "many"], "--check: 'number' needs a number, got 'many'."),
+        (["regex", "("], "--check: the regex '(' does not compile"),
+        (["rename", "a=b"], "--check: 'rename' needs the prompt's code in a ```python block."),
+        (["contains"], "--check: 'contains' needs an argument"),
+    ],
+)
+def test_a_bad_check_is_one_sentence_before_the_models_load(
+    command, check, words, capsys, no_load  # noqa: F811
+) -> None:
+    quick = QUICK if command == "bench" else [a for a in QUICK if a not in ("--no-predict",)]
+    refused(capsys, [command, *quick, "--check", *check], words)
+    assert no_load == []
+
+
+def test_a_users_check_is_the_benchs_task_check(tmp_path) -> None:
+    """--check on a prompt of one's own: every row's answers judged by it, named in the JSON;
+    the words after the kind are its argument (a regex with a space stays whole)."""
+    import json
+
+    from core import cli
+
+    out = tmp_path / "b.json"
+    argv = ["bench", *QUICK, "--check", "regex", ".* .*|^$|.", "--json", str(out)]
+    assert cli.main(argv) == 0
+    doc = json.loads(out.read_text())
+    assert doc["protocol"]["task_check"] == "regex .* .*|^$|."
+    assert all(r["quality"]["task_passed"] == [True] for r in doc["results"])
+    argv = ["bench", *QUICK, "--check", "contains", "no such words here", "--json", str(out),
+            "--force"]  # fmt: skip
+    assert cli.main(argv) == 0
+    doc = json.loads(out.read_text())
+    assert all(r["quality"]["task_passed"] == [False] for r in doc["results"])
