@@ -12,7 +12,8 @@
 # TV axis read at one proposal length, as real-pair-sweep.sh says why), repetition penalty
 # off, bonus token on, the recommendation under the sweep's default bounds (no bound flags;
 # BOUNDS="..." adds some). Then, while the lease lasts, the cost-aware policy (k up to 32, the
-# draft model) at TV 0.5 (COST_AWARE=0 leaves it out), then the prompts in EXTRA, if any.
+# draft model) at TV 0.5 (COST_AWARE=0 leaves it out), then the fixed-8 grid on the prompts in
+# EXTRA, if any (given to `start`, or to a `wait` call before that last sweep starts).
 #
 # Device plan (one 30-minute lease, ~25 minutes of device time):
 #   set-up, pack.sh without --default-model: 2 calls (carry .device/a, then .device/b);
@@ -78,6 +79,7 @@ chain() {
   sweep real-pair-judged "$PROMPTS" --tv 0,0.25,0.5,0.75,1 --policies fixed-8
   [ "$COST_AWARE" = 1 ] && sweep real-pair-judged-cost-aware "$PROMPTS" --tv 0.5 \
     --policies cost-aware-32 --no-draft-only
+  [ -s "$W/extra.txt" ] && EXTRA=$(cat "$W/extra.txt")  # named by a later `wait` call
   [ -n "$EXTRA" ] && sweep real-pair-judged-more "$EXTRA" --tv 0,0.25,0.5,0.75,1 --policies fixed-8
   touch "$W/ALL-DONE"
 }
@@ -121,6 +123,9 @@ if os.fork() == 0:
     ;;
   wait)
     t0=$(date +%s); last=0
+    # EXTRA="p1 p2" on a wait call: prompts for the chain's last sweep, decided once the first
+    # sweeps' pace shows whether the lease holds them (only before that sweep has started).
+    [ -n "${EXTRA:-}" ] && echo "$EXTRA" > "$W/extra.txt" && echo "extra prompts: $EXTRA"
     if [ "${STOP:-0}" = 1 ]; then
       touch "$W/STOP"
       [ -f "$W/sweep.pid" ] && kill -INT "$(cat "$W/sweep.pid")" 2>/dev/null
