@@ -1,1 +1,1 @@
-"""The decode loop and what it is made of: the engine, its speculative and single-model rounds, the run's totals, the model+cache, sampling and the acceptance rules, per-round timers, the mlx-lm layout."""
+"""The decode loop: the engine, its speculative and single-model rounds, the run's totals, per-round timers (what a step is made of is core/primitives/)."""

@@ -1,1 +1,1 @@
-"""Draft sources (the drafter seam) and the compiled decode step a model drafter can use."""
+"""Draft sources (the drafter seam): the protocol, the registry, the per-source plan, the model and lookup drafters."""

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from core.decode.acceptance import PositionTally
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
 from core.identity import ModelIdentity
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 from tui.app import SpecDecApp
 from tui.engine_info import CurveInfo, PairInfo, ShapeKernel

@@ -137,7 +137,7 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
 async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         make_app, script: Script) -> None:  # fmt: skip
     """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the
-    prefill stops between its chunks (core/decode/cached_model.py `prefill`). Esc as a
+    prefill stops between its chunks (core/primitives/cached_model.py `prefill`). Esc as a
     terminal sends it: the turn ends cancelled with no round, the toast says the prefill
     stops, the message stays in the chat, and the next turn runs."""
     script.prefill_gate = threading.Event()  # a prefill that lasts until cancelled

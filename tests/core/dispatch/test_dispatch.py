@@ -599,7 +599,7 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, m
     """The draft step is timed as the engine runs it: a chain of DRAFT_CHAIN steps with no host
     sync inside, the compiled step with fused_draft. A plain step (a model call) is charged
     1 ms, a compiled one 0.25 ms (it never calls the model), so the price says which ran."""
-    from core.drafting.compiled import CompiledDecodeStep
+    from core.primitives.compiled import CompiledDecodeStep
 
     chain = importlib.import_module("core.dispatch.calibrate").DRAFT_CHAIN
     compiled: list[int] = []
