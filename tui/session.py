@@ -206,7 +206,7 @@ class MLXSession:
         """Measure verify cost at the row plan's counts (core/dispatch/row_plan.py: every R on a
         GPU; on the CPU 1..9, both sides of each predicted kernel change, k_max + 1); `cancel`
         set (Esc) stops it after the forward under way (CalibrationCancelled)."""
-        from core.dispatch.curve_cache import curve_for
+        from core.runtime.calibration import curve_for
 
         def report(done: int, total: int, label: str) -> None:
             progress(done / total if total else 0.0, label)

@@ -1,1 +1,1 @@
-"""The machine around the loop: GPU compile warm-up (all first, or in the order of need) and its watch, the sharded (SPMD) target and its collectives' meter, the tool's version."""
+"""The machine around the loop: GPU compile warm-up (all first, or in the order of need) and its watch, a run's calibration curve (kept or measured after a warm-up), the sharded (SPMD) target and its collectives' meter."""

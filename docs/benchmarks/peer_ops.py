@@ -321,7 +321,7 @@ PAIRS = {
 def count(out: Path, tokens: int, repeats: int, pairs: str = "tiny") -> int:
     from core.decode.engine import Engine
     from core.models import load_pair
-    from core.runtime.version import tool_version
+    from core.version import tool_version
 
     cases = []
     import mlx.core as mx

@@ -66,7 +66,7 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
 def models_text(info: PairInfo | None) -> Text:
     """The loaded models in full (core/models/identify.py) and the code that runs them."""
     from core.identity import describe_models
-    from core.runtime.version import version_text
+    from core.version import version_text
 
     if info is None:
         return Text("models: none loaded", "dim")

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository root: this file is core/runtime/version.py
+ROOT = Path(__file__).resolve().parents[1]  # the repository root: this file is core/version.py
 
 
 @functools.cache

@@ -1,0 +1,3 @@
+"""`specdec-tui calibrate`: a command above the engine (it loads pairs, reads profiles, may
+shard the target and warms up before it times), so it sits apart from core/dispatch/, which
+the engine and the runtime import."""
