@@ -363,7 +363,7 @@ class EngineBridge:
                     summary = item
                 else:
                     watch.rounds += 1
-                    post(RoundCommitted(cmd.run_id, item))
+                    post(RoundCommitted(cmd.run_id, item, watch.current or settings))
         except Exception as exc:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".

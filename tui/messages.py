@@ -56,12 +56,13 @@ class ContextTrimmed(Message):
 
 
 class RoundCommitted(Message):
-    """One round of run `run_id` finished."""
+    """One round of run `run_id` finished, run with `settings` (a key pressed since applies to
+    later rounds: the app may fold this one after the change, and labels it by these)."""
 
-    def __init__(self, run_id: int, event: RoundEvent) -> None:
+    def __init__(self, run_id: int, event: RoundEvent, settings: Settings) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.event = run_id, event
+        self.run_id, self.event, self.settings = run_id, event, settings
 
 
 class Prefilling(Message):

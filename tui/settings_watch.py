@@ -42,6 +42,12 @@ class SettingsWatch:
             self._last = s
 
     @property
+    def current(self) -> Settings | None:
+        """The settings the loop last took: the ones the round it yields now ran with (it
+        takes the next round's only after that round was handed on)."""
+        return self._last
+
+    @property
     def changes(self) -> tuple[tuple[int, dict[str, Any]], ...]:
         """The changes some round ran with (one taken after the last round ran none)."""
         return tuple(c for c in self._changes if c[0] < self.rounds)

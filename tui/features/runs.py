@@ -225,12 +225,13 @@ class RunsFeature(Feature):
         if message.run_id != self.run_id or state.current is None:
             return
         ev = message.event
-        # The engine reads the same live settings once per round; a plain target step of
-        # speculative mode counts against each source's hit rate, a target-only round does not.
-        live = self.live_settings
+        # A plain target step of speculative mode counts against each source's hit rate, a
+        # target-only round does not: by the settings the round ran with, not the ones now
+        # (a key pressed since applies to later rounds).
+        ran = message.settings
         speculative = bool(ev.source) or (
-            live.mode == "speculative"  # the lookup needs no draft model to speculate
-            and (self.info is None or self.info.speculation_ok or live.draft_source == "lookup")
+            ran.mode == "speculative"  # the lookup needs no draft model to speculate
+            and (self.info is None or self.info.speculation_ok or ran.draft_source == "lookup")
         )
         state.stats.add(ev, speculative)
         state.sources.observe(ev, speculative)
