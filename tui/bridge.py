@@ -46,9 +46,14 @@ from tui.settings_watch import SettingsWatch
 
 
 class EngineSession(Protocol):
-    """Everything the thread does with a loaded pair; real in tui.session, scripted in tests."""
+    """Everything the thread does with a loaded pair; real in tui.session, scripted in tests
+    (tests/helpers/app.py's FakeSession). The thread reads nothing of a session that is not
+    declared here."""
 
     info: PairInfo
+    # The tokens the pair can hold: a turn's oldest messages are dropped to fit it with
+    # max_tokens (None: no window known, nothing is dropped).
+    context_window: int | None
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]: ...
 
@@ -76,6 +81,16 @@ class EngineSession(Protocol):
         ...
 
     def needs_curve(self, settings: Settings) -> bool: ...
+
+    def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
+        """The curve an earlier start kept for this pair, machine and settings (None: none
+        matches), and a sentence for each kept file ignored (damaged, foreign)."""
+        ...
+
+    def warm_idle(self, settings: Settings) -> Any:
+        """One more size of the idle warm-up (core.runtime.warmer.IdleProgress), preferring
+        what `settings`' next turn would use; None once nothing is left to warm."""
+        ...
 
     def bench(
         self,
@@ -267,12 +282,11 @@ class EngineBridge:
     def _warm_idle_once(self) -> bool:
         """One size of the session's idle warm-up (False: nothing left, or it cannot)."""
         session = self._session
-        step = getattr(session, "warm_idle", None)
-        if step is None or self._idle_failed:
+        if session is None or self._idle_failed:
             return False
         try:
             with core_warnings_to(self._post):
-                progress = step(self._settings_source())
+                progress = session.warm_idle(self._settings_source())
         except Exception as exc:  # never worth stopping the thread for: compiles happen later
             self._idle_failed = True
             self._post(EngineNotice("Warming GPU kernels in the background stopped: "
@@ -376,7 +390,7 @@ class EngineBridge:
         """The turn's prompt ids, the oldest messages dropped when the conversation plus
         max_tokens would outgrow the model's context window (ContextTrimmed tells the app)."""
         messages = cmd.args["messages"]
-        window = getattr(session, "context_window", None)
+        window = session.context_window
         if not window:
             return session.prompt_ids(messages)
         from core.models.context import fit_conversation
@@ -393,10 +407,7 @@ class EngineBridge:
     def _kept_curve(self, session: EngineSession, settings: Settings) -> bool:
         """The curve kept from an earlier start (core.dispatch.curve_cache), when the session
         has one for this pair, machine and settings: posted as Calibrated, and True."""
-        kept = getattr(session, "kept_curve", None)
-        if kept is None:
-            return False
-        curve, notices = kept(settings)
+        curve, notices = session.kept_curve(settings)
         for text in notices:  # a damaged or foreign file, ignored: measured again
             self._post(EngineNotice(text))
         if curve is None:

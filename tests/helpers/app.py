@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
 from core.identity import ModelIdentity
@@ -95,6 +96,8 @@ def hold(gate: threading.Event | None, cancel: threading.Event | None = None) ->
 
 class FakeSession:
     """Implements the EngineSession protocol with deterministic rounds."""
+
+    context_window: int | None = None  # a test that trims a chat sets one
 
     def __init__(self, script: Script, target: str, draft: str | None) -> None:
         hold(script.load_gate)
@@ -228,6 +231,12 @@ class FakeSession:
 
     def needs_curve(self, settings: Settings) -> bool:
         return self.script.needs_curve and settings.policy == "cost-aware"
+
+    def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
+        return None, ()  # nothing kept: a turn that needs a curve calibrates first
+
+    def warm_idle(self, settings: Settings) -> Any:
+        return None  # nothing to warm: the scripted engine compiles nothing
 
     def calibrate(self, settings: Settings, progress, cancel=None) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")

@@ -38,7 +38,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
 
     def factory(target: str, draft: str | None) -> FakeSession:
         session = FakeSession(script, target, draft)
-        session.context_window = 40  # type: ignore[attr-defined]  # a long chat trims
+        session.context_window = 40  # a long chat trims
         return session
 
     def before_turn(cancel: bool) -> None:

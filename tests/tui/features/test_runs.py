@@ -20,7 +20,7 @@ def windowed(script: Script, window: int) -> Callable[[str, str | None], FakeSes
 
     def factory(target: str, draft: str | None) -> FakeSession:
         session = FakeSession(script, target, draft)
-        session.context_window = window  # type: ignore[attr-defined]
+        session.context_window = window
         return session
 
     return factory
