@@ -136,7 +136,7 @@ def test_the_check_sees_a_circle(tmp_path: Path, monkeypatch) -> None:  # noqa: 
     """A lazy import back into a package that imports the module is found."""
     for rel, text in {"core/__init__.py": "", "core/a.py": "from core import b\n",
                       "core/b.py": "def f():\n    from core.a import x\n",
-                      "tui/__init__.py": "", "tui/c.py": "import core.a\n"}.items():  # fmt: skip
+                      "tui/__init__.py": "", "tui/c.py": "import core.a\n"}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tmp_path)

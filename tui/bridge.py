@@ -113,7 +113,7 @@ class _Forward(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
-                  else EngineNotice(record.getMessage()))  # fmt: skip
+                  else EngineNotice(record.getMessage()))
 
 
 @contextlib.contextmanager
@@ -182,9 +182,9 @@ class EngineBridge:
         self._run_ids = itertools.count(1)
         self._active: _Command | None = None
         self._session: EngineSession | None = None
-        # Set once the thread took the close: no MLX call runs after it (issue 32, row 14: an
-        # exit while a round ran was "terminate called without an active exception" or a
-        # segfault), so the process may end.
+        # Set once the thread took the close: no MLX call runs after it (an exit while a round
+        # runs aborts MLX: "terminate called without an active exception", or a segfault),
+        # so the process may end.
         self._stopped = threading.Event()
         self._idle_failed = False
         self.clock: Callable[[], float] = time.monotonic  # faked in tests: "from Enter"
@@ -290,7 +290,7 @@ class EngineBridge:
         except Exception as exc:  # never worth stopping the thread for: compiles happen later
             self._idle_failed = True
             self._post(EngineNotice("Warming GPU kernels in the background stopped: "
-                                    f"{describe_error(exc)}"))  # fmt: skip
+                                    f"{describe_error(exc)}"))
             return False
         if progress is None:
             return False
@@ -398,7 +398,7 @@ class EngineBridge:
         kept, ids, dropped = fit_conversation(
             messages, session.prompt_ids, window, cmd.args["settings"].max_tokens,
             model=session.info.target_name,
-        )  # fmt: skip
+        )
         if dropped:
             cmd.args["messages"] = kept
             post(ContextTrimmed(cmd.run_id, kept, dropped, window))

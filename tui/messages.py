@@ -83,8 +83,7 @@ class RunFinished(Message):
     and names `calibration_s` on a line of its own (a first turn's 4.5 minutes were hidden).
     `first_settings` are the settings the run's first round read, and `settings_changes`
     (round, changed fields) every later round that read others: a key pressed mid-turn
-    applies from the next round, so the settings at the end are not what produced the run
-    (issue 32, row 16)."""
+    applies from the next round, so the settings at the end are not what produced the run."""
 
     def __init__(
         self,

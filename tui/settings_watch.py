@@ -1,7 +1,7 @@
 """SettingsWatch: which settings each round of a run read, so a run is recorded as it ran.
 
 A key pressed mid-turn applies from the next round, so the settings at a run's end are not
-what produced it (issue 32, row 16). The bridge hands the engine this watch as its settings
+what produced it. The bridge hands the engine this watch as its settings
 source (tui/bridge.py) and puts what it noted in RunFinished (tui/messages.py).
 """
 

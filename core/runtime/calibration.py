@@ -83,10 +83,10 @@ def curve_for(
     record = warm_up(target, draft, vocab=engine.vocab_size, rows=rows,
                      prompt_tokens=context, chunk=chunk, modes=modes,
                      fused_draft=settings.fused_draft, label=name,
-                     queued=queued_attentions(target, [settings], getattr(engine, "spmd", None)))  # fmt: skip
+                     queued=queued_attentions(target, [settings], getattr(engine, "spmd", None)))
     curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
                       modes=modes, fused_draft=settings.fused_draft, cancel=cancel,
-                      chunk=chunk)  # fmt: skip
+                      chunk=chunk)
     models = getattr(engine, "models", None) or {}
     for role in ("target", "draft"):
         ident = models.get(role)
@@ -99,7 +99,7 @@ def curve_for(
     except OSError as exc:
         where = key_path(key, folder).parent if key is not None else "the cache folder"
         notices.append(f"Could not keep the calibration in {where} ({exc.strerror or exc}); "
-                       "the next start measures it again.")  # fmt: skip
+                       "the next start measures it again.")
     return CurveResult(curve, warmup=record, notices=tuple(notices))
 
 

@@ -328,14 +328,14 @@ async def ready(pilot) -> SpecDecApp:  # noqa: ANN001
 async def chat(pilot, text: str = "Write a scene.") -> SpecDecApp:  # noqa: ANN001
     """Type a message, send it, and wait until the run finished.
 
-    Until this turn's run is in `app.runs`: on a loaded machine the enter key may still be
+    Until this turn's run is in `app.runs_state.runs`: on a loaded machine the enter key may still be
     queued when `press` returns, and the previous turn's run must not pass for this one."""
     app = await ready(pilot)
-    before = app.runs[-1] if app.runs else None
+    before = app.runs_state.runs[-1] if app.runs_state.runs else None
     app.query_one("#prompt").value = text
     await pilot.press("enter")
-    await wait_for(pilot, lambda: app.run_id is None and bool(app.runs)
-                   and app.runs[-1] is not before)
+    await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs)
+                   and app.runs_state.runs[-1] is not before)
     return app
 
 

@@ -73,7 +73,7 @@ def models_text(info: PairInfo | None) -> Text:
     text = Text()
     if info.models is None:  # a session that cannot say (identities unknown): the specs alone
         described = {"target": f"{info.target_spec} (identity unknown)",
-                     "draft": f"{info.draft_spec or 'none'} (identity unknown)"}  # fmt: skip
+                     "draft": f"{info.draft_spec or 'none'} (identity unknown)"}
     else:
         described = describe_models(info.models)
     for role, line in described.items():
@@ -173,7 +173,7 @@ class ProfilePanel(VerticalScroll):
         if not results:
             return
         table.add_columns("setting", "accept", "median E2E s", "vs target", "mean TV",
-                          "predicted", "efficiency")  # fmt: skip
+                          "predicted", "efficiency")
         for r in results:
             median = getattr(r, "median_e2e_s", None)
             speed = getattr(r, "speedup_vs_target", None)

@@ -37,10 +37,10 @@ async def test_a_long_chat_drops_its_oldest_turns_and_says_so(profiles: Path) ->
         # one note, at the latest trim, with the running count (not one more note a turn):
         # five turns in 5 ids: 4 messages dropped in all
         notes = [plain(n) for n in app.query(".context-note")]
-        assert len(notes) == 1 and app.dropped_messages == 4, (notes, app.dropped_messages)
-        assert f"so far its {app.dropped_messages} oldest messages were dropped" in notes[0]
-        assert app.messages[:-1] == script.prompts[-1]  # the app keeps what the engine sees
-        assert app.messages[-1]["role"] == "assistant"
+        assert len(notes) == 1 and app.runs_state.dropped_messages == 4, (notes, app.runs_state.dropped_messages)
+        assert f"so far its {app.runs_state.dropped_messages} oldest messages were dropped" in notes[0]
+        assert app.runs_state.messages[:-1] == script.prompts[-1]  # the app keeps what the engine sees
+        assert app.runs_state.messages[-1]["role"] == "assistant"
 
 
 async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -> None:
@@ -53,7 +53,7 @@ async def test_a_message_that_cannot_fit_stops_with_a_sentence(profiles: Path) -
                          lambda: bool(notices(app, "error")) and app.run_id is None)
         errors = notices(app, "error")
         assert any("context window of 8 tokens" in e for e in errors), errors
-        assert "generate" not in script.calls and app.messages == []
+        assert "generate" not in script.calls and app.runs_state.messages == []
 
 
 async def test_a_round_folded_after_a_mode_change_keeps_the_mode_it_ran_in(
@@ -81,10 +81,10 @@ async def test_a_round_folded_after_a_mode_change_keeps_the_mode_it_ran_in(
         while (len(script.seen) < 8 or app.bridge.busy_with is not None) \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(script.seen) == 8 and not app.stats.rounds
+        assert len(script.seen) == 8 and not app.runs_state.stats.rounds
         app.apply(mode="target-only")
-        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs))
     assert {s.mode for s in script.seen} == {"speculative"}
-    sources = app.stats.sources
+    sources = app.runs_state.stats.sources
     assert (sources.plain_steps, sources.speculative_rounds) == (4, 8)
     assert sources.hit_rate("lookup") == 0.5
