@@ -1,7 +1,7 @@
 """The `specdec-tui` command: no subcommand opens the TUI; the rest are headless.
 
 Headless subcommands never import Textual; each lives in the package that owns its idea
-(core.chat.cli, core.bench, core.sweep.cli, core.dispatch.cli, core.profile) and registers
+(core.chat.cli, core.bench, core.sweep.cli, core.calibrate.cli, core.profile) and registers
 its own flags here. Building the
 parser imports those packages, and with them MLX: `--help` lists every flag, in a second or
 two, but never loads Textual.
@@ -44,7 +44,7 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; subcommand modules add their own flags."""
     from core import bench, profile
-    from core.dispatch import cli as calibrate_cli
+    from core.calibrate import cli as calibrate_cli
     from core.drafting import registry
 
     parser = argparse.ArgumentParser(
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_sweep_cli(args)
         if args.command == "calibrate":
-            from core.dispatch.cli import run_calibrate_cli
+            from core.calibrate.cli import run_calibrate_cli
 
             return run_calibrate_cli(args)
         if args.command == "profiles":

@@ -32,7 +32,7 @@ def pytest_configure() -> None:
 SLOW_FIRST = (
     "tests/core/bench/test_protocol.py",
     "tests/core/sweep/test_run.py",
-    "tests/core/drafting/test_compiled.py",
+    "tests/core/primitives/test_compiled.py",
     "tests/tui/test_soak.py",
     "tests/core/drafting/test_lookup.py",
     "tests/tui/test_app.py",

@@ -1,26 +1,37 @@
-"""Issue 27's house rules: a newcomer finds their room because no module is a warehouse.
+"""The house rules: a newcomer finds their room because no module is a warehouse.
 
-No .py file in core/ or tui/ over 450 lines (a file that grows past it holds more than one
-idea: cut it by idea, as docs/ARCHITECTURE.md maps), and at most 8 modules directly in core/
-(the value types and the command entry; everything else lives in a package by idea).
+- A .py file in core/ or tui/ past 600 lines rings an alarm. The number is a smell alarm, not a
+  design: modules are cut where an idea ends (docs/ARCHITECTURE.md maps them), never to come in
+  under a count; a file that rings is split where its ideas part, and a file well under it is
+  not "done" for that.
+- At most 8 modules sit directly in core/ (the value types, the version and the command entry;
+  everything else lives in a package by idea).
+- Every package's __init__.py names its public names in `__all__` (docs/CONTRACTS.md); an empty
+  one says that the package's modules are its API and are imported by their own names.
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from tests.helpers import REPO as ROOT
 
-MAX_LINES = 450
+ALARM_LINES = 600
 MAX_TOP_MODULES = 8
 
 
-def test_no_module_in_core_or_tui_is_over_450_lines() -> None:
+def test_no_module_in_core_or_tui_rings_the_600_line_alarm() -> None:
     long = []
     for top in ("core", "tui"):
         for path in sorted((ROOT / top).rglob("*.py")):
             lines = len(path.read_text(encoding="utf-8").splitlines())
-            if lines > MAX_LINES:
+            if lines > ALARM_LINES:
                 long.append(f"{path.relative_to(ROOT).as_posix()} ({lines})")
-    assert not long, f"over {MAX_LINES} lines, cut by idea: {', '.join(long)}"
+    assert not long, (
+        f"over {ALARM_LINES} lines, the alarm for a file that holds more than one idea; split "
+        f"it where an idea ends, not to a count: {', '.join(long)}"
+    )
 
 
 def test_at_most_8_modules_sit_directly_in_core() -> None:
@@ -28,7 +39,43 @@ def test_at_most_8_modules_sit_directly_in_core() -> None:
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules directly in core/: {', '.join(top)}"
 
 
+def without_all(root: Path = ROOT) -> list[str]:
+    """The __init__.py files under core/ and tui/ that assign no module-level `__all__`."""
+    missing = []
+    for top in ("core", "tui"):
+        for path in sorted((root / top).rglob("__init__.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = {
+                t.id
+                for node in tree.body
+                if isinstance(node, ast.Assign | ast.AnnAssign)
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)
+            }
+            if "__all__" not in names:
+                missing.append(path.relative_to(root).as_posix())
+    return missing
+
+
+def test_every_package_names_its_public_names() -> None:
+    assert without_all() == []
+
+
+def test_the_all_check_sees_a_package_without_one(tmp_path: Path) -> None:
+    """A control: a docstring alone, or `__all__` only inside a function, is not a list."""
+    for rel, text in {
+        "core/__init__.py": '"""Core."""\n__all__: list[str] = []\n',
+        "core/a/__init__.py": '"""A docstring and nothing else."""\n',
+        "core/b/__init__.py": "def f():\n    __all__ = []\n",
+        "tui/__init__.py": "__all__ = ['x']\n",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert without_all(tmp_path) == ["core/a/__init__.py", "core/b/__init__.py"]
+
+
 def test_the_rules_see_the_tree() -> None:
     """The checks above read real files: a moved root would make them pass on nothing."""
     assert (ROOT / "core" / "decode" / "engine.py").is_file()
     assert len(list((ROOT / "tui").rglob("*.py"))) > 20
+    assert len(list((ROOT / "core").rglob("__init__.py"))) > 10

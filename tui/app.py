@@ -148,8 +148,8 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
 
     async def action_quit(self) -> None:
         """ctrl+q: the engine stops at its round boundary (a command queued is dropped), then
-        the app exits; never while MLX runs on the engine thread (issue 32, row 14: 3 crashes
-        in 10 tries). The exit comes on a later tick, so a save confirmed just before runs."""
+        the app exits; never while MLX runs on the engine thread (an exit mid-round crashes
+        MLX). The exit comes on a later tick, so a save confirmed just before runs."""
         if self._quit_timer is not None:
             self.notify("Still stopping: the engine ends its round first.", title="quit")
             return
@@ -210,7 +210,7 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
             return
         s = self.settings
         self.query_one("#status", Static).update(status_line(self.status, s))
-        self.query_one(ProfilePanel).show_settings(s, self.profile_name, self.info)
+        self.query_one(ProfilePanel).show_settings(s, self.status.profile.name, self.info)
         # the banner: the pair, the last run's fall-back and the mode (the CPU sentence)
         drawn_from = (self.info, self.status.run.fallback_reason, s.mode)
         if drawn_from != self._banner_from:
@@ -263,7 +263,7 @@ def build_app(args: argparse.Namespace, session_factory: SessionFactory | None =
     settings = with_flags(settings, flag_changes(args))  # --target, --draft: the app's flags
     app = SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
     if skipped is not None:
-        app.start_notices.append(skipped)
+        app.profiles_state.start_notices.append(skipped)
     return app
 
 

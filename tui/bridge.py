@@ -46,9 +46,14 @@ from tui.settings_watch import SettingsWatch
 
 
 class EngineSession(Protocol):
-    """Everything the thread does with a loaded pair; real in tui.session, scripted in tests."""
+    """Everything the thread does with a loaded pair; real in tui.session, scripted in tests
+    (tests/helpers/app.py's FakeSession). The thread reads nothing of a session that is not
+    declared here."""
 
     info: PairInfo
+    # The tokens the pair can hold: a turn's oldest messages are dropped to fit it with
+    # max_tokens (None: no window known, nothing is dropped).
+    context_window: int | None
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]: ...
 
@@ -77,6 +82,16 @@ class EngineSession(Protocol):
 
     def needs_curve(self, settings: Settings) -> bool: ...
 
+    def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
+        """The curve an earlier start kept for this pair, machine and settings (None: none
+        matches), and a sentence for each kept file ignored (damaged, foreign)."""
+        ...
+
+    def warm_idle(self, settings: Settings) -> Any:
+        """One more size of the idle warm-up (core.runtime.warmer.IdleProgress), preferring
+        what `settings`' next turn would use; None once nothing is left to warm."""
+        ...
+
     def bench(
         self,
         prompt_ids: list[int],
@@ -98,7 +113,7 @@ class _Forward(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
-                  else EngineNotice(record.getMessage()))  # fmt: skip
+                  else EngineNotice(record.getMessage()))
 
 
 @contextlib.contextmanager
@@ -167,9 +182,9 @@ class EngineBridge:
         self._run_ids = itertools.count(1)
         self._active: _Command | None = None
         self._session: EngineSession | None = None
-        # Set once the thread took the close: no MLX call runs after it (issue 32, row 14: an
-        # exit while a round ran was "terminate called without an active exception" or a
-        # segfault), so the process may end.
+        # Set once the thread took the close: no MLX call runs after it (an exit while a round
+        # runs aborts MLX: "terminate called without an active exception", or a segfault),
+        # so the process may end.
         self._stopped = threading.Event()
         self._idle_failed = False
         self.clock: Callable[[], float] = time.monotonic  # faked in tests: "from Enter"
@@ -267,16 +282,15 @@ class EngineBridge:
     def _warm_idle_once(self) -> bool:
         """One size of the session's idle warm-up (False: nothing left, or it cannot)."""
         session = self._session
-        step = getattr(session, "warm_idle", None)
-        if step is None or self._idle_failed:
+        if session is None or self._idle_failed:
             return False
         try:
             with core_warnings_to(self._post):
-                progress = step(self._settings_source())
+                progress = session.warm_idle(self._settings_source())
         except Exception as exc:  # never worth stopping the thread for: compiles happen later
             self._idle_failed = True
             self._post(EngineNotice("Warming GPU kernels in the background stopped: "
-                                    f"{describe_error(exc)}"))  # fmt: skip
+                                    f"{describe_error(exc)}"))
             return False
         if progress is None:
             return False
@@ -363,7 +377,7 @@ class EngineBridge:
                     summary = item
                 else:
                     watch.rounds += 1
-                    post(RoundCommitted(cmd.run_id, item))
+                    post(RoundCommitted(cmd.run_id, item, watch.current or settings))
         except Exception as exc:
             # The failure first, so the message it belongs to can show it; then the end of
             # the run, so the UI always leaves "generating".
@@ -376,7 +390,7 @@ class EngineBridge:
         """The turn's prompt ids, the oldest messages dropped when the conversation plus
         max_tokens would outgrow the model's context window (ContextTrimmed tells the app)."""
         messages = cmd.args["messages"]
-        window = getattr(session, "context_window", None)
+        window = session.context_window
         if not window:
             return session.prompt_ids(messages)
         from core.models.context import fit_conversation
@@ -384,7 +398,7 @@ class EngineBridge:
         kept, ids, dropped = fit_conversation(
             messages, session.prompt_ids, window, cmd.args["settings"].max_tokens,
             model=session.info.target_name,
-        )  # fmt: skip
+        )
         if dropped:
             cmd.args["messages"] = kept
             post(ContextTrimmed(cmd.run_id, kept, dropped, window))
@@ -393,10 +407,7 @@ class EngineBridge:
     def _kept_curve(self, session: EngineSession, settings: Settings) -> bool:
         """The curve kept from an earlier start (core.dispatch.curve_cache), when the session
         has one for this pair, machine and settings: posted as Calibrated, and True."""
-        kept = getattr(session, "kept_curve", None)
-        if kept is None:
-            return False
-        curve, notices = kept(settings)
+        curve, notices = session.kept_curve(settings)
         for text in notices:  # a damaged or foreign file, ignored: measured again
             self._post(EngineNotice(text))
         if curve is None:

@@ -6,6 +6,7 @@ the widgets and screens read them. No Textual, no MLX: a test builds them by han
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,3 +55,16 @@ class CurveInfo:
     kernels: dict[int, str] = field(default_factory=dict)  # rows -> predicted kernel family
     raw: Any = None  # the core.dispatch.VerifyCostCurve, when real
     kept_at: str | None = None  # reused from the curve cache: when it was measured (local time)
+
+
+def decoded(decode: Callable[[Sequence[int]], str] | None, info: PairInfo | None,
+            ids: Iterable[int]) -> str:
+    """Ids as the loaded pair's text, end-of-sequence ids left out; "" without a pair, or for
+    ids from another vocabulary (a recorded run shows no text rather than fail)."""
+    if decode is None or info is None:
+        return ""
+    keep = [i for i in ids if i not in info.eos_ids]
+    try:
+        return str(decode(keep))
+    except Exception:
+        return ""

@@ -56,12 +56,13 @@ class ContextTrimmed(Message):
 
 
 class RoundCommitted(Message):
-    """One round of run `run_id` finished."""
+    """One round of run `run_id` finished, run with `settings` (a key pressed since applies to
+    later rounds: the app may fold this one after the change, and labels it by these)."""
 
-    def __init__(self, run_id: int, event: RoundEvent) -> None:
+    def __init__(self, run_id: int, event: RoundEvent, settings: Settings) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.event = run_id, event
+        self.run_id, self.event, self.settings = run_id, event, settings
 
 
 class Prefilling(Message):
@@ -82,8 +83,7 @@ class RunFinished(Message):
     and names `calibration_s` on a line of its own (a first turn's 4.5 minutes were hidden).
     `first_settings` are the settings the run's first round read, and `settings_changes`
     (round, changed fields) every later round that read others: a key pressed mid-turn
-    applies from the next round, so the settings at the end are not what produced the run
-    (issue 32, row 16)."""
+    applies from the next round, so the settings at the end are not what produced the run."""
 
     def __init__(
         self,

@@ -43,10 +43,10 @@ async def _loaded(app: SpecDecApp, pilot: Pilot) -> None:
 
 async def _send(app: SpecDecApp, pilot: Pilot, text: str) -> None:
     """Ask `text` in the chat and wait for its run to finish."""
-    before = len(app.runs)
+    before = len(app.runs_state.runs)
     app.query_one("#prompt").value = text  # type: ignore[attr-defined]
     await pilot.press("enter")
-    await _until(pilot, lambda: app.run_id is None and len(app.runs) == before + 1, 900)
+    await _until(pilot, lambda: app.run_id is None and len(app.runs_state.runs) == before + 1, 900)
 
 
 async def _save(app: SpecDecApp, pilot: Pilot, path: Path) -> None:
@@ -74,7 +74,7 @@ SET_SECOND_K = 8  # the second run of the set, so the two runs side by side diff
 
 
 async def _shoot_set(directory: Path, prompt: str, settings: Settings,
-                     size: tuple[int, int]) -> list[Path]:  # fmt: skip
+                     size: tuple[int, int]) -> list[Path]:
     """One chat, a calibration, a second chat with another k; then one SVG per view."""
     from tui.app import SpecDecApp
 
@@ -118,7 +118,7 @@ def main() -> None:
     p.add_argument("--height", type=int, default=45)
     p.add_argument("--show-rejected", action="store_true", help="rejected drafts struck through")
     p.add_argument("--set", dest="set_dir", default=None, metavar="DIR",
-                   help="write the README's set of screenshots into DIR instead")  # fmt: skip
+                   help="write the README's set of screenshots into DIR instead")
     args = p.parse_args()
     settings = Settings(max_tokens=args.max_tokens, tv_budget=args.tv, rule=args.rule, k=4,
                         temperature=args.temperature, seed=1)

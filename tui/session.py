@@ -48,7 +48,7 @@ class MLXSession:
     """Loads the pair with core.models and drives core.decode.engine.Engine on the calling thread."""
 
     park_thread_on_close = True  # see EngineBridge._serve: an ended MLX thread aborts at exit
-    # `<|im_end|>` typed in a message stays text unless --special-tokens-in-text (issue 32)
+    # `<|im_end|>` typed in a message stays text unless --special-tokens-in-text
     specials_in_text = False
 
     def __init__(self, target_spec: str, draft_spec: str | None) -> None:
@@ -58,22 +58,22 @@ class MLXSession:
 
         self.pair = load_pair(target_spec, draft_spec)
         self.engine = Engine.from_pair(self.pair)
-        # Compiles in the order of need (issue 31): each turn warms what its first rounds use
+        # Compiles in the order of need: each turn warms what its first rounds use
         # (generate), and the engine thread warms the rest while idle (warm_idle), smallest
         # first: every row count, each kind of logits processing (top-p, repetition penalty)
         # and the fused draft step, since settings change while the app runs. On a fresh GPU
         # the first answer then waits for a few kernels, not for all of them.
         self.warmer = Warmer(self.engine, label=self.pair.target.name)
         every = [Settings(), Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1,
-                                      fused_draft=True)]  # fmt: skip
+                                      fused_draft=True)]
         self.warmer.plan_idle(every_size(every, rows=range(1, MAX_K + 2),
-                                         has_draft=self.pair.draft is not None))  # fmt: skip
+                                         has_draft=self.pair.draft is not None))
         # A GPU whose matrix kernels are not compiled yet starts narrow until the idle warm-up
         # has compiled them (core/runtime/warm_start.py: 30 s a kernel, none below 8 rows).
         from core.runtime.warm_start import NarrowGate, narrow_start
 
         self.narrow = NarrowGate(narrow_start([self.engine.target_model,
-                                               self.engine.draft_model]), self.warmer)  # fmt: skip
+                                               self.engine.draft_model]), self.warmer)
         self.warmup: Any = None  # the last turn's first-round WarmupRecord
         self.tokenizer = self.pair.target.tokenizer
         # Tokens both models can attend to: a chat that outgrows it drops its oldest turns.
@@ -121,7 +121,7 @@ class MLXSession:
         from core.models import chat_prompt_ids
 
         return chat_prompt_ids(self.tokenizer, messages, model=self._model_name(),
-                               specials_in_text=self.specials_in_text)  # fmt: skip
+                               specials_in_text=self.specials_in_text)
 
     def _model_name(self) -> str:
         return str(self.pair.target.name)
@@ -147,7 +147,7 @@ class MLXSession:
 
         return chat_prompt_ids(self.tokenizer, messages, add_generation_prompt=False,
                                model=self._model_name(),
-                               specials_in_text=self.specials_in_text)  # fmt: skip
+                               specials_in_text=self.specials_in_text)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids without special tokens (a rejected draft may be EOS or <|im_start|>)."""
@@ -180,7 +180,7 @@ class MLXSession:
         from core.runtime.warmer import first_round_sizes
 
         first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
-                                  has_draft=self.pair.draft is not None)  # fmt: skip
+                                  has_draft=self.pair.draft is not None)
         return self.warmer.idle_step(first)
 
     def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
@@ -206,7 +206,7 @@ class MLXSession:
         """Measure verify cost at the row plan's counts (core/dispatch/row_plan.py: every R on a
         GPU; on the CPU 1..9, both sides of each predicted kernel change, k_max + 1); `cancel`
         set (Esc) stops it after the forward under way (CalibrationCancelled)."""
-        from core.dispatch.curve_cache import curve_for
+        from core.runtime.calibration import curve_for
 
         def report(done: int, total: int, label: str) -> None:
             progress(done / total if total else 0.0, label)
@@ -216,7 +216,7 @@ class MLXSession:
         # narrow while the GEMM kernels are not compiled: at most its rows (none compiled)
         result = curve_for(self.engine, self.narrow.settings(settings), context=128,
                            progress=report, cancel=cancel, remeasure=True,
-                           label=self.pair.target.name, max_rows=self.narrow.rows)  # fmt: skip
+                           label=self.pair.target.name, max_rows=self.narrow.rows)
         curve = result.curve
         curve.target_spec, curve.target_name = self.pair.target.spec, self.pair.target.name
         if self.pair.draft is not None:

@@ -1,7 +1,7 @@
 """SettingsWatch: which settings each round of a run read, so a run is recorded as it ran.
 
 A key pressed mid-turn applies from the next round, so the settings at a run's end are not
-what produced it (issue 32, row 16). The bridge hands the engine this watch as its settings
+what produced it. The bridge hands the engine this watch as its settings
 source (tui/bridge.py) and puts what it noted in RunFinished (tui/messages.py).
 """
 
@@ -40,6 +40,12 @@ class SettingsWatch:
                 changed = {**self._changes.pop()[1], **changed}
             self._changes.append((self.rounds, changed))
             self._last = s
+
+    @property
+    def current(self) -> Settings | None:
+        """The settings the loop last took: the ones the round it yields now ran with (it
+        takes the next round's only after that round was handed on)."""
+        return self._last
 
     @property
     def changes(self) -> tuple[tuple[int, dict[str, Any]], ...]:

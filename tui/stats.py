@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary, phase_shares
+from core.primitives.acceptance import PositionTally
 
 # "comm" is nonzero only for a target sharded over ranks (core/runtime/distributed.py); see phases_shown
 SHOWN_PHASES = PHASES
@@ -106,7 +106,7 @@ class RoundStats:
         default_factory=lambda: {p: PhaseStat() for p in (*SHOWN_PHASES, "total")}
     )
     tokens: int = 0
-    # The one per-position count (core.decode.acceptance); k_max keeps positions proposed but never
+    # The one per-position count (core.primitives.acceptance); k_max keeps positions proposed but never
     # reached on screen, so a panel shows "pos 4  -  n=0" rather than hiding that k was 4.
     tally: PositionTally = field(default_factory=PositionTally)
     k_max: int = 0

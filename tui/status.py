@@ -150,7 +150,7 @@ class Status:
         if name is None:
             return "-"
         modified = base is not None and settings.replace(
-            target=base.target, draft=base.draft) != base  # fmt: skip
+            target=base.target, draft=base.draft) != base
         return name + (" (modified)" if modified else "")
 
 

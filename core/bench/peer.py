@@ -16,7 +16,7 @@ import mlx.core as mx
 
 from core.bench.quality import divergence_margin, first_divergence, scorer_for
 from core.bench.results import BenchResult, BenchSetting, Divergence
-from core.decode.acceptance import PositionTally
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 
 PEERS = ("mlx-lm", "transformers-pld", "transformers-assisted")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.decode.acceptance import PositionTally
 from core.errors import UserError
+from core.primitives.acceptance import PositionTally
 
 PLD = "transformers-pld"
 ASSISTED = "transformers-assisted"

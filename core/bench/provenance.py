@@ -4,7 +4,7 @@ A row's `settings.target` / `settings.draft` are what was loaded, never the prof
 (`--target` once left `settings.target = "default"` in every row while a 72B shape ran), and
 each row's `models` holds the identities (core/models/identify.py) of the models it ran: the
 target, and the draft unless the row is target-only. The page names them with the tool's
-version and commit (core/runtime/version.py).
+version and commit (core/version.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.identity import ModelIdentity, identities_to_dict
-from core.runtime.version import version_text
+from core.version import version_text
 
 
 def stamp_models(

@@ -15,7 +15,7 @@ import mlx.core as mx
 
 from core.bench.requests import run_request
 from core.bench.results import BenchResult, BenchSetting, Divergence, sampling_key
-from core.decode.cached_model import CachedModel
+from core.primitives.cached_model import CachedModel
 from core.settings import Settings
 
 NLL_BASIS = (
@@ -88,7 +88,7 @@ def divergence_margin(
     scorer: _Scorer, s: Settings, prompt_ids: Sequence[int], prefix: Sequence[int], a: int, b: int
 ) -> float:
     """logit(a) - logit(b) of the target after prompt + prefix, penalised as the rule saw it."""
-    from core.decode.sampling import LogitsConfig, penalize
+    from core.primitives.sampling import LogitsConfig, penalize
 
     row = scorer.logits([*prefix, 0])[-1:]
     if s.repetition_penalty != 1.0:

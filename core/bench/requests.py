@@ -16,8 +16,8 @@ from typing import Any
 from core.bench.errors import BenchCancelled
 from core.bench.results import BenchResult, output_sha
 from core.bench.texts import encode_origins
-from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 
 MIN_STEPS = 16  # plain steps a request needs before its median step speaks for its host

@@ -16,9 +16,9 @@ from typing import Any
 
 from core.bench.fmt import pct, ratio, secs
 from core.bench.texts import TimedTexts
-from core.decode.acceptance import PositionTally
 from core.events import RoundEvent, RunSummary
 from core.identity import identities_to_dict
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 
 

@@ -57,7 +57,7 @@ class Waiting:
 
 def calibration_progress(err: Console) -> Callable[[int, int, str], None]:
     """The calibration a cost-aware run would make silently inside its first round, told with
-    its percentage on stderr: the reporter core.dispatch.curve_cache.curve_for calls (a
+    its percentage on stderr: the reporter core.runtime.calibration.curve_for calls (a
     terminal gets one line redrawn, a log a line per 10%)."""
     last = [-1]
 
@@ -158,7 +158,7 @@ def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str
     if engine.needs_curve(settings):
         import time
 
-        from core.dispatch.curve_cache import curve_for
+        from core.runtime.calibration import curve_for
 
         began = time.monotonic()
         result = curve_for(engine, settings, context=max(prompt_tokens, 16), label=label,

@@ -9,7 +9,7 @@ round that proposes k drafts costs
 
 and commits E[tokens](k) = sum_j prod_{i<=j} a_i accepted drafts, plus one correction when a
 draft was rejected, plus the bonus token when none was (a_i = P(accept i | reached i), the
-per-position acceptance everyone counts through core.decode.acceptance.PositionTally). Target-only
+per-position acceptance everyone counts through core.primitives.acceptance.PositionTally). Target-only
 commits one token per t_step, so the predicted speedup of proposing k is
 E[tokens](k) / seconds(k) x t_step.
 

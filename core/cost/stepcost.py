@@ -4,7 +4,7 @@ Speculation pays only when k draft steps cost well under the target steps they r
 this measures one greedy decode step at a real context length: evaluated per step,
 pipelined with async_eval (mlx-lm's generate_step schedule; also on a stream of its own, as
 mlx-lm runs it), chained lazily over k steps,
-and through the compiled fused step (core.drafting.compiled), plus mlx-lm's own generate_step as the
+and through the compiled fused step (core.primitives.compiled), plus mlx-lm's own generate_step as the
 peer. It also counts the primitives in one step's graph (what the device must launch).
 
 Run: python -m core.cost.stepcost --model shape:qwen2.5-0.5b --context 800 --json out.json
@@ -27,8 +27,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
-from core.decode.cached_model import prefill
-from core.drafting.compiled import CompiledDecodeStep, supports
+from core.primitives.cached_model import prefill
+from core.primitives.compiled import CompiledDecodeStep, supports
 
 
 def _prefilled(model: nn.Module, context: int, vocab: int) -> list[Any]:

@@ -4,7 +4,7 @@ One loop feeds the TUI, the benchmark and the profile writer. Its discipline:
 - every MLX call on the caller's thread (MLX streams are per thread);
 - untraced rounds sync the host once (speculative: after acceptance; single-model modes are
   pipelined like mlx-lm's generate_step, the next token launched before the last is read);
-- acceptance maths on the device (core.decode.sampling), no Python loop over the vocabulary;
+- acceptance maths on the device (core.primitives.sampling), no Python loop over the vocabulary;
 - each cache holds a known token list; after every round both are rewound (trimmed) to the
   longest prefix they share with the committed sequence minus its last token, the token the
   next round feeds. That one rule covers rejection, the bonus switch, EOS, cancellation and
@@ -27,11 +27,9 @@ import mlx.nn as nn
 
 from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
-from core.decode.cached_model import CachedModel
 from core.decode.guard_memory import GuardMemory, source_prior
 from core.decode.queued import FollowRate
 from core.decode.run_totals import RunTotals
-from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, drop_handoff, speculative_round
 from core.dispatch.curve_cache import curve_missing, curve_wanted
@@ -41,6 +39,8 @@ from core.drafting.base import Drafter, DraftUnavailable
 from core.drafting.plan import Plan, plan_round
 from core.errors import UserError
 from core.events import RoundEvent, RunSummary
+from core.primitives.cached_model import CachedModel
+from core.primitives.sampling import LogitsConfig
 from core.settings import MAX_K, Settings
 
 Item = RoundEvent | RunSummary

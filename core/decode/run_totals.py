@@ -1,6 +1,6 @@
 """The running totals of one generate() call and the RunSummary they become.
 
-Per-position acceptance is counted once here (core.decode.acceptance.PositionTally), overall and per
+Per-position acceptance is counted once here (core.primitives.acceptance.PositionTally), overall and per
 draft source, so the summary, the bench and the app read the same numbers.
 """
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.cost.guard import TARGET, RateGuard
-from core.decode.acceptance import PositionTally
 from core.events import PHASES, RoundEvent, RunSummary
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.decode.sampling import penalize, sample, to_probs
 from core.decode.trace import RoundTimer
 from core.events import CommittedToken, RoundEvent
+from core.primitives.sampling import penalize, sample, to_probs
 from core.settings import Settings
 
 

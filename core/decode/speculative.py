@@ -20,19 +20,19 @@ import mlx.core as mx
 
 from core.decode.queued import QueuedStep, adopt, queue_step, queued_attention, why_not
 from core.decode.run_totals import RunTotals
-from core.decode.sampling import (
-    accept_greedy_packed,
-    accept_sampled,
-    one_hot,
-    penalize,
-    to_probs,
-)
 from core.decode.trace import RoundTimer
 from core.dispatch.bucketed import took_new_plan
 from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
 from core.drafting.base import Drafter, DraftRequest
 from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
+from core.primitives.sampling import (
+    accept_greedy_packed,
+    accept_sampled,
+    one_hot,
+    penalize,
+    to_probs,
+)
 from core.settings import Settings
 
 

@@ -17,11 +17,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from core.decode.introspect import vocab_size
 from core.dispatch.backend import BackendInfo, current_backend
 from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCostCurve
 from core.dispatch.kernels import KernelPredictor
 from core.dispatch.patches import dense_lost, release_dense, verification_patches
+from core.primitives.introspect import vocab_size
 
 # Calibration modes: "auto" is MLX's own kernels with the backend's attention; "gemv"/"gemm"
 # force the linear layers' kernel family, "dense" the dequantized copy's matmul (patches.py);
@@ -102,10 +102,10 @@ def _time_proposal(state: Any, seq: list[int], vocab: int, sampled: bool, fused:
     steps (core/drafting/model.py: the same decode, penalty, softmax and draw per step, chained
     with async_eval), evaluated with its q rows. Sampled, each step also turns its logits into
     q over the vocabulary and draws from it. The cache is trimmed back afterwards."""
-    from core.decode.cached_model import cache_offset
-    from core.decode.sampling import LogitsConfig
     from core.drafting.base import DraftRequest
     from core.drafting.model import ModelDrafter
+    from core.primitives.cached_model import cache_offset
+    from core.primitives.sampling import LogitsConfig
 
     cfg = LogitsConfig(temperature=1.0 if sampled else 0.0)
     keys = mx.random.split(mx.random.key(int(rng.integers(0, 2**31))), DRAFT_CHAIN)
@@ -129,7 +129,12 @@ def _time_acceptance(
     over R verified rows: greedy (argmax, match and the packed array a greedy round reads)
     and sampled (softmax of the target's rows and the mentored rule, the costlier sampled
     one), each ending in the round's one sync."""
-    from core.decode.sampling import LogitsConfig, accept_greedy_packed, accept_sampled, to_probs
+    from core.primitives.sampling import (
+        LogitsConfig,
+        accept_greedy_packed,
+        accept_sampled,
+        to_probs,
+    )
 
     cfg = LogitsConfig(temperature=1.0)
     out: dict[str, dict[int, list[float]]] = {"greedy": {}, "sampled": {}}
@@ -178,16 +183,16 @@ def calibrate(
     every R sees the same spread of lengths (`warmup` None: 1, but none of the target's on the
     CPU, which compiles nothing at first use); each timed call is one forward and one mx.eval.
     The draft's single-token step is timed as the engine runs it: a chain of steps with no
-    host sync inside (compiled with `fused_draft`, core/drafting/compiled.py). Medians are stored.
+    host sync inside (compiled with `fused_draft`, core/primitives/compiled.py). Medians are stored.
     `cancel` (a threading.Event) is checked before every forward: set, the calibration raises
     CalibrationCancelled after the forward under way. `chunk` bounds the rows of the context
     prefills (the engine's prefill_chunk; a narrow start's, core/runtime/warm_start.py).
     """
     # Imported here, not above: building the CLI's parser imports this package, and mlx_lm
-    # (which core.decode.cached_model imports) takes over a second to import.
+    # (which core.primitives.cached_model imports) takes over a second to import.
     from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
 
-    from core.decode.cached_model import PREFILL_CHUNK, cache_offset, prefill
+    from core.primitives.cached_model import PREFILL_CHUNK, cache_offset, prefill
 
     chunk = chunk or PREFILL_CHUNK
     row_list = _row_list(rows)
@@ -264,7 +269,7 @@ def calibrate(
 
     draft_s = sampled_s = None
     if draft_model is not None:
-        from core.decode.cached_model import CachedModel
+        from core.primitives.cached_model import CachedModel
 
         dvocab = min(vocab, _known_vocab(draft_model))
         state = CachedModel(draft_model, make_prompt_cache(draft_model))

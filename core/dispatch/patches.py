@@ -390,7 +390,7 @@ def draft_attention(model: nn.Module) -> Callable[[int], contextlib.AbstractCont
     multi-token first step, a lazy catch-up): the backend's default attention, so plain on
     CUDA, where MLX's fused multi-row attention is set up anew (~50 ms) at each new KV length
     and a draft runs such a forward at a new length every round; a no-op on Metal and the CPU.
-    The logits stay the same up to rounding (core.decode.cached_model.CachedModel.multi_row)."""
+    The logits stay the same up to rounding (core.primitives.cached_model.CachedModel.multi_row)."""
     return lambda rows: verification_patches(model, "auto", "auto", rows)
 
 

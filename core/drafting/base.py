@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import mlx.core as mx
 
-from core.decode.sampling import LogitsConfig
 from core.errors import UserError
+from core.primitives.sampling import LogitsConfig
 
 
 class DraftUnavailable(UserError):
@@ -47,7 +47,7 @@ class Proposal:
     """Up to k draft tokens on the device, with their draft distribution or none.
 
     `q` is [k, V] for a sampled draft; None means deterministic (each token has q = 1), which
-    every acceptance rule handles exactly (core.decode.sampling.one_hot). `tokens` stays lazy until
+    every acceptance rule handles exactly (core.primitives.sampling.one_hot). `tokens` stays lazy until
     the round's one host sync.
     """
 

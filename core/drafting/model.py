@@ -13,10 +13,10 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.decode.cached_model import PREFILL_CHUNK, CachedModel
-from core.decode.sampling import penalize, sample, to_probs
 from core.drafting.base import DraftRequest, DraftUnavailable, Offer, Proposal
 from core.drafting.registry import DraftResources
+from core.primitives.cached_model import PREFILL_CHUNK, CachedModel
+from core.primitives.sampling import penalize, sample, to_probs
 
 
 class ModelDrafter:

@@ -26,7 +26,7 @@ class DraftResources:
     """What a draft source may be built from: the draft model with its cache (the engine's,
     shared with draft-only mode), if one is loaded, and the common vocabulary size."""
 
-    draft: Any | None  # core.decode.cached_model.CachedModel
+    draft: Any | None  # core.primitives.cached_model.CachedModel
     vocab_size: int
     draft_reason: str | None = None  # why the draft model cannot speculate, if it cannot
     source: Callable[[str], Any] | None = None  # the engine's other sources, by name

@@ -15,8 +15,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.decode.introspect import output_rows
 from core.errors import UserError
+from core.primitives.introspect import output_rows
 
 CACHE_ENV = "SPECDEC_TUI_CACHE"
 

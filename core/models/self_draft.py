@@ -14,9 +14,9 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_unflatten
 
-from core.decode.introspect import body
 from core.models.loaded import LoadedModel, ModelLoadError, quantization_config
 from core.models.spec import check_quantization, int_option, parse_options
+from core.primitives.introspect import body
 
 SELF_DEFAULT_GROUP = 32
 

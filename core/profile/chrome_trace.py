@@ -31,7 +31,7 @@ from core.errors import UserError
 from core.events import COMM_NOTE, ORIGINS, PHASES, RoundEvent, RunSummary, phase_label
 from core.io import atomic
 from core.profile.records import Profile, ProfileError
-from core.runtime.version import version_text
+from core.version import version_text
 
 # Track ids inside every request's process, and the order they are shown in.
 HOST_TID, DRAFT_TID, TARGET_TID = 1, 2, 3

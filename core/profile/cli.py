@@ -194,7 +194,7 @@ def _print_show(console: Any, profile: Profile) -> None:
     for key in ("backend", "device_name", "mlx", "mlx_lm", "os", "python", "timestamp"):
         info.add_row(key, _text(value_text(env.get(key))))
     from core.identity import describe_models
-    from core.runtime.version import version_text
+    from core.version import version_text
 
     info.add_row("measured by", _text(version_text(env)))
     for role, line in describe_models(run.summary.models).items():  # 'unknown' in old runs

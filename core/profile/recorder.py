@@ -24,7 +24,7 @@ def record_environment() -> dict[str, Any]:
     import mlx.core as mx
 
     from core.dispatch.backend import backend_name
-    from core.runtime.version import tool_version
+    from core.version import tool_version
 
     try:
         info = {str(k): v for k, v in mx.device_info().items()}
@@ -44,7 +44,7 @@ def record_environment() -> dict[str, Any]:
         "mlx": version("mlx"),
         "mlx_lm": version("mlx-lm"),
         # The code that measured: the checkout's version, commit and whether it had edits
-        # (core/runtime/version.py); from an installed wheel the version alone (commit None).
+        # (core/version.py); from an installed wheel the version alone (commit None).
         "specdec_tui": tool_version()["version"],
         "specdec_tui_commit": tool_version()["commit"],
         "specdec_tui_dirty": tool_version()["dirty"],

@@ -176,7 +176,7 @@ def check_identity(d: Any, what: str) -> None:
 
 
 def _source_stats(stats: dict[str, Any], what: str) -> None:
-    """One source's stats (core/decode/acceptance.py `summary()`): counts, rates, a list of
+    """One source's stats (core/primitives/acceptance.py `summary()`): counts, rates, a list of
     rates; each value None, a finite number, or a list of finite numbers."""
     for key, value in stats.items():
         where = f"{what} {key}"

@@ -29,7 +29,7 @@ class WarmSize:
     power of two up to the chunk: the matmul tile classes a prompt's length picks); "verify":
     a verification of `rows` rows under calibration mode `mode` with each config's processing
     and acceptance; "draft": two chained draft steps per config, `compiled` or plain.
-    `configs` are core.decode.sampling.LogitsConfig.
+    `configs` are core.primitives.sampling.LogitsConfig.
     """
 
     kind: str
@@ -115,7 +115,7 @@ def first_round_sizes(
     the decode step, verifications of 1..starting k + 1 rows and the draft's steps, with the
     settings' own logits processing only. Target-only runs no draft; draft-only no target
     (its prefill is the draft's, warmed with the draft's steps)."""
-    from core.decode.cached_model import PREFILL_CHUNK
+    from core.primitives.cached_model import PREFILL_CHUNK
 
     chunk = chunk or getattr(settings, "prefill_chunk", None) or PREFILL_CHUNK
     cfgs = (_config_of(settings),)
@@ -138,7 +138,7 @@ def first_round_sizes(
 
 def _config_of(settings: Any) -> Any:
     """The logits processing a run of `settings` uses, as sampling_configs spells it."""
-    from core.decode.sampling import LogitsConfig
+    from core.primitives.sampling import LogitsConfig
 
     s = settings
     return LogitsConfig(0.0 if s.greedy else 0.7, 0.9 if s.top_p < 1.0 else 1.0,
@@ -155,7 +155,7 @@ def every_size(
 ) -> list[WarmSize]:
     """Everything a session of these settings can use (what `warm_up` runs at once), one
     size per row count, mode and draft variant, smallest first."""
-    from core.decode.cached_model import PREFILL_CHUNK
+    from core.primitives.cached_model import PREFILL_CHUNK
 
     cfgs = tuple(sampling_configs(settings))
     sizes = [WarmSize("verify", int(r), m, cfgs) for m in dict.fromkeys(modes) for r in rows]
@@ -201,8 +201,8 @@ class Warmer:
     def __init__(self, engine: Any, *, label: str | None = None, backend: Any | None = None,
                  force: bool = False, chunk: int | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
-        from core.decode.cached_model import PREFILL_CHUNK
         from core.dispatch.backend import current_backend
+        from core.primitives.cached_model import PREFILL_CHUNK
 
         self.engine = engine
         models = getattr(engine, "models", None) or {}

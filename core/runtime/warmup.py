@@ -69,7 +69,7 @@ def verify_rows(settings: Iterable[Any], extra: int = 0) -> list[int]:
 def sampling_configs(settings: Iterable[Any] = ()) -> list[Any]:
     """One LogitsConfig per kind of logits processing the settings use (greedy, temperature,
     top-p, repetition penalty), plus greedy and a plain sampled one, which any run may use."""
-    from core.decode.sampling import LogitsConfig
+    from core.primitives.sampling import LogitsConfig
 
     out = {LogitsConfig(0.0), LogitsConfig(0.7)}
     for s in settings:
@@ -113,8 +113,8 @@ def warm_up(
     must run the same forwards) runs all `settle_tries` steps instead of stopping when settled.
     `backend` fakes the machine in tests (core.dispatch.backend_info(query=...)).
     """
-    from core.decode.cached_model import PREFILL_CHUNK
     from core.dispatch.backend import current_backend
+    from core.primitives.cached_model import PREFILL_CHUNK
 
     b = backend or current_backend()
     if b.backend == "cpu" and not force:
@@ -212,7 +212,7 @@ class WarmShapes:
         """Every sampling config's processing and acceptance of `logits` [R, V] (lazy)."""
         import mlx.core as mx
 
-        from core.decode.sampling import (
+        from core.primitives.sampling import (
             accept_greedy_packed,
             accept_sampled,
             one_hot,
@@ -248,7 +248,7 @@ class WarmShapes:
 
     def target_cache(self, prompt: list[int], chunk: int) -> Any:
         """A fresh target cache holding `prompt` (prefilled in `chunk`s, as the engine does)."""
-        from core.decode.cached_model import CachedModel
+        from core.primitives.cached_model import CachedModel
 
         t = CachedModel.fresh(self.target_model)
         t.prefill(prompt, chunk)
@@ -308,8 +308,8 @@ class WarmShapes:
 
     def draft_cache(self, prompt: list[int], chunk: int) -> Any:
         """A fresh draft cache holding `prompt` (its ids folded into the draft's vocabulary)."""
-        from core.decode.cached_model import CachedModel
         from core.dispatch.patches import draft_attention
+        from core.primitives.cached_model import CachedModel
 
         d = CachedModel.fresh(self.draft_model, draft_attention(self.draft_model))
         d.prefill([x % self.draft_vocab() for x in prompt], chunk)
@@ -317,7 +317,7 @@ class WarmShapes:
         return d
 
     def draft_vocab(self) -> int:
-        from core.decode.introspect import vocab_size
+        from core.primitives.introspect import vocab_size
 
         return min(self.vocab, vocab_size(self.draft_model) or self.vocab)
 
@@ -326,7 +326,7 @@ class WarmShapes:
         import mlx.core as mx
         from mlx_lm.models.cache import trim_prompt_cache
 
-        from core.decode.sampling import sample, to_probs
+        from core.primitives.sampling import sample, to_probs
 
         dvocab = self.draft_vocab()
         for cfg in configs:

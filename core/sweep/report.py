@@ -330,7 +330,7 @@ def scrub_paths(text: str, data: dict[str, Any]) -> str:
 def provenance_lines(data: dict[str, Any]) -> list[str]:
     """Models by name and sha256 (or shape and seed), the machine, MLX and the tool's commit."""
     from core.identity import ModelIdentity
-    from core.runtime.version import version_text
+    from core.version import version_text
 
     out = []
     identities = (data.get("models") or {}).get("identities") or {}

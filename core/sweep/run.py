@@ -21,7 +21,7 @@ from typing import Any
 from core.bench.copying import measures
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
-from core.decode.acceptance import PositionTally
+from core.primitives.acceptance import PositionTally
 from core.sweep.frontier import frontier_summary
 from core.sweep.grid import APPLIED_FIELDS, Cell, SweepGrid
 

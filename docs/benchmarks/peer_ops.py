@@ -321,7 +321,7 @@ PAIRS = {
 def count(out: Path, tokens: int, repeats: int, pairs: str = "tiny") -> int:
     from core.decode.engine import Engine
     from core.models import load_pair
-    from core.runtime.version import tool_version
+    from core.version import tool_version
 
     cases = []
     import mlx.core as mx
@@ -502,7 +502,7 @@ def render_page(data: Path = DATA) -> str:
         "one a round and nothing drew from them (mlx-lm's loop splits none). A greedy "
         "`DraftRequest` carries no keys.",
         "- Greedy acceptance is one array, [drafts, the target's argmax per row, n] "
-        "(`core.decode.sampling.accept_greedy_packed`): one eval and one read a round, the "
+        "(`core.primitives.sampling.accept_greedy_packed`): one eval and one read a round, the "
         "next token taken as row n's on the host; the Verdict's constant TV, its read and "
         "the packing's casts and reshapes are gone. n is still counted on the device.",
         "- The verification and each draft step keep their rows with one slice of the "

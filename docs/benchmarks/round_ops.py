@@ -106,7 +106,7 @@ def main(out: Path) -> int:
     from core.decode.engine import Engine
     from core.dispatch import VerifyCostCurve
     from core.models import load_pair
-    from core.runtime.version import tool_version
+    from core.version import tool_version
     from core.settings import Settings
 
     engine = Engine.from_pair(load_pair("shape:tiny", "shape:tiny-draft"))

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Any
 
-from core.decode.acceptance import PositionTally
 from core.events import CommittedToken, PhaseTimings, RoundEvent, RunSummary
 from core.identity import ModelIdentity
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 from tui.app import SpecDecApp
 from tui.engine_info import CurveInfo, PairInfo, ShapeKernel
@@ -95,6 +96,8 @@ def hold(gate: threading.Event | None, cancel: threading.Event | None = None) ->
 
 class FakeSession:
     """Implements the EngineSession protocol with deterministic rounds."""
+
+    context_window: int | None = None  # a test that trims a chat sets one
 
     def __init__(self, script: Script, target: str, draft: str | None) -> None:
         hold(script.load_gate)
@@ -229,6 +232,12 @@ class FakeSession:
     def needs_curve(self, settings: Settings) -> bool:
         return self.script.needs_curve and settings.policy == "cost-aware"
 
+    def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
+        return None, ()  # nothing kept: a turn that needs a curve calibrates first
+
+    def warm_idle(self, settings: Settings) -> Any:
+        return None  # nothing to warm: the scripted engine compiles nothing
+
     def calibrate(self, settings: Settings, progress, cancel=None) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")
         for r in range(1, 10):
@@ -319,14 +328,14 @@ async def ready(pilot) -> SpecDecApp:  # noqa: ANN001
 async def chat(pilot, text: str = "Write a scene.") -> SpecDecApp:  # noqa: ANN001
     """Type a message, send it, and wait until the run finished.
 
-    Until this turn's run is in `app.runs`: on a loaded machine the enter key may still be
+    Until this turn's run is in `app.runs_state.runs`: on a loaded machine the enter key may still be
     queued when `press` returns, and the previous turn's run must not pass for this one."""
     app = await ready(pilot)
-    before = app.runs[-1] if app.runs else None
+    before = app.runs_state.runs[-1] if app.runs_state.runs else None
     app.query_one("#prompt").value = text
     await pilot.press("enter")
-    await wait_for(pilot, lambda: app.run_id is None and bool(app.runs)
-                   and app.runs[-1] is not before)
+    await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs)
+                   and app.runs_state.runs[-1] is not before)
     return app
 
 

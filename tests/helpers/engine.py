@@ -10,8 +10,8 @@ import mlx.core as mx
 import numpy as np
 
 from core.decode.engine import Engine
-from core.decode.sampling import LogitsConfig, penalize, to_probs
 from core.events import RoundEvent, RunSummary
+from core.primitives.sampling import LogitsConfig, penalize, to_probs
 from core.settings import Settings
 from tests.helpers.tiny import PROMPT, VOCAB, next_token_logits, softmax
 
@@ -68,7 +68,7 @@ def exact_pair_law(model, prompt: Sequence[int], cfg: LogitsConfig) -> np.ndarra
     """P(t1, t2) [V, V] of sampling two tokens from `model` with `cfg`, by enumerating t1.
 
     Plain temperature uses a float64 softmax written here; with repetition penalty or top-p
-    the processed distribution comes from core.decode.sampling (what both modes apply; the claim
+    the processed distribution comes from core.primitives.sampling (what both modes apply; the claim
     tested is that speculation does not change the law, not how logits are processed).
     """
     plain = cfg.repetition_penalty == 1.0 and cfg.top_p == 1.0

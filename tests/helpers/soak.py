@@ -242,7 +242,7 @@ async def soak(
             if before_turn is not None:
                 before_turn(cancel)
             rounds_before = engine_rounds()
-            dropped_before = app.dropped_messages
+            dropped_before = app.runs_state.dropped_messages
             t0 = time.monotonic()
             before = _last_answer(app)
             app.query_one("#prompt", Composer).value = rng.choice(PROMPTS)
@@ -253,12 +253,12 @@ async def soak(
             # then started after this check, or was refused as busy by the next one.
             await _started(pilot, before, turn)
             if cancel:
-                await _wait(pilot, lambda: app.stats.rounds or app.run_id is None, turn_timeout)
+                await _wait(pilot, lambda: app.runs_state.stats.rounds or app.run_id is None, turn_timeout)
                 await pilot.press("escape")
                 report.cancels += 1
             await _wait(pilot, lambda: app.run_id is None, turn_timeout)
             report.turn_seconds.append(time.monotonic() - t0)
-            report.trims += app.dropped_messages > dropped_before
+            report.trims += app.runs_state.dropped_messages > dropped_before
             await _focus_input(pilot)
 
             # checks: answered, shows what ran, nothing failed unseen

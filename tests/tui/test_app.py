@@ -42,15 +42,15 @@ async def test_chat_streams_rounds_coloured_by_origin(make_app, script: Script) 
         msg = app.query_one(AssistantMessage)
         origins = {p.origin for p in msg.transcript.pieces}
         assert {"accepted", "corrected", "bonus"} <= origins
-        summary = app.runs[-1].summary
-        assert summary.tokens == app.stats.tokens == 20 + 8  # accepted + one per round
+        summary = app.runs_state.runs[-1].summary
+        assert summary.tokens == app.runs_state.stats.tokens == 20 + 8  # accepted + one per round
         # every committed id is in the text, none of the rejected ones is unless asked for
         assert msg.text == "".join(p.text for p in msg.transcript.pieces if p.origin != REJECTED)
         footer = str(msg._footer.render())
         assert "28 tok" in footer and "tok/s" in footer and "TTFT" in footer and "acc" in footer
-        assert app.messages[-1] == {"role": "assistant", "content": msg.text}
+        assert app.runs_state.messages[-1] == {"role": "assistant", "content": msg.text}
         # repaints are batched: never more than one per round
-        assert 1 <= app.flushes <= summary.rounds
+        assert 1 <= app.runs_state.flushes <= summary.rounds
 
 
 async def test_multi_turn_sends_the_whole_conversation(make_app, script: Script) -> None:
@@ -60,7 +60,7 @@ async def test_multi_turn_sends_the_whole_conversation(make_app, script: Script)
         await chat(pilot, "second")
         roles = [m["role"] for m in script.prompts[-1]]
         assert roles == ["user", "assistant", "user"]
-        assert script.prompts[-1][1]["content"] == app.runs[0].text
+        assert script.prompts[-1][1]["content"] == app.runs_state.runs[0].text
         assert len(app.query(AssistantMessage)) == 2
 
 
@@ -69,7 +69,7 @@ async def test_enter_while_generating_is_refused(make_app, script: Script) -> No
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await send_until(pilot, "one", lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "one", lambda: len(app.runs_state.stats.rounds) >= 2)
         app.query_one("#prompt", Composer).value = "two"
         await pilot.press("enter")
         assert any("busy" in w for w in notices(app, "warning"))
@@ -199,7 +199,7 @@ async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
         await wait_for(pilot, lambda: app.run_id is None)
         assert script.seen[0].k == 4 and script.seen[0].tv_budget == 0.0
         assert script.seen[-1].k == 5 and script.seen[-1].tv_budget == pytest.approx(0.05)
-        assert app.stats.rounds[-1].proposed == 5  # the round shows the new k
+        assert app.runs_state.stats.rounds[-1].proposed == 5  # the round shows the new k
 
 
 async def test_help_and_palette(make_app) -> None:
@@ -232,17 +232,17 @@ async def test_escape_cancels_a_running_generation(make_app, script: Script) -> 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await send_until(pilot, "go on forever", lambda: len(app.stats.rounds) >= 3)
+        await send_until(pilot, "go on forever", lambda: len(app.runs_state.stats.rounds) >= 3)
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 200 s
-        summary = app.runs[-1].summary
+        summary = app.runs_state.runs[-1].summary
         assert summary.stop_reason == "cancelled"
         assert summary.rounds < FOREVER
         assert "cancelled" in str(app.query_one(AssistantMessage)._footer.render())
         # the app keeps working: the next turn runs to the end
         script.rounds, script.delay_s = 3, 0.0
         await chat(pilot, "again")
-        assert app.runs[-1].summary.stop_reason == "length"
+        assert app.runs_state.runs[-1].summary.stop_reason == "length"
 
 
 async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Script) -> None:
@@ -256,7 +256,7 @@ async def test_engine_error_notifies_and_app_keeps_running(make_app, script: Scr
         assert app.bridge.alive
         script.fail_after = None
         await chat(pilot, "again")
-        assert app.runs[-1].summary.tokens > 0
+        assert app.runs_state.runs[-1].summary.tokens > 0
 
 
 async def test_loading_indicator_while_the_pair_loads(make_app, script: Script) -> None:
@@ -417,8 +417,8 @@ async def test_ctrl_s_writes_a_profile_that_loads_back(make_app, profiles) -> No
         assert loaded.settings == app.settings
         assert loaded.settings.tv_budget == pytest.approx(0.05)
         assert loaded.run is not None
-        assert len(loaded.run.rounds) == app.runs[-1].summary.rounds
-        assert loaded.run.summary == app.runs[-1].summary
+        assert len(loaded.run.rounds) == app.runs_state.runs[-1].summary.rounds
+        assert loaded.run.summary == app.runs_state.runs[-1].summary
         assert loaded.run.prompt == "Write a scene."
         assert app.profile_name == "moon-run"
 
@@ -445,7 +445,7 @@ async def test_switching_profiles_changes_settings_and_panels(make_app, profiles
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await chat(pilot)
-        assert len(app.stats.rounds) == 8
+        assert len(app.runs_state.stats.rounds) == 8
         await blur_input(pilot)
         await pilot.press("p")
         assert isinstance(app.screen, ProfilePickerScreen)
@@ -457,7 +457,7 @@ async def test_switching_profiles_changes_settings_and_panels(make_app, profiles
         assert app.settings.k == 6 and app.settings.tv_budget == 0.5
         assert app.profile_name == "wide"
         # the panels now show the profile's recorded run
-        assert len(app.stats.rounds) == 5
+        assert len(app.runs_state.stats.rounds) == 5
         bars = str(app.query_one(RoundsPanel).query_one("#round-bars", Static).render())
         assert len(bars.strip().splitlines()) == 5
         compare = app.query_one("#compare-table", DataTable)
@@ -477,7 +477,7 @@ async def test_start_with_a_profile(make_app, profiles) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         assert app.settings.k == 2 and app.profile_name == "start"
-        assert len(app.stats.rounds) == 3
+        assert len(app.runs_state.stats.rounds) == 3
 
 
 def test_summarize_matches_rounds() -> None:
@@ -540,7 +540,7 @@ async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profi
     args = argparse.Namespace(profile=str(profiles / "bad.toml"), profiles_dir=str(profiles),
                               target=None, draft=None)  # fmt: skip
     app = build_app(args, lambda target, draft: FakeSession(Script(), target, draft))
-    assert app.start_notices and "bad.run.json" in app.start_notices[0]
+    assert app.profiles_state.start_notices and "bad.run.json" in app.profiles_state.start_notices[0]
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await ready(pilot)
         await wait_for(pilot, lambda: "was not loaded" in toasts(app))
@@ -590,7 +590,7 @@ async def test_d_switches_the_draft_source_from_the_next_round(make_app, script:
         await wait_for(pilot, lambda: app.run_id is None)
         assert script.seen[0].draft_source == "model"
         assert script.seen[-1].draft_source == "lookup"  # the engine read the new source
-        sources = {ev.source for ev in app.stats.rounds}
+        sources = {ev.source for ev in app.runs_state.stats.rounds}
         assert {"model", "lookup"} <= sources
         assert "lookup" in str(app.query_one("#status", Static).render())
 
@@ -654,7 +654,7 @@ async def test_acceptance_panel_per_source_and_where_the_copy_came_from(
         script.rounds = 5
         await chat(pilot, "second")
         await pilot.pause()
-        assert app.last_copy is not None and app.last_copy.where() == "your message 3"
+        assert app.runs_state.last_copy is not None and app.runs_state.last_copy.where() == "your message 3"
         word = WORDS[1 + len("second") % 20]
         origin = str(app.query_one("#copy-origin", Static).render())
         assert "1 token from your message 3, token 0" in origin and word in origin

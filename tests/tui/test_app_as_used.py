@@ -112,10 +112,10 @@ async def test_a_first_turn_counts_from_enter_with_the_calibration_on_its_own_li
                          lambda: "first turn waits on the calibration: 11%" in status(app))
         clock.now += 270.0  # the calibration takes 4.5 minutes
         script.calibrate_gate.set()
-        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs))
         msg = app.query_one(AssistantMessage)
         footer = msg.footer_text(None).plain
-        summary = app.runs[-1].summary
+        summary = app.runs_state.runs[-1].summary
         assert f"TTFT {summary.ttft_s + 270:.2f}s" in footer
         assert f"E2E {summary.e2e_s + 270:.2f}s" in footer
         assert "calibrated the verify cost for 270.0s before the first round" in footer
@@ -137,7 +137,7 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
 async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         make_app, script: Script) -> None:  # fmt: skip
     """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the
-    prefill stops between its chunks (core/decode/cached_model.py `prefill`). Esc as a
+    prefill stops between its chunks (core/primitives/cached_model.py `prefill`). Esc as a
     terminal sends it: the turn ends cancelled with no round, the toast says the prefill
     stops, the message stays in the chat, and the next turn runs."""
     script.prefill_gate = threading.Event()  # a prefill that lasts until cancelled
@@ -147,7 +147,7 @@ async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         await send_until(pilot, "def f():\n    return 1", lambda: "prefilling" in status(app))
         await send(pilot, ESC)
         await wait_for(pilot, lambda: app.run_id is None)
-        summary = app.runs[-1].summary
+        summary = app.runs_state.runs[-1].summary
         assert summary.stop_reason == "cancelled" and summary.rounds == 0
         footer = app.query_one(AssistantMessage).footer_text(None).plain
         assert "TTFT -" in footer and "cancelled" in footer  # no token: no time to it
@@ -156,7 +156,7 @@ async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         assert app.runs_state.messages[0] == {"role": "user", "content": "def f():\n    return 1"}
         script.prefill_gate.set()
         await chat(pilot, "again")
-        assert app.runs[-1].summary.stop_reason == "length"
+        assert app.runs_state.runs[-1].summary.stop_reason == "length"
 
 
 async def test_calibration_and_bench_progress_in_the_status_line(make_app,
@@ -213,10 +213,10 @@ async def test_a_narrow_terminal_shows_one_view_switched_by_ctrl_t(make_app) -> 
         for _ in range(5):
             await pilot.press("ctrl+t")
             await pilot.pause()
-            seen.append(app.view)
-            if app.view != "chat":
+            seen.append(app.view_state.view)
+            if app.view_state.view != "chat":
                 assert panels.size.width >= 76 and chat_column.size.width == 0
-                assert app.query_one(TabbedContent).active == app.view
+                assert app.query_one(TabbedContent).active == app.view_state.view
         assert seen == ["rounds", "acceptance", "kernels", "profile", "chat"]
         assert chat_column.size.width >= 76 and app.query_one("#prompt", Composer).has_focus
         # everything stays on the screen: the key bar's last line is the screen's last

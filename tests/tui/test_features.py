@@ -3,6 +3,7 @@ reactive drawn by its watcher (tui/status.py), and a thin shell (tui/app.py)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -44,10 +45,27 @@ def test_the_shell_has_what_the_seam_declares() -> None:
     assert not missing, missing
 
 
+def state_writes(text: str) -> set[str]:
+    """The `self.X_state` objects a module's code writes: an assignment or augmented assignment
+    to one of their attributes (or items), at any depth (`self.runs_state.stats.summary = s`)."""
+    written: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+        for target in targets:
+            while isinstance(target, ast.Attribute | ast.Subscript):
+                base = target.value
+                if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
+                        and base.value.id == "self" and base.attr.endswith("_state"):
+                    written.add(base.attr)
+                target = base
+    return written
+
+
 def test_a_feature_writes_only_its_own_state_and_status_part() -> None:
     for name, (own, part) in OWNS.items():
         text = (TUI / "features" / name).read_text()
-        states = set(re.findall(r"\bself\.(\w+_state)\b", text))
+        states = state_writes(text)
         assert states <= ({own} if own else set()), (name, states)
         parts = set(re.findall(r"set_status\((\w+)=", text))
         assert parts <= ({part} if part else set()), (name, parts)
@@ -56,10 +74,63 @@ def test_a_feature_writes_only_its_own_state_and_status_part() -> None:
     assert "set_status(" not in shell
     # the names read on the app are views of a feature's state: nothing else writes them
     app = SpecDecApp(session_factory=lambda *a: None)
-    for name in ("runs", "messages", "stats", "curve", "view", "show_plots", "run_id",
-                 "calibrating", "benchmarking", "profile_name", "compiling"):
+    for name in ("curve", "run_id", "calibrating", "benchmarking", "profile_name", "compiling"):
         with pytest.raises(AttributeError):
             setattr(app, name, None)
+
+
+def test_the_write_check_sees_another_feature_s_state_written() -> None:
+    """A control: reads of another state pass, a write at any depth does not."""
+    text = ("def f(self):\n    x = self.runs_state.stats\n    self.view_state.view = 'chat'\n"
+            "    self.runs_state.stats.summary = x\n    self.models_state.info = None\n")
+    assert state_writes(text) == {"view_state", "runs_state", "models_state"}
+    assert state_writes("def f(self):\n    y = self.runs_state.last_prompt()\n") == set()
+
+
+def cross_calls(files: dict[str, str], allowed: set[str]) -> list[str]:
+    """'module calls self.name()' for each method a feature module calls on the app that
+    another feature module defines, unless the shell's seam declares it (`allowed`)."""
+    defined = {f: {n.name for n in ast.walk(ast.parse(t)) if isinstance(n, ast.FunctionDef)}
+               for f, t in files.items()}
+    out = []
+    for f, text in files.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "self" and node.attr not in allowed \
+                    and node.attr not in defined[f]:
+                owners = [g for g, names in defined.items() if g != f and node.attr in names]
+                if owners:
+                    out.append(f"{f} calls self.{node.attr} of {owners[0]}")
+    return sorted(set(out))
+
+
+def _seam() -> set[str]:
+    return set(AppShell.__annotations__) | set(vars(AppShell)) | set(vars(Feature)) \
+        | set(dir(App))
+
+
+def test_no_feature_calls_another_feature_s_methods() -> None:
+    """Features tell each other things by messages (tui/features/base.py) and read each
+    other's state through the seam; a method of another feature is neither."""
+    files = {p.name: p.read_text() for p in (TUI / "features").glob("*.py")
+             if p.name in OWNS}
+    assert cross_calls(files, _seam()) == []
+
+
+def test_the_call_check_sees_a_feature_calling_another() -> None:
+    """A control: runs calling compare's method is found; a seam member and a Textual method
+    of the app are not."""
+    files = {"runs.py": "class R:\n    def done(self, r):\n        self.compare_latest(r)\n"
+                        "        self.refresh_panels()\n        self.notify('x')\n",
+             "compare.py": "class C:\n    def compare_latest(self, r):\n        pass\n",
+             "view.py": "class V:\n    def refresh_panels(self):\n        pass\n"}
+    assert cross_calls(files, _seam()) == ["runs.py calls self.compare_latest of compare.py"]
+
+
+def test_only_apply_writes_the_settings() -> None:
+    """State changes go through `apply` (validated): no feature assigns `self.settings`."""
+    for path in (TUI / "features").glob("*.py"):
+        assert not re.search(r"\bself\.settings\s*=[^=]", path.read_text()), path.name
 
 
 def test_the_status_line_is_drawn_only_from_the_reactives() -> None:

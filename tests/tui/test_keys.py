@@ -158,7 +158,7 @@ async def test_a_pasted_40_line_function_keeps_every_line(make_app, script: Scri
         # grown to its cap, then scrolling, rather than pushing the chat off the screen
         assert 1 < composer.outer_size.height <= 9
         await send(pilot, "\r")  # Enter sends
-        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs))
         sent = script.prompts[-1][-1]["content"]
         assert sent == FUNCTION + "\n" + REQUEST
         assert len(sent.splitlines()) == 41
@@ -188,7 +188,7 @@ async def test_enter_sends_and_shift_enter_adds_a_line(make_app, script: Script)
         await send(pilot, "three")
         assert composer.text == "one\ntwo\nthree"
         await send(pilot, "\r")
-        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs))
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs))
         assert script.prompts[-1][-1]["content"] == "one\ntwo\nthree"
 
 

@@ -87,12 +87,12 @@ async def _recorded_run(make_app, script: Script, text: str):  # noqa: ANN001, A
 
 
 def _state(app) -> dict:  # noqa: ANN001
-    record = app.runs[-1]
+    record = app.runs_state.runs[-1]
     return {
-        "rounds": len(app.stats.rounds),
+        "rounds": len(app.runs_state.stats.rounds),
         "tokens": record.summary.tokens,
-        "sources": {name: (t.rounds, t.rates()) for name, t in app.sources.tallies.items()},
-        "plain steps": app.sources.plain_steps,
+        "sources": {name: (t.rounds, t.rates()) for name, t in app.runs_state.sources.tallies.items()},
+        "plain steps": app.runs_state.sources.plain_steps,
         "text": record.text,
     }
 
@@ -116,7 +116,7 @@ async def test_the_app_folds_a_run_in_order_however_its_messages_arrive(
         app = make_app(Settings(draft_source="hybrid"))
         async with app.run_test(size=SIZE) as pilot:
             await ready(pilot)
-            before = len(app.runs)
+            before = len(app.runs_state.runs)
             app.query_one("#prompt").value = "first"
             app.bridge.generate = lambda *a, **k: captured[0].run_id  # nothing else runs
             await pilot.press("enter")
@@ -124,8 +124,8 @@ async def test_the_app_folds_a_run_in_order_however_its_messages_arrive(
             for message in order:
                 app.post_message(message)
                 await pilot.pause()
-                if len(app.runs) == before + 1:
+                if len(app.runs_state.runs) == before + 1:
                     # recorded only once every round is in: the state is the in-order one
                     assert _state(app) == in_order, name
-            assert len(app.runs) == before + 1 and app.run_id is None, name
+            assert len(app.runs_state.runs) == before + 1 and app.run_id is None, name
             assert _state(app) == in_order, name

@@ -62,7 +62,7 @@ async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
         assert plot.display and not table.display
         series = plot.series
         assert series is not None and series.rows == tuple(range(1, 10))
-        assert series.current == app.stats.last.rows == 5  # k + 1 rows this round
+        assert series.current == app.runs_state.stats.last.rows == 5  # k + 1 rows this round
         assert series.boundary == 8
         assert not plot.query_one(StaticPlot).can_focus  # + - r and arrows stay the app's
 
@@ -81,7 +81,7 @@ async def test_plots_by_default_and_v_shows_the_numbers(make_app) -> None:
         positions = acceptance.query_one(PositionPlot).series
         assert positions is not None
         assert positions.positions == (1, 2, 3, 4)
-        assert list(positions.rates) == [r or 0.0 for r in app.stats.per_position]
+        assert list(positions.rates) == [r or 0.0 for r in app.runs_state.stats.per_position]
         assert plot.display and not table.display
 
 

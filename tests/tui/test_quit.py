@@ -46,7 +46,7 @@ async def test_ctrl_q_mid_turn_exits_only_after_the_round_ends(script, profiles)
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.runs_state.stats.rounds) >= 2)
         await wait_for(pilot, lambda: state["in_round"])  # mid-round, as a user presses it
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: bool(state.get("exits")))
@@ -60,7 +60,7 @@ async def test_a_save_confirmed_just_before_ctrl_q_is_on_disk(script, profiles) 
     app = _app(script, profiles, state)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 2)
+        await send_until(pilot, "go on", lambda: len(app.runs_state.stats.rounds) >= 2)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
         app.screen.query_one(Input).value = "kept"

@@ -31,15 +31,15 @@ async def test_real_engine_answers_on_the_default_pair(tmp_path) -> None:
         assert not app.info.random_weights
         app.query_one("#prompt", Composer).value = "What is the capital of France?"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs), timeout=300)
-        summary = app.runs[-1].summary
+        await wait_for(pilot, lambda: app.run_id is None and bool(app.runs_state.runs), timeout=300)
+        summary = app.runs_state.runs[-1].summary
         assert 1 <= summary.tokens <= 8
         msg = app.query_one(AssistantMessage)
         # greedy speculation is lossless: the target's own answer, decided per round
         assert "Paris" in msg.text
         origins = {p.origin for p in msg.transcript.pieces}
         assert origins <= {"accepted", "corrected", "bonus", "rejected"}
-        assert len(app.stats.rounds) == summary.rounds
+        assert len(app.runs_state.stats.rounds) == summary.rounds
         assert summary.acceptance is not None
         # the MLX work ran on the bridge's thread, never on the UI's
         assert app.bridge.alive

@@ -23,7 +23,7 @@ async def test_a_mode_changed_mid_turn_is_recorded_from_the_round_it_applied(
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await send_until(pilot, "go on", lambda: len(app.stats.rounds) >= 3)
+        await send_until(pilot, "go on", lambda: len(app.runs_state.stats.rounds) >= 3)
         app.query_one("#prompt", Composer).blur()
         await pilot.press("m", "a")  # mode speculative -> target-only; rule mentored -> greedy
         await wait_for(pilot, lambda: app.run_id is None)

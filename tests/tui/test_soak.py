@@ -38,7 +38,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
 
     def factory(target: str, draft: str | None) -> FakeSession:
         session = FakeSession(script, target, draft)
-        session.context_window = 40  # type: ignore[attr-defined]  # a long chat trims
+        session.context_window = 40  # a long chat trims
         return session
 
     def before_turn(cancel: bool) -> None:
@@ -76,4 +76,4 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
             mine = [getattr(s, what) for s in last]
             assert statistics.median(mine) <= high * 1.03, (what, report.samples)
             assert max(mine) <= high * 1.10, (what, report.samples)
-        assert len(app.messages) <= 40  # trimmed to the window
+        assert len(app.runs_state.messages) <= 40  # trimmed to the window

@@ -35,7 +35,7 @@ class BenchFeature(Feature):
     def action_bench(self) -> None:
         if not self.can_start("benchmark"):
             return
-        prompt = self.last_prompt()  # tui/features/runs.py
+        prompt = self.runs_state.last_prompt()
         if prompt is None:
             self.notify("Send a message first: the benchmark runs on the last prompt.",
                         severity="warning")

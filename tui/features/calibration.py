@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.engine_info import CurveInfo
-from tui.features.base import Feature
-from tui.messages import Calibrated, CalibrationProgress, CalibrationStopped
+from tui.features.base import Feature, RecordedRunShown
+from tui.messages import Calibrated, CalibrationProgress, CalibrationStopped, EngineFailed
 from tui.status import CalibrationStatus
 from tui.widgets.kernels import KernelsPanel
 
@@ -34,9 +34,11 @@ class CalibrationFeature(Feature):
         """The curve shown: measured (`c`, a first turn), kept, or a profile's recorded one."""
         return self.calibration_state.curve
 
-    def show_recorded_curve(self, data: dict[str, Any]) -> None:
-        """A profile's stored calibration becomes the curve shown (none if unreadable)."""
-        self.calibration_state.curve = curve_from_dict(data)
+    def on_recorded_run_shown(self, message: RecordedRunShown) -> None:
+        """A profile's stored calibration becomes the curve shown (none if unreadable); a run
+        recorded without one leaves the curve as it was."""
+        if message.run.calibration:
+            self.calibration_state.curve = curve_from_dict(message.run.calibration)
 
     @property
     def calibrating(self) -> bool:
@@ -62,30 +64,27 @@ class CalibrationFeature(Feature):
         label = f"{message.fraction:.0%} {message.label}"
         # the status line carries the percentage (`c` showed none)
         self.set_status(calibration=CalibrationStatus(part.running, label, since))
-        self.query_one(KernelsPanel).show(self.info, self.stats, self.curve, label)
+        self.query_one(KernelsPanel).show(self.info, self.runs_state.stats, self.curve, label)
 
     def on_calibrated(self, message: Calibrated) -> None:
         self.set_status(calibration=CalibrationStatus())
         self.calibration_state.curve = message.curve
         kept = getattr(message.curve, "kept_at", None)
         self.notify(f"calibration kept from {kept} reused (c measures again)" if kept
-                    else "calibration done: see the Kernels panel", timeout=2)  # fmt: skip
+                    else "calibration done: see the Kernels panel", timeout=2)
         self.refresh_panels(all_panels=True)
 
     def on_calibration_stopped(self, message: CalibrationStopped) -> None:
-        """Esc stopped a calibration: the curve stays as it was; a turn it ran before ends
-        without generating (it once went on to its first round after the whole calibration)."""
+        """Esc stopped a calibration: the curve stays as it was (a turn it ran before ends
+        without generating: tui/features/runs.py says so on its message)."""
         self.set_status(calibration=CalibrationStatus())
-        current = self.current  # the turn it ran before (tui/features/runs.py)
-        if message.run_id is not None and message.run_id == self.run_id \
-                and current is not None:
-            current.note = "cancelled during the first-use calibration: nothing generated"
         self.notify("calibration cancelled: the curve is as it was", timeout=3)
         self.refresh_panels(all_panels=True)
 
-    def calibration_failed(self) -> None:
-        """The calibration raised (EngineFailed "calibrate"): nothing runs any more."""
-        self.set_status(calibration=CalibrationStatus())
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        """The calibration raised: nothing runs any more (the notification is runs')."""
+        if message.task == "calibrate":
+            self.set_status(calibration=CalibrationStatus())
 
 
 def curve_from_dict(data: dict[str, Any]) -> CurveInfo | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.features.base import Feature
+from tui.engine_info import decoded
+from tui.features.base import Feature, RecordedRunShown, RunRecorded
+from tui.messages import ModelsLoaded
 from tui.records import RunRecord
 from tui.widgets.profile_panel import ProfilePanel
 
@@ -31,21 +33,21 @@ class CompareFeature(Feature):
         self.compare_state.pair = pair
         self.query_one(ProfilePanel).show_compare(*pair)
 
-    def compare_latest(self, record: RunRecord) -> None:
+    def on_run_recorded(self, message: RunRecorded) -> None:
         """A run just finished: it becomes B, and the run B was (or A) becomes A."""
         a, b = self.compare_state.pair
-        self._show_pair((b if b is not None else a, record))
+        self._show_pair((b if b is not None else a, message.record))
 
-    def compare_recorded(self, record: RunRecord) -> None:
+    def on_recorded_run_shown(self, message: RecordedRunShown) -> None:
         """A profile's recorded run was shown: it becomes A, the session's latest run B."""
-        runs = self.runs
-        self._show_pair((record, runs[-1] if runs else None))
+        runs = self.runs_state.runs
+        self._show_pair((message.record, runs[-1] if runs else None))
 
-    def pair_loaded(self) -> None:
+    def on_models_loaded(self, message: ModelsLoaded) -> None:
         """A pair was loaded: a recorded run's text (kept as ids) can be decoded now."""
         for record in self.compare_state.pair:
             if record is not None and not record.text:
-                record.text = self.decode_ids(record.summary.token_ids)  # features/models.py
+                record.text = decoded(message.decode, message.info, record.summary.token_ids)
         self._show_pair(self.compare_state.pair)
 
     def on_profile_panel_compare_asked(self, message: ProfilePanel.CompareAsked) -> None:
@@ -55,7 +57,7 @@ class CompareFeature(Feature):
         """Two runs side by side: this session's runs and the saved profiles, A and B."""
         from tui.screens.compare import CompareScreen, live_run
 
-        runs = self.runs
+        runs = self.runs_state.runs
         env = dict(self.info.environment) if self.info is not None else {}
         live = [live_run(i, record, env) for i, record in enumerate(runs)]
 
@@ -68,4 +70,4 @@ class CompareFeature(Feature):
             return f"profile:{record.label}"  # a recorded profile shown in the panel
 
         a, b = self.compare_state.pair
-        self.push_screen(CompareScreen(live, self.store(), key(a), key(b)))
+        self.push_screen(CompareScreen(live, self.profiles_state.opened(), key(a), key(b)))

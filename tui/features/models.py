@@ -8,9 +8,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tui.engine_info import PairInfo
-from tui.features.base import Feature, state_view
-from tui.messages import EngineNotice, IdleWarmup, KernelsCompiling, ModelsLoaded, ModelsLoading
+from tui.engine_info import PairInfo, decoded
+from tui.features.base import Feature
+from tui.messages import (
+    EngineFailed,
+    EngineNotice,
+    IdleWarmup,
+    KernelsCompiling,
+    ModelsLoaded,
+    ModelsLoading,
+)
 from tui.status import ModelsStatus
 from tui.widgets.chat import ChatView
 
@@ -22,12 +29,15 @@ class ModelsState:
     info: PairInfo | None = None
     decode: Callable[[Sequence[int]], str] | None = None
 
+    def decode_ids(self, ids: Iterable[int]) -> str:
+        """A recorded run's text, when a tokenizer is loaded (a profile stores ids only)."""
+        return decoded(self.decode, self.info, ids)
+
 
 class ModelsFeature(Feature):
     """Folds the bridge's load, compile, idle warm-up and notice messages."""
 
     models_state: ModelsState
-    decode = state_view("models_state", "decode", "Ids to text for the loaded pair, or None.")
 
     @property
     def info(self) -> PairInfo | None:
@@ -48,17 +58,6 @@ class ModelsFeature(Feature):
         """A first use compiling GPU kernels: its latest line (None once done)."""
         return self.status.models.compiling
 
-    def decode_ids(self, ids: Iterable[int]) -> str:
-        """A recorded run's text, when a tokenizer is loaded (a profile stores ids only)."""
-        info, decode = self.models_state.info, self.models_state.decode
-        if decode is None or info is None:
-            return ""
-        keep = [i for i in ids if i not in info.eos_ids]
-        try:
-            return str(decode(keep))
-        except Exception:  # ids from another vocabulary: show no text rather than fail
-            return ""
-
     def on_models_loading(self, message: ModelsLoading) -> None:
         self.models_state.info = None
         self.set_status(models=_models(self.status.models, loading=True, loaded=False))
@@ -73,11 +72,12 @@ class ModelsFeature(Feature):
         device = f" · {info.device}" if info.device else ""
         self.sub_title = f"{info.target_name} ← {draft} · {info.backend}{device}"
         self.set_status(models=_models(self.status.models, loading=False, loaded=True))
-        self.pair_loaded()  # the compared runs' text, now that ids can be decoded (compare.py)
         self.refresh_panels(all_panels=True)
 
-    def models_failed(self) -> None:
-        """The load failed (EngineFailed "load"): no pair, and the title says so."""
+    def on_engine_failed(self, message: EngineFailed) -> None:
+        """A load failed: no pair, and the title says so (the notification is runs')."""
+        if message.task != "load":
+            return
         self.set_status(models=_models(self.status.models, loading=False))
         self.query_one(ChatView).loading = False
         self.sub_title = "no models loaded"

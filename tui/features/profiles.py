@@ -10,7 +10,7 @@ from typing import Any
 
 from core.errors import UserError
 from core.settings import Settings
-from tui.features.base import Feature
+from tui.features.base import Feature, RecordedRunShown
 from tui.records import RunRecord
 from tui.screens.confirm_reload import ConfirmReloadScreen
 from tui.screens.profile_picker import ProfilePickerScreen
@@ -30,6 +30,16 @@ class ProfilesState:
     start_profile: Any = None  # --profile's, shown once mounted
     start_notices: list[str] = field(default_factory=list)  # a --profile run not loaded
 
+    def opened(self) -> Any:
+        """The profile store, made on first use: --profiles-dir (or the default folder) plus
+        the shipped presets."""
+        if self.store is None:
+            from core.profile import ProfileStore
+
+            folder = None if self.profiles_dir is None else str(self.profiles_dir)
+            self.store = ProfileStore.default(folder)
+        return self.store
+
 
 class ProfilesFeature(Feature):
     """The profile store, its keys (save, switch) and a recorded run shown in the panels."""
@@ -37,33 +47,13 @@ class ProfilesFeature(Feature):
     profiles_state: ProfilesState
 
     @property
-    def profiles_dir(self) -> Any:
-        return self.profiles_state.profiles_dir
-
-    @property
-    def start_notices(self) -> list[str]:
-        """Said once mounted (a --profile whose recorded run could not be read)."""
-        return self.profiles_state.start_notices
-
-    @property
     def profile_name(self) -> str | None:
         """The active profile's name, None before one is saved or switched to."""
         return self.status.profile.name
 
-    @property
-    def profile_settings(self) -> Settings | None:
-        """What the active profile set: the "(modified)" mark compares with it."""
-        return self.status.profile.settings
-
     def store(self) -> Any:
         """The profile store: --profiles-dir (or the default folder) plus the shipped presets."""
-        state = self.profiles_state
-        if state.store is None:
-            from core.profile import ProfileStore
-
-            folder = None if state.profiles_dir is None else str(state.profiles_dir)
-            state.store = ProfileStore.default(folder)
-        return state.store
+        return self.profiles_state.opened()
 
     def _profile_names(self) -> list[str]:
         try:  # an unreadable file is skipped here (note_unreadable_profiles says so)
@@ -93,7 +83,7 @@ class ProfilesFeature(Feature):
         for info in infos:
             if info.error is not None:
                 self.notify(f"Skipped profile {info.name}: {info.error}", title="profiles",
-                            severity="warning", timeout=8)  # fmt: skip
+                            severity="warning", timeout=8)
 
     def _refresh_profiles(self) -> None:
         self.query_one(ProfilePanel).show_profiles(self._profile_names(), self.profile_name)
@@ -119,7 +109,7 @@ class ProfilesFeature(Feature):
         """Write settings + the last run's rounds and summary; returns the name it got."""
         from core.profile import Profile, ProfileRecorder
 
-        last_run = self.last_run  # tui/features/runs.py
+        last_run = self.runs_state.last_run
         if last_run is None:
             profile = Profile(name, self.settings)
         else:
@@ -180,11 +170,12 @@ class ProfilesFeature(Feature):
         settings = profile.settings
         if not reload:  # the loaded pair stays; the profile's settings apply to it
             settings = settings.replace(target=old.target, draft=old.draft)
+        if not self.apply(**settings.to_dict()):
+            return
         self.set_status(profile=ProfileStatus(profile.name, settings))
-        self.settings = settings
         self._refresh_profiles()
         if reload:
-            if self.run_id is not None:
+            if self.status.run.run_id is not None:
                 self.bridge.cancel()
             self.bridge.load(settings.target, settings.draft)
         if profile.run is not None:
@@ -193,12 +184,10 @@ class ProfilesFeature(Feature):
         self.notify(f"switched to profile {profile.name}{kept}", title="profile", timeout=2)
 
     def _show_recorded(self, profile: Any) -> None:
-        """A profile's recorded run in the panels (unless a turn runs) and as compare's A."""
+        """A profile's recorded run in the panels (unless a turn runs) and as compare's A:
+        said to the features that show it (RecordedRunShown, tui/features/base.py)."""
         run = profile.run
-        self.show_recorded_rounds(run.rounds, run.summary)  # tui/features/runs.py
-        if run.calibration:
-            self.show_recorded_curve(run.calibration)  # tui/features/calibration.py
         record = RunRecord(profile.name, run.settings or profile.settings, run.summary,
-                           self.decode_ids(run.summary.token_ids), run.summary.mean_tv)
-        self.compare_recorded(record)  # tui/features/compare.py
-        self.refresh_panels(all_panels=True)
+                           self.models_state.decode_ids(run.summary.token_ids),
+                           run.summary.mean_tv)
+        self.post_message(RecordedRunShown(run, record))

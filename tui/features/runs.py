@@ -20,8 +20,9 @@ from textual.widgets import Static
 from core.events import RunSummary
 from core.settings import Settings
 from tui.copies import CopyOrigin, PromptLayout, locate_copy
-from tui.features.base import Feature, state_view
+from tui.features.base import Feature, RecordedRunShown, RunRecorded
 from tui.messages import (
+    CalibrationStopped,
     ContextTrimmed,
     EngineFailed,
     Prefilling,
@@ -66,21 +67,19 @@ class RunsState:
     flush_pending: bool = False
     sequencer: RunSequencer = field(default_factory=RunSequencer)
 
+    def last_prompt(self) -> str | None:
+        """The conversation's last user message (what `b` benchmarks), or None."""
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                return m["content"]
+        return None
+
 
 class RunsFeature(Feature):
     """The chat's turns: send, fold, repaint, record; esc cancels."""
 
     runs_state: RunsState
     live_settings: Settings
-    messages = state_view("runs_state", "messages", "The conversation the engine sees.")
-    dropped_messages = state_view("runs_state", "dropped_messages", "Messages dropped so far.")
-    stats = state_view("runs_state", "stats", "The running (or last) run's RoundStats.")
-    sources = state_view("runs_state", "sources", "Per draft source over the session.")
-    last_copy = state_view("runs_state", "last_copy", "The session's last accepted copy.")
-    current = state_view("runs_state", "current", "The running turn's message, or None.")
-    runs = state_view("runs_state", "runs", "This session's latest MAX_RUNS runs.")
-    flushes = state_view("runs_state", "flushes", "Repaints so far (one per batch of rounds).")
-    last_run = state_view("runs_state", "last_run", "The last finished run, to save.")
 
     @property
     def run_id(self) -> int | None:
@@ -100,7 +99,7 @@ class RunsFeature(Feature):
         if not text:
             return
         if self.info is None:
-            self.notify("The models are not loaded yet." if self.models_loading else
+            self.notify("The models are not loaded yet." if self.status.models.loading else
                         "No models are loaded; see the error above.", severity="warning")
             return
         if self.busy:
@@ -111,7 +110,8 @@ class RunsFeature(Feature):
         composer.clear()
         state.messages.append({"role": "user", "content": text})
         chat = self.query_one(ChatView)
-        assistant = AssistantMessage(self.decode, self.info.eos_ids, self.info.target_name)
+        assistant = AssistantMessage(self.models_state.decode, self.info.eos_ids,
+                                     self.info.target_name)
         chat.add(UserMessage(text), assistant)
         state.current = assistant
         state.stats = RoundStats()
@@ -122,17 +122,19 @@ class RunsFeature(Feature):
         self.call_after_refresh(assistant.refresh_view, self.show_rejected, state.stats)
         chat.anchor()
 
-    def show_recorded_rounds(self, rounds: Any, summary: RunSummary) -> None:
+    def on_recorded_run_shown(self, message: RecordedRunShown) -> None:
         """A recorded run's rounds in the panels (a profile's), unless a turn is running."""
         if self.run_id is None:
-            self.runs_state.stats = RoundStats.from_rounds(rounds, summary)
+            self.runs_state.stats = RoundStats.from_rounds(message.run.rounds,
+                                                           message.run.summary)
 
-    def last_prompt(self) -> str | None:
-        """The conversation's last user message (what `b` benchmarks), or None."""
-        for m in reversed(self.runs_state.messages):
-            if m["role"] == "user":
-                return m["content"]
-        return None
+    def on_calibration_stopped(self, message: CalibrationStopped) -> None:
+        """Esc stopped the first-use calibration of the running turn: the turn ends without
+        generating, and its message says why (tui/features/calibration.py keeps the curve)."""
+        current = self.runs_state.current
+        if message.run_id is not None and message.run_id == self.run_id \
+                and current is not None:
+            current.note = "cancelled during the first-use calibration: nothing generated"
 
     def action_cancel(self) -> None:
         """esc: cancel the run, bench or calibration under way; else leave the message box."""
@@ -148,7 +150,7 @@ class RunsFeature(Feature):
                 self.notify("cancelling the calibration: it stops after the forward under way"
                             if measuring else "cancelling: the prefill stops after its chunk "
                             "under way" if prefilling else "cancelling after this round",
-                            timeout=3)  # fmt: skip
+                            timeout=3)
             return
         prompt = self.query_one("#prompt", Composer)
         if prompt.has_focus:
@@ -214,7 +216,7 @@ class RunsFeature(Feature):
         note = Static(Text(
             f"The conversation outgrew the model's {message.window:,}-token context: so far its "
             f"{state.dropped_messages} oldest messages were dropped, and the model no longer "
-            "sees them.", "italic yellow"), classes="context-note")  # fmt: skip
+            "sees them.", "italic yellow"), classes="context-note")
         if state.current is not None and state.current.parent is chat:
             chat.add(note, before=state.current)
         else:
@@ -225,12 +227,13 @@ class RunsFeature(Feature):
         if message.run_id != self.run_id or state.current is None:
             return
         ev = message.event
-        # The engine reads the same live settings once per round; a plain target step of
-        # speculative mode counts against each source's hit rate, a target-only round does not.
-        live = self.live_settings
+        # A plain target step of speculative mode counts against each source's hit rate, a
+        # target-only round does not: by the settings the round ran with, not the ones now
+        # (a key pressed since applies to later rounds).
+        ran = message.settings
         speculative = bool(ev.source) or (
-            live.mode == "speculative"  # the lookup needs no draft model to speculate
-            and (self.info is None or self.info.speculation_ok or live.draft_source == "lookup")
+            ran.mode == "speculative"  # the lookup needs no draft model to speculate
+            and (self.info is None or self.info.speculation_ok or ran.draft_source == "lookup")
         )
         state.stats.add(ev, speculative)
         state.sources.observe(ev, speculative)
@@ -238,7 +241,8 @@ class RunsFeature(Feature):
         if state.sources.last_copy is ev and ev.copied_from is not None:
             kept = sum(t.origin == "copied" for t in ev.tokens)
             state.last_copy = locate_copy(ev.copied_from, kept, state.layout,
-                                          state.current.transcript.ids, self.decode)
+                                          state.current.transcript.ids,
+                                          self.models_state.decode)
         if not state.flush_pending:
             state.flush_pending = True
             self.call_later(self._repaint)
@@ -276,27 +280,25 @@ class RunsFeature(Feature):
         if summary is not None:
             state.stats.summary = summary
             # what the first round ran with, and what later rounds changed: the settings now
-            # (a key pressed mid-turn) did not produce the run (issue 32, row 16)
+            # (a key pressed mid-turn) did not produce the run
             run_settings = message.first_settings or self.live_settings
             state.last_run = (list(state.stats.rounds), summary, run_settings,
-                              self.last_prompt() or "", message.settings_changes)
+                              state.last_prompt() or "", message.settings_changes)
             state.run_count += 1
             record = RunRecord(f"run {state.run_count}", run_settings, summary,
                                assistant.text if assistant else "", summary.mean_tv)
             state.runs.append(record)
             del state.runs[:-MAX_RUNS]  # a long session keeps its latest runs, not every one
-            self.compare_latest(record)  # tui/features/compare.py
+            self.post_message(RunRecorded(record))  # compare's B (tui/features/compare.py)
         if assistant is not None:
             assistant.refresh_view(self.show_rejected, state.stats)
         self.refresh_panels()
 
     def _engine_failed(self, message: EngineFailed) -> None:
+        """Every failure is said here; a load's and a calibration's state is their features'
+        (their own `on_engine_failed`), a run's failure shows on its message."""
         self.notify(message.error, title=_FAILED.get(message.task, message.task),
                     severity="error", timeout=8)
-        if message.task == "load":
-            self.models_failed()  # tui/features/models.py
-        elif message.task == "calibrate":
-            self.calibration_failed()  # tui/features/calibration.py
-        elif message.task == "generate" and self.runs_state.current is not None \
+        if message.task == "generate" and self.runs_state.current is not None \
                 and message.run_id == self.run_id:
             self.runs_state.current.error = message.error

@@ -79,7 +79,8 @@ class SettingsKeys(Feature):
     def watch_show_rejected(self, show: bool) -> None:
         self.query_one(Legend).render_legend(show)
         for msg in self.query(AssistantMessage):
-            msg.refresh_view(show, self.stats if msg is self.current else None)
+            runs = self.runs_state
+            msg.refresh_view(show, runs.stats if msg is runs.current else None)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_content()))
@@ -97,4 +98,4 @@ class SettingsKeys(Feature):
             self.notify(str(exc), title="no sweep", severity="warning")
             return
         self.push_screen(SweepScreen(data, lambda s: bool(self.apply(**s)),
-                                     str(last_sweep_path())))  # fmt: skip
+                                     str(last_sweep_path())))

@@ -11,7 +11,7 @@ from textual import events
 from textual.content import Content
 from textual.widgets import Header, TabbedContent
 
-from tui.features.base import Feature, state_view
+from tui.features.base import Feature, RecordedRunShown
 from tui.keys import NARROW, PANES, VIEWS
 from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.composer import Composer
@@ -33,8 +33,6 @@ class ViewFeature(Feature):
     """Layout, the title at any width, tabs and panels."""
 
     view_state: ViewState
-    view = state_view("view_state", "view", "Below NARROW columns: what fills the screen.")
-    show_plots = state_view("view_state", "show_plots", "Plots, or their numbers.")
 
     @property
     def narrow(self) -> bool:
@@ -92,13 +90,19 @@ class ViewFeature(Feature):
         if not self.is_mounted:
             return
         active = self.query_one(TabbedContent).active
+        runs = self.runs_state
         if all_panels or active == "rounds":
-            self.query_one(RoundsPanel).show(self.stats)
+            self.query_one(RoundsPanel).show(runs.stats)
         if all_panels or active == "acceptance":
-            self.query_one(AcceptancePanel).show(self.stats, self.sources, self.last_copy)
+            self.query_one(AcceptancePanel).show(runs.stats, runs.sources, runs.last_copy)
         if all_panels or active == "kernels":
-            self.query_one(KernelsPanel).show(self.info, self.stats, self.curve,
-                                              self.calibration_label)
+            self.query_one(KernelsPanel).show(self.info, runs.stats, self.curve,
+                                              self.status.calibration.label)
+
+    def on_recorded_run_shown(self, message: RecordedRunShown) -> None:
+        """A profile's recorded run: every panel drawn once runs, calibration and compare
+        folded it (they come before this feature in the app's bases)."""
+        self.refresh_panels(all_panels=True)
 
     def show_panel(self, pane: str) -> None:
         self.query_one(TabbedContent).active = pane

@@ -45,7 +45,7 @@ class ChatView(VerticalScroll):
             widget.remove()
         self.hidden += extra
         text = Text(f"{self.hidden} earlier messages are no longer shown (the chat keeps the "
-                    f"last {MAX_SHOWN}).", "dim italic")  # fmt: skip
+                    f"last {MAX_SHOWN}).", "dim italic")
         notes = self.query(".hidden-note")
         if notes:
             notes.first(Static).update(text)

@@ -1,4 +1,4 @@
-"""The message box: a multi-line composer, so pasted code keeps every line (issue 29).
+"""The message box: a multi-line composer, so pasted code keeps every line.
 
 An `Input` holds one line: a pasted function became its first line, and the lookup's headline
 use (paste the code you want edited) could not be typed at all. This is Textual's TextArea

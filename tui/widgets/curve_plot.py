@@ -96,5 +96,5 @@ class CurvePlot(PlotPanel[CurveSeries]):
             plot.add_v_line(pred, PREDICTED_STYLE)
         if series.current is not None and series.current_ms is not None:
             plot.scatter([series.current], [series.current_ms], marker="◆",
-                         marker_style=CURRENT_STYLE)  # fmt: skip
+                         marker_style=CURRENT_STYLE)
         caption.update(curve_caption(series))

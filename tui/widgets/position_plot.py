@@ -50,10 +50,10 @@ class PositionPlot(PlotPanel[PositionSeries]):
         plot.set_xlimits(0.4, len(series.positions) + 0.6)
         plot.set_ylimits(0.0, 1.0)
         plot.bar(series.positions, series.rates, width=0.6, bar_style=ACCEPT_STYLE,
-                 hires_mode=HiResMode.HALFBLOCK)  # fmt: skip
+                 hires_mode=HiResMode.HALFBLOCK)
         caption.update(Text(
             "rounds reaching each position: "
             + "  ".join(f"{p}:{n}" for p, n in zip(series.positions, series.reached, strict=True))
             + "\n",
             no_wrap=True, overflow="ellipsis",
-        ).append(TABLE_HINT, "dim"))  # fmt: skip
+        ).append(TABLE_HINT, "dim"))

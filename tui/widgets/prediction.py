@@ -1,4 +1,4 @@
-"""Predicted speedup against k beside the speedup this run measured (issue 14 in the app).
+"""Predicted speedup against k beside the speedup this run measured.
 
 The prediction is core.cost.prediction's, fed with what the app has: t_verify(rows) from the
 calibration the Kernels panel shows (linear between measured row counts, as
@@ -91,7 +91,7 @@ class SpeedupView:
 
 
 def _cost(curve: CurveInfo, t_verify: Callable[[int], float], source: str,
-          t_step: float) -> RoundCost:  # fmt: skip
+          t_step: float) -> RoundCost:
     if source in NO_DRAFT_COST:
         price: float = 0.0
     else:  # core.drafting.model.model_draft_price: the draft step, else a target step
@@ -120,7 +120,7 @@ def speedup_view(curve: CurveInfo, stats: RoundStats) -> SpeedupView | None:
     source = next((ev.source for ev in reversed(spec) if ev.source), "model")
     k_max = max(max(curve.t_verify) - 1, stats.k_max, 1)
     prediction = predict(_cost(curve, t_verify, source, t_step), accept(source),
-                         bonus=bonus, k_max=k_max)  # fmt: skip
+                         bonus=bonus, k_max=k_max)
     boundary_k = curve.boundary - 1 if curve.boundary else None
     last = stats.last
     chosen = last.proposed if last is not None else None
@@ -138,7 +138,7 @@ def speedup_view(curve: CurveInfo, stats: RoundStats) -> SpeedupView | None:
             [(_cost(curve, t_verify, s, t_step), counts, accept(s))
              for s, counts in by_source.items()],
             bonus,
-        )  # fmt: skip
+        )
         mean_ms["round"] = seconds / len(spec) * 1e3
         traced = [ev for ev in spec if ev.traced]
         if traced:
@@ -146,9 +146,9 @@ def speedup_view(curve: CurveInfo, stats: RoundStats) -> SpeedupView | None:
             mean_ms["draft"] = sum(ev.timings.draft for ev in traced) / n * 1e3
             mean_ms["verify"] = sum(ev.timings.verify for ev in traced) / n * 1e3
             mean_ms["rest"] = sum(ev.timings.total - ev.timings.draft - ev.timings.verify
-                                  for ev in traced) / n * 1e3  # fmt: skip
+                                  for ev in traced) / n * 1e3
     view = SpeedupView(prediction, source, boundary_k, chosen, t_step, step_measured,
-                       len(spec), measured, predicted, mean_ms, None)  # fmt: skip
+                       len(spec), measured, predicted, mean_ms, None)
     eff = view.efficiency
     if eff is not None and eff < EFFICIENCY_FLOOR and predicted is not None:
         verdict = parting_phase(mean_ms, predicted)
@@ -181,7 +181,7 @@ def summary_text(view: SpeedupView | None) -> Text:
     best = view.prediction.best
     text.append("measured ", "dim")
     text.append(f"{view.measured:.2f}x" if view.measured is not None else "-", "bold " +
-                MEASURED_STYLE)  # fmt: skip
+                MEASURED_STYLE)
     text.append("   predicted ", "dim")
     pred = view.predicted
     text.append(f"{pred.speedup:.2f}x" if pred is not None else "-", "bold")
@@ -197,7 +197,7 @@ def summary_text(view: SpeedupView | None) -> Text:
     text.append("\ntarget step ", "dim")
     text.append(f"{view.t_step_s * 1e3:.1f} ms", "bold")
     text.append(" from this run's target steps" if view.step_measured
-                else " = curve's t_verify(1)\n(no target-only rounds this run)", "dim")  # fmt: skip
+                else " = curve's t_verify(1)\n(no target-only rounds this run)", "dim")
     if view.verdict:
         text.append("\n" + view.verdict, "yellow")
     return text
@@ -223,7 +223,7 @@ def speedup_rows(view: SpeedupView) -> list[tuple[Text | str, ...]]:
             f"{p.tok_s:.1f}",
             Text(f"{p.speedup:.2f}x", style),
             Text("◀ " + "+".join(marks) if marks else "", "bold dark_orange"),
-        ))  # fmt: skip
+        ))
     return out
 
 
@@ -297,10 +297,10 @@ class SpeedupPlot(Vertical):
         plot.scatter([best.k], [best.speedup], marker="★", marker_style=BEST_STYLE)
         if view.chosen_k is not None and ks[0] <= view.chosen_k <= ks[-1]:
             plot.scatter([view.chosen_k], [view.prediction.at(view.chosen_k).speedup],
-                         marker="◆", marker_style=CURRENT_STYLE)  # fmt: skip
+                         marker="◆", marker_style=CURRENT_STYLE)
         if view.measured is not None and view.predicted is not None:
             plot.scatter([view.predicted.k], [view.measured], marker="●",
-                         marker_style=MEASURED_STYLE)  # fmt: skip
+                         marker_style=MEASURED_STYLE)
         caption = Text(no_wrap=True, overflow="ellipsis")
         caption.append("⠒⠒ ", CURVE_STYLE)
         caption.append(f"predicted ({view.source})  ")

@@ -66,14 +66,14 @@ def compare_rows(a: RunRecord | None, b: RunRecord | None) -> list[tuple[str, st
 def models_text(info: PairInfo | None) -> Text:
     """The loaded models in full (core/models/identify.py) and the code that runs them."""
     from core.identity import describe_models
-    from core.runtime.version import version_text
+    from core.version import version_text
 
     if info is None:
         return Text("models: none loaded", "dim")
     text = Text()
     if info.models is None:  # a session that cannot say (identities unknown): the specs alone
         described = {"target": f"{info.target_spec} (identity unknown)",
-                     "draft": f"{info.draft_spec or 'none'} (identity unknown)"}  # fmt: skip
+                     "draft": f"{info.draft_spec or 'none'} (identity unknown)"}
     else:
         described = describe_models(info.models)
     for role, line in described.items():
@@ -173,7 +173,7 @@ class ProfilePanel(VerticalScroll):
         if not results:
             return
         table.add_columns("setting", "accept", "median E2E s", "vs target", "mean TV",
-                          "predicted", "efficiency")  # fmt: skip
+                          "predicted", "efficiency")
         for r in results:
             median = getattr(r, "median_e2e_s", None)
             speed = getattr(r, "speedup_vs_target", None)

@@ -48,7 +48,7 @@ def main(out: Path) -> int:
     import numpy as np
     from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
-    from core.decode.cached_model import cache_offset, prefill
+    from core.primitives.cached_model import cache_offset, prefill
     from core.decode.queued import queue_step
     from core.dispatch.backend import current_backend
     from core.dispatch.calibrate import MODE_SETTINGS

@@ -1,5 +1,5 @@
 """Host time to build one draft step's lazy graph (no evaluation): the Python and MLX op
-construction every backend pays before any kernel runs. Unfused, compiled (core.drafting.compiled), each
+construction every backend pays before any kernel runs. Unfused, compiled (core.primitives.compiled), each
 greedy and with the engine's sampling (repetition penalty, softmax, categorical draw).
 
 Run: python docs/benchmarks/h200/hostbuild.py [MODEL_SPEC]   (default shape:qwen2.5-0.5b)
@@ -12,8 +12,8 @@ import time
 import mlx.core as mx
 
 from core.cost.stepcost import _prefilled
-from core.decode.sampling import LogitsConfig, penalize, sample, to_probs
-from core.drafting.compiled import CompiledDecodeStep
+from core.primitives.sampling import LogitsConfig, penalize, sample, to_probs
+from core.primitives.compiled import CompiledDecodeStep
 from core.models import load_model
 
 spec = sys.argv[1] if len(sys.argv) > 1 else "shape:qwen2.5-0.5b"

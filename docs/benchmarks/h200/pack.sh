@@ -15,7 +15,7 @@
 #   3. carrying .device/c:  bash .device/c/stage.sh
 #   4. carrying .device/d:  source .device/d/model.sh
 # Later calls on the same warm machine start with (the commit as this script prints it: the
-# machine's copy of .git can be an older HEAD than the tree, core/runtime/version.py):
+# machine's copy of .git can be an older HEAD than the tree, core/version.py):
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache SPECDEC_TUI_COMMIT=<HEAD>
 # A fresh machine compiles MLX's CUDA kernels at first use (a minute or more per model, said
 # by the app, chat, bench and calibrate; kept out of every timed number). To pay for that once,

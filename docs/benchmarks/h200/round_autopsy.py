@@ -73,7 +73,7 @@ def main(out: Path) -> int:
 
     from core.bench.prompts import load_prompt
     from core.decode.engine import Engine
-    from core.dispatch.curve_cache import curve_for
+    from core.runtime.calibration import curve_for
     from core.events import RunSummary
     from core.models import load_pair
     from core.models.chat_template import chat_prompt_ids

@@ -21,7 +21,7 @@ import time
 
 import mlx.core as mx
 
-from core.decode.sampling import LogitsConfig
+from core.primitives.sampling import LogitsConfig
 from core.drafting.base import DraftRequest
 from core.drafting.lookup import LookupDrafter
 from core.drafting.suffix_index import scan_longest_repeat

@@ -20,8 +20,8 @@ from core.bench import peer as P
 from core.bench.predicted import EFFICIENCY_FLOOR, attach_predictions, needed_calibration
 from core.bench.report import report_csv, report_markdown
 from core.bench.results import BenchResult, BenchSetting
-from core.decode.acceptance import PositionTally
 from core.dispatch import VerifyCostCurve
+from core.primitives.acceptance import PositionTally
 from core.settings import Settings
 
 

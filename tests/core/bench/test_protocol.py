@@ -330,7 +330,7 @@ def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):
 
 
 def bench_tally(proposed: int, accepted: int):
-    from core.decode.acceptance import PositionTally
+    from core.primitives.acceptance import PositionTally
 
     t = PositionTally()
     t.observe(proposed, accepted)

@@ -26,8 +26,8 @@ from core.models import load_model, load_pair, save_mlx_folder
 from core.models.identify import identify, pair_identities
 from core.profile import ProfileRecorder, ProfileStore, TracedRequest, chrome_trace
 from core.profile.files import RUN_SUFFIX
-from core.runtime.version import tool_version, version_text
 from core.settings import Settings
+from core.version import tool_version, version_text
 from tests.helpers import REPO as ROOT
 
 TINY = ("shape:tiny", "shape:tiny-draft")
@@ -283,7 +283,7 @@ def test_the_default_model_is_named_by_its_pinned_sha256(default_pair) -> None:
 def test_a_named_commit_is_the_tools_where_git_cannot_tell(monkeypatch) -> None:
     """SPECDEC_TUI_COMMIT names the tree's commit where the tree's .git is not its history
     (the lent GPU's copy): the commit is the named one, its dirty flag unknown."""
-    from core.runtime import version
+    from core import version
 
     monkeypatch.setenv("SPECDEC_TUI_COMMIT", "abc123def4567890")
     assert version._git() == {"commit": "abc123def4567890", "dirty": None}

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from mlx_lm.models import qwen2
 from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
-from core.decode.cached_model import prefill
 from core.decode.engine import Engine
 from core.decode.queued import FollowRate, adopt, queue_step, queued_attention, why_not
+from core.primitives.cached_model import prefill
 from core.settings import Settings
 from tests.helpers.engine import assert_caches, run
 from tests.helpers.tiny import VOCAB, tiny_llama

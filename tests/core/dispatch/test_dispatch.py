@@ -599,7 +599,7 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, m
     """The draft step is timed as the engine runs it: a chain of DRAFT_CHAIN steps with no host
     sync inside, the compiled step with fused_draft. A plain step (a model call) is charged
     1 ms, a compiled one 0.25 ms (it never calls the model), so the price says which ran."""
-    from core.drafting.compiled import CompiledDecodeStep
+    from core.primitives.compiled import CompiledDecodeStep
 
     chain = importlib.import_module("core.dispatch.calibrate").DRAFT_CHAIN
     compiled: list[int] = []
@@ -638,72 +638,6 @@ def test_calibration_refuses_bad_requests():
 
     with pytest.raises(CalibrationError, match="vocabulary size"):
         calibrate(NoVocab(), rows=2, repeats=1, context=4)
-
-
-def _fake_pair(monkeypatch: pytest.MonkeyPatch) -> list:
-    asked: list = []
-    target = tiny_llama()
-
-    def load_pair(target_spec, draft_spec):
-        asked.append((target_spec, draft_spec))
-        loaded = types.SimpleNamespace(model=target, spec=target_spec, name="tiny", config={})
-        return types.SimpleNamespace(target=loaded, draft=None, vocab_size=96)  # as a ModelPair
-
-    import core.models
-
-    monkeypatch.setattr(core.models, "load_pair", load_pair)
-    monkeypatch.setenv("COLUMNS", "200")
-    return asked
-
-
-def test_calibrate_cli_prints_the_table_and_writes_json(monkeypatch, tmp_path, capsys):
-    asked = _fake_pair(monkeypatch)
-    from core.cli import main
-
-    out = tmp_path / "curves" / "cpu.json"
-    out.parent.mkdir()  # a missing folder is refused, as bench refuses one (issue 24)
-    code = main(["calibrate", "--rows", "3", "--repeats", "1", "--context", "8",
-                 "--modes", "auto,plain", "--json", str(out)])  # fmt: skip
-    assert code == 0
-    assert asked == [("default", None)]
-    text = capsys.readouterr().out
-    curve = VerifyCostCurve.from_dict(json.loads(out.read_text()))
-    assert set(curve.times) == {"auto", "plain"} and sorted(curve.times["auto"]) == [1, 2, 3]
-    assert "cpu_qmm_t" in text and "predicted none" in text
-    # one repeat of a tiny model is noise: the printed verdict must match the stored curve
-    measured = curve.boundary()
-    assert f"measured {'none' if measured is None else f'R = {measured}'}" in text
-    assert ("agrees" if curve.prediction_agrees else "DISAGREES") in text
-    assert [p.name for p in out.parent.iterdir()] == ["cpu.json"]  # no temp file left behind
-    warm = json.loads(out.read_text())["warmup"]  # the compile warm-up: none on the CPU
-    assert warm["ran"] is False and "CPU" in warm["reason"] and warm["settled"] is None
-
-
-def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, capsys):
-    _fake_pair(monkeypatch)
-    from core.cli import main
-
-    assert main(["calibrate", "--modes", "auto,turbo"]) == 2
-    assert "--modes takes" in capsys.readouterr().err
-    assert main(["calibrate", "--rows", "0"]) == 2
-    assert "--rows must be at least 1" in capsys.readouterr().err
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    code = main(["calibrate", "--rows", "1", "--repeats", "1", "--context", "4",
-                 "--json", str(blocker / "sub" / "c.json")])  # fmt: skip
-    assert code == 2  # refused before the models load, not after the run
-    assert f"the folder {blocker / 'sub'} does not exist" in capsys.readouterr().err
-
-
-def test_calibrate_arguments_defaults():
-    import argparse
-
-    from core.dispatch.cli import add_calibrate_arguments
-
-    p = argparse.ArgumentParser()
-    add_calibrate_arguments(p)
-    a = p.parse_args([])
-    assert (a.rows, a.repeats, a.context, a.modes, a.json) == (16, 5, 128, "auto", None)
 
 
 def _flat_curve(backend: str = "cuda", rows: int = 17) -> VerifyCostCurve:

@@ -145,7 +145,8 @@ def test_curve_for_warms_and_times_exactly_the_plan_s_rows(engine, tmp_path, as_
     """k_max = 16 on a (faked) H200: the warm-up runs each planned row count once and nothing
     else, the calibration one warm-up and three timed passes of the plan, the progress counts
     to the plan's total, and the curve holds exactly the plan's rows."""
-    from core.dispatch.curve_cache import calibration_rows, curve_for
+    from core.dispatch.curve_cache import calibration_rows
+    from core.runtime.calibration import curve_for
 
     s = Settings(mode="speculative", policy="cost-aware", draft_source="hybrid", k_max=16)
     plan = calibration_rows(s, engine.target_model)
@@ -186,7 +187,8 @@ def test_the_engine_s_own_calibration_times_the_same_plan(engine):
 def test_a_narrow_start_keeps_the_plan_below_its_rows(engine, tmp_path, as_h200):
     """max_rows (core/runtime/warm_start.py) keeps every forward at or below it, and the curve
     still reaches it."""
-    from core.dispatch.curve_cache import capped, curve_for
+    from core.dispatch.curve_cache import capped
+    from core.runtime.calibration import curve_for
 
     assert capped([*ONE_TO_9, 12, 16, 17, 24, 32, 33], 14) == [*ONE_TO_9, 12, 14]
     assert capped([*ONE_TO_9, 33], 7) == [1, 2, 3, 4, 5, 6, 7]
@@ -212,7 +214,7 @@ def test_a_first_use_calibration_prefills_16_tokens_on_the_cpu_and_the_context_o
 def test_curve_for_prefills_at_most_16_tokens_on_the_cpu(engine, tmp_path):
     """The app asks curve_for for a 128-token context; on this CPU its calibration prefills 16
     (the warm-up skips the CPU: nothing compiles there), and the curve says so."""
-    from core.dispatch.curve_cache import curve_for
+    from core.runtime.calibration import curve_for
 
     s = Settings(mode="speculative", policy="cost-aware", k_max=4)
     with forward_rows(target=engine.target_model) as calls:

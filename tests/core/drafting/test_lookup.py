@@ -65,8 +65,8 @@ def test_index_copies_from_the_most_recent_occurrence_and_loops() -> None:
 
 
 def test_lookup_drafter_proposes_only_from_a_long_enough_repeat() -> None:
-    from core.decode.sampling import LogitsConfig
     from core.drafting.base import DraftRequest
+    from core.primitives.sampling import LogitsConfig
 
     d = LookupDrafter(min_match=3)
     seq = [4, 5, 6, 7, 0, 4, 5, 6]

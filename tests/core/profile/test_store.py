@@ -618,7 +618,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     import core
 
-    stubs = {"core.bench": "add_bench_arguments", "core.dispatch.cli": "add_calibrate_arguments"}
+    stubs = {"core.bench": "add_bench_arguments", "core.calibrate.cli": "add_calibrate_arguments"}
     for module, hook in stubs.items():
         try:
             importlib.import_module(module)

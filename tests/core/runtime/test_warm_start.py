@@ -108,7 +108,8 @@ def test_a_narrow_run_never_forwards_more_rows_than_its_start(engine, monkeypatc
 
 def test_a_narrow_calibration_measures_and_prefills_below_the_gemm_rows(engine, monkeypatch,
                                                                          tmp_path: Path):  # fmt: skip
-    from core.dispatch.curve_cache import covers, curve_for
+    from core.dispatch.curve_cache import covers
+    from core.runtime.calibration import curve_for
 
     settings = narrowed(first_run_settings(), NarrowStart(7, ((4, 64),)))
     rows = record_rows(monkeypatch, type(engine.target_model))

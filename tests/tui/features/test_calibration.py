@@ -55,4 +55,4 @@ async def test_esc_during_a_first_use_calibration_generates_nothing(
         assert script.calls == ["calibrate"] and app.curve is None
         footer = app.query_one(AssistantMessage).footer_text(None).plain
         assert "first-use calibration" in footer and "TTFT" not in footer, footer
-        assert app.messages == []  # the unanswered turn is not kept for the next one
+        assert app.runs_state.messages == []  # the unanswered turn is not kept for the next one

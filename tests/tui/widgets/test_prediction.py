@@ -86,7 +86,7 @@ async def test_view_renders_after_fake_rounds_and_v_shows_the_numbers(make_app) 
         await calibrated_kernels(pilot)
         view = app.query_one(KernelsPanel).query_one(SpeedupPlot)
         v = view.view
-        assert v is not None and v.spec_rounds == len(app.stats.rounds) > 0
+        assert v is not None and v.spec_rounds == len(app.runs_state.stats.rounds) > 0
         assert v.chosen_k == 4 and v.boundary_k == 7  # the fake curve's R=8
         assert [p.k for p in v.prediction.per_k] == list(range(9))
         assert v.measured is not None and v.efficiency is not None

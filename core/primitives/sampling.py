@@ -127,8 +127,8 @@ def accept_greedy_packed(logits: mx.array, drafts: mx.array) -> mx.array:
 
     The round reads the drafts, the target's argmax rows and n together, and takes the
     correction or the bonus, row n of the argmax, on the host: fewer graph nodes and MLX
-    calls than `accept_greedy`'s Verdict plus the round's packing (issue 28,
-    docs/benchmarks/round-overhead.md). n itself is still counted on the device.
+    calls than `accept_greedy`'s Verdict plus the round's packing
+    (docs/benchmarks/round-overhead.md). n itself is still counted on the device.
     """
     p_argmax = mx.argmax(logits, axis=-1)
     k = drafts.shape[0]

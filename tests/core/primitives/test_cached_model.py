@@ -14,9 +14,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from core.decode.cached_model import CachedModel
 from core.dispatch import patches
 from core.dispatch.backend import BackendInfo
+from core.primitives.cached_model import CachedModel
 from tests.helpers.tiny import tiny_llama
 
 H200 = BackendInfo.cuda((9, 0), "NVIDIA H200")

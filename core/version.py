@@ -4,9 +4,8 @@ Every record of a measurement (bench reports, saved runs) names the code that me
 a number can be traced to the commit that produced it. Run from a checkout (`make run`,
 PYTHONPATH on a GPU machine) the version is the checkout's pyproject.toml and the commit is
 git's; from an installed wheel, the installed version alone. Where the tree runs without
-its own history, `SPECDEC_TUI_COMMIT` names the commit it is (the lent GPU's copy of the tree
-kept the session's first HEAD in its .git: run 15's every file named 45b83a1, dirty, for
-later trees); its dirty flag is then unknown.
+its own history, `SPECDEC_TUI_COMMIT` names the commit it is (a copy of the tree whose .git
+holds an older HEAD would otherwise name that commit, dirty); its dirty flag is then unknown.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository root: this file is core/runtime/version.py
+ROOT = Path(__file__).resolve().parents[1]  # the repository root: this file is core/version.py
 
 
 @functools.cache
@@ -59,7 +58,7 @@ def _git() -> dict[str, Any]:
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
-                                  text=True, timeout=10, check=False)  # fmt: skip
+                                  text=True, timeout=10, check=False)
         except (OSError, subprocess.SubprocessError):
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None

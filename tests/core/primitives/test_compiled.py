@@ -1,4 +1,4 @@
-"""The compiled decode step (core/drafting/compiled.py) must change speed only, never a logit or a token."""
+"""The compiled decode step (core/primitives/compiled.py) must change speed only, never a logit or a token."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from mlx_lm.models import llama, qwen2
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 from core.decode.engine import Engine
-from core.drafting.compiled import CompiledDecodeStep, supports
 from core.events import RunSummary
+from core.primitives.compiled import CompiledDecodeStep, supports
 from core.settings import Settings
 
 VOCAB = 128
@@ -155,7 +155,7 @@ def test_default_pair_greedy_identical_with_the_fused_draft(default_pair):
 @pytest.mark.parametrize(("mod", "qwen_shape", "quantize"), CASES)
 def test_projections_are_merged_and_exact(mod, qwen_shape, quantize):
     """q/k/v and gate/up run as one matmul each, and each projection's output is unchanged."""
-    from core.drafting.compiled import merge_linears
+    from core.primitives.compiled import merge_linears
 
     m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
     step = CompiledDecodeStep(m)

@@ -1,4 +1,4 @@
-"""The acceptance rules' maths (core/decode/sampling.py), exactly by enumeration and statistically.
+"""The acceptance rules' maths (core/primitives/sampling.py), exactly by enumeration and statistically.
 
 Exact part: for one position, the first emitted token has probability
     P(y) = sum_x q(x) [a(x) 1{x = y} + (1 - a(x)) r(y)],  a = min(1, pi/q), r = norm(max(p - q, 0))
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.decode.sampling import (
+from core.primitives.sampling import (
     accept_greedy,
     accept_greedy_packed,
     accept_sampled,

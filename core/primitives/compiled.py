@@ -28,7 +28,7 @@ from mlx_lm.models import llama, qwen2
 from mlx_lm.models.activations import swiglu
 from mlx_lm.models.cache import KVCache
 
-from core.decode.introspect import layers, tied_embeddings
+from core.primitives.introspect import layers, tied_embeddings
 
 GROW = 1024  # buffer growth in slots: every growth costs one re-trace
 

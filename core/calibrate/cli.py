@@ -35,7 +35,7 @@ def add_calibrate_arguments(p: argparse.ArgumentParser) -> None:
         "(a dequantized copy's matmul), fused, plain (forced verification attention)",
     )
     p.add_argument("--json", default=None, metavar="PATH",
-                   help="also write the curve as JSON here (- for stdout)")  # fmt: skip
+                   help="also write the curve as JSON here (- for stdout)")
     p.add_argument("--force", action="store_true", help="replace the --json file if it exists")
 
 
@@ -109,7 +109,7 @@ def check_json_path(
     device or FIFO, an existing file only with --force, never an input; `-` is stdout."""
     try:
         return check_outputs([("--json", str(path))], force=force, inputs=inputs or (),
-                             stdout=["--json"])["--json"]  # fmt: skip
+                             stdout=["--json"])["--json"]
     except OutputPathError as exc:
         raise CalibrationError(str(exc)) from None
 
@@ -122,7 +122,7 @@ def check_context(args: argparse.Namespace, modes: list[str], window: int | None
         return
     room = window - (need - args.context)
     hint = (f"use --context {room} or less" if room >= 1
-            else "use fewer --rows, --repeats or --modes")  # fmt: skip
+            else "use fewer --rows, --repeats or --modes")
     raise CalibrationError(
         f"--context {args.context:,} with these rows and repeats reaches {need:,} tokens, past "
         f"{model}'s context window of {window:,} tokens; {hint}."
@@ -136,7 +136,7 @@ def write_curve_json(
     `path`: a checked Output (stdout when `-`; returns None then) or a path written as given.
     `warmup`: core.runtime.warmup's record of the compile warm-up before the first timed call."""
     out = path if isinstance(path, Output) else Output("--json", str(path),
-                                                       Path(path).expanduser())  # fmt: skip
+                                                       Path(path).expanduser())
     doc = curve.to_dict()
     if warmup is not None:
         doc["warmup"] = warmup
@@ -170,7 +170,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
     check_rows(args.rows)  # bounded before the context check builds anything from it
     if args.repeats > MAX_CALIBRATION_REPEATS:
         raise CalibrationError(f"--repeats must be at most {MAX_CALIBRATION_REPEATS}, got "
-                               f"{args.repeats:,}.")  # fmt: skip
+                               f"{args.repeats:,}.")
     if args.context > MAX_TOKENS:
         raise CalibrationError(f"--context must be at most {MAX_TOKENS:,}, got {args.context:,}.")
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
@@ -180,7 +180,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
         inputs += [("profile", p) for p in profile_paths(args.profile,
                                                          getattr(args, "profiles_dir", None))]
     out = (check_json_path(args.json, force=getattr(args, "force", False), inputs=inputs)
-           if args.json else None)  # fmt: skip
+           if args.json else None)
     target, draft, fused = args.target or "default", args.draft, False
     if getattr(args, "profile", None):  # its models and fused draft; --target/--draft win
         from core.profile import load_profile
@@ -207,10 +207,10 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
             pair.target.model, pair.draft.model if pair.draft is not None else None,
             vocab=pair.vocab_size, rows=range(1, args.rows + 1), prompt_tokens=args.context,
             modes=modes, fused_draft=fused, label=pair.target.name, lockstep=spmd is not None,
-        )  # fmt: skip
+        )
     if warmup.ran and not warmup.settled:
         err.print(Text(f"the warm-up's single-row steps did not settle ({_ms(warmup.settle_s)}): "
-                       "the first samples may be slow", style="yellow"))  # fmt: skip
+                       "the first samples may be slow", style="yellow"))
     with RichProgress(console=err, transient=True) as bar:
         task = bar.add_task("calibrating", total=None)
 

@@ -107,9 +107,9 @@ class CachedModel:
 
     def decode(self, tokens: mx.array, vocab: int, compiled: bool) -> mx.array:
         """Logits of the last row; with `compiled`, the last token goes through the compiled
-        step (core.drafting.compiled) when the model's layout allows one."""
+        step (core.primitives.compiled) when the model's layout allows one."""
         if compiled and self.compiled is None:
-            from core.drafting.compiled import CompiledDecodeStep, supports
+            from core.primitives.compiled import CompiledDecodeStep, supports
 
             self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
         if not (compiled and self.compiled):
