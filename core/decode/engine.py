@@ -29,7 +29,6 @@ from core.cost.guard import RateGuard
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
 from core.decode.guard_memory import GuardMemory, source_prior
-from core.decode.queued import FollowRate
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
@@ -101,8 +100,6 @@ class Engine:
         self.spmd: Any | None = None
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
         self._clock = time.perf_counter  # what catch-ups are timed with (tests count with theirs)
-        self._queued: Any | None = None  # the step a round just queued (core/decode/queued.py)
-        self.follow = FollowRate()  # per source: how often a round followed its round
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -145,7 +142,6 @@ class Engine:
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
         self._drafters = {}
-        self._queued, self.follow = None, FollowRate()
 
     def forget_guards(self) -> None:
         """Drop every measured guard: the next cost-aware request measures from the prior."""
@@ -341,8 +337,7 @@ class Engine:
         if kept is not None and kept[2] is s:  # the same frozen Settings: no signature to build
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft, s.draft_source, s.greedy, s.price_buckets,
-               s.probe_at_observed_cost, s.cost_scale_clip)
+               s.dispatch, s.fused_draft, s.draft_source, s.greedy)
         policy = kept[1] if kept is not None and kept[0] == sig else None
         if policy is None:
             price, view = None, self.cost_curve
@@ -441,9 +436,8 @@ class Engine:
     def _single_model_rounds(
         self, seq: list[int], s: Settings, mode: str, key: mx.array, index: int, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
-        stop_after: Callable[[mx.array], bool] | None = None, first: mx.array | None = None,
+        stop_after: Callable[[mx.array], bool] | None = None,
     ) -> Iterator[RoundEvent]:  # fmt: skip
-        """One token per round from one model, pipelined (core/decode/single.py); `first`:
-        the logits of a step already queued that fed the last token."""
+        """One token per round from one model, pipelined (core/decode/single.py)."""
         loop = PipelinedSteps(self, s, mode, budget, source, cancel)
-        return loop.rounds(seq, key, index, stop_after, first)
+        return loop.rounds(seq, key, index, stop_after)

@@ -38,10 +38,6 @@ class RunTotals:
     # A stretch's last plan that drafts, made while its next step was queued: that step is the
     # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
     handoff: Any | None = None
-    # The step the last round queued before its read (core.decode.queued.QueuedStep): it fed
-    # the last token, and its logits are the next round's or step's first row.
-    queued: Any | None = None
-    after_round: str | None = None  # the source of the round just run, until the next plan
     # Each source's k policy as the run ended (the engine's): a cost-aware one's cost scales
     # are reported, so a request whose copies stopped for a stalled round's scale (the lock-in
     # of docs/benchmarks/lookup/stall_replay.py) shows it without a trace.
