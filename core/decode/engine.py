@@ -25,10 +25,10 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.cost.guard import RateGuard
+from core.cost.guard import Prior, RateGuard
+from core.cost.guard_memory import GuardMemory, source_prior
 from core.cost.policy import Policy, make_policy
 from core.decode.cached_model import CachedModel
-from core.decode.guard_memory import GuardMemory, source_prior
 from core.decode.run_totals import RunTotals
 from core.decode.sampling import LogitsConfig
 from core.decode.single import PipelinedSteps
@@ -148,10 +148,16 @@ class Engine:
         self._guards.clear()
 
     def guard_for(self, s: Settings) -> RateGuard:
-        """The measured guard for these settings, kept across requests (core/decode/
+        """The measured guard for these settings, kept across requests (core/cost/
         guard_memory.py), built with the calibration's prior: a source whose best round
         cannot beat a target step is not asked until a probe."""
-        return self._guards.get(s, lambda name: source_prior(self, s, name))
+
+        def prior(name: str) -> Prior | None:
+            if self.cost_curve is None:
+                return None
+            return source_prior(lambda: self._policy_for(s, 16, self.drafter(name)))
+
+        return self._guards.get(s, prior)
 
     def cache_state(self) -> dict[str, Any]:
         """Token lists and offsets of every cache (tests check they never disagree)."""

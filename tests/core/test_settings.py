@@ -136,10 +136,11 @@ def test_a_retired_switch_loads_at_the_value_that_stayed_and_is_refused_otherwis
         assert (Path(__file__).parents[2] / record).is_file(), record
         assert Settings.from_dict({name: stayed, "k": 3}) == Settings(k=3)
         other = (not stayed) if isinstance(stayed, bool) else stayed + 1
-        for refuse in (lambda: Settings.from_dict({name: other}),
-                       lambda: Settings().replace(**{name: stayed})):  # fmt: skip
-            with pytest.raises(SettingsError) as exc:
-                refuse()
+        with pytest.raises(SettingsError) as loaded:
+            Settings.from_dict({name: other})
+        with pytest.raises(SettingsError) as replaced:
+            Settings().replace(**{name: stayed})
+        for exc in (loaded, replaced):
             assert f"{name} was removed after its A/B ({record})" in one_sentence(exc.value)
     with pytest.raises(SettingsError, match="Unknown setting"):  # the control: not retired
         Settings.from_dict({"overlap_rounds": False})

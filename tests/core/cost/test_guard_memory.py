@@ -1,5 +1,5 @@
 """The measured guard across requests, and its calibrated prior (core/cost/guard.py,
-core/decode/guard_memory.py), with fake clocks: the law of issue 28 held over several
+core/cost/guard_memory.py), with fake clocks: the law of issue 28 held over several
 requests of the same settings, as a bench's seeds and a chat's turns make them.
 
 - the second request of a stopped source asks it only on the probe schedule (no new
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from core.cost.guard import SLOWER, TARGET, Prior, RateGuard, guard_lines, prior_of
-from core.decode.guard_memory import GuardMemory, guard_key
+from core.cost.guard_memory import GuardMemory, guard_key
 from core.drafting import registry
 from core.settings import Settings
 from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
