@@ -300,17 +300,21 @@ class Engine:
         return drafting_rounds(self, seq, s, key, totals, remaining, source, cancel)
 
     def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
-        """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
-        that promises speed; fixed and adaptive k run as asked. The engine keeps it across
-        requests of the same settings (`guard_for`). None where rounds are not
-        judged by this machine's clock: another machine's curve, or a sharded target (each
-        rank's clock differs and every rank must take rank 0's decisions)."""
+        """The measured guard (core.cost.guard) of the settings this round runs with, for the
+        cost-aware policy, the one that promises speed; fixed and adaptive k run as asked.
+        The engine keeps it across requests of the same settings (`guard_for`); a run begins
+        each it uses once, so after a mid-run change the new settings' rates go under their
+        own key. None where rounds are not judged by this machine's clock: another machine's
+        curve, or a sharded target (each rank's clock differs and every rank must take rank
+        0's decisions)."""
         if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
             return None
-        if totals.guard is None:
-            totals.guard = self.guard_for(s)
-            totals.guard.begin_run()
-        return totals.guard
+        guard = self.guard_for(s)
+        if not any(g is guard for g in totals.begun):
+            guard.begin_run()
+            totals.begun.append(guard)
+        totals.guard = guard
+        return guard
 
     def _plan(
         self, seq: Sequence[int], s: Settings, remaining: int, guard: RateGuard | None = None

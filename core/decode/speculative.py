@@ -111,7 +111,7 @@ def drafting_rounds(
             # waits (the pipeline is broken), are the round's own cost.
             guard.observe_round(drafter.name, len(ev.tokens), seconds + (t0 - t_plan),
                                 catch_up_s=caught_all, new_plan=built)  # fmt: skip
-            totals.broke_after = (drafter.name, policy, ev.proposed)
+            totals.broke_after = (guard, drafter.name, policy, ev.proposed)
         yield ev
         return
     done = 0
@@ -138,11 +138,13 @@ def drafting_rounds(
         # and what it cost above a pipelined step is charged to the round's policy.
         for p in asked:
             p.observe(0, 0, None if broke else seconds)
-        if guard is not None and seconds is not None:
-            extra = guard.observe_step(seconds, after=broke[0] if broke else None)
-            charge = getattr(broke[1], "charge", None) if broke else None
+        # The break is the round's: observed by the guard of the settings it ran with.
+        measured = broke[0] if broke else guard
+        if measured is not None and seconds is not None:
+            extra = measured.observe_step(seconds, after=broke[1] if broke else None)
+            charge = getattr(broke[2], "charge", None) if broke else None
             if charge is not None:
-                charge(broke[2], extra)
+                charge(broke[3], extra)
         yield ev
 
 
