@@ -33,6 +33,17 @@ MAX_TOKENS = 2**20
 MAX_REPETITION_CONTEXT = 2**20
 MAX_PREFILL_CHUNK = 2**16
 
+# Switches whose A/B is done and whose code path left, with the behaviour that stayed and the
+# record of the decision. A profile or a bench record written while one existed still loads
+# where it holds the value that stayed; any other value is refused, since it no longer runs.
+RETIRED: dict[str, tuple[Any, str]] = {
+    "overlap_round": (False, "docs/decisions/0001-overlap-round.md"),
+    "price_buckets": (False, "docs/decisions/0002-price-buckets.md"),
+    "lookup_min_match_after_round": (0, "docs/decisions/0003-lookup-min-match-after-round.md"),
+    "probe_at_observed_cost": (True, "docs/decisions/0004-probe-at-observed-cost.md"),
+    "cost_scale_clip": (5.0, "docs/decisions/0005-cost-scale-clip.md"),
+}
+
 
 class SettingsError(UserError, ValueError):
     """A setting a user gave is out of range; the message is one sentence naming it."""
@@ -47,11 +58,6 @@ class Settings:
     mode: str = "speculative"
     draft_source: str = "model"  # where drafts come from: core.drafting.registry
     lookup_min_match: int = 2  # the shortest earlier repeat a lookup copies from
-    # The same right after a drafting round (0: lookup_min_match). The round already broke the
-    # pipeline, so the plain step a copy would replace costs about two pipelined steps there
-    # (core/drafting/lookup.py `LookupDrafter.least`); a one-token repeat's copy is then worth
-    # a round. Off until an A/B on a GPU says it pays (never_slower.py CHAIN_AB=1).
-    lookup_min_match_after_round: int = 0
     rule: str = "mentored"
     tv_budget: float = 0.0
     policy: str = "fixed"
@@ -74,31 +80,6 @@ class Settings:
     verify_attention: str = "auto"
     fused_draft: bool = False
     prefill_chunk: int = 512
-    # Queue the step after a speculative round before the round is read, at the position the
-    # acceptance computed on the device (core/decode/queued.py), so the device runs it while
-    # the host reads and commits. Off by default: on the H200 greedy copies ran at 0.58-0.80x
-    # with it in run 11, within the noise in run 12 (docs/benchmarks/never-slower.md);
-    # unmeasured on Metal.
-    overlap_round: bool = False
-    # Price every R of a row bucket at the bucket's median price (core/dispatch/bucketed.py
-    # `bucket_priced`) where the verification's attention runs one padded shape per bucket
-    # (CUDA, core/dispatch/bucketed.py), so the cost-aware policy stops proposing into a
-    # calibration point that read cheap by chance (run 13, finding 5). Off: its A/B over
-    # every shipped prompt on the H200 found no difference (never-slower.md, run 14).
-    price_buckets: bool = False
-    # Gate a copy's probe at the drafted rounds' observed cost scale (false: at the calibrated
-    # or the observed cost, whichever is less; core/cost/policy.py `CopyRunPolicy._could_pay`).
-    # That scale moves only when a round drafts, so in a replay one stalled first round locked
-    # a request's copies out; but on the H200 the lesser cost let through probes the real
-    # rounds' cost would have stopped, and lost (never-slower.md, run 15): on until an A/B says
-    # otherwise (never_slower.py PROBE_AB=1 runs false beside it).
-    probe_at_observed_cost: bool = True
-    # The most one observed round or step may move the cost-aware policy's cost scale, in
-    # multiples of it (core/cost/policy.py). At 5x one stalled round raised the drafted
-    # rounds' scale until no copy seemed to pay, for the rest of the request; at 1.5x the
-    # replay kept its copies through every stall pattern it tried (never-slower.md, run 15).
-    # Unmeasured on a GPU until its A/B (never_slower.py CLIP_AB=1).
-    cost_scale_clip: float = 5.0
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -128,8 +109,6 @@ class Settings:
         _check_range("max_tokens", self.max_tokens, 1, MAX_TOKENS)
         _check_range("repetition_context", self.repetition_context, 1, MAX_REPETITION_CONTEXT)
         _check_range("lookup_min_match", self.lookup_min_match, 1, 64)
-        _check_range("lookup_min_match_after_round", self.lookup_min_match_after_round, 0, 64)
-        _check_range("cost_scale_clip", self.cost_scale_clip, 1.01, 100.0)
         _check_range("prefill_chunk", self.prefill_chunk, 1, MAX_PREFILL_CHUNK)
         if self.accept_lo > self.accept_hi:
             raise SettingsError("accept_lo must not exceed accept_hi.")
@@ -155,6 +134,7 @@ class Settings:
         Only declared fields: `greedy=` or `replace=` once reached dataclasses as a TypeError
         traceback (issue 32, row 5)."""
         unknown = sorted(set(changes) - set(field_names()))
+        _refuse_retired({n: changes[n] for n in unknown if n in RETIRED}, keep_stayed=False)
         if unknown:
             raise SettingsError(
                 f"Unknown setting(s): {', '.join(unknown)}; the settings are "
@@ -167,12 +147,14 @@ class Settings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
-        """Build from a mapping, refusing unknown keys with one sentence."""
+        """Build from a mapping, refusing unknown keys with one sentence. A retired switch
+        (RETIRED) at the value that stayed is dropped: that file describes what runs now."""
         names = set(field_names())
+        _refuse_retired({n: v for n, v in data.items() if n in RETIRED}, keep_stayed=True)
+        data = {n: v for n, v in data.items() if n not in RETIRED}
         unknown = sorted(set(data) - names)
         if unknown:
             raise SettingsError(f"Unknown setting(s): {', '.join(unknown)}.")
-        data = dict(data)
         k, k_max = data.get("k"), data.get("k_max", _DEFAULTS.k_max)
         if _is_type(k, int) and _is_type(k_max, int) and k > k_max:
             # Written before k was bounded by k_max (issue 32): a fixed policy drafted k
@@ -196,6 +178,19 @@ def field_names() -> tuple[str, ...]:
 def field_type(name: str) -> type:
     """The type a declared setting holds (bool, int, float or str)."""
     return type(getattr(_DEFAULTS, name))
+
+
+def _refuse_retired(found: Mapping[str, Any], keep_stayed: bool) -> None:
+    """A SettingsError naming the first retired switch in `found` and its decision record,
+    unless `keep_stayed` and it holds the value that stayed (then it describes this code)."""
+    for name, value in found.items():
+        stayed, record = RETIRED[name]
+        if keep_stayed and _is_type(value, type(stayed)) and value == stayed:
+            continue
+        raise SettingsError(
+            f"Setting {name} was removed after its A/B ({record}); what runs now is "
+            f"{name} = {str(stayed).lower() if isinstance(stayed, bool) else stayed}."
+        )
 
 
 def _check_types(s: Settings) -> None:

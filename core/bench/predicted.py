@@ -127,7 +127,7 @@ def attach_predictions(
         # The row's own sampling: a sampled draft step and acceptance cost more than greedy ones.
         view = curve.for_sampling(s.greedy) if hasattr(curve, "for_sampling") else curve
         t_accept = getattr(view, "t_accept", None)
-        verify = verify_cost(view, s.dispatch, buckets=s.price_buckets)  # as its policy priced
+        verify = verify_cost(view, s.dispatch)  # as its policy priced
         prices: dict[str, Callable[[int], float]] = {}
         parts = []
         main = s.draft_source

@@ -45,12 +45,6 @@ def describe(s: Settings) -> str:
             label += f", {s.draft_source} drafts"
             if s.lookup_min_match != Settings.lookup_min_match:
                 label += f" (match {s.lookup_min_match}+)"
-            if s.lookup_min_match_after_round:
-                label += f" ({s.lookup_min_match_after_round}+ after a round)"
-            if not s.probe_at_observed_cost:
-                label += " (probes at the lesser cost)"
-            if s.cost_scale_clip != Settings.cost_scale_clip:
-                label += f" (cost scale clip {s.cost_scale_clip:g}x)"
     if s.greedy and s.mode != "speculative":
         label += ", greedy"
     return label

@@ -15,7 +15,7 @@ step is charged to the source that drafted (`observe_step(..., after=source)`), 
 target arm learns its rate from pipelined steps only.
 
 The law (tests/core/cost/test_guard.py; across requests and for the prior,
-tests/core/decode/test_guard_memory.py):
+tests/core/cost/test_guard_memory.py):
 - a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
   prior before there is evidence), so a source that pays is used from the start;
 - a source whose rate falls below the target arm's stops being asked ("not asked: slower
@@ -44,7 +44,7 @@ sits within noise of the target's, where each such round costs little).
   (a compile at first use, say) cannot stop a source that pays for the probe gap it implied.
 
 State that outlives a request: the engine keeps one guard per pair and settings across
-requests and chat turns (`Engine.guard_for`, core/decode/guard_memory.py), and each run starts with
+requests and chat turns (`Engine.guard_for`, core/cost/guard_memory.py), and each run starts with
 `begin_run()`, which zeroes only the run's own totals (what the reports show). The rates are
 decayed sums (`DECAY`: about the last 10 rounds of an arm), the round counter and the probe
 schedule go on, so a second request neither pays the "measuring" rounds again nor asks a

@@ -138,8 +138,8 @@ class CostAwarePolicy:
     with the curve's price for it, and an EMA of that ratio, one for target steps and one for
     drafted rounds, scales the prices: a sampled draft step dearer than the calibrated greedy
     one, or a host that got slower, moves the choice (on the H200 the calibrated price was
-    optimistic and k stayed too long at TV = 0.5). `scale_clip`: the most one observation may
-    move a scale, in multiples of it (5x; a stalled round at 5x could lock copies out, run 15).
+    optimistic and k stayed too long at TV = 0.5). One observation moves a scale by at most
+    SCALE_CLIP of it.
     """
 
     kind = 0  # the offer's kind its choices are kept for (CopyRunPolicy tracks copies' kinds)
@@ -157,10 +157,8 @@ class CostAwarePolicy:
         prior_weight: float = 2.0,
         probe_every: int = 16,
         t_accept: Callable[[int], float] | None = None,
-        scale_clip: float = SCALE_CLIP[1],
     ) -> None:
         t_draft = as_price(t_draft)
-        self.clip = (SCALE_CLIP[0], scale_clip)
         self.t_verify, self.t_draft, self.t_overhead = t_verify, t_draft, t_overhead
         # The round's price and its expected tokens: one formula with the bench and the app.
         self.cost = RoundCost(t_verify, t_draft, t_overhead=t_overhead, t_accept=t_accept)
@@ -314,7 +312,7 @@ class CostAwarePolicy:
         priced = self._prices()[proposed] if 0 < proposed <= MAX_K else 0.0
         if seconds <= 0.0 or priced <= 0.0:
             return
-        most = COST_EMA * (self.clip[1] - 1.0) * self.scale[1]  # what one round may add
+        most = COST_EMA * (SCALE_CLIP[1] - 1.0) * self.scale[1]  # what one round may add
         self.scale[1] += min(COST_EMA * seconds / priced, most)
         self._cache = None
 
@@ -323,7 +321,7 @@ class CostAwarePolicy:
             priced = self._prices()[proposed]  # `priced(proposed)`, the curve read once
             if priced > 0.0:
                 i = int(proposed > 0)
-                lo, hi = (c * self.scale[i] for c in self.clip)
+                lo, hi = (c * self.scale[i] for c in SCALE_CLIP)
                 ratio = min(max(seconds / priced, lo), hi)
                 self.scale[i] += COST_EMA * (ratio - self.scale[i])
         self._zeros = self._zeros + 1 if proposed == 0 else 0
@@ -365,9 +363,8 @@ class CopyRunPolicy(CostAwarePolicy):
     prompt's two-token repeats), and its rounds stay pipelined target steps.
     """
 
-    def __init__(self, *args: Any, observed_gate: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.observed_gate = observed_gate  # False: the probe gate at the lesser cost
         self.k_cap = self.k_max
         self.pooled = RunLengths.empty()
         self.kinds: dict[int, RunLengths] = {}
@@ -389,16 +386,12 @@ class CopyRunPolicy(CostAwarePolicy):
     def _could_pay(self) -> bool:
         """Whether a copy of this kind could pay if its first token were kept as often as its
         evidence allows at best (a run, once kept, runs on as runs did), its round at the
-        observed cost (`observed_gate`, the default) or at the lesser of it and the calibrated
-        one: the scale moves only when a round drafts, so in a replay one stalled first round
-        locked copies out for a request, but on the H200 the lesser cost let through probes
-        the real rounds' cost stopped, and lost 1.18-1.28x (never-slower.md, run 15)."""
+        drafted rounds' observed cost scale (docs/decisions/0004-probe-at-observed-cost.md)."""
         def hope() -> list[float]:  # read only when the kept choice is stale
             a = self.acceptance()
             return [optimistic_hazards(self.kinds.get(self.kind), a[:1])[0], *a[1:]]
 
-        cheapest = self.scale[1] if self.observed_gate else min(self.scale[1], 1.0)
-        return self._drafting("hope", hope, lo=1, drafted=cheapest)[1] > self._step_rate()
+        return self._drafting("hope", hope, lo=1, drafted=self.scale[1])[1] > self._step_rate()
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
         super().observe(proposed, accepted, seconds)
@@ -437,14 +430,12 @@ def make_policy(
             from core.drafting.model import model_draft_price
 
             draft_price = model_draft_price(cost_curve)
-        verify = verify_cost(cost_curve, s.dispatch, buckets=s.price_buckets)
+        verify = verify_cost(cost_curve, s.dispatch)
         # Copies probe at most every 64 steps once they keep failing: a probe of a source
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:
             return CopyRunPolicy(verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
-                                 probe_every=64, observed_gate=s.probe_at_observed_cost,
-                                 scale_clip=s.cost_scale_clip)
+                                 probe_every=64)
         return CostAwarePolicy(verify, draft_price, k_max=s.k_max, k_min=0, bonus=s.bonus,
-                               t_accept=getattr(cost_curve, "t_accept", None),
-                               scale_clip=s.cost_scale_clip)
+                               t_accept=getattr(cost_curve, "t_accept", None))
     raise ValueError(f"unknown policy {s.policy!r}")

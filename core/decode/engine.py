@@ -25,10 +25,10 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from core.cost.guard import RateGuard
+from core.cost.guard import Prior, RateGuard
+from core.cost.guard_memory import GuardMemory, source_prior
 from core.cost.policy import Policy, make_policy
-from core.decode.guard_memory import GuardMemory, source_prior
-from core.decode.queued import FollowRate
+from core.primitives.cached_model import CachedModel
 from core.decode.run_totals import RunTotals
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, drop_handoff, speculative_round
@@ -101,8 +101,6 @@ class Engine:
         self.spmd: Any | None = None
         self._observe_times = True  # False: the curve is another machine's (set_cost_curve)
         self._clock = time.perf_counter  # what catch-ups are timed with (tests count with theirs)
-        self._queued: Any | None = None  # the step a round just queued (core/decode/queued.py)
-        self.follow = FollowRate()  # per source: how often a round followed its round
 
     @classmethod
     def from_pair(cls, pair: Any) -> Engine:
@@ -145,17 +143,22 @@ class Engine:
         if self._draft is not None:
             self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
         self._drafters = {}
-        self._queued, self.follow = None, FollowRate()
 
     def forget_guards(self) -> None:
         """Drop every measured guard: the next cost-aware request measures from the prior."""
         self._guards.clear()
 
     def guard_for(self, s: Settings) -> RateGuard:
-        """The measured guard for these settings, kept across requests (core/decode/
+        """The measured guard for these settings, kept across requests (core/cost/
         guard_memory.py), built with the calibration's prior: a source whose best round
         cannot beat a target step is not asked until a probe."""
-        return self._guards.get(s, lambda name: source_prior(self, s, name))
+
+        def prior(name: str) -> Prior | None:
+            if self.cost_curve is None:
+                return None
+            return source_prior(lambda: self._policy_for(s, 16, self.drafter(name)))
+
+        return self._guards.get(s, prior)
 
     def cache_state(self) -> dict[str, Any]:
         """Token lists and offsets of every cache (tests check they never disagree)."""
@@ -298,17 +301,21 @@ class Engine:
         return drafting_rounds(self, seq, s, key, totals, remaining, source, cancel)
 
     def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
-        """This run's measured guard (core.cost.guard), for the cost-aware policy, the one
-        that promises speed; fixed and adaptive k run as asked. The engine keeps it across
-        requests of the same settings (`guard_for`). None where rounds are not
-        judged by this machine's clock: another machine's curve, or a sharded target (each
-        rank's clock differs and every rank must take rank 0's decisions)."""
+        """The measured guard (core.cost.guard) of the settings this round runs with, for the
+        cost-aware policy, the one that promises speed; fixed and adaptive k run as asked.
+        The engine keeps it across requests of the same settings (`guard_for`); a run begins
+        each it uses once, so after a mid-run change the new settings' rates go under their
+        own key. None where rounds are not judged by this machine's clock: another machine's
+        curve, or a sharded target (each rank's clock differs and every rank must take rank
+        0's decisions)."""
         if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
             return None
-        if totals.guard is None:
-            totals.guard = self.guard_for(s)
-            totals.guard.begin_run()
-        return totals.guard
+        guard = self.guard_for(s)
+        if not any(g is guard for g in totals.begun):
+            guard.begin_run()
+            totals.begun.append(guard)
+        totals.guard = guard
+        return guard
 
     def _plan(
         self, seq: Sequence[int], s: Settings, remaining: int, guard: RateGuard | None = None
@@ -341,8 +348,7 @@ class Engine:
         if kept is not None and kept[2] is s:  # the same frozen Settings: no signature to build
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft, s.draft_source, s.greedy, s.price_buckets,
-               s.probe_at_observed_cost, s.cost_scale_clip)
+               s.dispatch, s.fused_draft, s.draft_source, s.greedy)
         policy = kept[1] if kept is not None and kept[0] == sig else None
         if policy is None:
             price, view = None, self.cost_curve
@@ -441,9 +447,8 @@ class Engine:
     def _single_model_rounds(
         self, seq: list[int], s: Settings, mode: str, key: mx.array, index: int, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
-        stop_after: Callable[[mx.array], bool] | None = None, first: mx.array | None = None,
+        stop_after: Callable[[mx.array], bool] | None = None,
     ) -> Iterator[RoundEvent]:  # fmt: skip
-        """One token per round from one model, pipelined (core/decode/single.py); `first`:
-        the logits of a step already queued that fed the last token."""
+        """One token per round from one model, pipelined (core/decode/single.py)."""
         loop = PipelinedSteps(self, s, mode, budget, source, cancel)
-        return loop.rounds(seq, key, index, stop_after, first)
+        return loop.rounds(seq, key, index, stop_after)

@@ -31,17 +31,14 @@ class RunTotals:
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
     first_round_tokens: int = 0  # committed by the round that brought the first token
-    guard: RateGuard | None = None  # the measured guard of a cost-aware run (core.cost.guard)
-    # The drafting round the next step follows (its source, policy and drafts): that step,
-    # read with no step queued behind it, is the round's pipeline break.
-    broke_after: tuple[str, Any, int] | None = None
+    guard: RateGuard | None = None  # the last round's measured guard (core.cost.guard)
+    begun: list[RateGuard] = field(default_factory=list)  # the guards this run began
+    # The drafting round the next step follows (its guard, source, policy and drafts): that
+    # step, read with no step queued behind it, is the round's pipeline break.
+    broke_after: tuple[RateGuard, str, Any, int] | None = None
     # A stretch's last plan that drafts, made while its next step was queued: that step is the
     # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
     handoff: Any | None = None
-    # The step the last round queued before its read (core.decode.queued.QueuedStep): it fed
-    # the last token, and its logits are the next round's or step's first row.
-    queued: Any | None = None
-    after_round: str | None = None  # the source of the round just run, until the next plan
     # Each source's k policy as the run ended (the engine's): a cost-aware one's cost scales
     # are reported, so a request whose copies stopped for a stalled round's scale (the lock-in
     # of docs/benchmarks/lookup/stall_replay.py) shows it without a trace.

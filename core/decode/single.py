@@ -88,7 +88,6 @@ class PipelinedSteps:
     def rounds(
         self, seq: list[int], key: mx.array, index: int,
         stop_after: Callable[[mx.array], bool] | None = None,
-        first: mx.array | None = None,
     ) -> Iterator[RoundEvent]:  # fmt: skip
         """Yield one RoundEvent per token, committing each to `seq`. `stop_after(row0)`,
         asked after each token while the next step is queued (`row0`: its logits): True ends
@@ -101,12 +100,8 @@ class PipelinedSteps:
         greedy = self.cfg.greedy  # a greedy step draws nothing: no key split in its path
         key, k0 = (key, key) if greedy else mx.random.split(key)
         timer = RoundTimer(s.traced, clock)
-        if first is not None:  # a step the round before queued, which fed the last token
-            assert not pending, "a queued step has fed every committed token"
-            y = self.pick(first, hist, k0)
-        else:
-            y = self.step(mx.array(pending), hist, k0)
-            st.seq.extend(pending)
+        y = self.step(mx.array(pending), hist, k0)
+        st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
         while True:

@@ -18,7 +18,6 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.decode.queued import QueuedStep, adopt, queue_step, queued_attention, why_not
 from core.decode.run_totals import RunTotals
 from core.decode.trace import RoundTimer
 from core.dispatch.bucketed import took_new_plan
@@ -50,14 +49,13 @@ class Handoff:
 
 
 def drop_handoff(engine: Any, seq: list[int], totals: RunTotals, round_s: Settings | None) -> None:
-    """Forget a handed-off or queued step no round will take: the next round's settings
-    (`round_s`; None when it is not speculative) are not those it was planned or queued with.
-    The target's cache goes back to seq[:-1], so the last token is fed again."""
-    for name in ("handoff", "queued"):
-        h = getattr(totals, name)
-        if h is not None and (round_s is None or h.settings != round_s):
-            setattr(totals, name, None)
-            engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
+    """Forget a handed-off step no round will take: the next round's settings (`round_s`;
+    None when it is not speculative) are not those it was planned with. The target's cache
+    goes back to seq[:-1], so the last token is fed again."""
+    h = totals.handoff
+    if h is not None and (round_s is None or h.settings != round_s):
+        totals.handoff = None
+        engine._target.rewind(seq[:-1], max(len(seq) - 2, 0))
 
 
 def drafting_rounds(
@@ -81,19 +79,12 @@ def drafting_rounds(
         engine._ensure_curve(s, len(seq))  # a first calibration is no round's cost
     guard = engine._guard(s, totals)
     handoff, totals.handoff = totals.handoff, None  # kept by the engine only for these settings
-    queued, totals.queued = totals.queued, None  # the step a round queued before its read
-    after, totals.after_round = totals.after_round, None  # the source of the round just run
     row0 = None
-    carry = 0.0 if queued is None else queued.build_s  # the next token's: whoever takes it
     if handoff is not None:  # planned after the last token, its step queued: a round now
         plan, row0, t_plan = handoff.plan, handoff.row0, handoff.t_plan
     else:
         t_plan = engine._clock()
         plan = engine._plan(seq, s, remaining, guard)
-        if after is not None:  # does a round follow that source's round? (queued.FollowRate)
-            engine.follow.observe(after, plan.drafter is not None)
-        if queued is not None and plan.drafter is not None:
-            row0, queued = queued.row0, None  # that step fed the last token: the first row
     drafter, policy, asked = plan.drafter, plan.policy, plan.declined
     if drafter is not None and policy is not None:
         # Outside the round's timer. A catch-up after the first (a model's lag behind target
@@ -107,18 +98,12 @@ def drafting_rounds(
         caught = caught_all if drafter.name in totals.caught_up else 0.0
         totals.caught_up.add(drafter.name)
         totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
-        engine._queued = None
         if cancel is not None and cancel.is_set():  # Esc in a long catch-up: no round
             return
         took_new_plan()  # what the catch-up or the steps before built is not this round's
         ev = engine._speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
         built = took_new_plan()  # a plan built for its shape: a one-time cost, not the source's
-        totals.queued, engine._queued = engine._queued, None
-        totals.after_round = ev.source or drafter.name
         seconds = engine._observed_s(ev)
-        if seconds is not None:  # the step it queued is the next token's cost, not its own
-            left = totals.queued.build_s if totals.queued is not None else 0.0
-            seconds = max(seconds - left, 0.0) + (carry if row0 is not None else 0.0)
         policy.observe(ev.proposed, ev.accepted,
                        None if seconds is None or built else seconds + caught)  # fmt: skip
         if guard is not None and seconds is not None:
@@ -126,7 +111,7 @@ def drafting_rounds(
             # waits (the pipeline is broken), are the round's own cost.
             guard.observe_round(drafter.name, len(ev.tokens), seconds + (t0 - t_plan),
                                 catch_up_s=caught_all, new_plan=built)  # fmt: skip
-            totals.broke_after = (drafter.name, policy, ev.proposed)
+            totals.broke_after = (guard, drafter.name, policy, ev.proposed)
         yield ev
         return
     done = 0
@@ -143,25 +128,23 @@ def drafting_rounds(
         totals.handoff = Handoff(after, row0, s, t)
         return True
 
-    first = None if queued is None else queued.row0  # queued by the round before: step one
     for ev in engine._single_model_rounds(seq, s, "target-only", key, totals.rounds, remaining,
-                                        source, cancel, stop_after=drafts_now,
-                                        first=first):  # fmt: skip
+                                        source, cancel, stop_after=drafts_now):  # fmt: skip
         done += 1
         seconds = engine._observed_s(ev)
-        if seconds is not None and first is not None:  # step one: the queued step's build too
-            seconds, first = seconds + carry, None
         broke, totals.broke_after = totals.broke_after, None
         # The policies that said 0 for this step observe it; the step right after a round is
         # not a plain step's cost but the round's (the pipeline break): it moves no step scale,
         # and what it cost above a pipelined step is charged to the round's policy.
         for p in asked:
             p.observe(0, 0, None if broke else seconds)
-        if guard is not None and seconds is not None:
-            extra = guard.observe_step(seconds, after=broke[0] if broke else None)
-            charge = getattr(broke[1], "charge", None) if broke else None
+        # The break is the round's: observed by the guard of the settings it ran with.
+        measured = broke[0] if broke else guard
+        if measured is not None and seconds is not None:
+            extra = measured.observe_step(seconds, after=broke[1] if broke else None)
+            charge = getattr(broke[2], "charge", None) if broke else None
             if charge is not None:
-                charge(broke[2], extra)
+                charge(broke[3], extra)
         yield ev
 
 
@@ -213,15 +196,8 @@ def speculative_round(
     if hist is not None:
         logits = penalize(logits, mx.concatenate([hist, draft_arr]), cfg)
     tv_sum = 0.0
-    overlap = (why_not(t.model, t.cache, s, engine.spmd) is None
-               and engine.follow.queues(proposal.source or drafter.name))  # fmt: skip
-    queued, built = None, 0.0
     if cfg.greedy:
         packed = engine._agreed(accept_greedy_packed(logits, draft_arr))
-        if overlap:  # the next step at the position the device computed, before the read
-            n_dev = packed[-1]
-            queued, built = _queue_next(engine, s, packed, mx.take(packed, n_dev + k), n_dev,
-                                        len(seq))  # fmt: skip
         mx.eval(packed)
         vals = packed.tolist()
         # [drafts (k), the target's argmax per row (k + 1), n]: the next token is row n's
@@ -235,9 +211,6 @@ def speculative_round(
         ids = draft_arr.astype(mx.int32)
         tail = mx.stack([verdict.n_accepted, verdict.next_token]).astype(mx.int32)
         packed = engine._agreed(mx.concatenate([ids, tail]))
-        if overlap:
-            queued, built = _queue_next(engine, s, packed, verdict.next_token,
-                                        verdict.n_accepted, len(seq))  # fmt: skip
         if s.rule == "mentored":  # lossless realises no distance: nothing to read
             mx.eval(packed, verdict.tv_sum)
             tv_sum = float(verdict.tv_sum.item())
@@ -260,9 +233,6 @@ def speculative_round(
     drafter.learn(proposed_ids, n)
     seq.extend([c.id for c in committed])
     t.rewind(seq, start, upto=len(seq) - 1)  # seq[:-1], without copying the conversation
-    if queued is not None and len(committed) == n + 1:  # it fed the round's last token
-        adopt(t.seq, t.cache, seq)
-        engine._queued = QueuedStep(queued, s, built)
     drafter.rewind(seq, start)
     timer.mark("cache")
 
@@ -282,21 +252,6 @@ def speculative_round(
         source=proposal.source,
         copied_from=proposal.copied_from,
     )
-
-
-def _queue_next(engine: Any, s: Settings, packed: mx.array, token: mx.array, n: mx.array,
-                base: int) -> tuple[mx.array | None, float]:  # fmt: skip
-    """The round's verdict (`packed`) launched, then the step that feeds `token` at base + n
-    built and launched behind it (core/decode/queued.py): its logits, or None where the
-    buffer has no slot for it, and the seconds its build took (the next token's cost)."""
-    mx.async_eval(packed)
-    t0 = engine._clock()
-    t = engine._target
-    row = queue_step(t.model, t.cache, token, n, base, engine.vocab_size,
-                     queued_attention(s))  # fmt: skip
-    if row is not None:
-        mx.async_eval(row)
-    return row, engine._clock() - t0
 
 
 def _round_kernel(engine: Any, s: Settings, rows: int) -> str:

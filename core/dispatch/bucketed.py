@@ -25,9 +25,7 @@ mlx-lm's "causal": those keep MLX's own call.
 from __future__ import annotations
 
 import os
-import statistics
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -62,24 +60,6 @@ def took_new_plan() -> bool:
 def row_bucket(rows: int) -> int:
     """The query rows a verification of `rows` rows is padded to (itself past the buckets)."""
     return next((b for b in ROW_BUCKETS if rows <= b), rows)
-
-
-def bucket_priced(curve: Any, price: Callable[[int], float]) -> Callable[[int], float]:
-    """`price` (core/dispatch/curve.py `verify_cost`) with every R of a row bucket
-    (`row_bucket`: 2-16, 17-64) priced at the median of `price` over the R the curve measured
-    in that bucket; one row and R past the buckets as `price` says. Only on CUDA, where the bucketed attention
-    runs each bucket at one padded shape: there a spread within a bucket is the calibration's
-    noise (13.9-15.7 ms to 8.1-14.4 ms over 2-16 rows on run 13's three H200 machines), and
-    the policy leaned toward whichever k landed on a cheap reading. Elsewhere (Metal's
-    attention runs each R at its own shape; a GEMV stretch is a real step) `price` as it is."""
-    if getattr(curve, "backend", "") != "cuda":
-        return price
-    groups: dict[int, list[float]] = {}
-    for r in curve.rows:  # the R the default mode measured
-        if r > 1 and row_bucket(r) in ROW_BUCKETS:
-            groups.setdefault(row_bucket(r), []).append(price(r))
-    medians = {b: statistics.median(xs) for b, xs in groups.items()}
-    return lambda rows: price(rows) if rows <= 1 else medians.get(row_bucket(rows), price(rows))
 
 
 def _bias(rows: int, offset: int, rows_b: int, keys_b: int, dtype: mx.Dtype) -> mx.array:

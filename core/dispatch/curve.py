@@ -318,23 +318,15 @@ def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
     return best
 
 
-def verify_cost(curve: VerifyCostCurve, dispatch: str,
-                buckets: bool = False) -> Callable[[int], float]:  # fmt: skip
+def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
     """t_verify(rows) under a dispatch setting: "fastest" and "auto" take the mode their
     dispatch runs at that R (`fastest_dispatch`, `auto_dispatch`), a forced family its own
     measurements where it has them, anything else the default mode. The policy prices a
     round with what its verification will run. One row is a plain step under every setting
-    (no patch applies to it): `one_row_price`, the least of the modes' timings of it.
-    `buckets` (Settings.price_buckets): each row bucket at its median price on CUDA
-    (core/dispatch/bucketed.py `bucket_priced`)."""
+    (no patch applies to it): `one_row_price`, the least of the modes' timings of it."""
     step = one_row_price(curve)
     price = _verify_price(curve, dispatch, step)
-    cost = lambda rows: step if rows <= 1 else price(rows)  # noqa: E731
-    if buckets:
-        from core.dispatch.bucketed import bucket_priced
-
-        return bucket_priced(curve, cost)
-    return cost
+    return lambda rows: step if rows <= 1 else price(rows)
 
 
 def _verify_price(curve: VerifyCostCurve, dispatch: str, step: float) -> Callable[[int], float]:

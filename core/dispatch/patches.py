@@ -199,8 +199,7 @@ def _wrap_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
         queries: mx.array, keys: Any, values: Any, cache: Any = None, scale: float = 1.0,
         mask: Any = None, sinks: Any = None, **kw: Any,
     ) -> mx.array:  # fmt: skip
-        rows_ok = queries.shape[-2] > 1 or getattr(_tls, "one_row", False)
-        if rows_ok and sinks is None and not kw and not hasattr(cache, "bits"):
+        if queries.shape[-2] > 1 and sinks is None and not kw and not hasattr(cache, "bits"):
             if getattr(_tls, "plain", False):
                 return plain_attention(queries, keys, values, scale=scale, mask=mask)
             if getattr(_tls, "bucketed", False):
@@ -304,15 +303,13 @@ def _plan_for(model: nn.Module) -> _ModelPlan:
 class _VerificationPatches:
     """The context manager verification_patches returns when something is to be patched."""
 
-    __slots__ = ("plan", "linear", "plain", "bucketed", "one_row", "_saved", "_done")
+    __slots__ = ("plan", "linear", "plain", "bucketed", "_saved", "_done")
 
     def __init__(
-        self, plan: _ModelPlan, linear: dict[int, int] | None, plain: bool, bucketed: bool = False,
-        one_row: bool = False,
-    ) -> None:  # fmt: skip
+        self, plan: _ModelPlan, linear: dict[int, int] | None, plain: bool, bucketed: bool = False
+    ) -> None:
         self.plan, self.linear, self.plain, self.bucketed = plan, linear, plain, bucketed
-        self.one_row = one_row  # the plain attention for one-row queries too (a queued step)
-        self._saved: tuple[Any, Any, Any, Any] = (None, False, False, False)
+        self._saved: tuple[Any, Any, Any] = (None, False, False)
         self._done: list[tuple[Any, str]] = []
 
     def __enter__(self) -> None:
@@ -330,9 +327,8 @@ class _VerificationPatches:
             self._undo()
             raise
         self._saved = (getattr(_tls, "linear", None), getattr(_tls, "plain", False),
-                       getattr(_tls, "bucketed", False), getattr(_tls, "one_row", False))  # fmt: skip
+                       getattr(_tls, "bucketed", False))  # fmt: skip
         _tls.linear, _tls.plain, _tls.bucketed = self.linear, self.plain, self.bucketed
-        _tls.one_row = self.one_row
 
     def _undo(self) -> None:
         for owner, attr in reversed(self._done):
@@ -340,7 +336,7 @@ class _VerificationPatches:
         self._done = []
 
     def __exit__(self, *exc: object) -> None:
-        _tls.linear, _tls.plain, _tls.bucketed, _tls.one_row = self._saved
+        _tls.linear, _tls.plain, _tls.bucketed = self._saved
         self._undo()
 
 
@@ -392,14 +388,6 @@ def draft_attention(model: nn.Module) -> Callable[[int], contextlib.AbstractCont
     and a draft runs such a forward at a new length every round; a no-op on Metal and the CPU.
     The logits stay the same up to rounding (core.primitives.cached_model.CachedModel.multi_row)."""
     return lambda rows: verification_patches(model, "auto", "auto", rows)
-
-
-def one_row_plain(model: nn.Module) -> contextlib.AbstractContextManager[None]:
-    """Enter around a one-row forward that attends with an array mask (the step queued before
-    a round's read, core/decode/queued.py): `plain_attention` for its one-row queries too.
-    MLX's CUDA one-row kernel takes no array mask, so the fused call runs through cuDNN there;
-    which costs less is measured (docs/benchmarks/h200/forward_split.py, modes queued-*)."""
-    return _VerificationPatches(_plan_for(model), None, True, one_row=True)
 
 
 def verification_patches(

@@ -40,12 +40,9 @@ class LookupDrafter:
     name = "lookup"
     copies = True  # deterministic copies: the cost-aware policy models their run lengths
 
-    def __init__(self, min_match: int = DEFAULT_MIN_MATCH, after_round: int = 0) -> None:
+    def __init__(self, min_match: int = DEFAULT_MIN_MATCH) -> None:
         self.min_match = min_match
-        self.after_round = after_round  # the same right after a round (0: min_match)
         self.index = SuffixIndex()
-        self._round_end = -1  # the committed length its last round left, till a step follows
-        self._learnt = False  # a round of its own just ran: its rewind comes next
 
     @classmethod
     def from_resources(cls, res: DraftResources) -> LookupDrafter:
@@ -53,21 +50,8 @@ class LookupDrafter:
 
     def configure(self, settings: Any) -> None:
         """Its own settings, read before each drafting round: the shortest repeat it copies
-        from (Settings.lookup_min_match), and right after a round
-        (Settings.lookup_min_match_after_round). The index depends on neither."""
+        from (Settings.lookup_min_match). The index does not depend on it."""
         self.min_match = settings.lookup_min_match
-        self.after_round = settings.lookup_min_match_after_round
-
-    def least(self, seq: Sequence[int]) -> int:
-        """The shortest repeat to copy from after `seq`: `after_round` where no token was
-        committed since a round's rewind (the pipeline is broken: the plain step a copy would
-        replace runs unqueued, about two pipelined steps on the H200, never-slower.md run 6),
-        else `min_match`. Replayed on run 14's greedy answers with the H200's prices, a
-        one-token repeat there lifted the rewrite from 5.67x to 6.69x
-        (docs/benchmarks/lookup/after_round.py)."""
-        if self.after_round and len(seq) == self._round_end:
-            return self.after_round
-        return self.min_match
 
     def catch_up(self, seq: Sequence[int], chunk: int = 0, cancel: Any = None) -> int:
         """Index every committed token (host work only, microseconds per token). `seq` must
@@ -81,7 +65,7 @@ class LookupDrafter:
         a whole period, so the loop's copy goes on), and the match's kind."""
         self.catch_up(seq)
         match = self.index.longest_repeat()
-        if match is None or match.length < self.least(seq):
+        if match is None or match.length < self.min_match:
             return []
         period = len(self.index) - (match.end + 1)
         available = None if match.length >= period else period
@@ -90,7 +74,7 @@ class LookupDrafter:
     def propose(self, request: DraftRequest) -> Proposal:
         self.catch_up(request.seq)
         match = self.index.longest_repeat()
-        if match is None or match.length < self.least(request.seq) or request.k <= 0:
+        if match is None or match.length < self.min_match or request.k <= 0:
             return empty_proposal(self.name)
         ids = self.index.continuation(match, request.k)
         return Proposal(
@@ -98,16 +82,10 @@ class LookupDrafter:
         )  # fmt: skip
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
-        """The committed tokens are indexed at the next catch-up; what it keeps is that a round
-        of its own ran, which the rewind after it dates (`least`)."""
-        self._learnt = True
+        """Nothing: the committed tokens are indexed at the next catch-up."""
 
     def rewind(self, committed: Sequence[int], start: int = 0) -> None:
-        """Keep the index a prefix of the committed tokens (rebuilt only where they part).
-        After its own round (core/decode/speculative.py: learn, then rewind), `committed` ends
-        where that round did: until a token is committed past it, a round just ran."""
-        if self._learnt:
-            self._round_end, self._learnt = len(committed), False
+        """Keep the index a prefix of the committed tokens (rebuilt only where they part)."""
         n = min(len(self.index), len(committed))
         i = min(start, n)
         toks = self.index.tokens

@@ -59,7 +59,7 @@ def curve_for(
     curve that short serves only runs whose k_max + 1 it covers."""
     from core.dispatch.calibrate import calibrate
     from core.dispatch.row_plan import calibration_context
-    from core.runtime.warmup import queued_attentions, warm_up
+    from core.runtime.warmup import warm_up
 
     key = engine_key(engine, settings)
     notices: list[str] = []
@@ -82,8 +82,7 @@ def curve_for(
     # the plan's rows and nothing else: each timed row count compiled before it is timed
     record = warm_up(target, draft, vocab=engine.vocab_size, rows=rows,
                      prompt_tokens=context, chunk=chunk, modes=modes,
-                     fused_draft=settings.fused_draft, label=name,
-                     queued=queued_attentions(target, [settings], getattr(engine, "spmd", None)))
+                     fused_draft=settings.fused_draft, label=name)
     curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
                       modes=modes, fused_draft=settings.fused_draft, cancel=cancel,
                       chunk=chunk)

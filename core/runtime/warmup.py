@@ -10,10 +10,7 @@ first paid for compiles it should never have measured. So:
 - `CompileWatch` (core/runtime/compile_watch.py) says when a first use stalls on a compile.
 - `warm_up` runs, on fresh caches (the engine's are untouched), the target's prefill at the
   prompt's length in the engine's chunks (one chunk when unknown), its decode step, verifications of every row count asked for (per calibration
-  mode) with the acceptance rules, the step a round queues before its read where
-  `overlap_round` asks for it (core/decode/queued.py: one row at an array position, masked:
-  kernels no other forward runs, which would compile inside a round; never-slower.md run 12
-  saw a stall stop a paying lookup in such a row), the draft's prefill and decode steps (greedy and
+  mode) with the acceptance rules, the draft's prefill and decode steps (greedy and
   sampled, compiled when asked), inside one watch; then a settle check repeats a single-row target step
   until two consecutive timings agree within `settle_tolerance`. On the CPU backend it does
   nothing unless forced. It only runs before timed work: decode rounds are never touched.
@@ -47,7 +44,6 @@ class WarmupRecord:
     rows: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     settle_s: list[float] = field(default_factory=list)  # the settle check's step timings
-    queued: list[str] = field(default_factory=list)  # the queued step's attentions it ran
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +89,6 @@ def warm_up(
     modes: Sequence[str] = ("auto",),
     configs: Sequence[Any] | None = None,
     fused_draft: bool = False,
-    queued: Sequence[str] = (),
     label: str = "this model",
     backend: Any | None = None,
     force: bool = False,
@@ -108,8 +103,7 @@ def warm_up(
 
     `rows`: the verification row counts; `prompt_tokens`: the prefill's length (the timed
     work's prompt, prefilled in `chunk`s as the engine does; one chunk when not known); `modes`: calibration modes whose dispatch and
-    attention overrides the verifications run under; `queued`: the attentions ("fused",
-    "plain") of the step a round queues before its read, one run each. `lockstep` (a sharded target: every rank
+    attention overrides the verifications run under. `lockstep` (a sharded target: every rank
     must run the same forwards) runs all `settle_tries` steps instead of stopping when settled.
     `backend` fakes the machine in tests (core.dispatch.backend_info(query=...)).
     """
@@ -123,8 +117,7 @@ def warm_up(
     chunk = chunk or PREFILL_CHUNK
     n_prompt = prompt_tokens if prompt_tokens > 0 else chunk
     row_list = sorted({int(r) for r in rows if int(r) >= 1}) or [1]
-    record = WarmupRecord(True, backend=b.backend, rows=row_list, prompt_tokens=n_prompt,
-                          queued=list(dict.fromkeys(queued)))  # fmt: skip
+    record = WarmupRecord(True, backend=b.backend, rows=row_list, prompt_tokens=n_prompt)
     t0 = clock()
     watch = CompileWatch(label, on_notice=on_notice, threshold_s=threshold_s,
                          cache_dir=kernel_cache_dir(b.backend))  # fmt: skip
@@ -133,8 +126,6 @@ def warm_up(
         run = WarmShapes(target, draft, vocab, cfgs, b, watch.progress)
         prompt = run.prompt(n_prompt)
         t_cache = run.target(prompt, chunk, row_list, modes)
-        for how in record.queued:
-            run.queued(t_cache, how)
         if draft is not None:
             run.draft(prompt, chunk, fused_draft)
         record.settle_s, record.settled = _settle(
@@ -169,24 +160,8 @@ def warm_up_engine(
         target, getattr(engine, "draft_model", None), vocab=engine.vocab_size,
         rows=rows if rows is not None else verify_rows(settings), prompt_tokens=prompt_tokens,
         modes=modes, configs=sampling_configs(settings), fused_draft=fused, label=name,
-        queued=queued_attentions(target, settings, getattr(engine, "spmd", None)),
         lockstep=getattr(engine, "spmd", None) is not None, **kw,
     )  # fmt: skip
-
-
-def queued_attentions(target: Any, settings: Sequence[Any], spmd: Any = None) -> list[str]:
-    """The attentions of the step these settings' rounds would queue before their read
-    (core/decode/queued.py `queued_attention`), where the model and its cache allow one."""
-    from mlx_lm.models.cache import make_prompt_cache
-
-    from core.decode.queued import queued_attention, why_not
-
-    wanted = [s for s in settings if getattr(s, "overlap_round", False) and s.mode == "speculative"]
-    if not wanted:
-        return []
-    cache = make_prompt_cache(target)
-    return list(dict.fromkeys(queued_attention(s) for s in wanted
-                              if why_not(target, cache, s, spmd) is None))  # fmt: skip
 
 
 class WarmShapes:
@@ -271,23 +246,6 @@ class WarmShapes:
             logits = t.forward(toks, self.vocab)
         mx.eval(logits, *self._process(logits, toks[1:], hist, configs))
         trim_prompt_cache(t.cache, r)
-        self.progress()
-
-    def queued(self, t: Any, how: str) -> None:
-        """The step a round queues before its read, after a two-row verification as a round
-        feeds it, with `how` attention (core/decode/queued.py), evaluated, then taken back."""
-        import mlx.core as mx
-        from mlx_lm.models.cache import trim_prompt_cache
-
-        from core.decode.queued import queue_step
-
-        mx.eval(t.forward(self._tokens(2), self.vocab))
-        base = t.cache[0].offset - 1  # the round's one draft; n = 0 kept
-        row = queue_step(t.model, t.cache, self._tokens(1)[0], mx.array(0, dtype=mx.int32), base,
-                         self.vocab, how)  # fmt: skip
-        if row is not None:  # None: no free slot in the buffer, nothing a round would queue
-            mx.eval(row)
-        trim_prompt_cache(t.cache, 2)
         self.progress()
 
     def step(self, t: Any) -> None:

@@ -965,7 +965,7 @@ FIELDS["carried"] = lambda d, r: carried_rounds(r)
 
 def never_slower_kept(docs: list[Doc]) -> tuple[list[str], str]:
     """never_slower's table with the rounds each source's kept guard carried into each timed
-    request (the guard outlives a request since 5d0ea22, core/decode/guard_memory.py)."""
+    request (the guard outlives a request since 5d0ea22, core/cost/guard_memory.py)."""
     lines, stat = never_slower(docs)
     chosen = [r for d in docs for r in rows(d) if r is not baseline(d)]
     head, rule, *body = lines

@@ -4,6 +4,8 @@ the hostile-input modules)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from core.settings import MAX_PREFILL_CHUNK, Settings, SettingsError
@@ -122,3 +124,23 @@ def test_type_errors_say_an_integer_not_a_int() -> None:
 
     with pytest.raises(UserError, match="k must be an integer"):
         _parse_overrides("fixed-8-tv1:k=abc")
+
+
+def test_a_retired_switch_loads_at_the_value_that_stayed_and_is_refused_otherwise() -> None:
+    """A profile or record written while a decided switch existed (core/settings.py RETIRED)
+    loads where it holds the behaviour that stayed; any other value, or setting it now, is a
+    sentence naming the decision record, not a silent run of something else."""
+    from core.settings import RETIRED
+
+    for name, (stayed, record) in RETIRED.items():
+        assert (Path(__file__).parents[2] / record).is_file(), record
+        assert Settings.from_dict({name: stayed, "k": 3}) == Settings(k=3)
+        other = (not stayed) if isinstance(stayed, bool) else stayed + 1
+        with pytest.raises(SettingsError) as loaded:
+            Settings.from_dict({name: other})
+        with pytest.raises(SettingsError) as replaced:
+            Settings().replace(**{name: stayed})
+        for exc in (loaded, replaced):
+            assert f"{name} was removed after its A/B ({record})" in one_sentence(exc.value)
+    with pytest.raises(SettingsError, match="Unknown setting"):  # the control: not retired
+        Settings.from_dict({"overlap_rounds": False})

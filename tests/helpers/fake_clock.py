@@ -1,6 +1,6 @@
 """A fake clock for the guard's law and a drafter whose cost is what the test says.
 
-Shared by tests/core/cost/test_guard.py and tests/core/decode/test_guard_memory.py: the clock
+Shared by tests/core/cost/test_guard.py and tests/core/cost/test_guard_memory.py: the clock
 moves only when a timed forward or the oracle says so, never with the machine's load.
 """
 

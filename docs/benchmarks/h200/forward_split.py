@@ -14,17 +14,14 @@ forward). The KV length advances by one per forward, as in a loop; modes and R i
 asks for it: on CUDA at bucketed shapes (core/dispatch/bucketed.py, after this probe's first
 run, where it was asked at each new KV length).
 
-Modes "queued-fused" and "queued-plain" time, at one row only, the step that
-core/decode/queued.py queues before a round's read (`overlap_round`): fed at an array position,
-attending over the whole KV buffer with an additive mask, by MLX's fused call (on CUDA a
-cuDNN call: its one-row kernel takes no mask) or by `plain_attention`. Beside mode "auto" at
-R = 1 (the plain step the engine runs otherwise) they say what the queued step costs itself:
-run 11 found the queued rows slower with their texts the same (never-slower.md).
+Run 12's data also has modes "queued-fused" and "queued-plain": the step a round queued before
+its read (`overlap_round`), timed at one row. That step left the code after its A/B
+(docs/decisions/0001-overlap-round.md), and its modes with it.
 
     python3 docs/benchmarks/h200/forward_split.py OUT.json
 
 Environment: TARGET ("default"), CONTEXT ("600"), ROWS ("1 2 3 4 8 16 33"), MODES
-("auto dense fused queued-fused queued-plain"; the queued ones at R = 1 only), REPEATS ("5"),
+("auto dense fused"), REPEATS ("5"),
 CHAIN ("8").
 """
 
@@ -49,7 +46,6 @@ def main(out: Path) -> int:
     from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
     from core.primitives.cached_model import cache_offset, prefill
-    from core.decode.queued import queue_step
     from core.dispatch.backend import current_backend
     from core.dispatch.calibrate import MODE_SETTINGS
     from core.dispatch.patches import verification_patches
@@ -58,7 +54,7 @@ def main(out: Path) -> int:
     target = os.environ.get("TARGET", "default")
     context = int(os.environ.get("CONTEXT", "600"))
     row_list = [int(x) for x in os.environ.get("ROWS", "1 2 3 4 8 16 33").split()]
-    modes = os.environ.get("MODES", "auto dense fused queued-fused queued-plain").split()
+    modes = os.environ.get("MODES", "auto dense fused").split()
     repeats = int(os.environ.get("REPEATS", "5"))
     chain = int(os.environ.get("CHAIN", "8"))
     loaded = load_model(target)
@@ -70,26 +66,7 @@ def main(out: Path) -> int:
     prefill(model, cache, mx.array(rng.integers(0, vocab, context), dtype=mx.int32), 256)
     base = cache_offset(cache)
 
-    def queued(y: mx.array, how: str) -> mx.array:
-        """One step fed at an array position (the cache's own), as a round queues it."""
-        if cache[0].keys.shape[2] < cache_offset(cache) + 1:  # no free slot: let mlx-lm grow it
-            model(y.reshape(1, 1), cache=cache)
-            trim_prompt_cache(cache, 1)
-        logits = queue_step(model, cache, y, mx.array(0, dtype=mx.int32), cache_offset(cache),
-                            vocab, how)  # fmt: skip
-        for c in cache:  # adopt: the host offset follows the slot the step wrote
-            c.offset += 1
-        return logits
-
     def one(r: int, mode: str) -> tuple[float, float]:
-        if mode.startswith("queued-"):
-            y = mx.array(int(rng.integers(0, vocab)), dtype=mx.int32)
-            mx.eval(y)
-            t0 = time.perf_counter()
-            logits = queued(y, mode.removeprefix("queued-"))
-            t1 = time.perf_counter()
-            mx.eval(logits)
-            return t1 - t0, time.perf_counter() - t1
         dispatch, attention = MODE_SETTINGS[mode]
         toks = mx.array(rng.integers(0, vocab, (1, r)), dtype=mx.int32)
         mx.eval(toks)
@@ -103,16 +80,6 @@ def main(out: Path) -> int:
         return t1 - t0, t2 - t1
 
     def chained(r: int, mode: str) -> float:
-        if mode.startswith("queued-"):
-            y = mx.array(int(rng.integers(0, vocab)), dtype=mx.int32)
-            mx.eval(y)
-            t0 = time.perf_counter()
-            for _ in range(chain):
-                logits = queued(y, mode.removeprefix("queued-"))
-                y = mx.argmax(logits[0], axis=-1).astype(mx.int32)
-                mx.async_eval(y)
-            y.item()
-            return (time.perf_counter() - t0) / chain
         dispatch, attention = MODE_SETTINGS[mode]
         rest = mx.array(rng.integers(0, vocab, r - 1), dtype=mx.int32)
         y = mx.array([int(rng.integers(0, vocab))], dtype=mx.int32)
@@ -128,11 +95,8 @@ def main(out: Path) -> int:
         y.item()
         return (time.perf_counter() - t0) / chain
 
-    def rows_of(mode: str) -> list[int]:
-        return [1] if mode.startswith("queued-") else row_list
-
     samples: dict[str, dict[int, dict[str, list[float]]]] = {
-        m: {r: {"build": [], "eval": [], "chain": []} for r in rows_of(m)} for m in modes
+        m: {r: {"build": [], "eval": [], "chain": []} for r in row_list} for m in modes
     }
     for p in range(1 + repeats):
         for r in row_list:
@@ -167,7 +131,7 @@ def main(out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     for m in modes:
-        for r in rows_of(m):
+        for r in row_list:
             med = {k: statistics.median(v) * 1e3 for k, v in samples[m][r].items()}
             print(f"{m:6s} R={r:3d} build {med['build']:.2f} eval {med['eval']:.2f} "
                   f"chain {med['chain']:.2f} ms")  # fmt: skip

@@ -23,18 +23,10 @@
 # TRACED=1 gives each row its one traced request per seed too (per-round phases in the JSON,
 # `trace` and `phase_ms`; ~1 more request a row): PROMPTS="math-boxes code-bugfix" TRACED=1
 # BUDGET_S=250 splits the model rounds' cost that docs/benchmarks/never-slower.md leaves open.
-# PRICE_AB=1 adds the default and the lookup with price_buckets=true (each row bucket's R
-# priced at the bucket's median, core/dispatch/bucketed.py `bucket_priced`): its A/B.
-# CHAIN_AB=1 adds the default and the lookup with lookup_min_match_after_round=1 (a copy from
-# a one-token repeat right after a round, core/drafting/lookup.py `least`): its A/B.
-# PROBE_AB=1 adds the default and the lookup with probe_at_observed_cost=false (a copy's probe
-# gated at the lesser of the calibrated and the observed cost, core/cost/policy.py): its A/B.
-# CLIP_AB=1 adds the default and the lookup with cost_scale_clip=1.5 (one observation moves
-# the cost-aware policy's cost scale by at most 1.5x, core/cost/policy.py): its A/B.
+# An A/B switch in never_slower.py's AB_ROWS (none now: the five that ran are decided,
+# docs/decisions/) adds the default and the lookup with one setting flipped to every bench.
 # DROP="hybrid-cost-aware cost-aware" leaves those rows out (an A/B of the default and the
 # lookup then fits every prompt of one temperature in a call: run 14).
-# OVERLAP_AB=1 adds the default and the lookup with overlap_round=true (the step after a
-# round queued before its read, core/decode/queued.py) to every bench: its A/B.
 # Writes $OUT/never-slower.tgz (every bench's JSON and Markdown, summary.md, method.txt,
 # skipped.txt, the log; packed after the run) and $OUT/summary.md and $OUT/never-slower.log.
 set -uo pipefail

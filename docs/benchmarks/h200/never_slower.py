@@ -23,9 +23,8 @@ seed are what it starts from, as a chat's later turns do; each request's carried
 in the JSON's `guard.<source>.earlier_rounds`), DROP (space-separated row names left out of
 every bench, e.g. DROP="hybrid-cost-aware cost-aware": an A/B of the default and the lookup
 fits twice the benches in a call without the two model-drafting rows, the slowest),
-PRICE_AB / CHAIN_AB / PROBE_AB / CLIP_AB / OVERLAP_AB (1: the default and the lookup again
-with one setting flipped, in the same interleave: `price_rows`, `chain_rows`, `probe_rows`,
-`clip_rows`, `overlap_rows`).
+and the switches of AB_ROWS (1: the default and the lookup again with one setting flipped, in
+the same interleave, `flipped`; none now: docs/decisions/ holds the ones that ran).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # Fields every row gets from the call's flags (or the pair loaded), not from its profile.
@@ -79,54 +79,10 @@ def flipped(override: str) -> list[str]:
     return [f"{row}{',' if ':' in row else ':'}{override}", f"lookup:{override}"]
 
 
-def overlap_rows() -> list[str]:
-    """OVERLAP_AB=1: the default and the lookup again with the step after a round queued
-    before its read (overlap_round=true, core/decode/queued.py), in the same interleave:
-    each seed's pair of rows is the A/B of that setting. (Run 11 ran while it was on by
-    default: its extra rows were these with overlap_round=false.) The last row names the
-    fused one-row attention (verify_attention=fused): run 12 ran "auto" as the plain one on
-    CUDA beside it; "auto" now queues with the fused call (core/decode/queued.py
-    `queued_attention`), so that row's queued step is the others' and its verifications are
-    what "auto" runs where the calibration measured the fused one cheaper (most R, run 10)."""
-    return [*flipped("overlap_round=true"), "lookup:overlap_round=true,verify_attention=fused"]
-
-
-def price_rows() -> list[str]:
-    """PRICE_AB=1: the default and the lookup again with every R of a row bucket priced at
-    the bucket's median (price_buckets=true, core/dispatch/bucketed.py `bucket_priced`), in
-    the same interleave: each seed's pair of rows is the A/B of that setting (run 13,
-    finding 5: the calibration's spread within a bucket steered the copy policy's k)."""
-    return flipped("price_buckets=true")
-
-
-def chain_rows() -> list[str]:
-    """CHAIN_AB=1: the default and the lookup again copying from one-token repeats right
-    after a round (lookup_min_match_after_round=1, core/drafting/lookup.py `least`), in the
-    same interleave: each seed's pair of rows is the A/B of that setting (replayed on run
-    14's greedy answers with its prices: docs/benchmarks/lookup/after_round.py)."""
-    return flipped("lookup_min_match_after_round=1")
-
-
-def probe_rows() -> list[str]:
-    """PROBE_AB=1: the default and the lookup again with a copy's probe gated at the lesser
-    of the calibrated and the observed cost (probe_at_observed_cost=false, core/cost/
-    policy.py `CopyRunPolicy._could_pay`), in the same interleave: each seed's pair of rows
-    is the A/B of the gate. (Run 15 ran it the other way round: the lesser cost was the
-    default for that call, and its extra rows were probe_at_observed_cost=true.)"""
-    return flipped("probe_at_observed_cost=false")
-
-
-def clip_rows() -> list[str]:
-    """CLIP_AB=1: the default and the lookup again with each observation moving the cost-aware
-    policy's cost scale by at most 1.5x of it (cost_scale_clip=1.5, core/cost/policy.py), in
-    the same interleave: each seed's pair of rows is its A/B (at 5x, one stalled round locked a
-    request's copies out in the replay: docs/benchmarks/lookup/stall_replay.py)."""
-    return flipped("cost_scale_clip=1.5")
-
-
-# Each A/B switch and its extra rows, in the order they are appended.
-AB_ROWS = {"OVERLAP_AB": overlap_rows, "PRICE_AB": price_rows, "CHAIN_AB": chain_rows,
-           "PROBE_AB": probe_rows, "CLIP_AB": clip_rows}
+# Each A/B switch (an environment variable set to 1) and its extra rows, in the order they are
+# appended, e.g. {"CHAIN_AB": lambda: flipped("lookup_min_match=1")}. Empty: the five switches
+# whose A/B ran here were decided and removed (docs/decisions/README.md).
+AB_ROWS: dict[str, Callable[[], list[str]]] = {}
 
 FIRST = ["rewrite-paragraph", "code-edit-pasted", "creative-seed-vault", "code-refactor-pasted"]
 

@@ -119,7 +119,7 @@ def main(out: Path) -> int:
 
     handed: list[Any] = [None]  # the queued step a stretch hands to the round after it
 
-    def plain_steps(s: Settings, n: int, first: Any = None) -> list[float]:
+    def plain_steps(s: Settings, n: int) -> list[float]:
         """n pipelined target steps (the engine's own loop), each step's seconds; the step
         queued after the last is handed on (`handed`), as to a round that follows."""
         left = [n]
@@ -132,8 +132,7 @@ def main(out: Path) -> int:
             return True
 
         return [ev.timings.total for ev in engine._single_model_rounds(
-            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after,
-            first)]  # fmt: skip
+            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]  # fmt: skip
 
     def trial(temp: float, r: int, stretch: int, traced: bool) -> dict[str, Any]:
         s = settings(temp, traced)
@@ -144,13 +143,11 @@ def main(out: Path) -> int:
         row0 = handed[0]  # after a stretch: its queued step is the round's first row
         ev = engine._speculative_round(seq, s, r - 1, key, len(seq), drafter, row0)
         round_s = time.perf_counter() - t0
-        queued, engine._queued = engine._queued, None  # the step the round queued, if any
-        after = plain_steps(s, 2, None if queued is None else queued.row0)
+        after = plain_steps(s, 2)
         row = {
             "T": temp, "R": r, "stretch": stretch, "traced": traced, "round_s": round_s,
             "round_total_s": ev.timings.total,
             "rows": ev.rows + (row0 is not None),  # rows verified: the handed step's too
-            "queued": queued is not None,  # the step after it queued before its read
             "accepted": ev.accepted,
             "phases": ev.timings.as_ms() if traced else None,
             "steps_s": steps, "after_s": after, "context": len(seq),

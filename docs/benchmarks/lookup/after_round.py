@@ -7,7 +7,9 @@ default, core/drafting/lookup.py), so each newly copied span begins with plain s
 plain step right after a round runs unqueued: on the H200 it took 8.5-10.6 ms against a
 pipelined 4-5 (never-slower.md, run 6). There a copy from a one-token repeat costs about
 what the step it replaces does (a round of 2-33 rows, 8-12 ms in run 14's curves), so
-`lookup_min_match_after_round = 1` copies from one-token repeats only there. This replays
+`lookup_min_match_after_round = 1` copied from one-token repeats only there (a setting since
+removed after its GPU A/B: docs/decisions/0003-lookup-min-match-after-round.md; the replay
+keeps the rule itself, `after_round`). This replays
 the cost-aware copy policy (first_run_settings, greedy, lossless) teacher-forced on each
 bench's seed-0 greedy answer (target-only's row, `sample_output.token_ids`: every greedy row
 commits it up to near-ties), the lookup's own index proposing, for each configuration, and
@@ -58,16 +60,15 @@ def bench_curve(doc: dict[str, Any]) -> Any:
 
 
 def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
-           after_round: int = 0, charged: bool = True, stalls: dict[int, float] | None = None,
-           observed_gate: bool = True, scale_clip: float = 5.0) -> dict[str, Any]:  # fmt: skip
+           after_round: int = 0, charged: bool = True,
+           stalls: dict[int, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """The default's copy policy (first_run_settings, greedy, lossless) choosing each round's
     k over `out`, teacher-forced, with the lookup copying from repeats of `min_match`+
     tokens (`after_round`+ right after a drafting round; 0: min_match): its rounds, what they
     committed, and their price by `curve`. `charged` (default): the policy hears each round's
     and step's seconds and each break, as in the engine; else acceptance alone. `stalls`:
     drafting round i (from 0) is heard at `stalls[i]` times its price (a stall; the price
-    charged stays the curve's); `observed_gate`: probe_at_observed_cost; `scale_clip`:
-    cost_scale_clip."""
+    charged stays the curve's)."""
     from core.cost.policy import make_policy
     from core.dispatch.curve import verify_cost
     from core.drafting.base import Offer
@@ -75,10 +76,7 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
     from core.drafting.suffix_index import SuffixIndex
     from core.settings import first_run_settings
 
-    s = first_run_settings().replace(temperature=0.0, rule="lossless", lookup_min_match=min_match,
-                                     lookup_min_match_after_round=after_round,
-                                     probe_at_observed_cost=observed_gate,
-                                     cost_scale_clip=scale_clip)
+    s = first_run_settings().replace(temperature=0.0, rule="lossless", lookup_min_match=min_match)
     view = curve.for_sampling(True)
     policy = make_policy(s, view, lambda k: 0.0, copies=True)
     price = verify_cost(view, s.dispatch)

@@ -7,10 +7,13 @@ a request's first rounds (a kernel's first use, a pause of the host) raises it; 
 then seems to pay, none drafts, and nothing brings it down: the request runs on plain steps.
 On the H200 run 15's greedy rewrite had requests at 0.9x and 2.3-3.0x of target-only in one
 row, with the guard stopping nothing. This replay asks whether a stall alone can do that,
-and what each variant does about it: `observed` (probe_at_observed_cost = true, the default)
-prices a probe at the observed scale, `lesser` at the lesser of it and the calibration, and
-`observed, clip 1.5x` keeps the default gate with each observation moving the scale by at
-most 1.5x of it (cost_scale_clip = 1.5; the default 5x).
+and what each variant did about it: `observed` (the probe gate that stayed) prices a probe at
+the observed scale, `lesser` at the lesser of it and the calibration, and `observed, clip
+1.5x` kept that gate with each observation moving the scale by at most 1.5x of it (the clip
+that stayed is 5x). The two variants left the code after their GPU A/Bs
+(docs/decisions/0004-probe-at-observed-cost.md, 0005-cost-scale-clip.md): their replays are
+in the data of 2026-12-04 (data/cpu-2026-12-04-stall), and this now replays the gate that
+stayed.
 
 It reuses docs/benchmarks/lookup/after_round.py `replay` (teacher-forced on target-only's
 seed-0 answer, priced by the bench's own calibration, a break charged for each plain step
@@ -38,9 +41,8 @@ PATTERNS = {
     "first two x10": {0: 10.0, 1: 10.0},
     "sixth and seventh x10": {5: 10.0, 6: 10.0},
 }
-# name -> after_round.replay's keyword arguments (the probe gate, the cost scale's clip)
-GATES = {"observed": {"observed_gate": True}, "lesser": {"observed_gate": False},
-         "observed, clip 1.5x": {"observed_gate": True, "scale_clip": 1.5}}
+# name -> after_round.replay's keyword arguments: the one probe gate and clip the code has
+GATES: dict[str, dict[str, object]] = {"observed": {}}
 
 
 def main(argv: list[str]) -> int:

@@ -303,25 +303,3 @@ def test_the_terminal_table_cuts_nothing_at_80_columns():
             assert header in text, (header, text)
         for number in ("13.713-14.102", "16.200-16.900", "13.946 s", "120.0"):
             assert number in text, (number, text)
-
-
-def test_a_price_buckets_row_is_predicted_at_its_policy_s_prices():
-    """A row with price_buckets on a CUDA curve is predicted at the bucket's median, as its
-    policy priced its rounds: R = 4 read 10 ms by chance where the bucket's other R read 20,
-    so its lookup rounds are priced at 20 ms, and the same row without the setting at 10."""
-    times = {1: 10e-3, **{r: (10e-3 if r == 4 else 20e-3) for r in range(2, 10)}}
-    curve = VerifyCostCurve("cuda", "test", 64, {"auto": times}, draft_step_s=1e-3)
-    base = _row("target-only", Settings(mode="target-only"), [100.0])
-    tally = PositionTally()
-    for _ in range(10):
-        tally.observe(3, 3)
-    got = {}
-    for on in (False, True):
-        s = Settings(k=3, draft_source="lookup", price_buckets=on)
-        look = _row(f"lookup-{on}", s, [150.0])
-        look.positions, look.sources = tally, {"lookup": tally}
-        look.proposals = {"lookup": Counter({3: 5}), "none": Counter({0: 20})}
-        attach_predictions([look], base, curve, engine=None)
-        got[on] = look.predicted_speedup
-    assert got[False] == pytest.approx((5 * 4 + 20) / (5 * 10e-3 + 20 * 10e-3) * 10e-3)
-    assert got[True] == pytest.approx((5 * 4 + 20) / (5 * 20e-3 + 20 * 10e-3) * 10e-3)

@@ -285,12 +285,6 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
     assert rows[0].settings.k == 4 and rows[0].settings.tv_budget == 1.0
     assert bench.describe(rows[0].settings) == "Fixed-4, TV=1, no bonus, hybrid drafts (match 3+)"
     assert "drafts" not in bench.describe(Settings())  # the default source goes unsaid
-    chained = rows[0].settings.replace(lookup_min_match_after_round=1)
-    assert bench.describe(chained).endswith("hybrid drafts (match 3+) (1+ after a round)")
-    gated = rows[0].settings.replace(probe_at_observed_cost=False)
-    assert bench.describe(gated).endswith("(match 3+) (probes at the lesser cost)")
-    clipped = rows[0].settings.replace(cost_scale_clip=1.5)
-    assert bench.describe(clipped).endswith("(match 3+) (cost scale clip 1.5x)")
     with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid"):
         bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
     with pytest.raises(SystemExit):  # argparse: "invalid choice", exit 2

@@ -258,8 +258,7 @@ def greedy_text(tiny_pair) -> list[int]:
     return PROMPT + list(summary.token_ids)
 
 
-def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-aware",
-                overlap: bool = True):  # fmt: skip
+def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-aware"):
     """One generation with the oracle source on a fake clock; (events, summary, seconds)."""
     from core.decode.engine import Engine
     from core.dispatch import VerifyCostCurve
@@ -274,7 +273,7 @@ def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy=policy, k_max=4,
                      temperature=0.0, max_tokens=tokens, ignore_eos=True,
-                     traced=False, overlap_round=overlap)  # fmt: skip
+                     traced=False)  # fmt: skip
         items = list(engine.generate(PROMPT, s))
     finally:
         registry.unregister("oracle")
@@ -453,10 +452,7 @@ def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
     costs two steps where a pipelined one costs one, the pipeline break a round causes. That
     step is the round's cost: the policies observe it as no step's seconds (their step scale
     would take the break for a dearer step, and drafting for cheaper), and the round's own
-    policy is charged its extra step (`charge`), so it prices the next rounds with it.
-    With the step after a round built after its read (overlap_round off): queued before
-    it, that step's forward is built inside the round, and this clock, which counts builds,
-    charges it there (the GPU's gain, its build overlapping the round, is not on it)."""
+    policy is charged its extra step (`charge`), so it prices the next rounds with it."""
     from core.cost.policy import CostAwarePolicy
 
     log: list[tuple[str, int, float | None]] = []
@@ -472,7 +468,7 @@ def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
 
     monkeypatch.setattr(CostAwarePolicy, "observe", observed)
     monkeypatch.setattr(CostAwarePolicy, "charge", charged)
-    events, _, _ = guarded_run(tiny_pair, greedy_text, 3 * STEP, overlap=False)  # 5 in 4: pays
+    events, _, _ = guarded_run(tiny_pair, greedy_text, 3 * STEP)  # 5 in 4: pays
     breaks = sum(1 for a, b in zip(events, events[1:], strict=False) if a.proposed and not b.proposed)
     assert breaks >= 2  # the target arm's first measurement, and the request's end
     charges = [x for x in log if x[0] == "charge"]
@@ -610,50 +606,3 @@ def test_an_untraced_round_syncs_the_host_once(tiny_pair, greedy_text, monkeypat
     assert drafted, per_round  # the run drafted after its first round of each source
     assert all(n == 1 for n in drafted), per_round
     assert all(n == 0 for name, n in per_round if name == "step"), per_round
-
-
-def test_a_queued_step_is_the_next_tokens_cost_not_its_rounds(
-    tiny_pair, greedy_text, monkeypatch
-) -> None:
-    """With overlap_round on, a round builds the step after it before its read (a forward:
-    one STEP on this clock). That build feeds the next token, so the guard observes the
-    round without it and whatever takes the step (the next round, or the first plain step)
-    with it: charged to the round, it halved a greedy copy's measured rate on the H200 and the
-    guard and the k policy drafted less (run 11). Nothing is lost: the seconds observed sum to
-    the rounds' and steps' own."""
-    import core.decode.speculative as spec
-    from core.cost.guard import RateGuard
-
-    rounds, steps, queued = [], [], []
-    observe_round, observe_step = RateGuard.observe_round, RateGuard.observe_step
-    queue = spec.queue_step
-
-    def on_round(self, source, tokens, seconds, catch_up_s=0.0, new_plan=False):  # noqa: ANN001, ANN202
-        rounds.append(seconds + catch_up_s)
-        return observe_round(self, source, tokens, seconds, catch_up_s, new_plan)
-
-    def on_step(self, seconds, after=None):  # noqa: ANN001, ANN202
-        steps.append(seconds)
-        return observe_step(self, seconds, after=after)
-
-    def queue_step(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        queued.append(len(rounds))  # the round now running is the next to be observed
-        return queue(*args, **kw)
-
-    monkeypatch.setattr(RateGuard, "observe_round", on_round)
-    monkeypatch.setattr(RateGuard, "observe_step", on_step)
-    monkeypatch.setattr(spec, "queue_step", queue_step)
-    events, _, seconds = guarded_run(tiny_pair, greedy_text, 3 * STEP, tokens=60, overlap=True)
-    own = [e.timings.total for e in events if e.proposed]
-    assert queued and len(rounds) == len(own)
-    for i, (seen, total) in enumerate(zip(rounds, own, strict=True)):
-        took = bool(i) and (i - 1) in queued and events_after_round(events, i)
-        # without its own queued build (one STEP), with the one it took from the round before
-        assert seen == pytest.approx(total - STEP * (i in queued) + STEP * took), i
-    assert sum(rounds) + sum(steps) == pytest.approx(seconds)
-
-
-def events_after_round(events: list, i: int) -> bool:
-    """Whether the i-th round came right after the round before it (it took its queued step)."""
-    idx = [j for j, e in enumerate(events) if e.proposed]
-    return idx[i] - 1 == idx[i - 1]

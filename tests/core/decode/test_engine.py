@@ -175,7 +175,7 @@ def test_budget_one_accepts_everything_and_bonus_adds_one(k, bonus, target, far_
     engine = Engine(target, far_draft, vocab_size=VOCAB)
     events, summary = run(engine, PROMPT, s)
     assert len(events) == rounds
-    for e in events:  # overlap_round off (the default): every pass feeds the pending token
+    for e in events:  # every pass feeds the pending token
         assert (e.proposed, e.accepted, e.rows, e.rejected) == (k, k, k + 1, ())
         origins = [t.origin for t in e.tokens]
         assert origins == ["accepted"] * k + (["bonus"] if bonus else [])
@@ -344,31 +344,20 @@ def test_caches_stay_consistent_over_random_runs(target, close_draft, greedy_ref
         else:
             assert summary.stop_reason == "length" and len(tokens) == s.max_tokens, where
         stops.add(summary.stop_reason)
-        check_speculative_accounting(events, summary, queues=s.overlap_round and not s.traced and s.bonus)
+        check_speculative_accounting(events, summary)
         assert_caches(engine, prompt + tokens, settled=True, last_mode=s.mode)
         conversation = prompt + tokens
     assert stops == {"length", "eos", "cancelled"}  # the mix really covered every ending
 
 
-def check_speculative_accounting(
-    events: list[RoundEvent], summary: RunSummary, queues: bool = False
-) -> None:
-    """`queues`: the run's rounds may queue the step after them (core/decode/queued.py,
-    while rounds of their source were mostly followed by plain steps), so a round right after
-    an uncut round verifies its drafts alone (that step gave its first row) or, where none
-    was queued, with its pending token; every other round feeds its pending token with them."""
+def check_speculative_accounting(events: list[RoundEvent], summary: RunSummary) -> None:
+    """Every round feeds its pending token with its drafts: k + 1 rows."""
     spec = [e for e in events if e.proposed]
     assert summary.proposed == sum(e.proposed for e in spec)
     assert summary.accepted == sum(e.accepted for e in spec)
-    before = {e.index: prev for prev, e in zip(events, events[1:], strict=False)}
     for e in spec:
         ids = [t.id for t in e.tokens]
-        prev = before.get(e.index)
-        after_round = prev is not None and prev.source and len(prev.tokens) == prev.accepted + 1
-        if queues and after_round:
-            assert e.rows in (max(e.proposed, 1), e.proposed + 1)
-        else:
-            assert e.rows == e.proposed + 1
+        assert e.rows == e.proposed + 1
         assert 0 <= e.accepted <= e.proposed
         # accepted drafts come first; a rejection leaves the rest as `rejected`
         assert [t.origin for t in e.tokens[: e.accepted]] == ["accepted"] * min(

@@ -7,7 +7,6 @@ repeating from one verification to the next. The maths runs here on the CPU."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import mlx.core as mx
 import numpy as np
@@ -162,53 +161,3 @@ def test_off_cuda_fused_stays_mlx_s_own_call(monkeypatch) -> None:
     with verification_patches(model, "auto", "fused", 4, backend=H200):  # the spy is live
         mx.eval(model(mx.array([[1, 2, 3, 4]]), cache=cache))
     assert len(called) == len(model.layers)
-
-
-def _spread_curve(backend: str) -> Any:
-    """A curve whose 2-16 rows read 8-15 ms by chance and 17-33 rows 9-25 ms (run 13's
-    third machine had its cheapest 16-bucket point at R = 14), one row 6 ms."""
-    from core.dispatch import VerifyCostCurve
-
-    times = {1: 6e-3, **{r: (8e-3 if r == 14 else 13e-3 + 1e-4 * r) for r in range(2, 17)},
-             **{r: (25e-3 if r == 19 else 12e-3) for r in range(17, 34)}}  # fmt: skip
-    return VerifyCostCurve(backend, "", 346, {"auto": times})
-
-
-def test_a_bucket_is_priced_at_its_median_on_cuda() -> None:
-    """Every R of a bucket at the median of the prices of the R measured in it (exactly), one
-    row as it was, and on another backend (Metal's attention runs each R at its own shape)
-    the price untouched."""
-    import statistics
-
-    from core.dispatch.bucketed import bucket_priced
-    from core.dispatch.curve import verify_cost
-
-    cuda = _spread_curve("cuda")
-    raw = verify_cost(cuda, "auto")
-    priced = bucket_priced(cuda, raw)
-    low = statistics.median(raw(r) for r in range(2, 17))
-    high = statistics.median(raw(r) for r in range(17, 34))
-    assert all(priced(r) == low for r in range(2, 17))
-    assert all(priced(r) == high for r in range(17, 65))
-    assert priced(1) == raw(1) and priced(70) == raw(70)  # one row; past the buckets
-    assert priced(14) > raw(14) and priced(19) < raw(19)  # the dip and the spike are gone
-    metal = _spread_curve("metal")
-    plain = verify_cost(metal, "auto")
-    assert bucket_priced(metal, plain) is plain
-
-
-def test_price_buckets_reaches_the_policy_and_stays_off_by_default() -> None:
-    """With price_buckets the cost-aware copy policy prices k = 1..15 alike (2-16 rows, one
-    shape), so a calibration point that read cheap by chance no longer decides its k; the
-    default leaves the calibration's own points."""
-    from core.cost.policy import make_policy
-    from core.settings import Settings
-
-    s = Settings(mode="speculative", draft_source="lookup", policy="cost-aware", k_max=32)
-    assert s.price_buckets is False
-    plain = make_policy(s, _spread_curve("cuda"), lambda k: 0.0, copies=True)
-    flat = make_policy(s.replace(price_buckets=True), _spread_curve("cuda"), lambda k: 0.0,
-                       copies=True)  # fmt: skip
-    assert len({flat.priced(k) for k in range(1, 16)}) == 1
-    assert len({plain.priced(k) for k in range(1, 16)}) > 1
-    assert flat.priced(13) > plain.priced(13)  # R = 14, the cheap reading, priced as its bucket

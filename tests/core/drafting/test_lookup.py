@@ -184,64 +184,16 @@ def test_greedy_lookup_equals_target_only_on_the_default_model(default_pair) -> 
         assert any(t.origin == "copied" for e in events for t in e.tokens), source
 
 
-# -- a copy right after a round (Settings.lookup_min_match_after_round) -------------------------
-
-
-def _after(min_match: int, after_round: int) -> LookupDrafter:
-    lk = LookupDrafter()
-    lk.configure(Settings(lookup_min_match=min_match, lookup_min_match_after_round=after_round))
-    return lk
-
-
-def test_a_one_token_repeat_is_copied_only_right_after_a_round() -> None:
-    """[.., 9, 4, .., 9]: the end repeats one token (9, followed before by 4). With
-    after_round = 1 that is offered exactly when the lookup's own round just ended there
-    (learn, then the engine's rewind, as core/decode/speculative.py calls them); one more
-    committed token (a plain step) and the two-token threshold is back."""
+def test_a_round_just_run_keeps_the_threshold() -> None:
+    """min_match holds right after the lookup's own round too (learn, then the engine's
+    rewind, as core/decode/speculative.py calls them): a one-token repeat is not copied
+    there (docs/decisions/0003-lookup-min-match-after-round.md)."""
     seq = [1, 2, 9, 4, 5, 6, 7, 9]
-    lk = _after(2, 1)
-    assert lk.offers(seq) == []  # not after a round: a one-token repeat is too short
+    lk = LookupDrafter()
+    lk.configure(Settings(lookup_min_match=2))
     lk.learn([3], 0)
     lk.rewind(seq, 0)
-    (offer,) = lk.offers(seq)
-    assert offer.source == "lookup" and offer.kind == 1  # a one-token match: its own kind
-    from core.drafting.base import DraftRequest
-
-    proposal = lk.propose(DraftRequest(seq, 2, VOCAB, Engine._logits_config(Settings()), None,
-                                       None))  # fmt: skip
-    assert list(np.array(proposal.tokens)) == [4, 5]  # what followed the earlier 9
-    assert lk.offers([*seq, 8]) == []  # a plain step later: min_match again
-
-
-def test_after_round_zero_or_an_engine_rewind_changes_nothing() -> None:
-    """0 (the default) keeps min_match after a round too; and a rewind that follows no round
-    of the lookup's own (the engine's `_rewind_all` at a prefill or a run's end) does not
-    count as one."""
-    seq = [1, 2, 9, 4, 5, 6, 7, 9]
-    off = _after(2, 0)
-    off.learn([3], 0)
-    off.rewind(seq, 0)
-    assert off.offers(seq) == []
-    on = _after(2, 1)
-    on.rewind(seq, 0)  # no learn before it: a prefill's or a settle's rewind
-    assert on.offers(seq) == []
-
-
-def test_copies_after_rounds_keep_greedy_equality_and_the_caches(target, monkeypatch) -> None:
-    """The engine with after_round = 1 on a prompt that repeats: the lookup's threshold is
-    the after-round one exactly after its own rounds (the engine dates them as the unit test
-    above does), the greedy text is target-only's, and every cache ends consistent with it."""
-    said: list[int] = []
-    least = LookupDrafter.least
-    monkeypatch.setattr(LookupDrafter, "least",
-                        lambda self, seq: said.append(least(self, seq)) or said[-1])
-    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6]
-    s = Settings(mode="speculative", draft_source="lookup", temperature=0.0, max_tokens=24,
-                 ignore_eos=True, k=4, lookup_min_match=2, lookup_min_match_after_round=1)
-    engine = Engine(target, vocab_size=VOCAB)
-    events, summary = run(engine, prompt, s)
-    ref = run(Engine(target, vocab_size=VOCAB), prompt, s.replace(mode="target-only"))[1]
-    assert summary.token_ids == ref.token_ids
-    assert any(e.source == "lookup" for e in events)
-    assert_caches(engine, prompt + list(summary.token_ids), settled=True)
-    assert 1 in said and 2 in said  # after its rounds, and after plain steps or the prefill
+    assert lk.offers(seq) == []
+    lk.configure(Settings(lookup_min_match=1))
+    (offer,) = lk.offers(seq)  # the control: the same repeat at a one-token threshold
+    assert offer.source == "lookup" and offer.kind == 1

@@ -182,25 +182,3 @@ def test_warm_up_leaves_the_engine_s_caches_alone(engine):
     before = engine.cache_state()
     record = warm_up_engine(engine, prompt_tokens=4, rows=[1, 2], force=True)
     assert record.ran and engine.cache_state() == before
-
-
-def test_warm_up_runs_the_queued_step_where_overlap_round_asks(tiny_pair):
-    """overlap_round's queued step (one row at an array position, masked) runs kernels no
-    other forward does: warmed once per attention, after a two-row verification, as a round
-    queues it, so nothing compiles inside a round (never-slower.md, run 12: a stall in a row
-    that queued it stopped a lookup that paid)."""
-    from core.runtime.warmup import queued_attentions
-    from core.settings import Settings
-
-    target = tiny_pair.target.model
-    with forward_rows(target=target) as calls:
-        record = warm_up(target, None, vocab=tiny_pair.vocab_size, rows=[1, 2], prompt_tokens=8,
-                         chunk=8, queued=("fused", "plain"), backend=H200)  # fmt: skip
-    assert record.queued == ["fused", "plain"]
-    settle = len(record.settle_s)
-    assert calls["target"] == [8] + [1, 2] + [2, 1] * 2 + [1] * settle
-    on = Settings(mode="speculative", overlap_round=True, traced=False)
-    assert queued_attentions(target, [on]) == ["fused"]
-    assert queued_attentions(target, [on, on.replace(verify_attention="plain")]) == ["fused", "plain"]
-    assert queued_attentions(target, [on.replace(overlap_round=False)]) == []
-    assert queued_attentions(target, [on.replace(traced=True)]) == []  # a traced round queues none

@@ -1,5 +1,5 @@
 """The measured guard across requests, and its calibrated prior (core/cost/guard.py,
-core/decode/guard_memory.py), with fake clocks: the law of issue 28 held over several
+core/cost/guard_memory.py), with fake clocks: the law of issue 28 held over several
 requests of the same settings, as a bench's seeds and a chat's turns make them.
 
 - the second request of a stopped source asks it only on the probe schedule (no new
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from core.cost.guard import SLOWER, TARGET, Prior, RateGuard, guard_lines, prior_of
-from core.decode.guard_memory import GuardMemory, guard_key
+from core.cost.guard_memory import GuardMemory, guard_key
 from core.drafting import registry
 from core.settings import Settings
 from tests.helpers.fake_clock import FakeClock, OracleDrafter, timed
@@ -416,3 +416,30 @@ def test_a_guarded_runs_summary_passes_the_run_files_checks(tiny_pair, greedy_te
     d["per_source"]["oracle"]["guard"] = 3
     with pytest.raises(TypeError, match="guard must be a string"):
         check_summary(d)
+
+
+def test_rates_after_a_mid_run_change_go_under_the_new_settings(tiny_pair, greedy_text):
+    """A key pressed mid-run (here the TV budget) applies from the next round, and so does
+    the guard: every round and step after the change is measured under the new settings'
+    key, every one before under the old, none lost (the guard was once chosen per run, so
+    the new settings' rates went under the old key)."""
+    engine, clock = fake_clock_engine(tiny_pair)
+    oracle = OracleDrafter("oracle", greedy_text, clock, 2 * STEP)
+    registry.register("oracle", lambda res: oracle)
+    try:
+        s0 = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
+                      temperature=0.0, max_tokens=60, ignore_eos=True, traced=False)  # fmt: skip
+        s1 = s0.replace(tv_budget=0.5)
+        seen: list[Any] = []
+        switch = 8
+        for item in engine.generate(PROMPT, s0, settings_source=lambda: s1 if len(seen) >= switch
+                                    else s0):  # fmt: skip
+            seen.append(item)
+    finally:
+        registry.unregister("oracle")
+    events = seen[:-1]
+    before, after = engine.guard_for(s0), engine.guard_for(s1)
+    assert guard_key(s0) != guard_key(s1)
+    assert after.round > 0 and after.runs == 1  # measured under its own key, begun once
+    assert before.round + after.round == len(events)
+    assert before.round in (switch, switch + 1)  # a round may end after the key is read

@@ -57,16 +57,13 @@ class GuardMemory:
         self._guards.clear()
 
 
-def source_prior(engine: Any, s: Settings, name: str) -> Prior | None:
-    """The calibrated best round of source `name` under `s` (core.cost.guard.prior_of), from
-    the policy that prices its rounds on `engine`; None where nothing is calibrated."""
+def source_prior(policy: Callable[[], Any]) -> Prior | None:
+    """The calibrated best round of a source (core.cost.guard.prior_of), from `policy()`, the
+    policy that prices its rounds; None where the source cannot draft here."""
     from core.drafting.base import DraftUnavailable
     from core.errors import UserError
 
-    if engine.cost_curve is None:
-        return None
     try:
-        drafter = engine.drafter(name)
+        return prior_of(policy())
     except (DraftUnavailable, UserError):
         return None
-    return prior_of(engine._policy_for(s, 16, drafter))
