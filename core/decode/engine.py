@@ -28,7 +28,6 @@ import mlx.nn as nn
 from core.cost.guard import Prior, RateGuard
 from core.cost.guard_memory import GuardMemory, source_prior
 from core.cost.policy import Policy, make_policy
-from core.primitives.cached_model import CachedModel
 from core.decode.run_totals import RunTotals
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, drop_handoff, speculative_round

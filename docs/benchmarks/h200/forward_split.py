@@ -45,11 +45,11 @@ def main(out: Path) -> int:
     import numpy as np
     from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
-    from core.primitives.cached_model import cache_offset, prefill
     from core.dispatch.backend import current_backend
     from core.dispatch.calibrate import MODE_SETTINGS
     from core.dispatch.patches import verification_patches
     from core.models import load_model
+    from core.primitives.cached_model import cache_offset, prefill
 
     target = os.environ.get("TARGET", "default")
     context = int(os.environ.get("CONTEXT", "600"))
