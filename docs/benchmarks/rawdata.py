@@ -2,7 +2,7 @@
 
 Why: every device call carries the working tree, and a call carries at most 64 MiB. The raw
 JSON beside the reports was over half of the tree (6.8 of 12.6 MB), and with it the GPU
-set-up (docs/benchmarks/h200/pack.sh: the CUDA backend and the default model) no longer fit
+set-up (tools/device/pack.sh: the CUDA backend and the default model) no longer fit
 in three calls. Compressed one file at a time with xz, the same JSON is 0.6 MB, each file
 still its own diff and its own link from the pages, which cite `data/NAME.json.xz`.
 
@@ -10,7 +10,7 @@ Readers (render.py, real-pair/make_page.py, policy/replay.py, h200/tp_report.py,
 go through `load_json` / `read_text`, which read a `.xz` file or a plain one alike, so a
 result just brought back from a device call can be read before it is compressed.
 `python docs/benchmarks/rawdata.py compress [FOLDER]` compresses every plain `.json` under
-the data folder in place (tests/docs/test_pack_fit.py fails while one is left plain);
+the data folder in place (tests/docs/test_rawdata.py fails while one is left plain);
 `bench --curve` reads a `.json.xz` curve directly (core/dispatch/curve.py).
 """
 

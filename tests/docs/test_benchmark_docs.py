@@ -48,17 +48,17 @@ def test_check_fails_when_a_row_of_the_data_changes(copy: Path) -> None:
     hybrid["e2e_s"] = [x * 0.8 for x in hybrid["e2e_s"]]
     rawdata.write_json(f, doc)
     problems = render.check(copy)
-    assert problems and all(p.startswith("h200-edition2.md: ") for p in problems)
+    assert problems and all(p.startswith("archive/h200-edition2.md: ") for p in problems)
     assert any("lookup-matrix" in p for p in problems)
     assert any("hybrid-cost-aware+flags | ratio" in p for p in problems)
     # Rendering writes the new numbers, after which the check passes again.
     assert render.main(["--root", str(copy)]) == 0
     assert render.check(copy) == []
-    assert "1.28x" in (copy / "h200-edition2.md").read_text()  # 1.158 / (1.131 * 0.8)
+    assert "1.28x" in (copy / "archive" / "h200-edition2.md").read_text()  # 1.158 / (1.131 * 0.8)
 
 
 def test_check_fails_when_a_number_of_a_page_is_edited(copy: Path) -> None:
-    page = copy / "h200-edition3.md"
+    page = copy / "archive" / "h200-edition3.md"
     text = page.read_text()
     edited = re.sub(r"\| 12\.866 s ", "| 12.867 s ", text, count=1)  # target-only's 72B median
     assert edited != text
@@ -172,9 +172,9 @@ def test_never_slower_page_follows_its_data(copy: Path) -> None:
     default["e2e_s"] = [x / 2 for x in default["e2e_s"]]
     rawdata.write_json(f, doc)
     problems = render.check(copy)
-    assert problems and all(p.startswith("never-slower.md: ") for p in problems)
+    assert problems and all(p.startswith("archive/never-slower-runs.md: ") for p in problems)
     for name in ("never-slower from", "never-slower-summary", "never-slower-goals",
-                 "<!-- value: data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"):
+                 "<!-- value: ../data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"):
         assert any(name in p for p in problems), name
 
 
