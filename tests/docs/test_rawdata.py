@@ -82,3 +82,17 @@ def test_a_log_no_page_cites_is_compressed(tmp_path: Path, monkeypatch) -> None:
     page = tmp_path / "page.md"
     page.write_text("<!-- generated: x from data/run/cited.log -->\n[log](data/run/other.log)\n")
     assert rawdata.linked_names([page]) == {"data/run/cited.log", "data/run/other.log"}
+
+
+def test_an_xz_file_rewritten_in_place_is_read_anew(tmp_path: Path) -> None:
+    """read_bytes keeps each decompressed file by its compressed bytes: a second read of the
+    same bytes (the same file, or a copy) decompresses nothing, and a file rewritten in place
+    (the docs tests perturb copies of the data) reads its new content."""
+    f, twin = tmp_path / "r.json.xz", tmp_path / "twin.json.xz"
+    rawdata.write_json(f, {"x": 1})
+    twin.write_bytes(f.read_bytes())
+    before = len(rawdata._XZ_CACHE)
+    assert rawdata.load_json(f) == {"x": 1} and rawdata.load_json(twin) == {"x": 1}
+    assert len(rawdata._XZ_CACHE) == before + 1
+    rawdata.write_json(f, {"x": 2})
+    assert rawdata.load_json(f) == {"x": 2} and rawdata.load_json(twin) == {"x": 1}
