@@ -28,7 +28,7 @@ run: $(RUN_STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/specdec-tui fetch
-	$(BIN)/ruff check core tui tests
+	$(BIN)/ruff check core tui tests docs tools
 	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 clean:

@@ -2,7 +2,7 @@
 
 Why: every device call carries the working tree, and a call carries at most 64 MiB. The raw
 JSON beside the reports was over half of the tree (6.8 of 12.6 MB), and with it the GPU
-set-up (docs/benchmarks/h200/pack.sh: the CUDA backend and the default model) no longer fit
+set-up (tools/device/pack.sh: the CUDA backend and the default model) no longer fit
 in three calls. Compressed one file at a time with xz, the same JSON is 0.6 MB, each file
 still its own diff and its own link from the pages, which cite `data/NAME.json.xz`.
 
@@ -10,13 +10,14 @@ Readers (render.py, real-pair/make_page.py, policy/replay.py, h200/tp_report.py,
 go through `load_json` / `read_text`, which read a `.xz` file or a plain one alike, so a
 result just brought back from a device call can be read before it is compressed.
 `python docs/benchmarks/rawdata.py compress [FOLDER]` compresses every plain `.json` under
-the data folder in place (tests/docs/test_pack_fit.py fails while one is left plain);
+the data folder in place (tests/docs/test_rawdata.py fails while one is left plain);
 `bench --curve` reads a `.json.xz` curve directly (core/dispatch/curve.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import lzma
 import re
@@ -38,16 +39,26 @@ PAGES = (Path(__file__).resolve().parents[2] / "docs", Path(__file__).resolve().
 XZ_PRESET = 9 | lzma.PRESET_EXTREME
 
 
+# Decompressed xz files by their compressed bytes' digest: rendering every page reads 34 MB out
+# of 400 files, and the docs tests render pages and copies of them again and again in one
+# process (a copy has the same bytes, so it hits too). Keyed by content, never by name or
+# mtime, so a file rewritten in place is read anew.
+_XZ_CACHE: dict[bytes, bytes] = {}
+
+
 def read_bytes(path: str | Path) -> bytes:
     """A data file's bytes, decompressed when its name ends in `.xz`."""
     p = Path(path)
     raw = p.read_bytes()
     if p.suffix != ".xz":
         return raw
-    try:
-        return lzma.decompress(raw)
-    except lzma.LZMAError as exc:
-        raise ValueError(f"{p} is not a readable xz file ({exc}).") from None
+    key = hashlib.blake2b(raw, digest_size=20).digest()
+    if key not in _XZ_CACHE:
+        try:
+            _XZ_CACHE[key] = lzma.decompress(raw)
+        except lzma.LZMAError as exc:
+            raise ValueError(f"{p} is not a readable xz file ({exc}).") from None
+    return _XZ_CACHE[key]
 
 
 def read_text(path: str | Path) -> str:

@@ -8,13 +8,15 @@ import pytest
 
 @pytest.fixture(scope="session")
 def default_pair():
-    """ModelPair of the embedded SmolLM2 target and its `self:bits=3` draft (~2 s to load).
+    """ModelPair of the embedded SmolLM2 target and its `self:bits=4` draft: the app's default pair
+    (Settings().draft; ~2 s to load).
 
     Mark tests that use it `@pytest.mark.real_model`; `make test` fetches the model first.
     """
     from core.models import load_pair
+    from core.settings import Settings
 
-    return load_pair("default", "self:bits=3")
+    return load_pair("default", Settings().draft)
 
 
 @pytest.fixture(scope="module")

@@ -29,36 +29,62 @@ def test_every_page_agrees_with_its_data() -> None:
     assert render.check(BENCH) == []
 
 
+def cited(page: Path) -> set[Path]:
+    """The files a page's generated blocks and values render from."""
+    text = page.read_text()
+    srcs = [m["src"] for m in (*render.BLOCK.finditer(text), *render.VALUE.finditer(text))]
+    return {(page.parent / s.strip()).resolve() for src in srcs for s in src.split(",")}
+
+
+def pages_citing(path: Path) -> list[str]:
+    """Every page that renders from `path`: the only pages a change to it can move."""
+    return sorted(str(p.relative_to(BENCH)) for p in render.pages(BENCH)
+                  if path.resolve() in cited(p))  # fmt: skip
+
+
 @pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    """The benchmarks folder's pages and data, copied (the test perturbs the copy)."""
-    root = tmp_path / "benchmarks"
-    # logs stay: first-use.md renders from first-use.sh's stamped logs
-    shutil.copytree(BENCH, root, ignore=shutil.ignore_patterns("*.csv", "h200", "policy"))
-    assert render.check(root) == []
-    return root
+def copy_page(tmp_path: Path):
+    """A copy of one page and the files it renders from, in the benchmarks folder's layout (the
+    test perturbs the copy; render.check on it renders that page alone)."""
+
+    def make(name: str) -> Path:
+        root = tmp_path / "benchmarks"
+        for f in {(BENCH / name).resolve(), *cited(BENCH / name)}:
+            dest = root / f.relative_to(BENCH)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+        assert [p.relative_to(root) for p in render.pages(root)] == [Path(name)]
+        assert render.check(root) == []
+        return root
+
+    return make
 
 
-def test_check_fails_when_a_row_of_the_data_changes(copy: Path) -> None:
+def test_check_fails_when_a_row_of_the_data_changes(copy_page) -> None:
     # The hybrid's fastest rewrite request (0.51 s) made the old table print 2.27x; making its
     # slowest one faster moves the median, and every block and value that quotes it must fail.
-    f = copy / ED2 / "lookup-rewrite-paragraph-t0.0.json.xz"
+    # No other page renders from the file, so none other can change.
+    name = ED2 + "lookup-rewrite-paragraph-t0.0.json.xz"
+    assert pages_citing(BENCH / name) == ["archive/h200-edition2.md"]
+    copy = copy_page("archive/h200-edition2.md")
+    f = copy / name
     doc = render.load_json(f)
     hybrid = next(r for r in doc["results"] if r["name"] == "hybrid-cost-aware+flags")
     hybrid["e2e_s"] = [x * 0.8 for x in hybrid["e2e_s"]]
     rawdata.write_json(f, doc)
     problems = render.check(copy)
-    assert problems and all(p.startswith("h200-edition2.md: ") for p in problems)
+    assert problems and all(p.startswith("archive/h200-edition2.md: ") for p in problems)
     assert any("lookup-matrix" in p for p in problems)
     assert any("hybrid-cost-aware+flags | ratio" in p for p in problems)
     # Rendering writes the new numbers, after which the check passes again.
     assert render.main(["--root", str(copy)]) == 0
     assert render.check(copy) == []
-    assert "1.28x" in (copy / "h200-edition2.md").read_text()  # 1.158 / (1.131 * 0.8)
+    assert "1.28x" in (copy / "archive" / "h200-edition2.md").read_text()  # 1.158 / (1.131 * 0.8)
 
 
-def test_check_fails_when_a_number_of_a_page_is_edited(copy: Path) -> None:
-    page = copy / "h200-edition3.md"
+def test_check_fails_when_a_number_of_a_page_is_edited(copy_page) -> None:
+    copy = copy_page("archive/h200-edition3.md")
+    page = copy / "archive" / "h200-edition3.md"
     text = page.read_text()
     edited = re.sub(r"\| 12\.866 s ", "| 12.867 s ", text, count=1)  # target-only's 72B median
     assert edited != text
@@ -163,19 +189,39 @@ def test_model_alone_split_rebuilds_the_request_from_the_guard_rates() -> None:
     assert cells[3:] == ["0.80x", "5.0", "50", "0.250 s", "1.230 s", "1.500 s", "1.00"]
 
 
-def test_never_slower_page_follows_its_data(copy: Path) -> None:
+def test_never_slower_page_follows_its_data(copy_page) -> None:
     """Making the default twice as fast on math-boxes greedy must change the page's per-row,
-    summary and goal tables and its quoted ratio, and nothing on another page."""
-    f = copy / "data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"
+    summary and goal tables and its quoted ratio, and nothing on another page (none other
+    renders from the file)."""
+    name = "data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"
+    assert pages_citing(BENCH / name) == ["archive/never-slower-runs.md"]
+    copy = copy_page("archive/never-slower-runs.md")
+    f = copy / name
     doc = render.load_json(f)
     default = next(r for r in doc["results"] if r["name"] == render.NS_DEFAULT)
     default["e2e_s"] = [x / 2 for x in default["e2e_s"]]
     rawdata.write_json(f, doc)
     problems = render.check(copy)
-    assert problems and all(p.startswith("never-slower.md: ") for p in problems)
+    assert problems and all(p.startswith("archive/never-slower-runs.md: ") for p in problems)
     for name in ("never-slower from", "never-slower-summary", "never-slower-goals",
-                 "<!-- value: data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"):
+                 "<!-- value: ../data/h200-2026-12-01-s5/never-slower-2/math-boxes-t0.0.json.xz"):
         assert any(name in p for p in problems), name
+
+
+def test_the_current_verdict_follows_the_latest_runs_data(copy_page) -> None:
+    """never-slower.md renders run 17's verdict from the same files as its section in the
+    archive: the default made twice as fast on one bench moves the current page's floor."""
+    name = "data/h200-2026-12-04-s21/never-slower-2/code-bugfix-t0.7.json.xz"
+    assert pages_citing(BENCH / name) == ["archive/never-slower-runs.md", "never-slower.md"]
+    copy = copy_page("never-slower.md")
+    doc = render.load_json(copy / name)
+    default = render.ns_names(doc)[render.NS_DEFAULT]  # its name carries k_max=32
+    default["e2e_s"] = [x / 2 for x in default["e2e_s"]]
+    rawdata.write_json(copy / name, doc)
+    problems = render.check(copy)
+    assert problems and all(p.startswith("never-slower.md: ") for p in problems)
+    assert any("never-slower-verdict from data/h200-2026-12-04-s21/never-slower-2/" in p
+               for p in problems)  # fmt: skip
 
 
 def test_never_slower_tally_counts_benches_unrounded() -> None:
@@ -230,9 +276,13 @@ def test_traced_rounds_split_by_kind_and_count_the_draft_behind() -> None:
     assert model[3:] == ["2", "86", "43.0", "32.5", "10.0", "0.5", "2", "21.7", "2/1"]
 
 
-def test_first_use_page_follows_its_files(copy: Path) -> None:
+def test_first_use_page_follows_its_files(copy_page) -> None:
     """The first-use page quotes first-use.json and parses the stamped logs and the importtime
     files: a later first token, or a slower import, must fail its check."""
+    run = "data/h200-2026-12-01-s6/first-use/"
+    assert {page for name in ("first-use.json.xz", "first-use-warm.log", "importtime-pyc.txt.xz")
+            for page in pages_citing(BENCH / run / name)} == {"first-use.md"}  # fmt: skip
+    copy = copy_page("first-use.md")
     f = copy / "data/h200-2026-12-01-s6/first-use/first-use.json.xz"
     doc = render.load_json(f)
     doc["parts"]["cold"]["first_token_s"] = 61.0

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -355,3 +356,22 @@ FUNCTION = "\n".join(
 
 
 REQUEST = "Rename xs to values; return only the code."
+
+
+def scripted_app(script: Script, profiles: Path, settings: Settings | None = None,
+                 **kw: object) -> SpecDecApp:
+    """An app on the scripted engine, saving profiles into `profiles` (tests/tui/conftest.py's
+    make_app, and the module-wide app of tests/tui/test_keys.py)."""
+    from core.profile import ProfileStore
+
+    def factory(target: str, draft: str | None) -> FakeSession:
+        return FakeSession(script, target, draft)
+
+    # No shipped presets: the picker and the snapshots see only this test's profiles.
+    store = ProfileStore(profiles, presets=None)
+    app = SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
+                     profile_store=store, **kw)
+    # "From Enter" on a clock that stands still: the queue's real milliseconds would
+    # move a message's TTFT in every snapshot (a test that times a wait sets its own).
+    app.bridge.clock = lambda: 0.0
+    return app

@@ -1,5 +1,6 @@
-"""The repository's scripts as modules: docs/benchmarks/ and its h200/ and real-pair/ folders
-hold Python files that are run, not imported (render.py, peer_ops.py, never_slower.py, ...).
+"""The repository's scripts as modules: docs/benchmarks/ (with its h200/ and real-pair/
+folders) and tools/device/ hold Python files that are run, not imported (render.py, peer_ops.py,
+never_slower.py, pack_split.py, ...).
 Their tests load them by path; this is the one way they do it (eight copies had grown)."""
 
 from __future__ import annotations

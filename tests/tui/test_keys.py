@@ -10,10 +10,11 @@ and the driver's process_message into the focused composer, as the Linux driver 
 from __future__ import annotations
 
 import pytest
+import pytest_asyncio
 from textual import events
 
 from core.settings import Settings
-from tests.helpers.app import FUNCTION, REQUEST, Script, ready, wait_for
+from tests.helpers.app import FUNCTION, REQUEST, Script, ready, scripted_app, wait_for
 from tests.helpers.terminal import ESC, parse, send
 from tests.helpers.typing_keys import TYPING_CASES
 from tui.keys import KEYS
@@ -72,22 +73,50 @@ def test_shift_f3_is_misread_so_no_key_uses_it() -> None:
 
 
 
-@pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
-async def test_terminal_bytes_act_while_typing(make_app, key, field, expected) -> None:
-    app = make_app()
+# The cases that need only an idle app on the default settings with its composer focused and
+# empty share one app (`typing_app`): starting one is most of each such case's time.
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_pilot(tmp_path_factory):  # noqa: ANN001, ANN201
+    app = scripted_app(Script(), tmp_path_factory.mktemp("profiles"))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        composer = app.query_one("#prompt", Composer)
-        assert composer.has_focus
-        await send(pilot, "ab")
-        await send(pilot, terminal_bytes(key))
+        yield pilot
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def typing_app(shared_pilot):  # noqa: ANN001, ANN201
+    """The module's app as a fresh one is: the default settings, the chat view, its composer
+    focused and empty."""
+    app = shared_pilot.app
+    while len(app.screen_stack) > 1:
+        app.pop_screen()
+        await shared_pilot.pause()
+    app.settings = Settings()
+    app.action_show_view("chat")
+    composer = app.query_one("#prompt", Composer)
+    composer.clear()
+    composer.focus()
+    await shared_pilot.pause()
+    assert app.settings == Settings() and composer.text == "" and app.info is not None
+    return shared_pilot
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize(("key", "field", "expected"), TYPING_CASES)
+async def test_terminal_bytes_act_while_typing(typing_app, key, field, expected) -> None:
+    pilot = typing_app
+    app = pilot.app
+    composer = app.query_one("#prompt", Composer)
+    assert composer.has_focus
+    await send(pilot, "ab")
+    await send(pilot, terminal_bytes(key))
+    assert getattr(app.settings, field) == pytest.approx(expected)
+    assert composer.text == "ab"  # the key acted; nothing was typed
+    if kitty_bytes(key):
+        app.settings = Settings()
+        await send(pilot, kitty_bytes(key))
         assert getattr(app.settings, field) == pytest.approx(expected)
-        assert composer.text == "ab"  # the key acted; nothing was typed
-        if kitty_bytes(key):
-            app.settings = Settings()
-            await send(pilot, kitty_bytes(key))
-            assert getattr(app.settings, field) == pytest.approx(expected)
-            assert composer.text == "ab"
+        assert composer.text == "ab"
 
 
 async def test_every_typing_key_fires_its_action_and_types_nothing(make_app, monkeypatch) -> None:
@@ -117,13 +146,12 @@ async def test_every_typing_key_fires_its_action_and_types_nothing(make_app, mon
                 assert app.query_one("#prompt", Composer).text == "", form
 
 
-async def test_plain_letters_still_type(make_app) -> None:
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        await send(pilot, "]m1+ dt")
-        assert app.query_one("#prompt", Composer).text == "]m1+ dt"
-        assert app.settings == Settings()
+@pytest.mark.asyncio(loop_scope="module")
+async def test_plain_letters_still_type(typing_app) -> None:
+    app = typing_app.app
+    await send(typing_app, "]m1+ dt")
+    assert app.query_one("#prompt", Composer).text == "]m1+ dt"
+    assert app.settings == Settings()
 
 
 async def test_a_modal_keeps_its_keys(make_app) -> None:
@@ -201,15 +229,13 @@ BURSTS = [
 ]
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize(("data", "expected"), BURSTS)
-async def test_editing_keys_in_one_read_apply_in_order(make_app, data, expected) -> None:
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
-        composer = app.query_one("#prompt", Composer)
-        assert composer.has_focus
-        await send(pilot, data)
-        assert composer.text == expected
+async def test_editing_keys_in_one_read_apply_in_order(typing_app, data, expected) -> None:
+    composer = typing_app.app.query_one("#prompt", Composer)
+    assert composer.has_focus
+    await send(typing_app, data)
+    assert composer.text == expected
 
 
 async def test_a_profile_name_typed_after_ctrl_u_in_one_read_is_the_one_saved(

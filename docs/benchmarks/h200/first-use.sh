@@ -6,7 +6,7 @@
 # compiled from 8 rows up). chat now starts narrow on such a machine (core/runtime/warm_start.py:
 # every forward below 8 rows, which run precompiled kernels).
 #
-# After the three set-up calls of `bash docs/benchmarks/h200/pack.sh --default-model` (the
+# After the three set-up calls of `bash tools/device/pack.sh --default-model` (the
 # third one can run this; do NOT carry .device/kcache: this measures a machine without one):
 #   source .device/c/model.sh && bash docs/benchmarks/h200/first-use.sh $OUT
 # Later calls on the same warm machine:
@@ -116,4 +116,4 @@ for part in ${PARTS:-imports cold warm}; do
   esac
 done
 # The cold part's kernels, for calls that should not compile again (kcache.sh take, here).
-MLX_PTX_CACHE_DIR="$W/ptx-cold" bash docs/benchmarks/h200/kcache.sh save "$OUT"
+MLX_PTX_CACHE_DIR="$W/ptx-cold" bash tools/device/kcache.sh save "$OUT"

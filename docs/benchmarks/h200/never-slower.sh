@@ -3,7 +3,7 @@
 # on a machine set up by pack.sh --default-model (its set-up calls: three or four), kernel cache
 # restored (kcache.sh), PYTHONPATH exported:
 #   export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
-#   bash docs/benchmarks/h200/kcache.sh restore; bash docs/benchmarks/h200/never-slower.sh $OUT
+#   bash tools/device/kcache.sh restore; bash docs/benchmarks/h200/never-slower.sh $OUT
 # (carry .device/kcache). Rows, in one bench per prompt and temperature: target-only, the
 # app's default (what `specdec-tui` runs without --profile: first_run_settings(), run 4 on k 0..32), lookup,
 # hybrid-cost-aware (k 0..32) and the draft model alone (cost-aware); 256 tokens, 3 seeds,
@@ -34,7 +34,7 @@ OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/never-slower; rm -rf "$W"; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
 python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device())"
-bash docs/benchmarks/h200/kcache.sh restore  # a carried kernel cache: nothing compiles twice
+bash tools/device/kcache.sh restore  # a carried kernel cache: nothing compiles twice
 export BUDGET_S=${BUDGET_S:-270}
 timeout ${TIMEOUT_S:-420} python3 docs/benchmarks/h200/never_slower.py "$W" 2>&1 | tee "$W/never-slower.log" | grep -v '^\s*$' | tail -40
 tar -czf "$OUT/never-slower.tgz" -C "$W" .

@@ -16,9 +16,9 @@
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-bash docs/benchmarks/h200/kcache.sh restore  # a carried kernel cache: nothing compiles twice
+bash tools/device/kcache.sh restore  # a carried kernel cache: nothing compiles twice
 python3 -c "import mlx.core as mx; print(mx.default_device(), mx.device_info().get('device_name'))" || exit 3
 timeout "${TIMEOUT_S:-440}" python3 docs/benchmarks/peer_ops.py count "$OUT/peer-ops-h200.json" \
   --pairs h200 --tokens "${TOKENS:-128}" --repeats "${REPEATS:-2}" 2>&1 | tee "$OUT/peer-ops-h200.log" | tail -20
-bash docs/benchmarks/h200/kcache.sh save "$OUT"
+bash tools/device/kcache.sh save "$OUT"
 ls -la "$OUT"

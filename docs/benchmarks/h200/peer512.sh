@@ -20,11 +20,11 @@
 # carrying .device/kcache:
 #   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/h200/peer512.sh $OUT
 # Writes $OUT/peer-512[-sdpaN].json, .md and .log, and the kernel cache's parts (kcache.sh
-# save: take them here with `bash docs/benchmarks/h200/kcache.sh take FILES_AT`).
+# save: take them here with `bash tools/device/kcache.sh take FILES_AT`).
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-bash docs/benchmarks/h200/kcache.sh restore  # a carried kernel cache: nothing compiles twice
+bash tools/device/kcache.sh restore  # a carried kernel cache: nothing compiles twice
 T=${TOKENS:-512}
 name="peer-$T${SDPA_CACHE:+-sdpa$SDPA_CACHE}"
 if [ -n "${SDPA_CACHE:-}" ]; then export MLX_CUDA_SDPA_CACHE_SIZE=$SDPA_CACHE; fi
@@ -35,5 +35,5 @@ timeout "${TIMEOUT_S:-440}" python3 -m core.cli bench \
   --tokens "$T" --seeds "${SEEDS:-2}" --invocations 1 --warmup 1 --no-predict "${traced[@]}" \
   --profile target-only:temperature=0.0 --peer mlx-lm --peer-k 4 \
   --json "$OUT/$name.json" --markdown "$OUT/$name.md" 2>&1 | tee "$OUT/$name.log" | tail -30
-bash docs/benchmarks/h200/kcache.sh save "$OUT"
+bash tools/device/kcache.sh save "$OUT"
 ls -la "$OUT"

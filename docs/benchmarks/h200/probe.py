@@ -28,7 +28,7 @@ def _t(fn, n: int = 20, rep: int = 5) -> float:
     """Median ms per call of `fn`, n calls evaluated together per repeat.
 
     (The probe run of 2026-11-29 evaluated only the last of the n calls, so its part A numbers
-    are per-call overheads divided by n; docs/benchmarks/h200.md uses parts B and C only.)
+    are per-call overheads divided by n; docs/benchmarks/archive/h200.md uses parts B and C only.)
     """
     mx.eval(fn())
     mx.synchronize()

@@ -10,7 +10,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 for v in ${VARIANTS:-default nographs}; do
   case "$v" in
     default) env=() ;;
@@ -24,4 +24,4 @@ for v in ${VARIANTS:-default nographs}; do
   env "${env[@]}" timeout "${TIMEOUT_S:-200}" python3 docs/benchmarks/h200/rare_round.py \
     "$OUT/rare-round-$v.json" 2>&1 | tee "$OUT/rare-round-$v.log" | tail -40
 done
-bash docs/benchmarks/h200/kcache.sh save "$OUT"
+bash tools/device/kcache.sh save "$OUT"

@@ -4,7 +4,7 @@
 # real GGUF pair, whose files do not travel to the GPU machine). make_page.py prices the
 # CPU-measured acceptance of docs/benchmarks/real-pair.md with it.
 #
-# After the two set-up calls of docs/benchmarks/h200/pack.sh, one call:
+# After the two set-up calls of tools/device/pack.sh, one call:
 #   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/h200/real-pair-curve.sh $OUT
 # Then, here: copy $OUT/curve-1.5b-0.5b.json to docs/benchmarks/data/ as
 #   h200-curve-qwen2.5-1.5b-0.5b.json and run `python docs/benchmarks/rawdata.py compress`
@@ -12,6 +12,6 @@
 set -euo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 python3 -m core.cli calibrate --target shape:qwen2.5-1.5b --draft shape:qwen2.5-0.5b \
   --rows 32 --json "$OUT/curve-1.5b-0.5b.json" 2>&1 | tee "$OUT/curve-1.5b-0.5b.log"

@@ -42,7 +42,7 @@ for pkg in gguf accelerate; do
   python3 -c "import $pkg" 2>/dev/null || python3 -m pip install -q --no-deps --no-index \
     --target /tmp/site .whl/$pkg-*.whl 2>&1 | tail -2
 done
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 pack() { tar -czf "$OUT/real-pair-more-$PART.tgz" -C "$W" .; }
 sweep() {  # name, limit, sweep args...
   local name=$1 lim=$2; shift 2

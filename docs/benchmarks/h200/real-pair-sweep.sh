@@ -52,7 +52,7 @@ for f in "$TARGET" "$DRAFT"; do
 done
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q --no-deps --no-index \
   --target /tmp/site .whl/gguf-*.whl 2>&1 | tail -2
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 case "$PART" in
   1) TEMPS=0; PROMPTS=(code-bugfix code-edit-pasted code-refactor-pasted code-refactor code-rename) ;;
   2) TEMPS=0; PROMPTS=(creative-800 creative-seed-vault math-boxes rewrite-paragraph) ;;
@@ -75,5 +75,5 @@ timeout -s INT -k 30 "$LIMIT" python3 -m core.cli sweep --target "$TARGET" --dra
   > "$W/$name.log" 2>&1
 echo "$name: exit $? ($(date +%T))"; tail -30 "$W/$name.log"
 tar -czf "$OUT/$name.tgz" -C "$W" .
-[[ "$PART" == 1 ]] && bash docs/benchmarks/h200/kcache.sh save "$OUT"
+[[ "$PART" == 1 ]] && bash tools/device/kcache.sh save "$OUT"
 ls -la "$OUT"

@@ -21,7 +21,7 @@ W=/tmp/step-split-ab; rm -rf "$W"; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 TEMPERATURE=${TEMPERATURE:-0.7} SEEDS=${SEEDS:-3}
 export ROWS=${ROWS:-"target-only default lookup hybrid-cost-aware cost-aware"}
 here=$PWD
-PYTHONPATH=/tmp/site:$here bash docs/benchmarks/h200/kcache.sh restore  # nothing compiles twice
+PYTHONPATH=/tmp/site:$here bash tools/device/kcache.sh restore  # nothing compiles twice
 for P in ${PROMPTS:-code-bugfix creative-seed-vault}; do
   for i in $(seq 1 "${REPEATS:-2}"); do
     for V in old new; do

@@ -139,7 +139,7 @@ def main(out: Path) -> int:
                 rec["rest"] = rec["gap"] - sum(rec[k] for k in PIECES)
                 # ms to the clock's whole nanoseconds: the digits past them are the float
                 # subtraction's, and they were half of each file's bytes (the GPU set-up must
-                # fit three calls with the data: tests/docs/test_pack_fit.py)
+                # fit three calls with the data: tests/tools/device/test_pack_fit.py)
                 steps.append({k: round(v, NS_DIGITS) for k, v in rec.items()})
             for k in clock:
                 clock[k] = 0.0

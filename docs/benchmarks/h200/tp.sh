@@ -16,7 +16,7 @@ set -u
 out="${1:?usage: tp.sh OUTDIR}"
 mkdir -p "$out/tp"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
 common=(--target "${TARGET:-shape:qwen2.5-72b,layers=40}" --draft "${DRAFT:-shape:qwen2.5-0.5b}"

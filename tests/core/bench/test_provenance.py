@@ -274,7 +274,7 @@ def test_the_default_model_is_named_by_its_pinned_sha256(default_pair) -> None:
                                                                  "llama")  # fmt: skip
     assert target.layers == 30 and 134e6 < target.parameters < 136e6  # SmolLM2-135M
     assert draft.kind == "self" and draft.base == "default" and draft.sha256 == DEFAULT_GGUF_SHA256
-    assert draft.bits == 3
+    assert draft.bits == 4
 
 
 # --------------------------------------------------------------------------- the tool

@@ -72,7 +72,7 @@ def test_positions_past_the_list_repeat_the_last():
 
 
 def test_against_a_fake_calibration_curve():
-    """The H200's 7B shape (section 7 of docs/benchmarks/h200.md): the vector kernel up to 7
+    """The H200's 7B shape (section 7 of docs/benchmarks/archive/h200.md): the vector kernel up to 7
     rows, the matrix kernel from 8, so k = 7 (8 rows) beats k = 6 (7 rows) at full acceptance."""
     ms = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6, 8: 21.5, 9: 20.3}
     curve = VerifyCostCurve("cuda", "H200", 800, {"auto": {r: t * 1e-3 for r, t in ms.items()}},

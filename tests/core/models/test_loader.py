@@ -90,7 +90,7 @@ def test_self_drafts_match_logit_shape_and_rewind(default_pair):
     assert layers.model.model.layers[0] is target.model.model.layers[0]  # shared, not copied
     assert len(layers.model.layers) == 15
     q = default_pair.draft.model.model.layers[0].self_attn.q_proj
-    assert (q.bits, q.group_size) == (3, 32)  # self:bits=3 means group 32
+    assert (q.bits, q.group_size) == (4, 32)  # self:bits=4 means group 32
 
 
 @pytest.mark.real_model

@@ -5,7 +5,7 @@
 #
 # After pack.sh's set-up calls, in one call (about 7 minutes), carrying .device/kcache if a
 # previous call saved one:
-#   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/h200/edition3.sh $OUT
+#   export PYTHONPATH=/tmp/site:$PWD; bash docs/benchmarks/archive/h200/edition3.sh $OUT
 # Parts (PARTS, default "chat key"):
 #   chat   the first chat on this machine (0.5B shape pair, random weights), every output line
 #          stamped with seconds since the command started: the compile notice and its timing
@@ -24,7 +24,7 @@ t0 = time.time()
 for line in sys.stdin:
     sys.stdout.write(f'[{time.time() - t0:7.2f} s] {line}')"; }
 
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 for part in ${PARTS:-chat key}; do
   case $part in
     chat)
@@ -41,4 +41,4 @@ for part in ${PARTS:-chat key}; do
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
 done
-bash docs/benchmarks/h200/kcache.sh save "$OUT"
+bash tools/device/kcache.sh save "$OUT"

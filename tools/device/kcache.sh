@@ -13,10 +13,10 @@
 #
 # On the device, with PYTHONPATH=/tmp/site:$PWD (after pack.sh's set-up calls), in the call
 # that carries .device/kcache (it rides with any later call: the parts are a few MiB):
-#   bash docs/benchmarks/h200/kcache.sh restore            # before anything runs
-#   <benchmark> ; bash docs/benchmarks/h200/kcache.sh save "$OUT"   # `;`: saved even on failure
+#   bash tools/device/kcache.sh restore            # before anything runs
+#   <benchmark> ; bash tools/device/kcache.sh save "$OUT"   # `;`: saved even on failure
 # Here, from the repo root, once the call's files are back (the device tool's files_at folder):
-#   bash docs/benchmarks/h200/kcache.sh take FILES_AT       # its parts into .device/kcache/
+#   bash tools/device/kcache.sh take FILES_AT       # its parts into .device/kcache/
 # Then carry .device/kcache in the next call. `status` prints where the cache is and its size.
 # The bench's JSON says whether a run compiled: environment.warmup.compiled and
 # cache_growth_bytes (0 once warm).

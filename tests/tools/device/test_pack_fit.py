@@ -1,31 +1,30 @@
-"""docs/benchmarks/h200/pack_split.py: the GPU set-up fits in three calls, or four (issue 31).
+"""tools/device/pack_split.py: the GPU set-up fits in three calls, or four (issue 31).
 
 Each device call carries at most 64 MiB, the working tree included; pack.sh's payload (the
 CUDA backend and the default model, xz'd) fills three of them, or four once the tree's raw data
 leave three too little room (run 17). When the tree grew to 12 MiB
 (most of it raw benchmark JSON) the payload no longer fit and nothing said so until a lease
 was spent. These tests hold this checkout's tree against the payload pack_split.py records,
-check the split's rules on sizes whose answer is known, and keep the data folder compressed.
+and check the split's rules on sizes whose answer is known (the data folder's compression:
+tests/docs/test_rawdata.py).
 """
 
 from __future__ import annotations
 
-import lzma
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO as ROOT
 from tests.helpers.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "docs" / "benchmarks"
+DEVICE_TOOLS = ROOT / "tools" / "device"
 MIB = 1 << 20
 
 
 # its dataclasses look their module up: registered in sys.modules
-split = load_script("docs/benchmarks/h200/pack_split.py", "bench_pack_split", register=True)
-rawdata = load_script("docs/benchmarks/rawdata.py", "bench_rawdata", register=True)
+split = load_script("tools/device/pack_split.py", "bench_pack_split", register=True)
 
 
 def test_this_checkout_sets_up_in_four_calls_at_most_with_room_to_spare() -> None:
@@ -115,41 +114,8 @@ def test_split_refuses_a_payload_larger_than_recorded(tmp_path: Path, capsys) ->
 
 
 def test_pack_sh_splits_through_pack_split() -> None:
-    text = (BENCH / "h200" / "pack.sh").read_text()
+    text = (DEVICE_TOOLS / "pack.sh").read_text()
     assert "pack_split.py split" in text
-
-
-def test_the_data_folder_keeps_its_json_compressed() -> None:
-    plain = [str(p.relative_to(ROOT)) for p in rawdata.uncompressed(rawdata.DATA)]
-    assert plain == [], ("raw JSON left uncompressed (it travels with every device call): run "
-                         f"`python docs/benchmarks/rawdata.py compress`: {plain}")  # fmt: skip
-
-
-def test_rawdata_reads_both_and_compresses_in_place(tmp_path: Path) -> None:
-    f = tmp_path / "r.json"
-    f.write_text('{"results": [1, 2]}')
-    assert rawdata.load_json(f) == {"results": [1, 2]}
-    assert [p.name for p in rawdata.uncompressed(tmp_path)] == ["r.json"]
-    assert rawdata.main(["compress", str(tmp_path)]) == 0
-    packed = tmp_path / "r.json.xz"
-    assert not f.exists() and lzma.decompress(packed.read_bytes()) == b'{"results": [1, 2]}'
-    assert rawdata.load_json(packed) == {"results": [1, 2]}
-    assert rawdata.find(tmp_path, "r.json") == packed
-    assert list(rawdata.uncompressed(tmp_path)) == []
-
-
-def test_every_page_cites_data_that_exists() -> None:
-    """A page's link to data/X.json whose file is now X.json.xz would be a dead link."""
-    import re
-
-    dead = []
-    for page in [*BENCH.rglob("*.md"), ROOT / "README.md", ROOT / "docs" / "dispatch.md"]:
-        if "data" in page.relative_to(ROOT).parts[2:3]:
-            continue  # the bench's own Markdown outputs quote their commands as they ran
-        for m in re.finditer(r"\]\(((?:\.\./)*(?:benchmarks/)?data/[^)#\s]+)\)", page.read_text()):
-            if not (page.parent / m[1]).exists():
-                dead.append(f"{page.relative_to(ROOT)}: {m[1]}")
-    assert dead == []
 
 
 def test_tree_bytes_counts_untracked_files_but_not_ignored_ones(tmp_path: Path) -> None:
@@ -159,40 +125,3 @@ def test_tree_bytes_counts_untracked_files_but_not_ignored_ones(tmp_path: Path) 
     (tmp_path / "big").mkdir()
     (tmp_path / "big" / "blob").write_bytes(b"x" * 10_000)
     assert split.tree_bytes(tmp_path) == 100 + len("big/\n")
-
-
-def test_a_benchs_markdown_twin_is_compressed_unless_a_page_cites_it(tmp_path: Path,
-                                                                   monkeypatch) -> None:  # fmt: skip
-    """x.md beside x.json(.xz) is raw output too (the JSON holds its numbers): compressed,
-    unless a page names it; a summary or a README with no JSON twin stays plain."""
-    data = tmp_path / "data"
-    run = data / "run"
-    run.mkdir(parents=True)
-    for name in ("a.json.xz", "a.md", "b.json", "b.md", "summary.md"):
-        (run / name).write_text("x")
-    monkeypatch.setattr(rawdata, "DATA", data)
-    linked = {"data/run/b.md"}
-    found = [p.name for p in rawdata.uncompressed(data, linked)]
-    assert found == ["a.md", "b.json"]
-    assert [p.name for p in rawdata.uncompressed(data, set())] == ["a.md", "b.json", "b.md"]
-
-
-def test_a_log_no_page_cites_is_compressed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    """A device call's log is raw output: compressed unless a page cites it (or renders a
-    table from it), which keeps it plain for readers on the forge."""
-    data = tmp_path / "data"
-    run = data / "run"
-    run.mkdir(parents=True)
-    for name in ("call.log", "cited.log", "method.txt"):
-        (run / name).write_text("x")
-    monkeypatch.setattr(rawdata, "DATA", data)
-    assert [p.name for p in rawdata.uncompressed(data, {"data/run/cited.log"})] == ["call.log"]
-    assert [p.name for p in rawdata.uncompressed(data, set())] == ["call.log", "cited.log"]
-    # a folder named relative to the working directory, a same-named log cited in another run
-    monkeypatch.chdir(tmp_path)
-    elsewhere = {"data/earlier/call.log"}
-    assert [p.name for p in rawdata.uncompressed(Path("data/run"), elsewhere)] == [
-        "call.log", "cited.log"]  # fmt: skip
-    page = tmp_path / "page.md"
-    page.write_text("<!-- generated: x from data/run/cited.log -->\n[log](data/run/other.log)\n")
-    assert rawdata.linked_names([page]) == {"data/run/cited.log", "data/run/other.log"}

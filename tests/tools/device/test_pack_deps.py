@@ -1,4 +1,4 @@
-"""docs/benchmarks/h200/pack.sh packs what the CLI needs on a fresh GPU machine.
+"""tools/device/pack.sh packs what the CLI needs on a fresh GPU machine.
 
 The lent machines have no package index, so every dependency the CLI imports is either a
 wheel pack.sh carries or a package their image already has. When `gguf` became an import of
@@ -28,7 +28,9 @@ from packaging.utils import canonicalize_name
 
 from tests.helpers import REPO as ROOT
 
-H200 = ROOT / "docs" / "benchmarks" / "h200"
+DEVICE_TOOLS = ROOT / "tools" / "device"
+# the GPU benchmarks, current and archived, whose scripts restore the carried kernel cache
+BENCH_SCRIPTS = (ROOT / "docs" / "benchmarks" / "h200", ROOT / "docs" / "benchmarks" / "archive" / "h200")
 # The device: Linux, x86-64, CPython 3.12 (pack.sh downloads for it).
 DEVICE = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux",
           "python_version": "3.12", "python_full_version": "3.12.3",
@@ -37,7 +39,7 @@ DEVICE = {**default_environment(), "sys_platform": "linux", "platform_system": "
 
 def pack_lists(text: str | None = None) -> dict[str, list[str]]:
     """pack.sh's `PACK=(...)`, `MACHINE=(...)`, `APP_ONLY=(...)` and `CUDA_PACK=...` lines."""
-    text = (H200 / "pack.sh").read_text() if text is None else text
+    text = (DEVICE_TOOLS / "pack.sh").read_text() if text is None else text
     out: dict[str, list[str]] = {}
     for name in ("PACK", "MACHINE", "APP_ONLY"):
         m = re.search(rf"^{name}=\((.*)\)$", text, flags=re.M)
@@ -191,8 +193,7 @@ def test_what_the_cli_imports_is_packed_or_on_the_machine() -> None:
 
 # Scripts that run the CLI on the device. first-use.sh measures a machine without a kernel
 # cache, so it must not restore one; the rest restore a carried cache before they start.
-CLI_SCRIPTS = sorted(p for p in H200.glob("*.sh")
-                     if p.name not in ("pack.sh", "kcache.sh"))  # fmt: skip
+CLI_SCRIPTS = sorted(p for folder in BENCH_SCRIPTS for p in folder.glob("*.sh"))
 
 
 @pytest.mark.parametrize("script", CLI_SCRIPTS, ids=lambda p: p.name)

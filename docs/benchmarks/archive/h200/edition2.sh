@@ -6,8 +6,8 @@
 # carries its predicted speedup and efficiency (measured / predicted), from one calibration
 # the bench runs at the prompt's context before the first request.
 #
-# After the two set-up calls of docs/benchmarks/h200/pack.sh, one call per line, e.g.
-#   export PYTHONPATH=/tmp/site:$PWD; REGIME=72b PARTS=seed bash docs/benchmarks/h200/edition2.sh $OUT
+# After the two set-up calls of tools/device/pack.sh, one call per line, e.g.
+#   export PYTHONPATH=/tmp/site:$PWD; REGIME=72b PARTS=seed bash docs/benchmarks/archive/h200/edition2.sh $OUT
 # Parts (each one `specdec-tui bench`, one model build, its own target-only baseline):
 #   seed      no bonus (the seed's engine): target-only, draft-only, fixed-4/6/8 at TV 1,
 #             fixed-8 at TV 0.75 and 0.5; seed-a / seed-b: its first two / last three
@@ -26,7 +26,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 W=/tmp/edition2; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
 REGIME=${REGIME:-7b}

@@ -2,7 +2,7 @@
 construction every backend pays before any kernel runs. Unfused, compiled (core.primitives.compiled), each
 greedy and with the engine's sampling (repetition penalty, softmax, categorical draw).
 
-Run: python docs/benchmarks/h200/hostbuild.py [MODEL_SPEC]   (default shape:qwen2.5-0.5b)
+Run: python docs/benchmarks/archive/h200/hostbuild.py [MODEL_SPEC]   (default shape:qwen2.5-0.5b)
 """
 
 import statistics

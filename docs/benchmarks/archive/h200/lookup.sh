@@ -2,14 +2,14 @@
 # Issue 13 on the H200: the real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) with no
 # draft, the model draft (self:bits=4), the lookup and the hybrid, on two prompts that copy
 # and one that does not, greedy and at T = 0.7 (lossless), 3 seeds, 256 new tokens.
-# After the three calls of docs/benchmarks/h200/pack.sh --default-model (the third runs this):
-#   source .device/c/model.sh && bash docs/benchmarks/h200/lookup.sh $OUT
+# After the three calls of tools/device/pack.sh --default-model (the third runs this):
+#   source .device/c/model.sh && bash docs/benchmarks/archive/h200/lookup.sh $OUT
 # One bench per prompt and temperature, each writing its own files; the device brings back at
 # most 8 files, so they are packed into $OUT/lookup.tgz after each (a cut call keeps them).
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 W=/tmp/lookup-results; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
 T=${TOKENS:-256}

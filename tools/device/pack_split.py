@@ -2,7 +2,7 @@
 most 64 MiB with the tree.
 
 Why a module: the rule decides whether a fresh GPU machine can be set up in three calls
-(issue 31), so it is stated once and tested (tests/docs/test_pack_fit.py), not buried in a
+(issue 31), so it is stated once and tested (tests/tools/device/test_pack_fit.py), not buried in a
 heredoc. Every call carries the working tree that travels with it (tracked and untracked,
 not ignored, files) plus its .device folder, at most CALL_BYTES in all. The payload is the
 packed wheels (call 1), the xz'd CUDA backend (whole after call 2, where install.sh unpacks
@@ -17,9 +17,9 @@ PAYLOAD records what pack.sh last packed (bytes), so the fit test runs anywhere 
 400 MB of downloads: pack.sh refuses a payload larger than recorded (a new MLX, a different
 xz) until PAYLOAD says so, and the test then holds the new sizes.
 
-    python3 docs/benchmarks/h200/pack_split.py split --wheels DIR --cuda FILE \
+    python3 tools/device/pack_split.py split --wheels DIR --cuda FILE \
         [--model FILE] [--margin-mib 1.5] [--tree BYTES]      # pack.sh's step: writes the parts
-    python3 docs/benchmarks/h200/pack_split.py fit            # this checkout, recorded payload
+    python3 tools/device/pack_split.py fit            # this checkout, recorded payload
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 # GGUF, in parts that ride along with the set-up calls.
 #
 # Here, from the repo root (about 3 minutes; the model must be fetched: specdec-tui fetch):
-#   bash docs/benchmarks/h200/pack.sh [--default-model]
+#   bash tools/device/pack.sh [--default-model]
 # Then, back to back on the device (an idle machine is released after 30 s):
 #   1. carrying .device/a:  bash .device/a/stage.sh
 #   2. carrying .device/b:  source .device/b/install.sh
@@ -20,13 +20,13 @@
 # A fresh machine compiles MLX's CUDA kernels at first use (a minute or more per model, said
 # by the app, chat, bench and calibrate; kept out of every timed number). To pay for that once,
 # not per lease, bring the kernel cache back and carry it (kcache.sh, beside this script):
-#   end a benchmark call with   ; bash docs/benchmarks/h200/kcache.sh save "$OUT"
-#   here:                       bash docs/benchmarks/h200/kcache.sh take FILES_AT
-#   start the next call with    bash docs/benchmarks/h200/kcache.sh restore  (carrying .device/kcache)
+#   end a benchmark call with   ; bash tools/device/kcache.sh save "$OUT"
+#   here:                       bash tools/device/kcache.sh take FILES_AT
+#   start the next call with    bash tools/device/kcache.sh restore  (carrying .device/kcache)
 # Packing again keeps .device/kcache.
 set -euo pipefail
 # Every [project] dependency of pyproject.toml is in exactly one of these three lists, and
-# every requirement of a packed wheel is packed or on the machine: tests/docs/test_pack_deps.py
+# every requirement of a packed wheel is packed or on the machine: tests/tools/device/test_pack_deps.py
 # parses them (one array a line) and fails when they and pyproject.toml disagree.
 # Packed as wheels (pyproject's pins; the CLI imports each of them):
 PACK=("mlx==0.32.4" "mlx-lm==0.32.2" "gguf==0.19.0" "platformdirs>=4" "tomli-w>=1.0")
@@ -82,9 +82,9 @@ fi
 # fills three calls in order (four where three leave too little room), leaving PACK_MARGIN_MIB
 # (default 1.0, pack_split.py MARGIN_MIB) a call for the tree to grow: the CUDA backend whole
 # after call 2 (install.sh unpacks it), the model after the last call (model.sh).
-# It refuses a payload larger than its PAYLOAD records (tests/docs/test_pack_fit.py holds the
+# It refuses a payload larger than its PAYLOAD records (tests/tools/device/test_pack_fit.py holds the
 # tree to those sizes) and says how full each call is.
-python3 docs/benchmarks/h200/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
+python3 tools/device/pack_split.py split --wheels .device/a --cuda "$cuda_xz" \
   ${model:+--model "$model"} --margin-mib "${PACK_MARGIN_MIB:-1.0}"
 rm -rf .device/tmp
 cat > .device/a/stage.sh <<'SH'

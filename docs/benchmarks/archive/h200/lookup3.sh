@@ -11,9 +11,9 @@
 # the gguf and accelerate packages (transformers' GGUF loading needs both) travel as wheels in
 # .whl/ (ignored by git: carry it; if the machine already has accelerate, its wheel is unused):
 #   here, once:   python3 -m pip download -q --no-deps --only-binary=:all: -d .whl gguf==0.19.0 accelerate==1.15.0
-#   call 1 (carry .whl, .device/c):  source .device/c/model.sh && PART=1 bash docs/benchmarks/h200/lookup3.sh $OUT
+#   call 1 (carry .whl, .device/c):  source .device/c/model.sh && PART=1 bash docs/benchmarks/archive/h200/lookup3.sh $OUT
 #   call 2 (same warm machine):      export PYTHONPATH=/tmp/site:$PWD SPECDEC_TUI_CACHE=/root/sdcache
-#                                    PART=2 bash docs/benchmarks/h200/lookup3.sh $OUT
+#                                    PART=2 bash docs/benchmarks/archive/h200/lookup3.sh $OUT
 # PART=1: greedy, five prompts, the peer on the four that copy (~8 min: transformers' bf16
 # requests take ~6 s at 256 tokens). PART=2: T = 0.7, five prompts, and the hybrid at T = 0.7 on
 # rewrite-paragraph again under MLX_CUDA_GRAPH_CACHE_SIZE=4096 (the 2026-12-01 hybrid rows at
@@ -24,7 +24,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 PART=${PART:-1}
 W=/tmp/lookup3-$PART; mkdir -p "$W"
 export PYTHONUNBUFFERED=1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The H200 measurements of issues 7 and 8, in parts that each fit one device call (10 min)
 # and each write their own files, so a call cut short still brings back what finished.
-# Run on the GPU machine after the two set-up calls of docs/benchmarks/h200/pack.sh, from the repo root:
-#   export PYTHONPATH=/tmp/site:$PWD; PARTS="seed ours" bash docs/benchmarks/h200/run-all.sh "$OUT"
+# Run on the GPU machine after the two set-up calls of tools/device/pack.sh, from the repo root:
+#   export PYTHONPATH=/tmp/site:$PWD; PARTS="seed ours" bash docs/benchmarks/archive/h200/run-all.sh "$OUT"
 # Parts (default: all, in this order):
 #   steps  decode-step cost of both shapes, every schedule, fused included (issue 8)   ~1 min
 #   seed   the seed's table: target-only, draft-only, fixed-4/6/8 at TV 1, fixed-8 at
@@ -14,7 +14,7 @@
 set -uo pipefail
 OUT=${1:-/tmp/out}; mkdir -p "$OUT"
 # A kernel cache carried in .device/kcache (kcache.sh) spares this call the compiles.
-bash docs/benchmarks/h200/kcache.sh restore
+bash tools/device/kcache.sh restore
 export PYTHONUNBUFFERED=1
 M=${M:-"--target shape:qwen2.5-7b --draft shape:qwen2.5-0.5b"}
 T=${TOKENS:-256}
