@@ -47,7 +47,7 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
     per-prompt copied share, repetition and (where a check applies) task verdicts recomputed
     from the kept outputs, the cells aggregated again and the frontier computed again under
     the file's bounds. `checks` ({prompt name: check}) replaces the checks the file ran."""
-    from core.sweep.frontier import frontier_summary
+    from core.sweep.frontier import BOUND_KEYS, frontier_summary
     from core.sweep.run import aggregate
 
     out = copy.deepcopy(dict(data))
@@ -69,9 +69,6 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
         c["on_front"] = c["id"] in on
     out["cells"], out["frontier"] = cells, front
     return out
-
-
-BOUND_KEYS = ("max_nll_delta", "min_task", "copy_margin", "repetition_margin", "allow")
 
 
 def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],

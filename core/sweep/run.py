@@ -22,7 +22,7 @@ from core.bench.copying import measures
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
 from core.decode.acceptance import PositionTally
-from core.sweep.frontier import frontier_summary
+from core.sweep.frontier import BOUND_KEYS, MARGIN, frontier_summary
 from core.sweep.grid import APPLIED_FIELDS, Cell, SweepGrid
 
 SCHEMA = 1
@@ -65,6 +65,8 @@ class SweepRun:
     meta: dict[str, Any] = field(default_factory=dict)
     max_nll_delta: float | None = None
     min_task: float | None = None
+    margin: float = MARGIN  # copying and repetition allowed above target-only's
+    allow: tuple[str, ...] = ()  # default bounds lifted (core.sweep.frontier.ALLOWABLE)
 
     def cell_summaries(self) -> list[dict[str, Any]]:
         """One summary per cell over the prompts finished, in the grid's order."""
@@ -77,7 +79,8 @@ class SweepRun:
 
     def to_dict(self) -> dict[str, Any]:
         cells = self.cell_summaries()
-        front = frontier_summary(cells, self.max_nll_delta, self.min_task)
+        front = frontier_summary(cells, self.max_nll_delta, self.min_task, self.margin,
+                                 self.allow)  # fmt: skip
         on_front = {i for g in front["groups"].values() for i in g["front"]}
         for c in cells:
             c["on_front"] = c["id"] in on_front
@@ -184,6 +187,7 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
             "acceptance": r.acceptance,
             "nll_delta": r.nll_delta,
             "mean_tv": r.mean_tv,
+            "tv_per_token": r.tv_per_token,
             "task_success": r.task_success,
             "task_passed": list(r.task_passed),
             "greedy_match": r.greedy_match,
@@ -234,6 +238,7 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
         "per_position_acceptance": list(tally.reached_rates()) if speculative else [],
         "nll_delta": statistics.fmean(nlls) if nlls else None,
         "mean_tv": statistics.fmean(tvs) if tvs else None,
+        "tv_per_token": mean("tv_per_token"),
         "copied": mean("copied"),
         "repetition": mean("repetition"),
         "task_success": sum(passed) / len(passed) if passed else None,
@@ -276,7 +281,7 @@ def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             cells.setdefault(c["id"], {}).update(c.get("per_prompt") or {})
     merged = [aggregate(heads[i], pp) for i, pp in cells.items()]
     bounds = first.get("frontier") or {}
-    front = frontier_summary(merged, bounds.get("max_nll_delta"), bounds.get("min_task"))
+    front = frontier_summary(merged, **{k: bounds[k] for k in BOUND_KEYS if k in bounds})
     on = {i for g in front["groups"].values() for i in g["front"]}
     for c in merged:
         c["on_front"] = c["id"] in on
