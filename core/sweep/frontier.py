@@ -114,7 +114,7 @@ def exclusion(cell: Cell, base: Cell | None, max_nll_delta: float | None = None,
     if kind == "draft-only" and "draft-only" not in allowed:
         return "draft-only: the draft's text, not the target's"
     if kind == "speculative" and "no-speculation" not in allowed and (
-        cell.get("fallback_reason") or cell.get("acceptance") is None
+        cell.get("fallback_reason") or ("acceptance" in cell and cell["acceptance"] is None)
     ):
         return "stops speculating: " + str(cell.get("fallback_reason") or "no draft was proposed")
     task, copied, rep = _num(cell, "task_success"), _num(cell, "copied"), _num(cell, "repetition")

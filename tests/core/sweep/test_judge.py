@@ -64,6 +64,19 @@ def test_an_old_file_is_judged_on_words_and_a_new_check(saved):
         assert v["task_passed"] == [True] and c["task_success"] == 1.0
 
 
+def test_sweep_check_judges_a_prompt_of_ones_own(tmp_path):
+    """--check on the sweep: every prompt's answers judged by it (an inline prompt had none)."""
+    out = tmp_path / "c.json"
+    assert main(["sweep", *TINY, "--tokens", "4", "--seeds", "1", "--invocations", "1",
+                 "--warmup", "0", "--tv", "1", "--k", "2", "--temperatures", "0.7",
+                 "--prompt", "Say 42.", "--check", "regex", "^(?!x{99})", "--no-plot",
+                 "--json", str(out)]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert doc["blocks"][0]["check"] == "regex ^(?!x{99})"
+    assert all(c["task_success"] == 1.0 for c in doc["cells"])
+    assert rejudge(doc)["cells"] == doc["cells"]  # the user's check is found again
+
+
 # ------------------------------------------------------------------------- the goal (issue)
 
 
