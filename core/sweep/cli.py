@@ -270,10 +270,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
-    def answer(ids: list[int]) -> str:
-        """The text a check reads: the output decoded up to its first EOS."""
+    def answer(ids: list[int]) -> tuple[str, bool]:
+        """The text a check reads, the output decoded up to its first EOS, and whether it was
+        cut by the token budget instead (no EOS)."""
         end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
-        return decode(ids[:end])
+        return decode(ids[:end]), end == len(ids)
 
     prompts = []
     for name, text, budget in asked:
@@ -283,7 +284,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         check = user_checks[name] or (prompt_check(name) if name in names else None)
         prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, answer),
                                    check.describe() if check is not None else None,
-                                   answer))  # fmt: skip
+                                   tuple(pair.eos_ids)))  # fmt: skip
 
     names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task,
@@ -355,7 +356,7 @@ def _task(check: Any, answer: Any) -> Any:
         return None
 
     def run(ids: list[int]) -> bool:
-        return bool(check(answer(ids)))
+        return bool(check(*answer(ids)))
 
     return run
 

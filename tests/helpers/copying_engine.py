@@ -32,10 +32,10 @@ def decode(ids: Sequence[int]) -> str:
     return bytes(int(i) for i in ids if 0 < int(i) < VOCAB).decode("utf-8", "replace")
 
 
-def answer(ids: Sequence[int]) -> str:
-    """The text a check reads: up to the first EOS."""
+def answer(ids: Sequence[int]) -> tuple[str, bool]:  # as core/sweep/cli.py's
+    """The text a check reads (up to the first EOS) and whether the budget cut it first."""
     ids = list(ids)
-    return decode(ids[: ids.index(EOS)] if EOS in ids else ids)
+    return decode(ids[: ids.index(EOS)] if EOS in ids else ids), EOS not in ids
 
 
 class PromptBigram(nn.Module):

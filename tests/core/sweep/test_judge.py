@@ -91,12 +91,12 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     from core.sweep.report import sweep_markdown
     from tests.helpers import copying_engine as fake
 
-    text = bench.load_prompt("code-rename")
-    honest = "```python\n" + RENAMED + "```"
-    check = bench.prompt_check("code-rename")
-    prompt = SweepPrompt("code-rename", tuple(fake.encode(text)), text,
-                         lambda ids: check(fake.answer(ids)), check.describe(),
-                         fake.answer)  # fmt: skip
+    text = bench.load_prompt("math-boxes")
+    honest = "17 x 86 = 1462"
+    check = bench.prompt_check("math-boxes")
+    prompt = SweepPrompt("math-boxes", tuple(fake.encode(text)), text,
+                         lambda ids: check(*fake.answer(ids)), check.describe(),
+                         (fake.EOS,))  # fmt: skip
     copier = lambda s: s.draft_source == "hybrid" and s.tv_budget == 1.0  # noqa: E731
     speeds = {("model", 0.0): 0.9, ("model", 1.0): 1.3, ("hybrid", 0.0): 1.1,
               ("hybrid", 1.0): 2.26}  # fmt: skip
@@ -118,18 +118,15 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     assert bad["copied"] > 0.8 and bad["copied"] > base["copied"]
     group = data["frontier"]["groups"]["0.7"]
     assert group["recommended"] == good["id"]  # the honest cell, not the fastest
-    assert group["excluded"][bad["id"]].startswith("copies the prompt: 100% against")
-    assert "fails the task more: 0% against 100%" in group["excluded"][bad["id"]]
+    assert list(group["excluded"]) == [bad["id"]]  # every other cell reads right
+    why = group["excluded"][bad["id"]]
+    assert why.startswith("copies the prompt: 100% against 0%;")
+    assert why.endswith("fails the task more: 0% against 100%")
     assert bad["id"] in group["nll_untrusted"] and good["id"] not in group["nll_untrusted"]
     page = sweep_markdown(data)
-    assert f"{bad['id']} not recommended: copies the prompt: 100%" in page
+    assert f"{bad['id']} not recommended: copies the prompt: 100% against 0%" in page
     assert f"{bad['nll_delta']:.3f} !" in page
     # Judged again from the saved file alone: the same verdicts.
     again = rejudge(json.loads(json.dumps(data)))
     assert again["frontier"] == data["frontier"]
 
-
-RENAMED = """def order_total(price, quantity, tax=0.2):
-    net = price * quantity
-    return round(net * (1 + tax), 2)
-"""
