@@ -56,3 +56,14 @@ def test_a_cell_within_the_margin_or_without_the_measures_is_not_excluded_for_th
     assert exclusion(c("x", 2.0, 0.0, copied=0.9), None) is None  # no target-only to compare
     assert not nll_untrusted(c("x", 2.0, 0.0, copied=0.13), BASE)  # within the tolerance
     assert nll_untrusted(c("x", 2.0, 0.0, copied=0.2), BASE)
+
+
+def test_the_sweeps_bound_flags_are_one_sentence(capsys, no_load):
+    from core.cli import main
+
+    tiny = ["sweep", "--target", "shape:tiny", "--draft", "shape:tiny-draft", "--no-plot"]
+    assert main([*tiny, "--allow", "copies,everything"]) == 2
+    assert "--allow 'everything' is not one of worse-task, copies" in capsys.readouterr().err
+    assert main([*tiny, "--margin", "1.5"]) == 2
+    assert "--margin is a share between 0 and 1, got 1.5." in capsys.readouterr().err
+    assert no_load == []
