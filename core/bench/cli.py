@@ -320,7 +320,7 @@ def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSett
     def check_task(ids: list[int]) -> bool:
         assert check is not None
         end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
-        return check(decode(ids[:end]))
+        return check(decode(ids[:end]), cut=end == len(ids))
 
     return ProtocolInputs(
         decode=decode, peer=peer, task=check_task if check is not None else None,

@@ -39,8 +39,21 @@ def _has(text: str, phrase: str) -> bool:
     return re.search(rf"(?<!\w){pattern}(?!\w)", text, re.I) is not None
 
 
-def rewritten(prompt: str, answer: str, keep: list[str], gone: list[str]) -> bool:
-    """Every kept fact present, no gone word left, and not the prompt's text copied back."""
+def _at(text: str, phrase: str) -> int:
+    m = re.search(r"\s+".join(re.escape(w) for w in phrase.split()), text, re.I)
+    return m.start() if m else len(text)
+
+
+def rewritten(prompt: str, answer: str, keep: list[str], gone: list[str],
+              cut: bool = False) -> bool:  # fmt: skip
+    """Every kept fact present, no gone word left, and not the prompt's text copied back. A
+    `cut` answer keeps the facts up to the last one it reached (in the prompt's order)."""
+    if cut:  # a fact the prompt lacks (a correction) has no place to be reached by
+        keep = sorted(
+            (k for k in keep if _at(prompt, k) < len(prompt)), key=lambda k: _at(prompt, k)
+        )
+        reached = [i for i, k in enumerate(keep) if _has(answer, k)]
+        keep = keep[: reached[-1] + 1] if reached else keep
     if not all(_has(answer, k) for k in keep) or any(_has(answer, g) for g in gone):
         return False
     a, p = " ".join(words(answer)), " ".join(words(prompt))
@@ -95,9 +108,8 @@ def roles_kept(prompt: str, answer: str, cast: list[Character]) -> bool:
     """Whether the characters keep their names and roles in the answer (see `roles`)."""
     if copied_words_share(prompt, answer) > 0.5:
         return False  # the brief copied back names everyone rightly
-    for c in cast:
-        if not re.search(rf"(?<!\w){_alias_re(c)}(?!\w)", answer):
-            return False
+    if not any(re.search(rf"(?<!\w){_alias_re(c)}(?!\w)", answer) for c in cast):
+        return False  # a scene with none of them (one may enter after the token budget)
     for a in cast:
         for b in cast:
             if a is b:

@@ -36,6 +36,9 @@ class Request:
     proposals: dict[str, Counter[int]] = field(default_factory=dict)
     steps_s: list[float] = field(default_factory=list)  # each plain single-row step's seconds
     origins: list[str] = field(default_factory=list)  # each committed token's origin, in order
+    # Sum over the positions where a draft was judged of TV(pi, p): how far the distributions
+    # the tokens were drawn from moved from the target's (a target step moves nothing).
+    tv_moved: float = 0.0
 
     def add(self, ev: RoundEvent, keep: bool) -> None:
         """Count one round (kernels of speculative rounds only); `keep` holds it for a trace."""
@@ -50,6 +53,8 @@ class Request:
         self.proposals.setdefault(ev.source or "none", Counter())[ev.proposed] += 1
         if not ev.proposed and ev.rows == 1:
             self.steps_s.append(ev.timings.total)
+        if ev.proposed and ev.tv is not None:
+            self.tv_moved += ev.tv * min(ev.accepted + 1, ev.proposed)
 
 
 def run_request(
@@ -112,6 +117,8 @@ def record_timed(
         r.proposals.setdefault(name, Counter()).update(ks)
     if s.mean_tv is not None:
         r.mean_tvs.append(s.mean_tv)
+    if s.mode != "draft-only" and s.tokens:  # draft-only's distance is not measured
+        r.tv_per_tokens.append(req.tv_moved / s.tokens)
     if s.fallback_reason:
         r.fallback_reason = s.fallback_reason
     if keep_output:

@@ -130,7 +130,8 @@ class BenchResult:
     sources: dict[str, PositionTally] = field(default_factory=dict)
     plain_steps: int = 0
     kernels: Counter[str] = field(default_factory=Counter)
-    mean_tvs: list[float] = field(default_factory=list)
+    mean_tvs: list[float] = field(default_factory=list)  # per request: TV per judged draft
+    tv_per_tokens: list[float] = field(default_factory=list)  # per request: TV per token
     outputs: dict[int, list[int]] = field(default_factory=dict)  # seed -> ids, 1st invocation
     last_outputs: dict[int, list[int]] = field(default_factory=dict)  # the last invocation's
     # Every timed text: per seed (and invocation where it differs) its ids, each token's
@@ -263,7 +264,19 @@ class BenchResult:
 
     @property
     def mean_tv(self) -> float | None:
+        """TV per judged draft: the mean TV(pi, p) between the mixed distribution and the
+        target's over the positions where a draft was judged (the accepted drafts and the one
+        rejected), per request, then over requests; target steps and bonus tokens not counted,
+        None for greedy rows (no distribution moved)."""
         return statistics.fmean(self.mean_tvs) if self.mean_tvs else None
+
+    @property
+    def tv_per_token(self) -> float | None:
+        """The realised TV per generated token: that sum over every token of the request (a
+        token the target drew itself moved 0), over requests: how far, on average, the
+        distribution each output token came from was from the target's. 0 for target-only,
+        lossless and greedy rows; None for draft-only (not measured)."""
+        return statistics.fmean(self.tv_per_tokens) if self.tv_per_tokens else None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract row (issue 5): extend, never rename."""
@@ -301,6 +314,7 @@ class BenchResult:
                 "target_nll": self.target_nll,
                 "target_nll_baseline": self.target_nll_baseline,
                 "mean_tv": self.mean_tv,
+                "tv_per_token": self.tv_per_token,
                 "task_success": self.task_success,
                 "task_passed": list(self.task_passed),
             },

@@ -13,24 +13,29 @@ answer is the text before the first EOS. Kinds:
   changed; with ``except FUNC``, FUNC's own definition may differ (the edit asked there).
 - ``param FUNC NAME=DEFAULT``: the answer's code defines FUNC with a parameter NAME defaulting
   to DEFAULT (a Python literal), and FUNC's body reads NAME (an unused parameter is no edit).
-- ``changed FUNC``: the answer's code defines FUNC, parses, and FUNC's tree is not the
-  prompt's. Why no more: a bug fix can take many right forms, and telling them from wrong ones
-  needs running the function, which nothing here does; this catches the copy and the broken.
+- ``changed FUNC [gone CODE|CODE...]``: the answer's code defines FUNC, parses, FUNC's tree
+  is not the prompt's, and none of the gone fragments (the bugs, as Python) is left in it.
+  Why no more: a bug fix can take many right forms, and telling a right one from a wrong one
+  needs running the function, which nothing here does; this catches the copy, the broken and
+  a bug left in.
 - ``split FUNC``: FUNC keeps the prompt's parameters, at least one new helper function is
   defined, and no ``for`` loop is nested in another (a lookup replaced the nested loops).
 - ``rewrite KEEP|KEEP... [gone WORD|WORD...]``: every kept fact is in the answer, none of the
   gone words is (a misspelling to fix, a tense to change), and the answer is not a copy of the
   prompt (at least one gone word, or the prompt's text verbatim, tells a copy).
 - ``roles NAME[|ALIAS...]=ROLE[|ROLE...]; ...``: the named characters keep their names and
-  roles: each named, no first name joined to another's surname, no name given another's role
-  ("Kofi Mensah, the keeper"), no self-introduction under another's name in a line spoken by
-  someone else, and not the prompt copied back.
+  roles: one at least named (another may enter after the token budget), no first name joined
+  to another's surname, no name given another's role ("Kofi Mensah, the keeper"), no
+  self-introduction under another's name in a line spoken by someone else, and not the prompt
+  copied back.
 - ``contains TEXT``: TEXT is in the answer (case-insensitive).
 - ``regex PATTERN``: PATTERN (Python `re`) matches somewhere in the answer.
 
 Code is found fenced or not: the first fenced block, else the whole answer, else the answer
 from its first line that starts a Python statement. Code is parsed by `ast`; nothing the model
-wrote is executed.
+wrote is executed. An answer `cut` by the token budget (no EOS) is judged on what it reached:
+its complete top-level statements against the prompt's first ones, a rewrite's facts up to the
+last one it reached.
 """
 
 from __future__ import annotations
@@ -64,15 +69,17 @@ class TaskCheck:
     def describe(self) -> str:
         return "; ".join(f"{c.kind} {c.arg}".strip() for c in (self, *self.also))
 
-    def __call__(self, answer: str) -> bool:
-        """Whether `answer` (the text up to the first EOS) does what the prompt asked."""
+    def __call__(self, answer: str, cut: bool = False) -> bool:
+        """Whether `answer` (the text up to the first EOS) does what the prompt asked. `cut`:
+        the answer never reached an EOS (the token budget ended it), so it is judged on what it
+        reached: its complete statements, the facts up to where it got (see `KINDS`)."""
         answer = answer[:MAX_CHECKED_CHARS]
-        return _passes(self.kind, self.arg, self.prompt, answer) and all(
-            c(answer) for c in self.also
+        return _passes(self.kind, self.arg, self.prompt, answer, cut) and all(
+            c(answer, cut) for c in self.also
         )
 
 
-def _passes(kind: str, arg: str, prompt: str, answer: str) -> bool:
+def _passes(kind: str, arg: str, prompt: str, answer: str, cut: bool = False) -> bool:
     if kind == "number":
         found = _NUMBER.findall(answer)
         try:
@@ -81,17 +88,18 @@ def _passes(kind: str, arg: str, prompt: str, answer: str) -> bool:
             return False
     if kind == "rename":
         renames, skip = parse_rename_arg(arg)
-        return renamed_exactly(prompt, answer, renames, skip)
+        return renamed_exactly(prompt, answer, renames, skip, cut)
     if kind == "param":
         func, name, default = _parse_param(arg)
-        return has_param(answer, func, name, default)
+        return has_param(answer, func, name, default, cut)
     if kind == "changed":
-        return changed_function(prompt, answer, arg)
+        func, gone = parse_changed(arg)
+        return changed_function(prompt, answer, func, gone, cut)
     if kind == "split":
-        return split_function(prompt, answer, arg)
+        return split_function(prompt, answer, arg, cut)
     if kind == "rewrite":
         keep, gone = parse_rewrite(arg)
-        return rewritten(prompt, answer, keep, gone)
+        return rewritten(prompt, answer, keep, gone, cut)
     if kind == "roles":
         return roles_kept(prompt, answer, parse_roles(arg))
     if kind == "contains":
@@ -128,8 +136,10 @@ def parse_check(line: str, prompt: str, name: str = "the prompt") -> TaskCheck:
             re.compile(arg)
         except re.error as exc:
             raise BenchError(f"{name}: the regex {arg!r} does not compile ({exc}).") from None
-    if kind in ("changed", "split") and not arg.isidentifier():
-        raise BenchError(f"{name}: '{kind}' names one function, got {arg!r}.")
+    if kind == "changed":
+        parse_changed(arg, name)
+    if kind == "split" and not arg.isidentifier():
+        raise BenchError(f"{name}: 'split' names one function, got {arg!r}.")
     if kind in ("rename", "changed", "split") and code_block(prompt) is None:
         raise BenchError(f"{name}: '{kind}' needs the prompt's code in a ```python block.")
     return TaskCheck(kind, arg, prompt)
@@ -191,18 +201,39 @@ def _parse(code: str) -> ast.Module | None:
         return None
 
 
-def answer_tree(answer: str) -> ast.Module | None:
+def answer_tree(answer: str, cut: bool = False, partial: bool = False) -> ast.Module | None:
     """The tree of the answer's code, fenced or not: its first fenced block, else the whole
     answer, else the answer from its first line that starts a Python statement (prose before
-    unfenced code). None when none of them parses."""
-    block = code_block(answer)
-    if block is not None:
+    unfenced code). None when none of them parses. A `cut` answer: the longest run of its
+    first lines that parses, less its last top-level statement (it may end mid-way) unless
+    `partial` keeps it or a new top-level line follows it."""
+    m = _FENCE.search(answer)
+    block = m.group(1) if m else None
+    if m is not None and m.group(0).endswith("```"):
+        cut = False  # the block closed: its code is whole, wherever the text was cut
+    if block is None:
+        tree = _parse(answer.strip())
+        if tree is not None and _has_code(tree):
+            return _complete(tree) if cut and not partial else tree
+        start = _CODE_START.search(answer)
+        if start is None:
+            return None
+        block = answer[start.start() :].strip()
+    if not cut:
         return _parse(block)
-    tree = _parse(answer.strip())
-    if tree is not None and _has_code(tree):
-        return tree
-    m = _CODE_START.search(answer)
-    return _parse(answer[m.start() :].strip()) if m else None
+    lines = block.splitlines()
+    for end in range(len(lines), 0, -1):
+        tree = _parse("\n".join(lines[:end]))
+        if tree is not None:
+            after = next((x for x in lines[end:] if x.strip()), "")
+            whole = after[:1] not in ("", " ", "\t")  # a new top-level line began after it
+            return tree if partial or whole else _complete(tree)
+    return None
+
+
+def _complete(tree: ast.Module) -> ast.Module:
+    tree.body = tree.body[:-1]
+    return tree
 
 
 def _has_code(tree: ast.Module) -> bool:
@@ -249,18 +280,37 @@ def _without(tree: ast.Module, func: str | None) -> ast.Module:
 
 
 def renamed_exactly(prompt: str, answer: str, renames: dict[str, str],
-                    skip: str | None = None) -> bool:  # fmt: skip
+                    skip: str | None = None, cut: bool = False) -> bool:  # fmt: skip
     """Whether the answer's code is the prompt's code with exactly `renames` made (and, with
-    `skip`, that function present but free to differ)."""
+    `skip`, that function present but free to differ). A `cut` answer: its complete
+    statements are the prompt's first ones renamed, and it reached a renamed name (so a
+    copy cut before the first rename does not pass)."""
     original = code_block(prompt)
-    got = answer_tree(answer)
+    got = answer_tree(answer, cut, partial=True)
     want = _parse(original) if original is not None else None
     if want is None or got is None:
         return False
     want = _Rename(renames).visit(want)
+    if cut:  # the names of what it reached, the partial statement too; the whole ones compared
+        seen = {x for n in ast.walk(got) for x in _names(n)}
+        if not seen & set(renames.values()) or seen & set(renames):
+            return False
+        mine, theirs = _without(_complete(got), skip).body, _without(want, skip).body
+        return bool(mine) and [ast.dump(n) for n in mine] == [
+            ast.dump(n) for n in theirs[: len(mine)]
+        ]
     if skip is not None and _function(got, skip) is None:
         return False
     return ast.dump(_without(want, skip)) == ast.dump(_without(got, skip))
+
+
+def _names(node: ast.AST) -> set[str]:
+    """The identifiers a node itself carries (a name, an attribute, a parameter, a def)."""
+    for attr in ("id", "attr", "arg", "name"):
+        v = getattr(node, attr, None)
+        if isinstance(v, str):
+            return {v}
+    return set()
 
 
 def _function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -284,9 +334,10 @@ def _parse_param(arg: str, name: str = "the prompt") -> tuple[str, str, object]:
     return func, param.strip(), value
 
 
-def has_param(answer: str, func: str, name: str, default: object) -> bool:
-    """Whether the answer defines `func` with parameter `name` = `default`, read in its body."""
-    tree = answer_tree(answer)
+def has_param(answer: str, func: str, name: str, default: object, cut: bool = False) -> bool:
+    """Whether the answer defines `func` with parameter `name` = `default`, read in its body
+    (a `cut` answer: in a definition it completed)."""
+    tree = answer_tree(answer, cut)
     fn = _function(tree, func) if tree is not None else None
     if fn is None:
         return False
@@ -306,15 +357,36 @@ def has_param(answer: str, func: str, name: str, default: object) -> bool:
                for stmt in fn.body for n in ast.walk(stmt))  # fmt: skip
 
 
-def changed_function(prompt: str, answer: str, func: str) -> bool:
-    """The answer's code parses, defines `func`, and `func` is not the prompt's unchanged."""
+def parse_changed(arg: str, name: str = "the prompt") -> tuple[str, list[ast.AST]]:
+    """'func gone best = 0|readings[i - width + 1]' -> ('func', [their trees])."""
+    func, _, gone = arg.partition(" gone ")
+    func = func.strip()
+    if not func.isidentifier():
+        raise BenchError(f"{name}: 'changed' names one function, got {func!r}.")
+    trees = []
+    for code in filter(None, (g.strip() for g in gone.split("|"))):
+        tree = _parse(code)
+        if tree is None or len(tree.body) != 1:
+            raise BenchError(f"{name}: 'changed ... gone' wants Python fragments, got {code!r}.")
+        node = tree.body[0]
+        trees.append(node.value if isinstance(node, ast.Expr) else node)
+    return func, trees
+
+
+def changed_function(prompt: str, answer: str, func: str, gone: list[ast.AST] | None = None,
+                     cut: bool = False) -> bool:  # fmt: skip
+    """The answer's code parses, defines `func`, `func` is not the prompt's unchanged, and
+    none of the `gone` fragments (the bugs) is left in it."""
     original = code_block(prompt)
-    got = answer_tree(answer)
+    got = answer_tree(answer, cut)
     want = _parse(original) if original is not None else None
     if got is None or want is None:
         return False
     new, old = _function(got, func), _function(want, func)
-    return new is not None and (old is None or ast.dump(new) != ast.dump(old))
+    if new is None or (old is not None and ast.dump(new) == ast.dump(old)):
+        return False
+    left = {ast.dump(n) for n in ast.walk(new)}
+    return not any(ast.dump(g) in left for g in gone or [])
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -322,11 +394,11 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
 
-def split_function(prompt: str, answer: str, func: str) -> bool:
+def split_function(prompt: str, answer: str, func: str, cut: bool = False) -> bool:
     """`func` kept with the prompt's parameters, at least one new helper, and no `for` loop
     nested in another anywhere in the answer's code."""
     original = code_block(prompt)
-    got = answer_tree(answer)
+    got = answer_tree(answer, cut)
     want = _parse(original) if original is not None else None
     if got is None or want is None:
         return False

@@ -21,6 +21,7 @@ from core.bench.protocol import ProtocolConfig
 from core.io.atomic import write_atomic
 from core.io.user_text import prompt_text
 from core.runtime.distributed import rank0_only
+from core.sweep.frontier import ALLOWABLE, MARGIN
 from core.sweep.grid import (
     DEFAULT_POLICIES,
     DEFAULT_SOURCES,
@@ -96,6 +97,14 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the most NLL per token a setting may give up against target-only")  # fmt: skip
     g.add_argument("--min-task", type=float, default=None, metavar="SHARE",
                    help="the least task success (0-1) on the prompts with a check")  # fmt: skip
+    g.add_argument("--margin", type=float, default=MARGIN, metavar="SHARE",
+                   help="how much more than target-only a recommended cell may copy of the "
+                   f"prompt or repeat itself (default {MARGIN:g})")  # fmt: skip
+    g.add_argument("--allow", default=None, metavar="LIST",
+                   help="lift default bounds: " + ", ".join(ALLOWABLE) + " (by default the "
+                   "recommendation reads right: task no worse than target-only's, copying and "
+                   "repetition within the margin, never draft-only or a cell that stopped "
+                   "speculating)")  # fmt: skip
 
     g = parser.add_argument_group("outputs (rewritten after every prompt and temperature)")
     g.add_argument("--json", default=None, metavar="PATH", help="raw blocks, cells, provenance")
@@ -227,6 +236,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         raise SweepError(f"--min-task is a share between 0 and 1, got {args.min_task:g}.")
     if args.max_nll_delta is not None and args.max_nll_delta != args.max_nll_delta:
         raise SweepError("--max-nll-delta must be a number.")
+    if not 0.0 <= args.margin <= 1.0:
+        raise SweepError(f"--margin is a share between 0 and 1, got {args.margin:g}.")
+    allow = parse_names("--allow", args.allow) if args.allow else ()
+    if bad := [a for a in allow if a not in ALLOWABLE]:
+        raise SweepError(f"--allow {bad[0]!r} is not one of {', '.join(ALLOWABLE)}.")
     grid = grid_from_args(args)
     names = prompt_names_from_args(args)
     asked = [(n, *read_prompt(n)) for n in names] + [
@@ -256,10 +270,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     def decode(ids: list[int]) -> str:
         return str(pair.target.tokenizer.decode(ids))
 
-    def answer(ids: list[int]) -> str:
-        """The text a check reads: the output decoded up to its first EOS."""
+    def answer(ids: list[int]) -> tuple[str, bool]:
+        """The text a check reads, the output decoded up to its first EOS, and whether it was
+        cut by the token budget instead (no EOS)."""
         end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
-        return decode(ids[:end])
+        return decode(ids[:end]), end == len(ids)
 
     prompts = []
     for name, text, budget in asked:
@@ -269,10 +284,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         check = user_checks[name] or (prompt_check(name) if name in names else None)
         prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, answer),
                                    check.describe() if check is not None else None,
-                                   answer))  # fmt: skip
+                                   tuple(pair.eos_ids)))  # fmt: skip
 
     names = [p.name for p in prompts]
-    run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task)
+    run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task,
+                   margin=args.margin, allow=tuple(allow))  # fmt: skip
     argv = getattr(args, "argv", None)
     argv = sys.argv[1:] if argv is None else argv
     run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in argv)
@@ -340,7 +356,7 @@ def _task(check: Any, answer: Any) -> Any:
         return None
 
     def run(ids: list[int]) -> bool:
-        return bool(check(answer(ids)))
+        return bool(check(*answer(ids)))
 
     return run
 

@@ -47,7 +47,7 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
     per-prompt copied share, repetition and (where a check applies) task verdicts recomputed
     from the kept outputs, the cells aggregated again and the frontier computed again under
     the file's bounds. `checks` ({prompt name: check}) replaces the checks the file ran."""
-    from core.sweep.frontier import frontier_summary
+    from core.sweep.frontier import BOUND_KEYS, frontier_summary
     from core.sweep.run import aggregate
 
     out = copy.deepcopy(dict(data))
@@ -71,9 +71,6 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
     return out
 
 
-BOUND_KEYS = ("max_nll_delta", "min_task", "copy_margin", "repetition_margin", "allow")
-
-
 def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],
                checks: Mapping[str, Any] | None) -> None:  # fmt: skip
     """One cell's numbers on one prompt, judged again from what its block kept."""
@@ -81,9 +78,27 @@ def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],
     saved = _rows(block).get(row) or {}
     sample = saved.get("sample_output") or {}
     outputs = v.get("output_ids") or ([sample["token_ids"]] if sample.get("token_ids") else [])
-    texts = v.get("answers") or ([sample["text"]] if sample.get("text") else [])
+    ends = v.get("answer_len")
+    if ends and len(ends) == len(outputs):  # measured on the answers, up to their EOS
+        outputs = [ids[:end] for ids, end in zip(outputs, ends, strict=True)]
+    texts, cuts = v.get("answers"), v.get("cut")
+    if not texts:  # an older file: the first seed's whole text, cut at a special EOS marker
+        first = [answer_of(sample["text"])] if sample.get("text") else []
+        texts, cuts = [t for t, _ in first], [c for _, c in first]
     v.update(measures(prompt.get("ids"), outputs, prompt.get("text"), texts))
     check = (checks or {}).get(block.get("prompt")) if checks else _check_for(block)
     if check is not None and texts:
-        v["task_passed"] = [bool(check(t)) for t in texts]
+        cuts = cuts or [False] * len(texts)
+        v["task_passed"] = [bool(check(t, c)) for t, c in zip(texts, cuts, strict=False)]
         v["task_success"] = sum(v["task_passed"]) / len(v["task_passed"])
+
+
+EOS_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>")
+
+
+def answer_of(text: str) -> tuple[str, bool]:
+    """An older file's whole decoded text (EOS ignored) as (answer, cut): up to the first
+    special end-of-turn marker the tokenizer decoded (a file that kept no ids per seed cannot
+    say where the EOS token was), cut when it has none."""
+    at = min((i for m in EOS_MARKERS if (i := text.find(m)) >= 0), default=-1)
+    return (text, True) if at < 0 else (text[:at], False)

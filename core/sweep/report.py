@@ -19,8 +19,8 @@ from core.bench.fmt import pct
 
 CSV_COLUMNS = (
     "id", "temperature", "kind", "source", "policy", "tv", "prompt", "speedup", "speedup_min",
-    "speedup_max", "acceptance", "per_position_acceptance", "nll_delta", "mean_tv",
-    "task_success", "on_front",
+    "speedup_max", "acceptance", "per_position_acceptance", "nll_delta", "tv_per_token",
+    "mean_tv", "copied", "repetition", "task_success", "on_front",
 )  # fmt: skip
 # One colour per temperature group (SVG) and its terminal style.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -49,6 +49,25 @@ def _positions(c: dict[str, Any], n: int = 8) -> str:
     return text + (" ..." if len(rates) > n else "") if text else "-"
 
 
+def nll_text(c: dict[str, Any], data: dict[str, Any]) -> str:
+    """The NLL given up, '!' after it where the cell copies more of the prompt than
+    target-only (its NLL then reads low for the wrong reason: the target finds its prompt
+    likely)."""
+    groups = (data.get("frontier") or {}).get("groups") or {}
+    untrusted = {i for g in groups.values() for i in g.get("nll_untrusted") or []}
+    return _f(c.get("nll_delta"), 3) + (" !" if c["id"] in untrusted else "")
+
+
+def excluded_lines(data: dict[str, Any]) -> list[str]:
+    """Why each cell is not recommended, per temperature: 'cell: copies the prompt: 91%
+    against 12%'."""
+    out = []
+    for key, g in ((data.get("frontier") or {}).get("groups") or {}).items():
+        for cid, why in (g.get("excluded") or {}).items():
+            out.append(f"T={key}: {cid} not recommended: {why}")
+    return out
+
+
 def recommended_ids(data: dict[str, Any]) -> set[str]:
     groups = (data.get("frontier") or {}).get("groups") or {}
     return {g["recommended"] for g in groups.values() if g.get("recommended")}
@@ -64,7 +83,8 @@ def print_cells(data: dict[str, Any], console: Any) -> None:
 
     rec = recommended_ids(data)
     t = Table(title="sweep: speed against what the text gave up", show_lines=False)
-    for col in ("", "T", "cell", "speedup", "min-max", "accept", "NLL +", "mean TV", "task"):
+    for col in ("", "T", "cell", "speedup", "min-max", "accept", "NLL +", "TV/tok", "copied",
+                "repeat", "task"):  # fmt: skip
         t.add_column(col, overflow="fold", no_wrap=col != "cell",
                      min_width=14 if col == "cell" else None)  # fmt: skip
     for c in data.get("cells", []):
@@ -72,25 +92,35 @@ def print_cells(data: dict[str, Any], console: Any) -> None:
         lo, hi = c.get("speedup_min"), c.get("speedup_max")
         t.add_row(Text(mark, style="bold green"), f"{c.get('temperature', 0):g}", Text(c["name"]),
                   _f(c.get("speedup"), 2, "x"), f"{_f(lo)}-{_f(hi)}", pct(c.get("acceptance")),
-                  _f(c.get("nll_delta"), 3), _f(c.get("mean_tv"), 3),
-                  pct(c.get("task_success")))  # fmt: skip
+                  nll_text(c, data), _f(c.get("tv_per_token"), 3), pct(c.get("copied")),
+                  pct(c.get("repetition")), pct(c.get("task_success")))  # fmt: skip
     console.print(t)
     console.print(Text("NLL +: the target's NLL per token given up against target-only (same "
-                       "seeds); * on the Pareto front (no cell is both faster and gives up "
-                       "less); R recommended within the bounds", style="dim"))  # fmt: skip
+                       "seeds), ! where the cell copies more of the prompt than target-only (a "
+                       "copy is likely under the target: not to be trusted); TV/tok: the "
+                       "realised TV per output token; copied: share of the text in runs of 8+ "
+                       "tokens repeating the prompt; repeat: share of repeated 4-grams; * on "
+                       "the Pareto front; R recommended within the bounds", style="dim"))  # fmt: skip
     for line in recommendation_lines(data):
         console.print(Text(line))
+    for line in excluded_lines(data):
+        console.print(Text(line, style="dim"))
 
 
 def recommendation_lines(data: dict[str, Any]) -> list[str]:
     """One sentence per temperature: the fastest cell within the bounds, or why none."""
     front = data.get("frontier") or {}
-    bounds = []
+    margin = front.get("margin")
+    bounds = ["task success no lower than target-only's"] if margin is not None else []
+    if margin is not None:
+        bounds.append(f"copying and repetition at most {margin:.0%} above target-only's")
     if front.get("max_nll_delta") is not None:
         bounds.append(f"NLL given up <= {front['max_nll_delta']:g}")
     if front.get("min_task") is not None:
         bounds.append(f"task success >= {front['min_task']:.0%}")
-    within = " within " + " and ".join(bounds) if bounds else " (no bound given)"
+    if front.get("allow"):
+        bounds.append("allowing " + ", ".join(front["allow"]))
+    within = " within " + ", ".join(bounds) if bounds else " (no bound given)"
     cells = {c["id"]: c for c in data.get("cells", [])}
     out = []
     for key, g in (front.get("groups") or {}).items():
@@ -101,7 +131,8 @@ def recommendation_lines(data: dict[str, Any]) -> list[str]:
         c = cells.get(rec, {})
         out.append(f"T={key}: fastest{within}: {c.get('name', rec)}, {speed_text(c)}, "
                    f"NLL given up {_f(c.get('nll_delta'), 3)}, task "
-                   f"{pct(c.get('task_success'))}")  # fmt: skip
+                   f"{pct(c.get('task_success'))}, copied {pct(c.get('copied'))}, repeated "
+                   f"{pct(c.get('repetition'))}")  # fmt: skip
     return out
 
 
@@ -292,18 +323,32 @@ def sweep_markdown(data: dict[str, Any], svg_name: str | None = None) -> str:
                "texts.\n")  # fmt: skip
     rec = recommended_ids(data)
     out.append("| | cell | speedup (min-max) | acceptance | per-position acceptance | "
-               "NLL given up | mean TV | task |")  # fmt: skip
-    out.append("|---|---|---|---|---|---|---|---|")
+               "NLL given up | TV per token | TV per judged draft | copied | repeated | task |")  # fmt: skip
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in data.get("cells", []):
         mark = ("**R**" if c["id"] in rec else "") + (" *" if c.get("on_front") else "")
         out.append(f"| {mark} | {_md(c['id'])} | {speed_text(c)} | {pct(c.get('acceptance'))} | "
-                   f"{_positions(c)} | {_f(c.get('nll_delta'), 3)} | {_f(c.get('mean_tv'), 3)} | "
-                   f"{pct(c.get('task_success'))} |")  # fmt: skip
+                   f"{_positions(c)} | {nll_text(c, data)} | {_f(c.get('tv_per_token'), 3)} | "
+                   f"{_f(c.get('mean_tv'), 3)} | {pct(c.get('copied'))} | "
+                   f"{pct(c.get('repetition'))} | {pct(c.get('task_success'))} |")  # fmt: skip
     out.append("\n`*` on the Pareto front of its temperature (no cell is both faster and gives "
                "up less); **R** the fastest cell within the bounds.\n")  # fmt: skip
     for line in recommendation_lines(data):
         out.append(f"- {line}")
     out.append("")
+    excluded = excluded_lines(data)
+    if excluded:
+        out.append("Not recommended, and why:\n")
+        out += [f"- {line}" for line in excluded]
+        out.append("")
+    out.append("NLL given up marked `!`: the cell copies more of the prompt than target-only, "
+               "and the target finds its own prompt likely, so a low or negative NLL given up "
+               "there is not to be trusted; read its copied share, task and text. Copied: the "
+               "share of the text's tokens in runs of 8 or more that repeat the prompt; "
+               "repeated: the share of its 4-grams that repeat an earlier one; TV per token: "
+               "the realised total-variation distance from the target's distribution, per "
+               "output token (a token the target drew itself moved 0); TV per judged draft: "
+               "the same over the positions where a draft was judged.\n")  # fmt: skip
     if svg_name:
         out.append(f"![the frontier: speed against NLL given up]({svg_name})\n")
     out += texts_markdown(data)

@@ -22,7 +22,7 @@ from core.bench.copying import measures
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, run_protocol
 from core.bench.results import BenchReport, BenchResult, BenchSetting, finite
 from core.primitives.acceptance import PositionTally
-from core.sweep.frontier import frontier_summary
+from core.sweep.frontier import BOUND_KEYS, MARGIN, frontier_summary
 from core.sweep.grid import APPLIED_FIELDS, Cell, SweepGrid
 
 SCHEMA = 1
@@ -37,9 +37,10 @@ class SweepPrompt:
     text: str
     check: Callable[[list[int]], bool] | None = None
     check_name: str | None = None
-    # An output's answer as text: decoded up to its first EOS (what a check reads), kept per
-    # seed so a saved sweep can be judged again without a re-run (core/sweep/judge.py).
-    answer: Callable[[list[int]], str] | None = None
+    # Where an output's answer ends (its first EOS; the protocol generates on past it): the
+    # answer's text and ids are kept per seed so a saved sweep can be judged again without a
+    # re-run (core/sweep/judge.py), and copying and repetition are measured on them.
+    eos_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -50,7 +51,8 @@ class Block:
     temperature: float
     report: BenchReport
     check_name: str | None = None
-    answers: dict[str, list[str]] = field(default_factory=dict)  # row -> per-seed answer text
+    # row -> per seed: the answer's length in tokens (up to its first EOS) and its text
+    answers: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +67,8 @@ class SweepRun:
     meta: dict[str, Any] = field(default_factory=dict)
     max_nll_delta: float | None = None
     min_task: float | None = None
+    margin: float = MARGIN  # copying and repetition allowed above target-only's
+    allow: tuple[str, ...] = ()  # default bounds lifted (core.sweep.frontier.ALLOWABLE)
 
     def cell_summaries(self) -> list[dict[str, Any]]:
         """One summary per cell over the prompts finished, in the grid's order."""
@@ -77,7 +81,8 @@ class SweepRun:
 
     def to_dict(self) -> dict[str, Any]:
         cells = self.cell_summaries()
-        front = frontier_summary(cells, self.max_nll_delta, self.min_task)
+        front = frontier_summary(cells, self.max_nll_delta, self.min_task, self.margin,
+                                 self.allow)  # fmt: skip
         on_front = {i for g in front["groups"].values() for i in g["front"]}
         for c in cells:
             c["on_front"] = c["id"] in on_front
@@ -142,8 +147,8 @@ def run_sweep(
         report.protocol["prompt"] = {"name": prompt.name, "text": prompt.text,
                                      "ids": list(prompt.ids)}  # fmt: skip
         done_before += seen["total"]
-        answers = ({r.name: [prompt.answer(list(ids)) for ids in r.outputs.values()]
-                    for r in report.results} if prompt.answer is not None else {})  # fmt: skip
+        answers = {r.name: [answer_of_ids(list(ids), prompt.eos_ids, decode)
+                            for ids in r.outputs.values()] for r in report.results}  # fmt: skip
         run.blocks.append(Block(prompt.name, t, report, prompt.check_name, answers))
         if on_block is not None:
             on_block(run)
@@ -151,6 +156,13 @@ def run_sweep(
     if on_block is not None:
         on_block(run)
     return run
+
+
+def answer_of_ids(ids: list[int], eos_ids: Sequence[int],
+                  decode: Callable[[list[int]], str] | None) -> tuple[int, str | None]:  # fmt: skip
+    """(where the answer ends: its first EOS, else the end; its text where `decode` is given)."""
+    end = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
+    return end, decode(ids[:end]) if decode is not None else None
 
 
 def _paired_ratios(base: BenchResult, r: BenchResult) -> list[float]:
@@ -171,11 +183,16 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
         pairs = _paired_ratios(base, r)
         t = r.positions
         outputs = list(r.outputs.values())
-        texts = b.answers.get(r.name)
+        kept = b.answers.get(r.name) or [(len(ids), None) for ids in outputs]
+        ends = [end for end, _ in kept]
+        texts = [text for _, text in kept]
         per_prompt[b.prompt] = {
-            **measures(b.report.protocol["prompt"].get("ids"), outputs, None, texts),
+            **measures(b.report.protocol["prompt"].get("ids"),
+                       [ids[:end] for ids, end in zip(outputs, ends, strict=False)]),
             "output_ids": outputs,
-            "answers": texts,
+            "answer_len": ends,
+            "answers": texts if all(t is not None for t in texts) else None,
+            "cut": [end >= len(ids) for ids, end in zip(outputs, ends, strict=False)],
             "speedup": r.speedup_vs_target,
             "speedup_min": min(pairs) if pairs else None,
             "speedup_max": max(pairs) if pairs else None,
@@ -184,6 +201,7 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
             "acceptance": r.acceptance,
             "nll_delta": r.nll_delta,
             "mean_tv": r.mean_tv,
+            "tv_per_token": r.tv_per_token,
             "task_success": r.task_success,
             "task_passed": list(r.task_passed),
             "greedy_match": r.greedy_match,
@@ -234,6 +252,7 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
         "per_position_acceptance": list(tally.reached_rates()) if speculative else [],
         "nll_delta": statistics.fmean(nlls) if nlls else None,
         "mean_tv": statistics.fmean(tvs) if tvs else None,
+        "tv_per_token": mean("tv_per_token"),
         "copied": mean("copied"),
         "repetition": mean("repetition"),
         "task_success": sum(passed) / len(passed) if passed else None,
@@ -276,7 +295,7 @@ def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             cells.setdefault(c["id"], {}).update(c.get("per_prompt") or {})
     merged = [aggregate(heads[i], pp) for i, pp in cells.items()]
     bounds = first.get("frontier") or {}
-    front = frontier_summary(merged, bounds.get("max_nll_delta"), bounds.get("min_task"))
+    front = frontier_summary(merged, **{k: bounds[k] for k in BOUND_KEYS if k in bounds})
     on = {i for g in front["groups"].values() for i in g["front"]}
     for c in merged:
         c["on_front"] = c["id"] in on

@@ -114,6 +114,24 @@ def test_tv1_accepts_everything_and_tv0_does_not(engine, prompt_ids):
     assert report.result("target-only").acceptance is None
 
 
+
+def test_tv_per_token_is_what_the_output_tokens_moved(engine, prompt_ids):
+    """TV per token counts every generated token (a bonus or a target step moved nothing), so
+    it is at most the TV per judged draft; target-only and lossless moved nothing, draft-only
+    is not measured."""
+    base = Settings(temperature=0.7, k=4)
+    rows = [("tv1", base.replace(tv_budget=1.0)), ("tv0", base.replace(tv_budget=0.0)),
+            ("draft", base.replace(mode="draft-only"))]  # fmt: skip
+    report = bench.run_protocol(engine, prompt_ids, rows, tokens=16, seeds=2, invocations=1,
+                                warmup=0, traced=False, quality=False, predict=False)  # fmt: skip
+    tv1, tv0 = report.result("tv1"), report.result("tv0")
+    assert tv1.tv_per_token is not None and 0.0 < tv1.tv_per_token < tv1.mean_tv
+    assert tv0.tv_per_token is not None and tv0.tv_per_token < 1e-6
+    assert report.result("target-only").tv_per_token == 0.0
+    assert report.result("draft").tv_per_token is None
+    assert tv1.to_dict()["quality"]["tv_per_token"] == tv1.tv_per_token
+
+
 # --------------------------------------------------------------------------- the contract
 
 NUM = (int, float)

@@ -272,3 +272,34 @@ def test_the_user_kinds(kind, arg, right, near):
     prompt = "Marta counts forty-two nests; give the total of boxes as a number."
     check = parse_check(f"{kind} {arg}", prompt, "--check")
     assert check(right) and not check(near)
+
+
+def test_an_answer_cut_by_the_token_budget_is_judged_on_what_it_reached():
+    """No EOS within the budget: the complete statements must be the prompt's first ones with
+    the renames made, a rename reached; a rewrite keeps the facts up to the last it reached."""
+    check = bench.prompt_check("code-refactor-pasted")
+    right, _ = CASES["code-refactor-pasted"]
+    half = right[: len(right) * 2 // 3]  # past `class Account`, mid-way through the module
+    assert check(half, cut=True) and not check(half)  # whole, it would lack the rest
+    copy = bench.load_prompt("code-refactor-pasted")
+    at = copy.index("```python")
+    assert not check(copy[: at + len(half)], cut=True)  # the copy, cut as far: Ledger kept
+    early = right[: right.index("class OverdraftError")]  # cut before any rename
+    assert not check(early, cut=True)
+    assert check(right, cut=True)  # a closed block is whole wherever the text was cut
+    edit = bench.prompt_check("code-edit-pasted")
+    good = _edit_pasted()
+    assert edit(good[: good.index("def daily_range") + 30], cut=True)  # cut mid-way there
+    assert not edit(good[: good.index("def read_station_log")], cut=True)  # no edit reached
+    rewrite = bench.prompt_check("rewrite-paragraph")
+    part = REWRITE[: REWRITE.index("In the evenings")]
+    assert rewrite(part, cut=True) and not rewrite(part)
+    assert not rewrite(part.replace("stopped running", "stops running"), cut=True)
+
+
+def test_a_bug_left_in_fails_the_bugfix_check():
+    check = bench.prompt_check("code-bugfix")
+    assert check("```python\n" + BUGFIX + "```")
+    assert not check("```python\n" + BUGFIX.replace("best = window", "best = 0") + "```")
+    assert not check("```python\n" + BUGFIX.replace("readings[i - width]",
+                                                     "readings[i - width + 1]") + "```")

@@ -62,3 +62,71 @@ def test_an_old_file_is_judged_on_words_and_a_new_check(saved):
         v = c["per_prompt"]["math-boxes"]
         assert v["unit"] == "words" and c["copied"] == 1.0  # every text is the prompt here
         assert v["task_passed"] == [True] and c["task_success"] == 1.0
+
+
+def test_sweep_check_judges_a_prompt_of_ones_own(tmp_path):
+    """--check on the sweep: every prompt's answers judged by it (an inline prompt had none)."""
+    out = tmp_path / "c.json"
+    assert main(["sweep", *TINY, "--tokens", "4", "--seeds", "1", "--invocations", "1",
+                 "--warmup", "0", "--tv", "1", "--k", "2", "--temperatures", "0.7",
+                 "--prompt", "Say 42.", "--check", "regex", "^(?!x{99})", "--no-plot",
+                 "--json", str(out)]) == 0  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert doc["blocks"][0]["check"] == "regex ^(?!x{99})"
+    assert all(c["task_success"] == 1.0 for c in doc["cells"])
+    assert rejudge(doc)["cells"] == doc["cells"]  # the user's check is found again
+
+
+# ------------------------------------------------------------------------- the goal (issue)
+
+
+def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended():
+    """A cell whose every text is the prompt copied back (the H200's hybrid TV = 1 cell): its
+    NLL given up is negative (the target finds its prompt likely), its task check fails, over
+    80% of it is copied, and it is not recommended, with the reason shown; the control, an
+    honest cell faster than target-only, is recommended."""
+    from core import bench
+    from core.bench.protocol import ProtocolConfig
+    from core.sweep import SweepGrid, SweepPrompt, SweepRun, run_sweep
+    from core.sweep.report import sweep_markdown
+    from tests.helpers import copying_engine as fake
+
+    text = bench.load_prompt("math-boxes")
+    honest = "17 x 86 = 1462"
+    check = bench.prompt_check("math-boxes")
+    prompt = SweepPrompt("math-boxes", tuple(fake.encode(text)), text,
+                         lambda ids: check(*fake.answer(ids)), check.describe(),
+                         (fake.EOS,))  # fmt: skip
+    copier = lambda s: s.draft_source == "hybrid" and s.tv_budget == 1.0  # noqa: E731
+    speeds = {("model", 0.0): 0.9, ("model", 1.0): 1.3, ("hybrid", 0.0): 1.1,
+              ("hybrid", 1.0): 2.26}  # fmt: skip
+    engine = fake.CopyingEngine(prompt.ids, honest, copier,
+                                lambda s: speeds.get((s.draft_source, s.tv_budget), 1.0)
+                                if s.mode == "speculative" else 1.0)  # fmt: skip
+    grid = SweepGrid(tvs=(0.0, 1.0), policies=("fixed-8",), sources=("model", "hybrid"),
+                     temperatures=(0.7,), draft_only=False)  # fmt: skip
+    config = ProtocolConfig(tokens=len(prompt.ids), seeds=2, invocations=1, warmup=0,
+                            traced=False, predict=False, compile_warmup=False)  # fmt: skip
+    run = run_sweep(engine, [prompt], grid, config, decode=fake.decode,
+                    run=SweepRun(grid, config, [prompt.name]))  # fmt: skip
+    data = run.to_dict()
+    cells = {c["id"]: c for c in data["cells"]}
+    bad, good = cells["T=0.7 hybrid fixed-8 TV=1"], cells["T=0.7 fixed-8 TV=1"]
+    base = cells["T=0.7 target-only"]
+    assert bad["nll_delta"] < 0  # the copy reads as better than target-only's text
+    assert bad["task_success"] == 0.0 and base["task_success"] == 1.0
+    assert bad["copied"] > 0.8 and bad["copied"] > base["copied"]
+    group = data["frontier"]["groups"]["0.7"]
+    assert group["recommended"] == good["id"]  # the honest cell, not the fastest
+    assert list(group["excluded"]) == [bad["id"]]  # every other cell reads right
+    why = group["excluded"][bad["id"]]
+    assert why.startswith("copies the prompt: 100% against 0%;")
+    assert why.endswith("fails the task more: 0% against 100%")
+    assert bad["id"] in group["nll_untrusted"] and good["id"] not in group["nll_untrusted"]
+    page = sweep_markdown(data)
+    assert f"{bad['id']} not recommended: copies the prompt: 100% against 0%" in page
+    assert f"{bad['nll_delta']:.3f} !" in page
+    # Judged again from the saved file alone: the same verdicts.
+    again = rejudge(json.loads(json.dumps(data)))
+    assert again["frontier"] == data["frontier"]
+

@@ -31,8 +31,10 @@ from tests.helpers.bench import SHORT_PROMPT
 
 def cell(i: str, speedup: float | None, nll: float | None, task: float | None = None,
          t: float = 0.7) -> dict:  # fmt: skip
-    return {"id": i, "name": i, "speedup": speedup, "nll_delta": nll, "task_success": task,
-            "temperature": t}  # fmt: skip
+    kind = next((k for k in ("target-only", "draft-only") if k in i), "speculative")
+    return {"id": i, "name": i, "kind": kind, "speedup": speedup, "nll_delta": nll,
+            "task_success": task, "temperature": t,
+            "acceptance": 0.5 if kind == "speculative" else None}  # fmt: skip
 
 
 # Recorded cells: the seed's shape (TV 1 fastest and costliest, TV 0 lossless and slow).
@@ -67,7 +69,9 @@ def test_recommendation_on_recorded_cells():
     assert name(recommend(RECORDED, max_nll_delta=0.0)) == "target-only"
     assert name(recommend(RECORDED, max_nll_delta=0.12)) == "cost-aware TV=0.75"  # tie: by id
     assert name(recommend(RECORDED, max_nll_delta=0.3)) == "fixed-8 TV=1"  # not fixed-6: costlier
-    assert name(recommend(RECORDED, max_nll_delta=1.0)) == "draft-only"
+    # Draft-only is recommended only when asked for.
+    assert name(recommend(RECORDED, max_nll_delta=1.0)) == "fixed-8 TV=1"
+    assert name(recommend(RECORDED, max_nll_delta=1.0, allow=["draft-only"])) == "draft-only"
     # No bound: the fastest measured cell, an unscored one included.
     assert name(recommend(RECORDED)) == "unscored"
     # Task bound: the cells without a task success (target-only, unscored) cannot show it.
@@ -87,7 +91,10 @@ def test_frontier_summary_is_per_temperature_and_says_why_none():
     none = frontier_summary(cells, min_task=0.5)["groups"]["0"]
     assert none["recommended"] is None and "no prompt of the sweep has a check" in none["why_none"]
     tight = frontier_summary(cells, max_nll_delta=-1)["groups"]["0.7"]
-    assert tight["why_none"] == "no cell kept within an NLL given up of at most -1."
+    assert tight["why_none"] == ("no cell reads right (the default bounds against target-only) "
+                                 "and an NLL given up of at most -1.")  # fmt: skip
+    assert tight["excluded"] == {"c": "gives up +0.500 nats/token, over -1",
+                                 "d": "gives up +0.000 nats/token, over -1"}  # fmt: skip
 
 
 finite = st.floats(min_value=-2, max_value=8, allow_nan=False, allow_infinity=False)
