@@ -26,16 +26,19 @@ def _cell(cid: str, kind: str, speedup: float, tv: float | None = None,
     name = cid.split(" ", 1)[1]
     pp = {"speedup": speedup, "acceptance": 0.8 if kind == "speculative" else None,
           "nll_delta": 0.1, "mean_tv": 0.05, "task_passed": passed or [True, True], **extra}
-    return {"id": cid, "name": name, "kind": kind, "tv": tv, "temperature": 0.7,
+    apply = {"mode": kind, "temperature": 0.7, "tv_budget": 1.0 if tv is None else tv,
+             "k": 8, "policy": "fixed", "rule": "mentored", "draft_source": "model"}
+    return {"id": cid, "name": name, "kind": kind, "tv": tv, "temperature": 0.7, "apply": apply,
             "policy": "fixed" if kind == "speculative" else None, "source": "model",
             "speedup": speedup, "nll_delta": 0.1, "per_prompt": {"rename": pp}}  # fmt: skip
 
 
-def sample_sweep() -> dict[str, Any]:
+def sample_sweep(lines: int = 0) -> dict[str, Any]:
     """The sweep: recommended fixed-8 TV=0 (target-only's text exactly, drafted), fastest
     draft-only (leaves at token 0), cost-aware TV=1 the fastest at TV 1 (leaves at token 3
     with markup, and seed 0's third invocation wrote another text), fixed-8 TV=1 (leaves at
-    token 5 by a copy, no text for seed 1)."""
+    token 5 by a copy, no text for seed 1). `lines` more lines end every text alike (a page
+    taller than the screen)."""
     t = "t" * len(BASE)
     tv0 = encode_origins(["accepted", "accepted", "corrected", "accepted", "bonus", "accepted",
                           "accepted", "accepted", "corrected", "accepted", "bonus"])  # fmt: skip
@@ -55,6 +58,11 @@ def sample_sweep() -> dict[str, Any]:
         {"name": "fixed-8 TV=1", "seed": 0, "text": "".join(fx),
          "texts": [_text(0, fx, "aaaaacaaaab")]},
     ]  # fmt: skip
+    for row in rows:
+        for t in row["texts"]:
+            t["pieces"] += [f"\n    # line {i}" for i in range(lines)]
+            t["ids"] += [500 + i for i in range(lines)]
+            t["origins"] += t["origins"][-1] * lines
     cells = [
         _cell("T=0.7 target-only", "target-only", 1.0),
         _cell("T=0.7 draft-only", "draft-only", 3.0, passed=[False, False]),
