@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from core.chat.palette import ORIGIN_STYLES
-from core.sweep.reading import Column, Passage, passages
+from core.sweep.reading import Column, Passage, chosen_cells, passages
 from tui.keys import NARROW
 
 MARK_STYLE = "bold black on yellow"
@@ -69,26 +69,33 @@ class ReadingScreen(Screen[None]):
     .passage { height: auto; }
     .passage .col { width: 1fr; height: auto; padding: 0 1; }
     .passage .col-0 { border-right: vkey $panel-lighten-2; }
+    ReadingScreen.narrow .passage .col-0 { border-right: none; }
     """
 
     def __init__(self, data: dict[str, Any], cell_id: str) -> None:
         super().__init__()
         self.cell_id = cell_id
         self.passages: list[Passage] = passages(data, [cell_id])
+        temperature = self.passages[0].temperature if self.passages else None
+        # why a reader might come here: the cell is the recommended, the fastest, a TV step
+        self.roles = next((r for c, r in chosen_cells(data, temperature) if c["id"] == cell_id),
+                          []) if temperature is not None else []  # fmt: skip
         self.shown = 1  # the column shown when one fits: the cell's, what the reader came for
         self.narrow = False
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"texts: {self.cell_id} beside target-only, the same seeds"),
-                     id="reading-title")  # fmt: skip
-        numbers = self.passages[0].columns[1].numbers if self.passages else []
-        note = " · ".join(numbers) + ("\n" if numbers else "")
-        note += "▶N: where the text first leaves target-only's (token N); colours as in the chat"
+        title = f"texts: {self.cell_id} beside target-only, the same seeds"
+        if self.roles:
+            title += f" ({' · '.join(self.roles)})"
+        yield Static(Text(title), id="reading-title")
+        note = "▶N: where the text first leaves target-only's (token N); colours as in the chat"
         yield Static(Text(note), id="reading-note")
         with VerticalScroll(id="reading-texts"):
             for i, p in enumerate(self.passages):
-                yield Static(Text(f"{p.prompt} · T = {p.temperature:g} · seed {p.seed}"),
-                             classes="passage-head", id=f"head-{i}")  # fmt: skip
+                head = f"{p.prompt} · T = {p.temperature:g} · seed {p.seed}"
+                numbers = p.columns[1].numbers if len(p.columns) > 1 else []
+                head += "  " + " · ".join(numbers) if numbers else ""
+                yield Static(Text(head), classes="passage-head", id=f"head-{i}")
                 with Horizontal(classes="passage"):
                     for j, col in enumerate(p.columns):
                         yield Static(column_text(col), classes=f"col col-{j}")
@@ -104,6 +111,7 @@ class ReadingScreen(Screen[None]):
     def _layout(self, width: int) -> None:
         """Side by side from NARROW columns up; below, only column `shown`."""
         self.narrow = width < NARROW
+        self.set_class(self.narrow, "narrow")
         for j in (0, 1):
             for w in self.query(f".col-{j}"):
                 w.display = not self.narrow or j == self.shown
