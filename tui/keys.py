@@ -77,7 +77,8 @@ KEYS: tuple[Key, ...] = (
     Key("compare_runs", "x", "alt+x", "x", "M-x", "compare",
         "compare two runs side by side (this session's and saved profiles)"),
     Key("sweep_frontier", "w", "alt+w", "w", "M-w", "sweep",
-        "the last sweep's frontier; apply its recommended setting", bar=False),
+        "the last sweep's frontier: enter reads a row's texts beside target-only's, a / s "
+        "apply the recommended setting / the row's", bar=False),
     Key("save_profile", "", "ctrl+s", "", "^s", "save",
         "save settings + recorded rounds as a profile"),
     Key("next_view", "", "ctrl+t", "", "^t", "view",

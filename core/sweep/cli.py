@@ -114,6 +114,16 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--svg", default=None, metavar="PATH", help="the frontier's SVG elsewhere")
     g.add_argument("--force", action="store_true", help="replace output files that exist")
     g.add_argument("--no-plot", action="store_true", help="no terminal plot of the frontier")
+    g.add_argument("--no-reading", action="store_true",
+                   help="no reading page (by default NAME.reading.html and NAME.reading.md, "
+                   "the texts side by side, beside --json, else beside --markdown)")  # fmt: skip
+
+    g = parser.add_argument_group("reading a saved sweep (no models, no run)")
+    g.add_argument("--read", default=None, metavar="RESULT.json",
+                   help="write the reading page of a saved sweep's JSON and stop: "
+                   "RESULT.reading.html and RESULT.reading.md beside it, or --out")  # fmt: skip
+    g.add_argument("--out", default=None, metavar="PATH",
+                   help="with --read: the page's path (its Markdown beside it, .md)")  # fmt: skip
 
 
 def grid_from_args(args: argparse.Namespace) -> SweepGrid:
@@ -175,6 +185,14 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
     if getattr(args, "markdown", None) and not getattr(args, "svg", None):
         beside = Path(args.markdown).expanduser().with_suffix(".svg")
         given[-1] = ("the SVG beside --markdown", str(beside))
+    page_beside = getattr(args, "json", None) or getattr(args, "markdown", None)
+    if page_beside and not getattr(args, "no_reading", False):
+        from core.sweep.reading_page import reading_paths
+
+        flag = "--json" if getattr(args, "json", None) else "--markdown"
+        html, md = reading_paths(page_beside)
+        given += [(f"the reading page beside {flag}", str(html)),
+                  (f"the reading page's Markdown beside {flag}", str(md))]  # fmt: skip
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
     try:
         checked = check_outputs(given, force=bool(getattr(args, "force", False)), inputs=inputs)
@@ -182,6 +200,9 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
         raise SweepError(str(exc)) from None
     names = {"--json": "json", "--csv": "csv", "--markdown": "markdown", "--svg": "svg",
              "the SVG beside --markdown": "svg"}  # fmt: skip
+    for flag in ("--json", "--markdown"):
+        names[f"the reading page beside {flag}"] = "reading_html"
+        names[f"the reading page's Markdown beside {flag}"] = "reading_md"
     return {names[flag]: out.path for flag, out in checked.items() if out.path is not None}
 
 
@@ -191,6 +212,7 @@ def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
     import json
 
     from core.io.atomic import reason
+    from core.sweep.reading_page import reading_html, reading_markdown
     from core.sweep.report import frontier_svg, sweep_csv, sweep_markdown
 
     svg = paths.get("svg")
@@ -204,7 +226,9 @@ def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
     renders = {"json": lambda: json.dumps(data, indent=1, allow_nan=False) + "\n",
                "csv": lambda: sweep_csv(data),
                "markdown": lambda: sweep_markdown(data, md_svg),
-               "svg": lambda: frontier_svg(data)}  # fmt: skip
+               "svg": lambda: frontier_svg(data),
+               "reading_html": lambda: reading_html(data),
+               "reading_md": lambda: reading_markdown(data)}  # fmt: skip
     for flag, path in paths.items():
         try:
             write_atomic(path, renders[flag]())
@@ -231,6 +255,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     from core.runtime.distributed import current_spmd
 
     console, err = Console(), Console(stderr=True)
+    if getattr(args, "read", None) is not None:
+        return read_saved(args, console)
+    if getattr(args, "out", None) is not None:
+        raise SweepError("--out names the page of --read; a sweep's files are --json, --csv, "
+                         "--markdown and --svg.")  # fmt: skip
     check_counts(args, SweepError)
     if args.min_task is not None and not 0.0 <= args.min_task <= 1.0:
         raise SweepError(f"--min-task is a share between 0 and 1, got {args.min_task:g}.")
@@ -329,6 +358,41 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     _show(run, console, args)
     for p in paths.values():
         console.print(Text(f"wrote {p}"))
+    return 0
+
+
+def read_saved(args: argparse.Namespace, console: Any) -> int:
+    """`sweep --read RESULT.json [--out PATH]`: the reading page of a saved sweep, no models
+    loaded and nothing run. The page and its Markdown are checked by the one output rule
+    (never the result itself, an existing file only with --force) and written all or none."""
+    from rich.text import Text
+
+    from core.io.atomic import OutputPathError, check_outputs, publish_all
+    from core.sweep.last import read_sweep
+    from core.sweep.reading_page import reading_html, reading_markdown, reading_paths
+
+    data = read_sweep(Path(args.read).expanduser())
+    if args.out is not None:
+        html = Path(args.out).expanduser()
+        md = html.with_suffix(".md")
+        given = [("--out", str(html)), ("the Markdown beside --out", str(md))]
+    else:
+        html, md = reading_paths(args.read)
+        given = [("the reading page beside --read", str(html)),
+                 ("its Markdown beside --read", str(md))]  # fmt: skip
+    try:
+        checked = check_outputs(given, force=bool(args.force), inputs=[("sweep", args.read)])
+    except OutputPathError as exc:
+        raise SweepError(str(exc)) from None
+    pages = [reading_html(data), reading_markdown(data)]
+    try:
+        publish_all(list(zip(checked.values(), pages, strict=True)))
+    except OSError as exc:
+        from core.io.atomic import reason
+
+        raise SweepError(f"Could not write the reading page: {reason(exc)}.") from None
+    for out in checked.values():
+        console.print(Text(f"wrote {out.given}"), soft_wrap=True)
     return 0
 
 

@@ -1,5 +1,6 @@
 """The last sweep's frontier as a view: every cell of `specdec-tui sweep`, its Pareto front
-marked, and a key that applies the recommended setting (or the one under the cursor).
+marked, enter to read a row's texts beside target-only's (tui/screens/reading.py), and keys
+that apply the recommended setting (`a`) or the one under the cursor (`s`).
 
 Why read the JSON and not run anything: a sweep takes minutes to hours (on a GPU machine, say),
 the app only shows what it found and takes its answer; the numbers are the sweep's own
@@ -42,12 +43,14 @@ def cell_row(c: dict[str, Any], rec: set[str]) -> tuple[Text, ...]:
 
 
 class SweepScreen(Screen[None]):
-    """The cells of one sweep; enter applies the row under the cursor, `a` the recommendation."""
+    """The cells of one sweep; enter reads the row's texts, `s` applies the row under the
+    cursor, `a` the recommendation."""
 
     BINDINGS = [
         Binding("escape,q", "close", "back", key_display="esc"),
+        Binding("enter", "read_selected", "read its texts"),
         Binding("a", "apply_recommended", "apply recommended"),
-        Binding("enter", "apply_selected", "apply this row"),
+        Binding("s", "apply_selected", "apply this row"),
     ]
     DEFAULT_CSS = """
     SweepScreen { layout: vertical; }
@@ -113,9 +116,24 @@ class SweepScreen(Screen[None]):
         if self.cells:
             self._take(self.cells[table.cursor_row])
 
+    def action_read_selected(self) -> None:
+        """The row's texts beside target-only's for the same seeds (a sentence when the sweep
+        kept none for it)."""
+        from tui.screens.reading import ReadingScreen
+
+        table = self.query_one("#sweep-cells", DataTable)
+        if not self.cells:
+            return
+        cell = self.cells[table.cursor_row]
+        screen = ReadingScreen(self.data, cell["id"])
+        if not screen.passages:
+            self.notify(f"This sweep kept no texts for {cell['id']}.", severity="warning")
+            return
+        self.app.push_screen(screen)
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_apply_selected()
+        event.stop()  # enter (and a click) on a row: the table's own select, read the texts
+        self.action_read_selected()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -227,6 +227,11 @@ def test_sweep_cli_end_to_end_on_tiny(tiny_sweep):
             assert len(t["ids"]) == len(t["origins"]) == len(t["pieces"]) == 4
         assert "".join(row["texts"][0]["pieces"]) == row["text"]
     rows = {r["name"]: r for r in block["rows"]}
+    # ... and the reading page beside the JSON, from the same dict
+    from core.sweep.reading_page import reading_html
+
+    assert (tmp_path / "s.reading.html").read_text() == reading_html(doc)
+    assert "### math-boxes, T = 0.7, seed 1" in (tmp_path / "s.reading.md").read_text()
     tv1_origins = rows["fixed-2 TV=1"]["texts"][0]["origins"]  # the last token may be the
     assert "a" in tv1_origins and set(tv1_origins) <= set("abt")  # target's: no room to draft
     assert set(rows["target-only"]["texts"][1]["origins"]) == {"t"}
@@ -292,6 +297,19 @@ def test_sweep_refuses_to_overwrite_without_force(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "s.svg (the SVG beside --markdown) already exists; pass --force to replace it." in err
     assert not (tmp_path / "s.json").exists()  # refused before anything ran
+
+
+def test_the_reading_page_is_an_output_like_the_others(tmp_path, capsys):
+    """Beside --json by default: an existing page is refused before anything runs, and
+    --no-reading leaves it out."""
+    (tmp_path / "s.reading.html").write_text("old")
+    assert _sweep(tmp_path) == 2
+    assert ("s.reading.html (the reading page beside --json) already exists"
+            in capsys.readouterr().err)  # fmt: skip
+    assert not (tmp_path / "s.json").exists()
+    assert _sweep(tmp_path, "--no-reading") == 0
+    assert (tmp_path / "s.reading.html").read_text() == "old"
+    assert not (tmp_path / "s.reading.md").exists()
 
 
 def test_sweep_outputs_follow_the_one_output_rule(tmp_path, capsys, monkeypatch):
