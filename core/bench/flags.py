@@ -282,6 +282,7 @@ OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
 def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
     the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
+    from core.io.kept import kept_inputs
     from core.profile import profile_paths
 
     found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
@@ -295,7 +296,7 @@ def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     for spec in specs:
         name, _ = split_profile_spec(spec)
         found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
-    return found
+    return found + kept_inputs()  # the default model and every file the tool keeps
 
 
 def check_output_paths(args: argparse.Namespace) -> dict[str, Output]:

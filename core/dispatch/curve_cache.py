@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.io.kept import CURVES_ENV, curves_dir  # noqa: F401 (where kept curves live)
 from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
 
 FORMAT = "specdec-tui curve cache"
@@ -136,21 +137,6 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
         "fused_draft": bool(settings.fused_draft),
         "sampling": "greedy" if settings.greedy else "sampled",
     }
-
-
-CURVES_ENV = "SPECDEC_TUI_CURVES"
-
-
-def curves_dir() -> Path:
-    """Where kept curves live: $SPECDEC_TUI_CURVES, else `curves/` in the model cache folder
-    (core.models.loaded). The test suite points the variable at a folder of its own, so no run
-    reuses (or leaves) a curve in the user's cache."""
-    import os
-
-    from core.models.loaded import cache_dir
-
-    env = os.environ.get(CURVES_ENV)
-    return Path(env).expanduser() if env else cache_dir() / FOLDER
 
 
 def key_path(key: dict[str, Any], folder: Path | None = None) -> Path:

@@ -10,7 +10,8 @@ any work, with one rule: a folder, a device node, a FIFO or a socket is refused 
 used to replace /dev/null or a FIFO with a regular file); a symbolic link is written through
 (the file it points at is replaced, beside itself, and the link stays a link) and a dangling
 one is refused; an existing file needs --force; an input of the same command (its prompt
-file, curve, profile or model) is never an output; no two outputs name one file; `-` is
+file, curve, profile or model, and every file the tool keeps: core/io/kept.py) is never an
+output, nor is anything inside a folder it reads; no two outputs name one file; `-` is
 stdout where the command allows it; the folder must take a new file (tried, not guessed).
 """
 
@@ -211,12 +212,16 @@ def check_outputs(
     OutputPathError, one sentence, for the first that cannot be written."""
     allow_stdout = set(stdout)
     input_ids = []
+    input_folders: list[tuple[Path, str, str]] = []  # a folder read: nothing inside it is written
     for what, value in inputs:
         if value is None or str(value) in ("", STDOUT):
             continue
         with contextlib.suppress(OSError, ValueError):
             st = os.stat(Path(value).expanduser())
             input_ids.append(((st.st_dev, st.st_ino), what, str(value)))
+            if stat.S_ISDIR(st.st_mode):
+                input_folders.append((Path(os.path.realpath(Path(value).expanduser())), what,
+                                      str(value)))  # fmt: skip
     checked: dict[str, Output] = {}
     seen: dict[object, str] = {}
     for flag, value in outputs:
@@ -248,6 +253,12 @@ def check_outputs(
                 "exist; give the file itself."
             )
         real = Path(os.path.realpath(path))
+        for folder, what, source in input_folders:
+            if real.is_relative_to(folder):
+                raise OutputPathError(
+                    f"{flag} {given} is inside the {what} this command reads ({source}); give "
+                    "the output a place outside it."
+                )
         if st is not None:
             for ident, what, source in input_ids:
                 if ident == (st.st_dev, st.st_ino):

@@ -84,6 +84,7 @@ def _export(args: argparse.Namespace, override: str | None) -> None:
     import sys
 
     from core.io.atomic import check_outputs, publish_all
+    from core.io.kept import kept_inputs
     from core.profile.chrome_trace import profile_request, trace_json
     from core.profile.export import rounds_csv
     from core.profile.store import profile_paths
@@ -94,7 +95,7 @@ def _export(args: argparse.Namespace, override: str | None) -> None:
     outputs = check_outputs(
         [("--csv", csv_path), ("--trace", trace_path)],
         force=getattr(args, "force", False),
-        inputs=[("profile", p) for p in profile_paths(args.name, override)],
+        inputs=[("profile", p) for p in profile_paths(args.name, override)] + kept_inputs(),
         stdout=["--csv", "--trace"],
     )
     profile = load_profile(args.name, override)

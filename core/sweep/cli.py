@@ -163,7 +163,10 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
     if getattr(args, "markdown", None) and not getattr(args, "svg", None):
         beside = Path(args.markdown).expanduser().with_suffix(".svg")
         given[-1] = ("the SVG beside --markdown", str(beside))
+    from core.io.kept import kept_inputs
+
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
+    inputs += kept_inputs()  # the default model and every file the tool keeps
     try:
         checked = check_outputs(given, force=bool(getattr(args, "force", False)), inputs=inputs)
     except OutputPathError as exc:

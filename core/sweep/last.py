@@ -13,17 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-SWEEP_ENV = "SPECDEC_TUI_SWEEP"
-
-
-def last_sweep_path() -> Path:
-    """$SPECDEC_TUI_SWEEP, else <user data folder>/sweeps/last.json."""
-    env = os.environ.get(SWEEP_ENV)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("specdec-tui")) / "sweeps" / "last.json"
+from core.io.kept import SWEEP_ENV, last_sweep_path  # noqa: F401 (where the copy lives)
 
 
 def remember(data: dict[str, Any]) -> Path | None:

@@ -1,0 +1,78 @@
+"""The files the tool keeps for itself (core/io/kept.py): no output lands on one whatever the
+user typed, and each is read as warily as a file a user hands over."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from core.io import kept
+from core.profile import Profile, ProfileStore
+from tests.helpers.cli_checks import QUICK, TINY, refused
+from tests.helpers.profile import SEED, make_run
+
+pytestmark = pytest.mark.usefixtures("wide_console")
+
+MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A private model cache holding a stand-in for the default model (never the user's)."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / MODEL).write_bytes(b"GGUF stand-in: the bytes an output must never replace")
+    monkeypatch.setenv(kept.CACHE_ENV, str(folder))
+    return folder
+
+
+# --------------------------------------------------------------------------- row 1
+
+
+def test_no_output_lands_on_the_default_model_or_a_kept_file(cache, tmp_path, capsys,
+                                                             no_load) -> None:  # fmt: skip
+    """`--json <cache>/<default model> --force` with the target left as "default" replaced
+    the 98 MB model it had just read: what the specs resolve to is the input, not the text."""
+    model = cache / MODEL
+    before = model.read_bytes()
+    untyped = [a for a in QUICK if a not in TINY]  # the default target, as a user types it
+    refused(capsys, ["bench", *untyped, "--json", str(model), "--force"],
+            "inside the model cache folder")  # fmt: skip
+    refused(capsys, ["bench", *untyped, "--draft", "self:bits=3", "--csv", str(model),
+                     "--force"], "model cache folder")  # fmt: skip
+    refused(capsys, ["sweep", "--prompt", "hi", "--tokens", "2", "--json", str(model),
+                     "--force"], "model cache folder")  # fmt: skip
+    refused(capsys, ["calibrate", "--json", str(model), "--force"], "model cache folder")
+    profiles = tmp_path / "profiles"
+    ProfileStore(profiles).save(Profile("rec", SEED, "", make_run()))
+    refused(capsys, ["profiles", "export", "rec", "--csv", str(model), "--force",
+                     "--profiles-dir", str(profiles)], "model cache folder")  # fmt: skip
+    assert model.read_bytes() == before
+    # a kept curve, the verified mark and the sweep's copy are inputs too
+    curve = kept.curves_dir() / "curve-0.json"
+    curve.write_text("{}")
+    refused(capsys, ["bench", *QUICK, "--json", str(curve), "--force"], "kept curves folder")
+    mark = cache / (MODEL + ".verified.json")
+    refused(capsys, ["calibrate", "--json", str(mark), "--force", *TINY], "model cache folder")
+    last = kept.last_sweep_path()
+    last.parent.mkdir(parents=True, exist_ok=True)
+    last.write_text("{}")
+    refused(capsys, ["bench", *QUICK, "--json", str(last), "--force"], "last sweep's copy")
+    assert curve.read_text() == "{}" and last.read_text() == "{}"
+
+
+def test_an_output_inside_a_model_folder_a_command_reads_is_refused(tmp_path) -> None:
+    from core.io.atomic import OutputPathError, check_outputs
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    with pytest.raises(OutputPathError, match="inside the target model"):
+        check_outputs([("--json", str(folder / "config.json"))], force=True,
+                      inputs=[("target model", str(folder))])  # fmt: skip
+    # beside the folder is fine
+    assert check_outputs([("--json", str(tmp_path / "r.json"))],
+                         inputs=[("target model", str(folder))])  # fmt: skip
+    assert os.listdir(folder) == ["config.json"]
