@@ -234,6 +234,33 @@ def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError)
             raise error(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
     if args.warmup < 0:
         raise error(f"--warmup must be at least 0, got {args.warmup}.")
+    from core.bench.protocol import check_bounds
+
+    too_many = check_bounds({k: getattr(args, k) for k in ("seeds", "invocations", "warmup")},
+                            "--")  # fmt: skip
+    if too_many:
+        raise error(too_many)
+
+
+def confirm_plan(requests: int, tokens: int, yes: bool,
+                 error: type[BenchError] = BenchError) -> None:  # fmt: skip
+    """A plan past PLAN_CONFIRM requests runs with --yes, or when a terminal user says so;
+    without a terminal (a script, CI) it is one sentence stating its size and time."""
+    import sys
+
+    from core.bench.protocol import PLAN_CONFIRM, plan_sentence
+
+    if requests <= PLAN_CONFIRM or yes:
+        return
+    said = plan_sentence(requests, tokens)
+    if not sys.stdin.isatty():
+        raise error(f"{said}; pass --yes to run it.")
+    try:
+        answer = input(f"{said}. Run it? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise error(f"{said}; not run (answer y, or pass --yes).")
 
 
 def check_peer_packages(args: argparse.Namespace) -> None:
