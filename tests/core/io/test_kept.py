@@ -117,3 +117,60 @@ def test_number_refuses_what_json_lets_through() -> None:
     assert kept.number(3, "x") == 3.0 and kept.count(0, "n") == 0
     with pytest.raises(kept.KeptFileError):
         kept.count(1.0, "n")
+
+
+# --------------------------------------------------------------------------- row 8: modes
+
+
+@pytest.mark.parametrize("kind", ["dev-zero-link", "fifo", "regular-0600", "new"])
+def test_a_staged_write_takes_only_a_regular_files_mode(tmp_path, kind) -> None:
+    """A kept curve that was a link to /dev/zero was rewritten world-writable (0666): the
+    staged file copied the device's mode."""
+    from core.io.atomic import write_atomic
+
+    dest = tmp_path / "curve.json"
+    want = 0o644
+    if kind == "dev-zero-link":
+        dest.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(dest, 0o666)
+        os.chmod(dest, 0o666)
+    elif kind == "regular-0600":
+        dest.write_text("old")
+        os.chmod(dest, 0o600)
+        want = 0o600
+    write_atomic(dest, "{}")
+    assert dest.is_file() and not dest.is_symlink() and dest.read_text() == "{}"
+    assert dest.stat().st_mode & 0o777 == want, oct(dest.stat().st_mode)
+
+
+# --------------------------------------------------------------------------- note: temps
+
+
+def test_an_interrupted_write_leaves_no_hidden_temp_behind(tmp_path) -> None:
+    """A writer killed mid-write left `.NAME.*.tmp` beside the output for good; the next
+    write into that folder removes every temp of ours whose writer is gone."""
+    import subprocess
+    import sys
+    import time
+
+    from core.io.atomic import write_atomic
+    from tests.helpers import REPO
+
+    dest = tmp_path / "report.json"
+    code = ("import os, signal\nfrom pathlib import Path\nfrom core.io.atomic import staged_file\n"
+            f"with staged_file(Path({str(tmp_path)!r}), 'report.json') as (f, tmp):\n"
+            "    f.write(b'half a report')\n    f.flush()\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ,
+                          "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+    assert proc.returncode == -9
+    left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1, list(tmp_path.iterdir())
+    old = time.time() - 3600
+    os.utime(left[0], (old, old))
+    alive = tmp_path / f".other.json.sd{os.getpid()}.abcdefgh.tmp"  # a live writer's: kept
+    alive.write_text("in progress")
+    os.utime(alive, (old, old))
+    write_atomic(dest, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "report.json"])
