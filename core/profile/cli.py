@@ -157,7 +157,8 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
             description,
         )
     for path, why in store.skipped():
-        table.add_row(_text(path.name), "-", "skipped", _text(why, "yellow"))
+        table.add_row(Text(user_text.shown_line(path.name)), "-", "skipped",
+                      _text(why, "yellow"))  # fmt: skip
     if not infos and not store.skipped():
         console.print(Text(f"no {where}" if unavailable else f"no profiles in {store.directory}"))
         return
