@@ -124,6 +124,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                    help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
     g.add_argument("--force", action="store_true",
                    help="replace output files that exist (- writes one output on stdout)")  # fmt: skip
+    g.add_argument("--yes", action="store_true",
+                   help="run a plan past 500 requests without asking")  # fmt: skip
     g.add_argument("--peer", choices=PEERS, default=None,
                    help="also time mlx-lm's own loops, or transformers' prompt lookup or "
                         "assisted generation (assistant_model: the draft) on the same GGUFs "
@@ -198,6 +200,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         return 0
     ask = _read_flags(args)
     target, draft, rows = _one_pair(args, ask.rows, err)
+    _confirm_size(args, rows)
     log = None if err.is_terminal else LogLines(err)
     pair, engine, spmd = _load(args, rows, target, draft, err, log)
     curve_note = _use_curve(args, ask.curve, engine, err, pair) if ask.curve is not None else None
@@ -214,6 +217,19 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     _stamp(report, pair, spmd, curve_note, ask, used)
     print_table(report, console)
     return _write_outputs(ask.outputs, report, console)
+
+
+def _confirm_size(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
+    """Its size said, and --yes asked for past PLAN_CONFIRM requests, before any model loads."""
+    from core.bench.flags import confirm_plan
+    from core.bench.protocol import ProtocolConfig, plan_requests
+
+    config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
+                            warmup=args.warmup, traced=not args.no_traced,
+                            quality=not args.no_quality)  # fmt: skip
+    baseline = 0 if any(b.settings.mode == "target-only" for b in rows) else 1
+    confirm_plan(plan_requests(len(rows) + baseline, config), args.tokens,
+                 getattr(args, "yes", False))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,33 @@ def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError)
             raise error(f"--{flag} must be at least 1, got {getattr(args, flag)}.")
     if args.warmup < 0:
         raise error(f"--warmup must be at least 0, got {args.warmup}.")
+    from core.bench.protocol import check_bounds
+
+    too_many = check_bounds({k: getattr(args, k) for k in ("seeds", "invocations", "warmup")},
+                            "--")  # fmt: skip
+    if too_many:
+        raise error(too_many)
+
+
+def confirm_plan(requests: int, tokens: int, yes: bool,
+                 error: type[BenchError] = BenchError) -> None:  # fmt: skip
+    """A plan past PLAN_CONFIRM requests runs with --yes, or when a terminal user says so;
+    without a terminal (a script, CI) it is one sentence stating its size and time."""
+    import sys
+
+    from core.bench.protocol import PLAN_CONFIRM, plan_sentence
+
+    if requests <= PLAN_CONFIRM or yes:
+        return
+    said = plan_sentence(requests, tokens)
+    if not sys.stdin.isatty():
+        raise error(f"{said}; pass --yes to run it.")
+    try:
+        answer = input(f"{said}. Run it? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise error(f"{said}; not run (answer y, or pass --yes).")
 
 
 def check_peer_packages(args: argparse.Namespace) -> None:
@@ -297,6 +324,7 @@ OUTPUT_FLAGS = ("markdown", "json", "csv", "trace")
 def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     """The files this bench reads, which no output may name (`--markdown p.txt` once replaced
     the prompt file p.txt with the report): prompt file, curve, profile files, model files."""
+    from core.io.kept import kept_inputs
     from core.profile import profile_paths
 
     found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
@@ -310,7 +338,7 @@ def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     for spec in specs:
         name, _ = split_profile_spec(spec)
         found += [("profile", p) for p in profile_paths(name, getattr(args, "profiles_dir", None))]
-    return found
+    return found + kept_inputs()  # the default model and every file the tool keeps
 
 
 def check_output_paths(args: argparse.Namespace) -> dict[str, Output]:

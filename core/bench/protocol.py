@@ -40,6 +40,43 @@ from core.bench.results import (
 # Progress callback: (done, total, label). The TUI posts it as a message; the CLI draws a bar.
 Progress = Callable[[int, int, str], None]
 
+# The most of each count one run takes, checked before any list of requests is built:
+# `--seeds 1000000000` built a billion requests and died of a MemoryError at 5.5 GB. Far past
+# any measurement (the seed's protocol is 3 x 3 with one warm-up).
+MAX_COUNTS = {"seeds": 1_000, "invocations": 1_000, "warmup": 100}
+# A plan past this many requests says its size and asks (--yes where no one can answer).
+PLAN_CONFIRM = 500
+# The rate an estimate assumes before a model is loaded (the default pair on a laptop CPU
+# decodes ~50 tokens a second; a GPU is faster, a large model slower): an order of magnitude.
+ESTIMATE_TOKENS_PER_S = 50.0
+
+
+def check_bounds(counts: dict[str, int], prefix: str = "") -> str | None:
+    """The sentence for the first count past MAX_COUNTS (`prefix`: "--" on a command line)."""
+    for name, most in MAX_COUNTS.items():
+        value = counts.get(name)
+        if value is not None and value > most:
+            return f"{prefix}{name} must be at most {most:,}, got {value:,}."
+    return None
+
+
+def plan_requests(rows: int, config: ProtocolConfig, prompts: int = 1) -> int:
+    """About how many requests a run of `rows` settings (baseline included) over `prompts`
+    makes: warm-ups, timed ones, traced ones and the quality check's references."""
+    per_row = config.warmup + config.invocations * config.seeds
+    per_row += config.seeds if config.traced else 0
+    per_row += config.seeds if config.quality else 0
+    return rows * prompts * per_row
+
+
+def plan_sentence(requests: int, tokens: int) -> str:
+    """A plan's size and its estimated time, in words."""
+    total = requests * tokens
+    hours = total / ESTIMATE_TOKENS_PER_S / 3600
+    when = f"about {hours:,.1f} hours" if hours >= 1 else f"about {hours * 60:,.0f} minutes"
+    return (f"This plan is {requests:,} requests of {tokens:,} tokens ({total:,} tokens: {when} "
+            f"at {ESTIMATE_TOKENS_PER_S:g} tokens a second)")
+
 
 def check_seeds(rows: Sequence[BenchSetting], seeds: int) -> None:
     """Seeds run seed .. seed + seeds - 1: refuse a row whose last seed would pass what
@@ -137,6 +174,9 @@ def run_protocol(
     task, task_name = inputs.task, inputs.task_name
     if tokens < 1 or seeds < 1 or invocations < 1 or warmup < 0:
         raise BenchError("tokens, seeds and invocations must be at least 1 and warmup at least 0.")
+    too_many = check_bounds({"seeds": seeds, "invocations": invocations, "warmup": warmup})
+    if too_many:
+        raise BenchError(too_many)
     if not prompt_ids:
         raise BenchError("The prompt is empty: there is nothing to benchmark.")
     rows = as_bench_settings(settings_list)

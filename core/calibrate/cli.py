@@ -173,7 +173,10 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
                                f"{args.repeats:,}.")
     if args.context > MAX_TOKENS:
         raise CalibrationError(f"--context must be at most {MAX_TOKENS:,}, got {args.context:,}.")
+    from core.io.kept import kept_inputs
+
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
+    inputs += kept_inputs()  # the default model and every file the tool keeps
     if getattr(args, "profile", None):
         from core.profile import profile_paths
 

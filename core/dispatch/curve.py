@@ -204,13 +204,15 @@ class VerifyCostCurve:
                     for r, v in d.get("role_kernels", {}).items()
                 },
                 predicted_boundary=None if pb is None else int(pb),
-                created=float(d.get("created", 0.0)),
+                created=_seconds(d.get("created", 0.0), "created"),
                 architecture=str(d.get("architecture", "")),
                 repeats=int(d.get("repeats", 0)),
                 context_end=int(d.get("context_end", 0)),
                 calls=int(d.get("calls", 0)),
-                draft_step_sampled_s=None if sampled is None else float(sampled),
-                accept_s={str(m): {int(r): float(t) for r, t in tab.items()}
+                draft_step_sampled_s=None if sampled is None
+                else _seconds(sampled, "draft_step_sampled_s"),
+                accept_s={str(m): {_rows(r): _seconds(t, f"the accept time of {m} at {r} rows")
+                                   for r, t in tab.items()}
                           for m, tab in (d.get("accept_s") or {}).items()},
                 target_spec=str(models.get("target") or ""),
                 target_name=str(models.get("target_name") or ""),

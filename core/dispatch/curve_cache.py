@@ -24,11 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
-from core.io.untrusted import JSON_MAX_BYTES, UntrustedFileError, check_depth, read_bounded
+from core.io.kept import (  # noqa: F401 (CURVES_ENV, curves_dir: where kept curves live)
+    CURVES_ENV,
+    KeptFileError,
+    curves_dir,
+    mapping,
+    number,
+    read_kept,
+)
 
 FORMAT = "specdec-tui curve cache"
 VERSION = 1
 FOLDER = "curves"
+CURVE_MAX_BYTES = 16 << 20  # a curve is a few KB: 33 row counts per mode
 # The fields of a ModelIdentity that pin its weights and their layout (not its spec: the same
 # file under another path is the same model; a self-draft's derivation is in kind and bits).
 IDENTITY_FIELDS = ("kind", "architecture", "parameters", "layers", "bits", "group_size",
@@ -138,21 +146,6 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
     }
 
 
-CURVES_ENV = "SPECDEC_TUI_CURVES"
-
-
-def curves_dir() -> Path:
-    """Where kept curves live: $SPECDEC_TUI_CURVES, else `curves/` in the model cache folder
-    (core.models.loaded). The test suite points the variable at a folder of its own, so no run
-    reuses (or leaves) a curve in the user's cache."""
-    import os
-
-    from core.models.loaded import cache_dir
-
-    env = os.environ.get(CURVES_ENV)
-    return Path(env).expanduser() if env else cache_dir() / FOLDER
-
-
 def key_path(key: dict[str, Any], folder: Path | None = None) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
     return (folder or curves_dir()) / f"curve-{digest[:32]}.json"
@@ -189,37 +182,42 @@ def covers(curve: VerifyCostCurve, settings: Any, modes: Any = None) -> bool:
 
 
 def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = None) -> Lookup:
-    """The kept curve for `key`, or a miss; a damaged or foreign file is a miss with a notice."""
+    """The kept curve for `key`, or a miss. The file is read by core.io.kept.read_kept (bounded,
+    never blocking) and every number in it checked (`_check_kept`); one that fails is set
+    aside with a notice and measured again, never trusted, never fatal."""
     if key is None:
         return Lookup(None)
     path = key_path(key, folder)
-    try:
-        text = read_bounded(path, JSON_MAX_BYTES, "kept curve").decode("utf-8")
-        check_depth(text, str(path))
-        doc = json.loads(text)
-    except FileNotFoundError:
-        return Lookup(None, path=path)
-    except UntrustedFileError as exc:
-        return Lookup(None, f"{exc} It is ignored and will be measured again.", path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        detail = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
-        return Lookup(None, f"The kept curve {path} is damaged ({detail}); it is ignored and "
-                            "will be measured again.", path)  # fmt: skip
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        return Lookup(None, f"The file {path} is not a curve this version of specdec-tui kept; "
-                            "it is ignored and will be measured again.", path)  # fmt: skip
-    if doc.get("key") != key:
+    notices: list[str] = []
+    found = read_kept(path, "kept curve", _check_kept, CURVE_MAX_BYTES,
+                      then="will be measured again", notices=notices)  # fmt: skip
+    if found is None:
+        return Lookup(None, notices[0] if notices else None, path)
+    doc_key, curve, measured_at = found
+    if doc_key != key:
         return Lookup(None, f"The kept curve {path} was measured for another pair or machine; "
                             "it is ignored and will be measured again.", path)  # fmt: skip
-    try:
-        curve = VerifyCostCurve.from_dict(doc.get("curve"), f"The kept curve {path}")
-        measured_at = float(doc.get("measured_at"))
-    except (CalibrationError, TypeError, ValueError) as exc:
-        text = str(exc) if isinstance(exc, CalibrationError) else f"The kept curve {path} is damaged."
-        return Lookup(None, f"{text.rstrip('.')}; it is ignored and will be measured again.", path)
     if not covers(curve, settings, key.get("modes")):
         return Lookup(None, path=path)  # measured for shorter proposals: measured again, kept
     return Lookup(KeptCurve(curve, measured_at, path), path=path)
+
+
+# A date a kept curve can carry, in seconds since the epoch: before the year 5000 (a NaN, inf
+# or 1e300 date ended every `chat` in a traceback where it is shown).
+_LATEST = 95_617_584_000.0
+
+
+def _check_kept(doc: Any) -> tuple[Any, VerifyCostCurve, float]:
+    """A kept curve's document: (its key, the curve, when it was measured), each checked."""
+    d = mapping(doc, "it")
+    if d.get("format") != FORMAT or d.get("version") != VERSION:
+        raise KeptFileError("it is not a curve this version of specdec-tui kept")
+    measured_at = number(d.get("measured_at"), "its measured_at", low=0.0, high=_LATEST)
+    try:
+        curve = VerifyCostCurve.from_dict(d.get("curve"), "the curve")
+    except CalibrationError as exc:
+        raise KeptFileError(str(exc).rstrip(".")) from None
+    return d.get("key"), curve, measured_at
 
 
 def save_curve(key: dict[str, Any] | None, curve: VerifyCostCurve,

@@ -10,7 +10,8 @@ any work, with one rule: a folder, a device node, a FIFO or a socket is refused 
 used to replace /dev/null or a FIFO with a regular file); a symbolic link is written through
 (the file it points at is replaced, beside itself, and the link stays a link) and a dangling
 one is refused; an existing file needs --force; an input of the same command (its prompt
-file, curve, profile or model) is never an output; no two outputs name one file; `-` is
+file, curve, profile or model, and every file the tool keeps: core/io/kept.py) is never an
+output, nor is anything inside a folder it reads; no two outputs name one file; `-` is
 stdout where the command allows it; the folder must take a new file (tried, not guessed).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,16 +53,56 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+# Our temp files: `.<name>.sd<pid>.<random>.tmp`, so a later writer can tell whose they are.
+_TEMP = re.compile(r"\..+\.sd(\d+)\.[A-Za-z0-9_]+\.tmp")
+STALE_TEMP_S = 60.0  # a temp younger than this may be another machine's writer at work
+
+
+def sweep_stale_temps(directory: Path) -> None:
+    """Remove the temps of ours in `directory` whose writer is gone (killed mid-write: a
+    SIGKILL or a power cut runs no cleanup) and that are older than STALE_TEMP_S."""
+    import time
+
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        m = _TEMP.fullmatch(entry.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_S:
+                os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's, or not ours to judge: left alone
+    return True
+
+
 @contextlib.contextmanager
 def staged_file(directory: Path, stem: str, like: Path | None = None) -> Iterator[tuple[IO[bytes], Path]]:
     """A fsynced temp file in `directory`, removed again if the block fails.
 
     The block writes through the yielded file; on success the file is flushed, fsynced and
-    given `like`'s permissions (0644 without one). The caller renames or links it.
+    given `like`'s permissions when `like` is a regular file (a device's or a FIFO's mode,
+    0666, made a kept curve world-writable), 0644 otherwise. The caller renames or links it.
+    Stale temps of writers that were killed are swept from `directory` first.
     """
     import tempfile
 
-    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+    sweep_stale_temps(directory)
+    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{stem}.sd{os.getpid()}.", suffix=".tmp")
     tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -70,7 +112,9 @@ def staged_file(directory: Path, stem: str, like: Path | None = None) -> Iterato
         mode = 0o644
         if like is not None:
             with contextlib.suppress(OSError):
-                mode = like.stat().st_mode & 0o777
+                st = like.stat()
+                if stat.S_ISREG(st.st_mode):
+                    mode = st.st_mode & 0o777
         os.chmod(tmp, mode)
     except BaseException:
         unlink_quietly(tmp)
@@ -211,12 +255,16 @@ def check_outputs(
     OutputPathError, one sentence, for the first that cannot be written."""
     allow_stdout = set(stdout)
     input_ids = []
+    input_folders: list[tuple[Path, str, str]] = []  # a folder read: nothing inside it is written
     for what, value in inputs:
         if value is None or str(value) in ("", STDOUT):
             continue
         with contextlib.suppress(OSError, ValueError):
             st = os.stat(Path(value).expanduser())
             input_ids.append(((st.st_dev, st.st_ino), what, str(value)))
+            if stat.S_ISDIR(st.st_mode):
+                input_folders.append((Path(os.path.realpath(Path(value).expanduser())), what,
+                                      str(value)))  # fmt: skip
     checked: dict[str, Output] = {}
     seen: dict[object, str] = {}
     for flag, value in outputs:
@@ -248,6 +296,12 @@ def check_outputs(
                 "exist; give the file itself."
             )
         real = Path(os.path.realpath(path))
+        for folder, what, source in input_folders:
+            if real.is_relative_to(folder):
+                raise OutputPathError(
+                    f"{flag} {given} is inside the {what} this command reads ({source}); give "
+                    "the output a place outside it."
+                )
         if st is not None:
             for ident, what, source in input_ids:
                 if ident == (st.st_dev, st.st_ino):

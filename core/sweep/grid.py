@@ -20,6 +20,9 @@ DEFAULT_TVS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_POLICIES = ("fixed-4", "fixed-6", "fixed-8", "cost-aware")
 DEFAULT_SOURCES = ("model",)
 DEFAULT_TEMPERATURES = (0.7,)
+# The most cells one sweep runs, counted from its lists before any cell is built: a --tv of
+# thousands of budgets started a 9,698-cell sweep with no bound (the default grid is 22).
+MAX_CELLS = 1_000
 # The Settings fields a cell varies: what the app applies when it takes a sweep's recommendation.
 APPLIED_FIELDS = ("mode", "rule", "tv_budget", "policy", "k", "k_max", "draft_source",
                   "temperature")  # fmt: skip
@@ -100,6 +103,15 @@ class SweepGrid:
         if not self.tvs or not self.policies or not self.sources or not self.temperatures:
             raise SweepError("The grid is empty: give at least one TV budget, policy, draft "
                              "source and temperature.")  # fmt: skip
+        n = len(self.temperatures) * (1 + int(self.draft_only)
+                                      + len(self.sources) * len(self.policies) * len(self.tvs))
+        if n > MAX_CELLS:
+            raise SweepError(
+                f"This grid is {n:,} cells ({len(self.temperatures)} temperatures x "
+                f"{len(self.sources)} sources x {len(self.policies)} policies x "
+                f"{len(self.tvs)} TV budgets, with the baselines); a sweep takes at most "
+                f"{MAX_CELLS:,}: split it over several runs."
+            )
         for tv in self.tvs:
             if not 0.0 <= tv <= 1.0:
                 raise SweepError(f"--tv {tv:g}: a TV budget is between 0 and 1.")
@@ -163,7 +175,7 @@ def parse_floats(flag: str, text: str) -> tuple[float, ...]:
             raise SweepError(f"{flag}: {part!r} is not a number.") from None
         if not math.isfinite(value):
             raise SweepError(f"{flag}: {part!r} is not a finite number.")
-        out.append(value)
+        out.append(value + 0.0)  # -0 is 0: a cell named "TV=-0" is TV=0
     if not out:
         raise SweepError(f"{flag} names no value.")
     return tuple(dict.fromkeys(out))

@@ -35,3 +35,50 @@ def test_the_sweep_keeps_the_same_protocol_record() -> None:
     from core.sweep import ProtocolConfig as SweepConfig
 
     assert SweepConfig is ProtocolConfig
+
+
+# --------------------------------------------------------------------------- counts bounded
+
+
+@pytest.mark.parametrize("field", ["seeds", "invocations", "warmup"])
+def test_counts_past_their_bound_are_refused_before_anything_is_allocated(field) -> None:
+    """`--seeds 1000000000` built a list of a billion requests and died of a MemoryError."""
+    import time
+
+    from core.bench.protocol import MAX_COUNTS
+
+    start = time.perf_counter()
+    with pytest.raises(BenchError, match=f"{field} must be at most {MAX_COUNTS[field]:,}"):
+        run_protocol(None, [1, 2], ["target-only"], ProtocolConfig(**{field: 10**9}))
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize("flag", ["--seeds", "--invocations", "--warmup"])
+def test_bench_and_sweep_bound_the_counts_on_the_command_line(flag, capsys, no_load) -> None:
+    from tests.helpers.cli_checks import QUICK, refused
+
+    quick = [a for a in QUICK]
+    i = quick.index(flag) if flag in quick else None
+    if i is not None:
+        del quick[i:i + 2]
+    refused(capsys, ["bench", *quick, flag, "1000000000"], f"{flag} must be at most")
+    refused(capsys, ["sweep", "--prompt", "hi", "--tokens", "2", flag, "1000000000"],
+            f"{flag} must be at most")  # fmt: skip
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_large_plan_states_its_size_and_needs_yes_without_a_terminal(capsys, no_load) -> None:
+    """A 9,698-cell sweep or --invocations 1e9 started with no bound, estimate or warning."""
+    from core import cli
+    from tests.helpers.cli_checks import refused
+
+    # 22 cells x 9 prompts x (1 warm-up + 3 x 3 timed + quality): past 500 requests
+    msg = refused(capsys, ["sweep", "--all-prompts", "--tokens", "8"], "requests", "--yes")
+    assert "hour" in msg or "minute" in msg, msg
+    refused(capsys, ["bench", "--prompt", "hi", "--tokens", "8", "--seeds", "100",
+                     "--invocations", "10", "--target", "shape:tiny", "--draft",
+                     "shape:tiny-draft"], "requests", "--yes")  # fmt: skip
+    # with --yes it goes on (to the load, which the fixture stops)
+    with pytest.raises(AssertionError, match="models loaded"):
+        cli.main(["sweep", "--all-prompts", "--tokens", "8", "--yes"])

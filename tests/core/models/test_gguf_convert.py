@@ -221,3 +221,30 @@ def test_a_tiny_qwen2_gguf_gives_the_float_models_logits(tmp_path):
     assert mx.allclose(again.model(x), got, atol=1e-5)
     text = "a tiny prompt, 123"
     assert again.tokenizer.encode(text) == loaded.tokenizer.encode(text)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "lie"])
+def test_a_hostile_sha256_memo_is_set_aside_and_the_file_hashed(tmp_path, kind, caplog) -> None:
+    """The conversion cache's memo is a kept file: a FIFO never blocks the load, and a digest
+    that is not one never names the folder loaded."""
+    import hashlib
+    import json
+    import os
+
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"gguf bytes" * 50)
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert C.file_sha256(weights) == digest
+    memo = next((tmp_path / "cache" / "gguf-mlx" / "sha256").iterdir())
+    memo.unlink()
+    if kind == "fifo":
+        os.mkfifo(memo)
+    else:
+        st = weights.stat()
+        memo.write_text(json.dumps({"path": str(weights.resolve()), "size": st.st_size,
+                                    "mtime_ns": st.st_mtime_ns, "sha256": "../elsewhere"}))
+    with caplog.at_level("WARNING", logger="core"):
+        assert C.file_sha256(weights) == digest
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and str(memo) in said[0], said
+    assert json.loads(memo.read_text())["sha256"] == digest

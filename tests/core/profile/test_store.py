@@ -802,3 +802,17 @@ def test_profiles_prints_plain_numbers() -> None:
     assert plain_number(0.0) == "0"
     for value in (1e-9, 3.2e-5, 0.5, 7.0, 999.9, 1e5, 2.5e9, -4.2e6):
         assert "e" not in plain_number(value), value
+
+
+def test_saving_over_a_profile_keeps_its_hand_written_description(tmp_path) -> None:
+    """In the app, ctrl+s then Enter on the active profile's name rewrote its TOML with
+    `description = ""`: the save dialog edits settings and the name, never the description."""
+    store = ProfileStore(tmp_path)
+    store.save(Profile("mine", SEED, "my notes: fast on code, keep TV low"))
+    saved = store.save(Profile("mine", SEED.replace(k=5)), overwrite=True)
+    assert saved == "mine"
+    again = store.load("mine")
+    assert again.settings.k == 5 and again.description == "my notes: fast on code, keep TV low"
+    # a description given with the save is the one written
+    store.save(Profile("mine", SEED, "new words"), overwrite=True)
+    assert store.load("mine").description == "new words"

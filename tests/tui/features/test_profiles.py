@@ -94,3 +94,23 @@ async def test_an_edited_run_is_a_notification_never_a_traceback(profiles: Path)
         await wait_for(pilot, lambda: "bad0.run.json" in toasts(app)
                        and "profile not loaded" in toasts(app))  # fmt: skip
         assert app.is_running and app.return_code is None
+
+
+async def test_ctrl_s_then_enter_on_the_active_profile_keeps_its_description(make_app,
+                                                                             profiles) -> None:  # fmt: skip
+    """ctrl+s then Enter on the prefilled name of the active profile rewrote its TOML with
+    `description = ""`: the hand-written description was lost."""
+    from tests.helpers.terminal import send
+    from tui.screens.save_profile import SaveProfileScreen
+
+    store = ProfileStore(profiles, presets=None)
+    store.save(Profile("mine", Settings(k=3), "written by hand: keep TV low on code"))
+    app = make_app(Settings(k=5), profile=store.load("mine"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "\x13")  # ctrl+s
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveProfileScreen))
+        await send(pilot, "\r")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SaveProfileScreen))
+    again = store.load("mine")
+    assert again.settings.k == 5 and again.description == "written by hand: keep TV low on code"
