@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from core.errors import UserError
 
@@ -19,19 +20,13 @@ from core.errors import UserError
 def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
     # Subcommands repeat the flags so they can follow the command; SUPPRESS keeps a value
     # given before the command (`specdec-tui --target X bench`) from being reset to None.
+    from core.flags import FLAG_HELP
+    from core.settings import Settings
+
     default = None if top else argparse.SUPPRESS
-    p.add_argument(
-        "--target",
-        default=default,
-        help="target model: 'default', an mlx-lm repo id or folder, a .gguf file, "
-        "or 'shape:NAME' (random weights of a real shape)",
-    )
-    p.add_argument(
-        "--draft",
-        default=default,
-        help="draft model: same sources as --target, or 'self:bits=B' / 'self:layers=N' "
-        "derived from the target",
-    )
+    for dest in ("target", "draft"):
+        p.add_argument(f"--{dest}", default=default,
+                       help=f"{FLAG_HELP[dest]} (default {getattr(Settings, dest)})")  # fmt: skip
     p.add_argument(
         "--special-tokens-in-text",
         action="store_true",
@@ -41,35 +36,42 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are one sentence (a UserError: exit 2), not the whole usage
+    before a line of error (`bench --tokens abc` printed 60 lines); `--help` has the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message} (see `{self.prog} --help`).")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line; subcommand modules add their own flags."""
     from core import bench, profile
     from core.calibrate import cli as calibrate_cli
-    from core.drafting import registry
+    from core.flags import PROFILE_HELP, add_setting_flags
+    from core.settings import first_run_settings
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="specdec-tui",
         description="Speculative decoding on MLX, seen round by round. "
         "Without a subcommand, opens the terminal app.",
     )
     _add_model_arguments(parser, top=True)
-    parser.add_argument("--profile", default=None, help="start from this saved profile")
+    first_run = first_run_settings()  # the app's and chat's settings without --profile
+    g = parser.add_argument_group("settings (the app's; every command that takes settings "
+                                  "takes the same flags)")  # fmt: skip
+    add_setting_flags(g, first_run, top=True)
+    parser.add_argument("--profile", default=None, help=PROFILE_HELP)
     parser.add_argument("--profiles-dir", default=None, help="where profiles are read and saved")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("chat", help="one-shot answer to a prompt, printed with its round stats")
     _add_model_arguments(p)
     p.add_argument("prompt", help="the user message")
-    # None: not given, so --profile's value (else core.chat.cli.CHAT_DEFAULTS, the first run's)
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--mode", default=None)
-    p.add_argument("--profile", default=argparse.SUPPRESS,
-                   help="start from this saved profile; the flags given override it")  # fmt: skip
+    p.add_argument("--profile", default=argparse.SUPPRESS, help=PROFILE_HELP)
     p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    p.add_argument("--draft-source", choices=registry.names(), default=None,
-                   help="where drafts come from: the draft model, a lookup in the "
-                   "conversation, or hybrid (the lookup first); default model")  # fmt: skip
+    # Not given: --profile's value, else the first run's (core.chat.cli.CHAT_DEFAULTS)
+    add_setting_flags(p.add_argument_group("settings"), first_run)
 
     p = sub.add_parser("fetch", help="download the embedded default model if it is missing")
 
@@ -114,12 +116,29 @@ def check_not_empty(args: argparse.Namespace) -> None:
             raise UserError(f"{flag} was given an empty value; give one or leave the flag out.")
 
 
-# Subcommands that take no settings: a --profile there is refused, never silently ignored.
+# Subcommands that take no settings: a --profile or a setting flag given before them is
+# refused, never silently ignored (calibrate takes --profile and the models, nothing else).
 _NO_SETTINGS = {
     "fetch": "only downloads the default model",
     "profiles": "takes profile names after its action, as in `profiles show NAME`",
-    "sweep": "builds its own grid of settings (see `specdec-tui sweep --help`)",
+    "calibrate": "measures the models' verify cost",
 }
+
+
+def check_settings_apply(args: argparse.Namespace) -> None:
+    """One sentence for a setting flag given to a command that reads no settings."""
+    from core.flags import MODEL_FLAGS, flag_name
+    from core.settings import FLAG_FIELDS
+
+    why = _NO_SETTINGS.get(args.command or "")
+    if why is None:
+        return
+    given = ["--profile"] if getattr(args, "profile", None) and args.command != "calibrate" else []
+    given += [flag_name(d) for d in FLAG_FIELDS if d not in MODEL_FLAGS
+              and getattr(args, d, None) is not None]  # fmt: skip
+    given += ["--no-bonus"] if getattr(args, "no_bonus", False) else []
+    if given:
+        raise UserError(f"{given[0]} does not apply to `{args.command}`, which {why}.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,10 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         check_not_empty(args)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # what reports call the command
-        if getattr(args, "profile", None) and args.command in _NO_SETTINGS:
-            raise UserError(
-                f"--profile does not apply to `{args.command}`, which {_NO_SETTINGS[args.command]}."
-            )
+        check_settings_apply(args)
+        if args.command in ("bench", "sweep") and getattr(args, "max_tokens", None) is not None:
+            args.tokens = args.max_tokens  # the app's --max-tokens, given before the command
         if args.command is None:
             from core.runtime.distributed import refuse_app_when_launched
 

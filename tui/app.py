@@ -28,7 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from core.io.user_text import shown
-from core.settings import Settings, SettingsError, first_run_settings, flag_changes, with_flags
+from core.settings import Settings, SettingsError, first_run_settings
 from tui.bridge import EngineBridge, SessionFactory
 from tui.features.bench import BenchFeature, BenchState
 from tui.features.calibration import CalibrationFeature, CalibrationState, curve_from_dict
@@ -247,20 +247,12 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:
-    """The app for the command line: settings from --profile, then --target/--draft on top."""
-    from core.profile import ProfileError, load_profile
+    """The app for the command line: settings from --profile NAME[:key=value,...], then the
+    setting flags on top (core/flags.py: chat's and the bench's)."""
+    from core.flags import command_settings
 
-    profile, skipped = None, None
-    settings = default_settings()
+    profile, settings, skipped = command_settings(args, default_settings())
     profiles_dir = getattr(args, "profiles_dir", None)
-    if getattr(args, "profile", None):
-        try:
-            profile = load_profile(args.profile, profiles_dir)
-        except ProfileError as exc:  # its settings may still be good: open with them, say why
-            profile = load_profile(args.profile, profiles_dir, with_run=False)  # else: exit 2
-            skipped = f"The recorded run of {profile.name} was not loaded: {exc}"
-        settings = profile.settings
-    settings = with_flags(settings, flag_changes(args))  # --target, --draft: the app's flags
     app = SpecDecApp(settings, session_factory, profiles_dir=profiles_dir, profile=profile)
     if skipped is not None:
         app.profiles_state.start_notices.append(skipped)

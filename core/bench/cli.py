@@ -41,23 +41,18 @@ from core.bench.prompts import (
 from core.bench.protocol import ProtocolConfig, ProtocolInputs, check_seeds, run_protocol
 from core.bench.report import print_table, report_csv, report_markdown
 from core.bench.results import BenchSetting
-from core.drafting import registry
 from core.errors import lower_first
+from core.flags import add_setting_flags
 from core.io.atomic import Output, write_atomic
 from core.runtime.distributed import is_rank0, rank0_only
-from core.settings import (
-    DISPATCH,
-    MODES,
-    POLICIES,
-    RULES,
-    VERIFY_ATTENTION,
-)
+from core.settings import Settings
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """`specdec-tui bench` flags: protocol, settings (profiles or flags), prompt, outputs, peer."""
     g = parser.add_argument_group("protocol")
-    g.add_argument("--tokens", type=int, default=256, help="new tokens per request (EOS ignored)")
+    g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
+                   help="new tokens per request (EOS ignored)")  # fmt: skip
     g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
     g.add_argument("--invocations", type=int, default=3, help="timed invocations per setting")
     g.add_argument("--warmup", type=int, default=1, help="warm-up requests per setting")
@@ -75,29 +70,15 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "settings",
         "--profile NAME[:key=value,...] (repeatable) benchmarks saved profiles, with per-profile "
         "overrides; the flags below then override every profile. Without --profile the flags "
-        "define one speculative setting. A target-only baseline is always measured.",
+        "define one speculative setting over the seed protocol's row (its defaults are shown). "
+        "A target-only baseline is always measured.",
     )
     g.add_argument("--profile", dest="bench_profiles", action="append", default=[],
                    metavar="NAME", help="a saved profile or preset (repeatable)")  # fmt: skip
     # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
     g.add_argument("--profiles-dir", default=argparse.SUPPRESS, help="where profiles are read")
-    g.add_argument("--mode", choices=MODES, default=None)
-    g.add_argument("--rule", choices=RULES, default=None)
-    g.add_argument("--tv", type=float, default=None, help="TV budget in [0, 1] (mentored rule)")
-    g.add_argument("--k", type=int, default=None, help="draft length (fixed k, or starting k)")
-    g.add_argument("--draft-source", choices=registry.names(), default=None,
-                   help="where drafts come from: model, lookup (copies earlier repeats of "
-                   "the conversation) or hybrid (the lookup first, the model otherwise)")  # fmt: skip
-    g.add_argument("--policy", choices=POLICIES, default=None)
-    g.add_argument("--temperature", type=float, default=None)
-    g.add_argument("--top-p", type=float, default=None)
-    g.add_argument("--repetition-penalty", type=float, default=None)
-    g.add_argument("--no-bonus", action="store_true", help="no bonus token (the seed's engine)")
-    g.add_argument("--dispatch", choices=DISPATCH, default=None)
-    g.add_argument("--verify-attention", choices=VERIFY_ATTENTION, default=None)
-    g.add_argument("--fused-draft", action="store_true", default=None,
-                   help="compiled single-token draft steps")  # fmt: skip
-    g.add_argument("--seed", type=int, default=None, help="first seed (then seed+1, ...)")
+    # the app's and chat's setting flags (core/flags.py); new tokens are --tokens above
+    add_setting_flags(g, Settings(), skip=("max_tokens",))
 
     g = parser.add_argument_group("prompt")
     src = g.add_mutually_exclusive_group()

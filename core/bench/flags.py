@@ -17,103 +17,14 @@ from core.bench.errors import BenchError
 from core.bench.peer import Peer
 from core.bench.prompts import DEFAULT_PROMPT, read_prompt
 from core.bench.results import BenchSetting, describe
-from core.errors import lower_first
+from core.flags import profile_settings, split_profile_spec
 from core.io.atomic import Output, check_outputs
 from core.io.user_text import prompt_text
-from core.settings import (
-    MAX_TOKENS,
-    Settings,
-    SettingsError,
-    field_names,
-    field_type,
-    flag_changes,
-    type_words,
-    with_flags,
-)
-
-
-def split_profile_spec(spec: str) -> tuple[str, str]:
-    """(profile, overrides text) of a --profile value. A path may hold `:` (`./a:b.toml`,
-    `/mnt/c:/x.toml`): the profile is then everything up to the last `.toml` that ends it or
-    is followed by `:`, so only what follows that is read as overrides; a name holds no `:`."""
-    if spec.endswith(".toml"):
-        return spec, ""
-    cut = spec.rfind(".toml:")
-    if cut >= 0:
-        return spec[: cut + len(".toml")], spec[cut + len(".toml:") :]
-    name, _, rest = spec.partition(":")
-    return name, rest
-
-
-def _parse_overrides(spec: str) -> tuple[str, dict[str, Any]]:
-    """'fixed-8-tv1:dispatch=gemv,bonus=true' -> ('fixed-8-tv1', {...}) typed like Settings.
-
-    Only declared settings are keys (`greedy=` or `__doc__=` were TypeError tracebacks), and
-    a string value may hold commas: a piece that does not start with a setting's `name=`
-    continues the string before it, so `draft=shape:tiny-draft,layers=1` is one value, and a
-    quoted value is taken whole (`draft="shape:tiny,seed=3"`: seed is a setting too)."""
-    name, rest = split_profile_spec(spec)
-    if not rest:
-        return name, {}
-    pieces = _override_pieces(spec, rest)
-    out: dict[str, Any] = {}
-    for key, raw in pieces:
-        if key in out:  # `k=2,k=3` once kept the last silently
-            raise BenchError(f"--profile {spec} sets {key} twice; give it once.")
-        want = field_type(key)
-        raw = raw.strip()
-        try:
-            if want is bool:
-                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(raw)
-                out[key] = raw.lower() in ("true", "1", "yes")
-            else:
-                out[key] = want(raw)
-        except ValueError:
-            raise BenchError(
-                f"--profile {spec}: {key} must be {type_words(want)}, got {raw!r}."
-            ) from None
-    return name, out
-
-
-def _override_pieces(spec: str, rest: str) -> list[tuple[str, str]]:
-    """`k=2,draft="a,b",target=shape:x,layers=1` -> [(key, raw value), ...] (see above)."""
-    declared = set(field_names())
-    pieces: list[tuple[str, str]] = []
-    i = 0
-    while i < len(rest):
-        end = rest.find(",", i)
-        part = rest[i:] if end < 0 else rest[i:end]
-        key, eq, raw = part.partition("=")
-        key = key.strip().replace("-", "_")
-        value = raw.lstrip()
-        if eq and key in declared and value[:1] in ("'", '"'):
-            start = i + len(part) - len(value) + 1
-            close = rest.find(value[0], start)
-            after = rest[close + 1 :].lstrip() if close >= 0 else ""
-            if close < 0 or not (after == "" or after.startswith(",")):
-                raise BenchError(f"--profile {spec}: the quoted value of {key} is not closed "
-                                 "before the next comma.")  # fmt: skip
-            pieces.append((key, rest[start:close]))
-            i = rest.find(",", close) + 1 if after else len(rest)
-            continue
-        if eq and key in declared:
-            pieces.append((key, raw))
-        elif pieces and field_type(pieces[-1][0]) is str:
-            pieces[-1] = (pieces[-1][0], pieces[-1][1] + "," + part)
-        else:
-            raise BenchError(
-                f"--profile {spec}: {part!r} is not a known key=value setting (the settings "
-                f"are {', '.join(field_names())})."
-            )
-        i = len(rest) if end < 0 else end + 1
-    return pieces
+from core.settings import MAX_TOKENS, Settings, flag_changes, with_flags
 
 
 def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     """The rows a command line asks for: profiles (with overrides) or one flag-built setting."""
-    from core.profile import load_profile
-
     specs = list(getattr(args, "bench_profiles", None) or [])
     top = getattr(args, "profile", None)  # the top-level --profile, when given before `bench`
     if isinstance(top, str) and top and top not in specs:
@@ -124,13 +35,7 @@ def settings_from_args(args: argparse.Namespace) -> list[BenchSetting]:
     override_dir = getattr(args, "profiles_dir", None)
     rows: list[BenchSetting] = []
     for spec in specs:
-        name, extra = _parse_overrides(spec)
-        profile = load_profile(name, override_dir)
-        try:
-            s = profile.settings.replace(**extra)
-        except SettingsError as exc:
-            raise BenchError(f"--profile {spec}: {lower_first(str(exc))}") from None
-        s = with_flags(s, flags)
+        s = with_flags(profile_settings(spec, override_dir)[1], flags)
         rows.append(BenchSetting(spec if not flags else f"{spec}+flags", s))
     if not rows:
         flags.setdefault("mode", "speculative")

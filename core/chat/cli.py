@@ -20,7 +20,7 @@ from core.chat.palette import TERMINAL_STYLES
 from core.cost.guard import guard_lines
 from core.events import RoundEvent, RunSummary, phase_label, phase_shares
 from core.io.user_text import prompt_text
-from core.settings import Settings, first_run_settings, flag_changes, with_flags
+from core.settings import Settings, first_run_settings, flag_changes
 
 # The committed origins' colours: the app's palette (core/chat/palette.py), one for both.
 ORIGIN_STYLE = TERMINAL_STYLES
@@ -123,19 +123,19 @@ CHAT_DEFAULTS = first_run_settings()
 
 
 def chat_settings(args: argparse.Namespace) -> Settings:
-    """The settings of a one-shot chat: --profile's (else CHAT_DEFAULTS), the flags given on top."""
-    spec = getattr(args, "profile", None)
-    if spec:
-        from core.profile import load_profile
+    """The settings of a one-shot chat: --profile NAME[:key=value,...]'s (else CHAT_DEFAULTS),
+    the flags given on top (core.flags: the app's and the bench's flags)."""
+    from core.flags import command_settings
 
-        base = load_profile(spec, getattr(args, "profiles_dir", None)).settings
-    else:
-        base = CHAT_DEFAULTS
-    changes = flag_changes(args)  # the flags chat offers: models, mode, source, tokens, T
+    spec = getattr(args, "profile", None)
+    changes = flag_changes(args)
     temperature = changes.get("temperature")
-    if temperature is not None and not spec:  # a profile keeps its own rule; T = 0 is greedy
-        changes["rule"] = "greedy" if temperature == 0 else "lossless"
-    return with_flags(base, changes)
+    # A temperature alone picks its rule (T = 0 greedy, else lossless); a profile keeps its
+    # own, and a --rule or --tv given says which the user wants.
+    if temperature is not None and not spec and not {"rule", "tv_budget"} & set(changes):
+        rule = "greedy" if temperature == 0 else "lossless"
+        args = argparse.Namespace(**{**vars(args), "rule": rule})
+    return command_settings(args, CHAT_DEFAULTS)[1]
 
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,

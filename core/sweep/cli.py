@@ -18,9 +18,11 @@ from typing import Any
 from core.bench.flags import check_counts, check_from_args
 from core.bench.prompts import fit_prompt_ids, prompt_check, prompt_names, read_prompt
 from core.bench.protocol import ProtocolConfig
+from core.flags import PROFILE_HELP, add_setting_flags
 from core.io.atomic import write_atomic
 from core.io.user_text import prompt_text
 from core.runtime.distributed import rank0_only
+from core.settings import Settings
 from core.sweep.frontier import ALLOWABLE, MARGIN
 from core.sweep.grid import (
     DEFAULT_POLICIES,
@@ -49,22 +51,29 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
         "temperature's baseline) and draft-only. At temperature 0 the rule is greedy, so the TV "
         "budgets collapse to one greedy cell per policy.",
     )
-    g.add_argument("--tv", default=_csv(DEFAULT_TVS), metavar="LIST",
-                   help=f"TV budgets in [0, 1], comma-separated (default {_csv(DEFAULT_TVS)})")  # fmt: skip
-    g.add_argument("--policies", default=None, metavar="LIST",
+    # The setting flags of the app, chat and bench (core/flags.py), with the same names; the
+    # grid's axes take a comma-separated list (the plural names are the same flags).
+    suppress = argparse.SUPPRESS
+    g.add_argument("--tv", dest="tv", default=suppress, metavar="LIST",
+                   help=f"TV budgets in [0, 1] (default {_csv(DEFAULT_TVS)})")  # fmt: skip
+    g.add_argument("--policy", "--policies", dest="policy", default=suppress, metavar="LIST",
                    help="k policies: fixed-K, cost-aware, cost-aware-KMAX, ... (default "
                    f"{_csv(DEFAULT_POLICIES)})")  # fmt: skip
-    g.add_argument("--k", default=None, metavar="LIST",
+    g.add_argument("--k", dest="k", default=suppress, metavar="LIST",
                    help="shorthand for --policies fixed-K,...: '4,8' is fixed-4,fixed-8")  # fmt: skip
-    g.add_argument("--sources", default=_csv(DEFAULT_SOURCES), metavar="LIST",
-                   help="draft sources: model, lookup, hybrid (default model)")  # fmt: skip
-    g.add_argument("--temperatures", default=_csv(DEFAULT_TEMPERATURES), metavar="LIST",
-                   help="sampling temperatures; 0 is greedy (default 0.7, the seed's)")  # fmt: skip
+    g.add_argument("--draft-source", "--sources", dest="draft_source", default=suppress,
+                   metavar="LIST", help="draft sources: model, lookup, hybrid (default "
+                   f"{_csv(DEFAULT_SOURCES)})")  # fmt: skip
+    g.add_argument("--temperature", "--temperatures", dest="temperature", default=suppress,
+                   metavar="LIST", help="sampling temperatures; 0 is greedy (default "
+                   f"{_csv(DEFAULT_TEMPERATURES)}, the seed's)")  # fmt: skip
+    g.add_argument("--mode", dest="mode", default=suppress, metavar="LIST",
+                   help="the cells beside the target-only baseline: speculative, draft-only "
+                   "(default both)")  # fmt: skip
     g.add_argument("--no-draft-only", action="store_true", help="leave out the draft-only row")
-    g.add_argument("--top-p", type=float, default=None)
-    g.add_argument("--repetition-penalty", type=float, default=None)
-    g.add_argument("--no-bonus", action="store_true", help="no bonus token (the seed's engine)")
-    g.add_argument("--seed", type=int, default=None, help="first seed (then seed+1, ...)")
+    g.add_argument("--profile", default=suppress, help="the grid's base settings: " + PROFILE_HELP)
+    g.add_argument("--profiles-dir", default=suppress, help=suppress)
+    add_setting_flags(g, Settings(), skip=(*GRID_FLAGS, "max_tokens"))
 
     g = parser.add_argument_group("prompts")
     g.add_argument("--prompt-name", dest="prompt_names", action="append", default=[],
@@ -81,7 +90,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    "prompt's own check); kinds as `bench --check`")  # fmt: skip
 
     g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
-    g.add_argument("--tokens", type=int, default=256, help="new tokens per request (EOS ignored)")
+    g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
+                   help="new tokens per request (EOS ignored)")  # fmt: skip
     g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
     g.add_argument("--invocations", type=int, default=3, help="timed invocations per cell")
     g.add_argument("--warmup", type=int, default=1, help="warm-up requests per cell and prompt")
@@ -128,36 +138,48 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    help="with --read: the page's path (its Markdown beside it, .md)")  # fmt: skip
 
 
-def grid_from_args(args: argparse.Namespace) -> SweepGrid:
-    """The grid the flags ask for; one sentence for a bad item."""
-    from core.settings import Settings, SettingsError
+# The setting flags that name a grid axis in `sweep` (each a list there).
+GRID_FLAGS = ("tv", "policy", "k", "draft_source", "temperature", "mode")
 
-    if args.k is not None and args.policies is not None:
+
+def _listed(args: argparse.Namespace, dest: str) -> str | None:
+    """A grid flag's list as text; a value given before `sweep` (the app's flag) is one item."""
+    value = getattr(args, dest, None)
+    return None if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def grid_from_args(args: argparse.Namespace) -> SweepGrid:
+    """The grid the flags ask for: --profile's settings (else Settings()) with the other setting
+    flags on top are its base, the grid flags its axes; one sentence for a bad item."""
+    from core.flags import profile_settings
+    from core.settings import FLAG_FIELDS, SettingsError, flag_changes, with_flags
+
+    k, policy = _listed(args, "k"), _listed(args, "policy")
+    if k is not None and policy is not None:
         raise SweepError("--k is shorthand for --policies fixed-K; give one of them.")
-    if args.k is not None:
-        ks = parse_names("--k", args.k)
-        if not all(k.isdigit() for k in ks):
-            raise SweepError(f"--k {args.k}: give whole numbers, as in --k 4,8.")
-        policies = tuple(f"fixed-{k}" for k in ks)
+    if k is not None:
+        ks = parse_names("--k", k)
+        if not all(x.isdigit() for x in ks):
+            raise SweepError(f"--k {k}: give whole numbers, as in --k 4,8.")
+        policies = tuple(f"fixed-{x}" for x in ks)
     else:
-        policies = parse_names("--policies", args.policies or _csv(DEFAULT_POLICIES))
-    base: dict[str, Any] = {"target": args.target or Settings.target,
-                            "draft": args.draft or Settings.draft}  # fmt: skip
-    for flag, key in (("top_p", "top_p"), ("repetition_penalty", "repetition_penalty"),
-                      ("seed", "seed")):  # fmt: skip
-        if getattr(args, flag, None) is not None:
-            base[key] = getattr(args, flag)
-    if args.no_bonus:
-        base["bonus"] = False
+        policies = parse_names("--policies", policy or _csv(DEFAULT_POLICIES))
+    modes = parse_names("--mode", _listed(args, "mode") or "speculative,draft-only")
+    if not set(modes) <= {"speculative", "draft-only", "target-only"} or "speculative" not in modes:
+        raise SweepError(f"--mode {','.join(modes)}: a sweep runs speculative cells (and "
+                         "draft-only where asked) beside its target-only baseline.")  # fmt: skip
+    spec = getattr(args, "profile", None)
     try:
-        settings = Settings().replace(**base)
+        base = profile_settings(spec, getattr(args, "profiles_dir", None))[1] if spec else Settings()
+        settings = with_flags(base, flag_changes(args, skip=[FLAG_FIELDS[d] for d in GRID_FLAGS]))
     except SettingsError as exc:
         raise SweepError(str(exc)) from None
     return SweepGrid(
-        tvs=parse_floats("--tv", args.tv), policies=policies,
-        sources=parse_names("--sources", args.sources),
-        temperatures=parse_floats("--temperatures", args.temperatures),
-        draft_only=not args.no_draft_only, base=settings,
+        tvs=parse_floats("--tv", _listed(args, "tv") or _csv(DEFAULT_TVS)), policies=policies,
+        sources=parse_names("--sources", _listed(args, "draft_source") or _csv(DEFAULT_SOURCES)),
+        temperatures=parse_floats("--temperatures",
+                                  _listed(args, "temperature") or _csv(DEFAULT_TEMPERATURES)),
+        draft_only="draft-only" in modes and not args.no_draft_only, base=settings,
     )  # fmt: skip
 
 

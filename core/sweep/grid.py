@@ -133,19 +133,21 @@ class SweepGrid:
         out = [Cell("target-only", base.replace(mode="target-only"), "target-only")]
         if self.draft_only:
             out.append(Cell("draft-only", base.replace(mode="draft-only"), "draft-only"))
-        greedy = base.replace(mode="speculative").greedy
+        # The TV axis is the mentored rule's: under another (greedy at T = 0, or a --rule
+        # given) one cell per policy, named by its rule.
+        rule = base.replace(mode="speculative").effective_rule
         for source in self.sources:
             for pol in self.policies:
                 fields = parse_policy(pol)
                 if fields.get("k", 0) > base.k_max:  # k may not exceed k_max (issue 32)
                     fields["k_max"] = fields["k"]
                 prefix = "" if source == "model" else f"{source} "
-                tvs: tuple[float | None, ...] = (None,) if greedy else self.tvs
+                tvs: tuple[float | None, ...] = self.tvs if rule == "mentored" else (None,)
                 for tv in tvs:
                     extra: dict[str, Any] = {"mode": "speculative", "draft_source": source,
                                              **fields}  # fmt: skip
                     if tv is None:
-                        name = f"{prefix}{pol} greedy"
+                        name = f"{prefix}{pol} {rule}"
                     else:
                         extra.update(rule="mentored", tv_budget=tv)
                         name = f"{prefix}{pol} TV={tv:g}"

@@ -95,3 +95,11 @@ def test_ctrl_c_while_the_parser_imports_is_no_traceback() -> None:
                           cwd=ROOT, timeout=120)  # fmt: skip
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == "interrupted"
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_bad_flag_value_is_one_line_not_the_whole_usage(capsys) -> None:  # noqa: ANN001
+    assert cli.main(["bench", "--tokens", "abc"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tokens" in err[0] and "'abc'" in err[0], err
+    assert "usage:" not in err[0] and "specdec-tui bench --help" in err[0]

@@ -43,22 +43,95 @@ def test_an_out_of_range_flag_is_named_in_its_sentence() -> None:
     assert with_flags(Settings(), {"k": 2}) == Settings(k=2)
 
 
-def test_chat_bench_and_the_app_read_the_same_flags_alike() -> None:
+# A value other than every command's default, per flag of FLAG_FIELDS (and --no-bonus).
+WALKED = {"target": "shape:tiny", "draft": "shape:tiny-draft", "mode": "draft-only",
+          "rule": "lossless", "tv": 0.5, "k": 8, "draft_source": "lookup",
+          "policy": "heuristic", "temperature": 0.3, "top_p": 0.9, "repetition_penalty": 1.1,
+          "dispatch": "gemv", "verify_attention": "plain", "fused_draft": True, "seed": 7,
+          "max_tokens": 9}  # fmt: skip
+
+
+def _argv(dest: str, value: object) -> list[str]:
+    flag = "--" + dest.replace("_", "-")
+    return [flag] if value is True else [flag, str(value)]
+
+
+@pytest.mark.parametrize("dest", [*FLAG_FIELDS, "no_bonus"])
+def test_every_setting_flag_walks_through_chat_bench_sweep_and_the_app(dest) -> None:  # noqa: ANN001
+    """One table, four commands: each setting flag is taken by the app, `chat`, `bench` and
+    `sweep` (chat once had no --tv or --k), and lands on the same field (a grid axis, in the
+    sweep). Given before the command it is the app's flag, and the command still reads it."""
     from core.bench.flags import settings_from_args
+    from core.chat.cli import chat_settings
+    from core.cli import build_parser
+    from core.flags import command_settings
+    from core.sweep.cli import grid_from_args
+
+    assert set(WALKED) == set(FLAG_FIELDS)
+    parser = build_parser()
+    value = WALKED.get(dest, True)
+    field = FLAG_FIELDS.get(dest, "bonus")
+    want = False if dest == "no_bonus" else value
+    flag = _argv(dest, value)
+    app = command_settings(parser.parse_args(flag), first_run_settings())[1]
+    assert getattr(app, field) == want and app != first_run_settings()
+    for before in (False, True):  # `chat --tv 0.5 hi` and `--tv 0.5 chat hi`
+        argv = [*flag, "chat", "hi"] if before else ["chat", "hi", *flag]
+        assert getattr(chat_settings(parser.parse_args(argv)), field) == want, argv
+        args = parser.parse_args([*flag, "bench"] if before else ["bench", *flag])
+        if dest == "max_tokens":  # the bench's new tokens: its --tokens (core.cli.main maps
+            assert (args.max_tokens if before else args.tokens) == value  # the app's onto it)
+        elif dest in ("target", "draft"):  # put on every row once the pair is loaded
+            assert getattr(args, dest) == value
+        else:
+            (row,) = settings_from_args(args)
+            assert getattr(row.settings, field) == want, argv
+        # the sweep's modes: the cells beside its baseline
+        swept = _argv(dest, "speculative") if dest == "mode" else flag
+        args = parser.parse_args([*swept, "sweep"] if before else ["sweep", *swept])
+        grid = grid_from_args(args)
+        axes = {"tv": grid.tvs, "k": grid.policies, "policy": grid.policies,
+                "draft_source": grid.sources, "temperature": grid.temperatures}  # fmt: skip
+        if dest in axes:
+            expect = f"fixed-{value}" if dest == "k" else value
+            assert axes[dest] == (expect,), (dest, axes[dest])
+        elif dest == "mode":  # speculative alone: no draft-only row
+            assert not grid.draft_only
+        elif dest == "max_tokens":
+            assert (args.max_tokens if before else args.tokens) == value
+        else:
+            assert getattr(grid.base, field) == want, argv
+
+
+def test_chat_takes_the_tv_k_and_profile_forms_the_bench_takes() -> None:
     from core.chat.cli import chat_settings
     from core.cli import build_parser
 
     parser = build_parser()
-    common = ["--mode", "draft-only", "--draft-source", "lookup", "--temperature", "0"]
-    chat = chat_settings(parser.parse_args(["chat", "hi", *common]))
-    bench = settings_from_args(parser.parse_args(["bench", *common])).pop().settings
-    for name in ("mode", "draft_source", "temperature"):
-        assert getattr(chat, name) == getattr(bench, name), name
-    # the app's only settings flags are the models; on the first run's settings
-    app_args = parser.parse_args(["--target", "shape:tiny", "--draft", "shape:tiny-draft"])
-    app = with_flags(first_run_settings(), flag_changes(app_args))
-    assert (app.target, app.draft) == ("shape:tiny", "shape:tiny-draft")
-    assert app.replace(target="default", draft="self:bits=4") == first_run_settings()
+    s = chat_settings(parser.parse_args(["chat", "--tv", "0.5", "--k", "8", "hi"]))
+    assert (s.tv_budget, s.k, s.rule) == (0.5, 8, "mentored")
+    s = chat_settings(parser.parse_args(["chat", "--profile", "fixed-4-tv1:tv_budget=0.5", "hi"]))
+    assert (s.tv_budget, s.k, s.policy) == (0.5, 4, "fixed")
+    s = chat_settings(parser.parse_args(["chat", "--temperature", "0.5", "--tv", "0.25", "hi"]))
+    assert (s.rule, s.tv_budget) == ("mentored", 0.25)  # --tv keeps the mentored rule
+
+
+def test_chat_help_shows_the_defaults_it_runs(capsys) -> None:  # noqa: ANN001
+    from core.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default hybrid)" in text and "default model" not in text
+    assert "(default cost-aware)" in text and "NAME[:key=value,...]" in text
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_setting_flag_before_a_command_that_reads_none_is_refused(capsys) -> None:  # noqa: ANN001
+    from tests.helpers.cli_checks import refused
+
+    refused(capsys, ["--tv", "0.5", "fetch"], "--tv does not apply to `fetch`")
+    refused(capsys, ["--k", "3", "calibrate"], "--k does not apply to `calibrate`")
 
 
 def test_chat_names_the_flag_it_refuses() -> None:

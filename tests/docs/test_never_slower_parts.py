@@ -36,7 +36,7 @@ def test_the_default_row_is_the_apps_default() -> None:
     hand; a default that changed would have left the bench measuring the old one)."""
     import dataclasses
 
-    from core.bench.flags import _parse_overrides
+    from core.flags import parse_profile_spec as _parse_overrides
     from core.profile import load_profile
     from core.settings import first_run_settings
 
@@ -67,7 +67,7 @@ def test_an_ab_s_rows_are_the_default_and_the_lookup_with_the_setting() -> None:
     """An A/B's rows (`flipped`) read back as the app's default and the lookup preset with the
     one setting flipped, and nothing else changed. No switch is under an A/B now (AB_ROWS is
     empty: docs/decisions/ holds the five that ran); every one it names must still exist."""
-    from core.bench.flags import _parse_overrides
+    from core.flags import parse_profile_spec as _parse_overrides
     from core.profile import load_profile
     from core.settings import first_run_settings
 

@@ -305,7 +305,7 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
     assert "drafts" not in bench.describe(Settings())  # the default source goes unsaid
     with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid"):
         bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
-    with pytest.raises(SystemExit):  # argparse: "invalid choice", exit 2
+    with pytest.raises(UserError, match="invalid choice"):  # one sentence, exit 2
         parser.parse_args([*head, "--draft-source", "oracle"])
     from core.chat.cli import chat_settings
 

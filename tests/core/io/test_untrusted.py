@@ -404,7 +404,8 @@ def test_reading_profiles_creates_no_folder(tmp_path, monkeypatch, capsys) -> No
 
 
 def test_a_profile_path_with_a_colon_is_a_path(tmp_path, monkeypatch) -> None:
-    from core.bench.flags import settings_from_args, split_profile_spec
+    from core.bench.flags import settings_from_args
+    from core.flags import split_profile_spec
 
     assert split_profile_spec("./a:b.toml") == ("./a:b.toml", "")
     assert split_profile_spec("./a:b.toml:k=3") == ("./a:b.toml", "k=3")
