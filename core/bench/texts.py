@@ -158,8 +158,8 @@ _COMPACT = ("invocations", "ids", "pieces")
 
 def dumps(data: Any, indent: int = 1) -> str:
     """`data` as indented JSON (NaN refused), with each timed text's lists on one line: an
-    indented list puts every token on a line of its own, which made the texts of a
-    128-token sweep 2.5 times their compact size."""
+    indented list puts every token on a line of its own, which made a sweep's texts 1.8
+    times as large (measured on the default pair's, 48 tokens a text)."""
     import json
     import secrets
 
