@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 from collections import Counter
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.bench.fmt import pct, ratio, secs
-from core.bench.texts import TimedTexts
+from core.bench.texts import TimedTexts, dumps
 from core.events import RoundEvent, RunSummary
 from core.identity import identities_to_dict
 from core.primitives.acceptance import PositionTally
@@ -380,7 +379,7 @@ class BenchReport:
     def to_json(self) -> str:
         """JSON with every non-finite number as null: a NaN or inf from a bad input (a curve)
         must not fail the dump after the whole run (JSON has no NaN; readers choke on it)."""
-        return json.dumps(finite(self.to_dict()), indent=1, allow_nan=False)
+        return dumps(finite(self.to_dict()), indent=1)  # timed texts' lists on one line
 
     def summary_text(self) -> str:
         """A few lines for a small panel (the TUI): name, acceptance, median E2E, ratio."""

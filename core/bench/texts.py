@@ -11,6 +11,7 @@ fields existed loads with none (`from_dicts` of nothing is an empty list).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,3 +151,37 @@ def from_dicts(items: Any) -> list[TimedText]:
     if not isinstance(items, list):
         return []
     return [TimedText.from_dict(d) for d in items if isinstance(d, dict)]
+
+
+_COMPACT = ("invocations", "ids", "pieces")
+
+
+def dumps(data: Any, indent: int = 1) -> str:
+    """`data` as indented JSON (NaN refused), with each timed text's lists on one line: an
+    indented list puts every token on a line of its own, which made a sweep's texts 1.8
+    times as large (measured on the default pair's, 48 tokens a text)."""
+    import json
+    import secrets
+
+    kept: list[str] = []
+    # a placeholder no text can hold by chance (a model's text may hold anything)
+    nonce = secrets.token_hex(8)
+
+    def swap(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            timed = "ids" in obj and "origins" in obj and "seed" in obj
+            out = {}
+            for k, v in obj.items():
+                if timed and k in _COMPACT and isinstance(v, list):
+                    kept.append(json.dumps(v, separators=(",", ":"), allow_nan=False))
+                    out[k] = f"\x00{nonce}:{len(kept) - 1}\x00"
+                else:
+                    out[k] = swap(v)
+            return out
+        if isinstance(obj, list):
+            return [swap(v) for v in obj]
+        return obj
+
+    text = json.dumps(swap(data), indent=indent, allow_nan=False)
+    pattern = r'"\\u0000' + nonce + r':(\d+)\\u0000"'
+    return re.sub(pattern, lambda m: kept[int(m[1])], text)

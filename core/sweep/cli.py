@@ -236,8 +236,7 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
 @rank0_only  # launched over ranks: one set of files, not one per rank
 def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
     """Every output, each replaced whole or not at all (a reader never sees half a file)."""
-    import json
-
+    from core.bench.texts import dumps
     from core.io.atomic import reason
     from core.sweep.reading_page import reading_html, reading_markdown
     from core.sweep.report import frontier_svg, sweep_csv, sweep_markdown
@@ -250,7 +249,7 @@ def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
             md_svg = str(svg.resolve().relative_to(md))
         except ValueError:
             md_svg = str(svg.resolve())
-    renders = {"json": lambda: json.dumps(data, indent=1, allow_nan=False) + "\n",
+    renders = {"json": lambda: dumps(data, indent=1) + "\n",  # timed texts compact
                "csv": lambda: sweep_csv(data),
                "markdown": lambda: sweep_markdown(data, md_svg),
                "svg": lambda: frontier_svg(data),

@@ -10,7 +10,8 @@ for its type, and an old file whose rows carry one text and no tokens still read
 by characters).
 
 The chosen cells of a temperature: the recommended, the fastest, and one per TV step (the
-fastest cell at that TV budget; at T = 0, where the rule is greedy, the fastest greedy cell).
+fastest cell at that TV budget; at T = 0, where the rule is greedy, the fastest greedy cell),
+the TV steps last and ascending, so the budget grows from left to right.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ Chosen = list[tuple[dict[str, Any], list[str]]]
 
 
 def chosen_cells(data: dict[str, Any], temperature: float) -> Chosen:
-    """The cells a reader is shown at `temperature`, each with why: the recommended, the
-    fastest (target-only aside), then one per TV step, ascending; a cell chosen twice is
-    shown once with both reasons."""
+    """The cells a reader is shown at `temperature`, each with why: the recommended and the
+    fastest (target-only aside) where they are no TV step's, then one per TV step, ascending;
+    a cell chosen twice is shown once with both reasons."""
     cells = [c for c in _cells(data) if _num(c.get("temperature")) == temperature]
     roles: dict[str, list[str]] = {}
     by_id = {str(c["id"]): c for c in cells}
@@ -112,10 +113,15 @@ def chosen_cells(data: dict[str, Any], temperature: float) -> Chosen:
         best = steps.get(tv)
         if best is None or (_num(c.get("speedup")) or 0.0) > (_num(best.get("speedup")) or 0.0):
             steps[tv] = c
-    for tv in sorted(steps, key=lambda v: -1.0 if v is None else v):
+    order = sorted(steps, key=lambda v: -1.0 if v is None else v)
+    for tv in order:
         label = "greedy" if tv is None else f"TV = {tv:g}"
         roles.setdefault(str(steps[tv]["id"]), []).append(label)
-    return [(by_id[i], r) for i, r in roles.items()]
+    # the cells chosen for speed alone first, then the TV steps ascending: read left to right,
+    # the budget grows
+    stepped = [str(steps[tv]["id"]) for tv in order]
+    ids = [i for i in roles if i not in stepped] + list(dict.fromkeys(stepped))
+    return [(by_id[i], roles[i]) for i in ids]
 
 
 def _row_texts(row: dict[str, Any]) -> list[TimedText]:
@@ -237,6 +243,9 @@ def passages(data: dict[str, Any], cell_ids: Sequence[str] | None = None) -> lis
             col0.baseline = True
             cols = [col0]
             for cell, roles in shown:
+                if cell.get("name") == base_name and cell_ids is None:
+                    col0.roles += roles  # target-only chosen (recommended): said, not repeated
+                    continue
                 texts = _row_texts(rows.get(str(cell.get("name")), {}))
                 mine, others = _pick(texts, seed)
                 col = _column(cell, str(cell.get("name")), roles, mine, others, prompt,

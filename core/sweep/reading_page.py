@@ -64,6 +64,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{ title }}</title>
 <style>
+:root { color-scheme: dark; }
 body { background: #161616; color: #e4e4e4; font: 15px/1.45 system-ui, sans-serif; margin: 1.5em; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 2em; border-top: 1px solid #444; padding-top: .8em; }
 code, .text, pre { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 13px; }

@@ -67,3 +67,21 @@ def test_an_old_row_without_texts_loads_with_none():
     assert from_dicts(None) == [] and from_dicts("junk") == []
     old = TimedText.from_dict({"seed": 3, "ids": [1, 2]})  # no origins, no pieces
     assert old.origins == "" and old.pieces is None and old.origin_names() == ["", ""]
+
+
+def test_dumps_keeps_each_texts_lists_on_one_line_and_reads_back_the_same():
+    import json
+
+    from core.bench.texts import dumps
+
+    sneaky = "\x000\x00"  # what a placeholder without a nonce would look like: a model may write it
+    texts = TimedTexts()
+    texts.keep(7, 0, list(range(200)), "t" * 200)
+    texts.decode(lambda ids: "".join(f"w{i} " for i in ids))
+    data = {"results": [{"name": "r", "text": sneaky, "texts": texts.to_dicts(),
+                         "e2e_s": [1.0, 2.0]}], "other": {"ids": [1, 2]}}  # fmt: skip
+    out = dumps(data)
+    assert json.loads(out) == data
+    assert len(out.splitlines()) < 30  # not one line per token
+    assert '"ids": [0,1,2,' in out and '"e2e_s": [\n' in out  # other lists keep their indent
+    assert len(out) < 0.6 * len(json.dumps(data, indent=1))

@@ -10,9 +10,9 @@ from tests.helpers.reading import MARKUP, sample_sweep
 
 def test_the_chosen_cells_are_the_recommended_the_fastest_and_one_per_tv_step():
     chosen = [(c["id"], roles) for c, roles in chosen_cells(sample_sweep(), 0.7)]
-    assert chosen == [
-        ("T=0.7 fixed-8 TV=0", ["recommended", "TV = 0"]),
+    assert chosen == [  # the TV steps last, ascending
         ("T=0.7 draft-only", ["fastest"]),
+        ("T=0.7 fixed-8 TV=0", ["recommended", "TV = 0"]),
         ("T=0.7 cost-aware TV=1", ["TV = 1"]),  # the faster of the two cells at TV 1
     ]
     assert chosen_cells(sample_sweep(), 0.0) == []  # no cell at that temperature
@@ -23,9 +23,9 @@ def test_passages_per_seed_with_target_only_first_and_the_divergence_marked():
     assert [(p.prompt, p.temperature, p.seed) for p in found] == [("rename", 0.7, 0),
                                                                   ("rename", 0.7, 1)]
     cols = found[0].columns
-    assert [c.name for c in cols] == ["target-only", "fixed-8 TV=0", "draft-only",
+    assert [c.name for c in cols] == ["target-only", "draft-only", "fixed-8 TV=0",
                                       "cost-aware TV=1"]
-    base, tv0, draft, tv1 = cols
+    base, draft, tv0, tv1 = cols
     assert base.baseline and base.divergence_text() == "the reference"
     assert tv0.diverge is None and tv0.divergence_text() == "the same text as target-only"
     assert [o for _, o in tv0.tokens][:3] == ["accepted", "accepted", "corrected"]
@@ -35,6 +35,15 @@ def test_passages_per_seed_with_target_only_first_and_the_divergence_marked():
     assert tv1.other_texts == 1  # seed 0's third invocation wrote another text
     assert tv1.check is False and found[1].columns[3].check is True  # per seed, in seed order
     assert "2.20x" in tv1.numbers and "NLL given up +0.100" in tv1.numbers
+
+
+def test_target_only_chosen_is_said_on_its_own_column_not_repeated():
+    data = sample_sweep()
+    data["frontier"]["groups"]["0.7"]["recommended"] = "T=0.7 target-only"
+    cols = passages(data)[0].columns
+    assert [c.name for c in cols] == ["target-only", "draft-only", "fixed-8 TV=0",
+                                      "cost-aware TV=1"]
+    assert cols[0].baseline and cols[0].roles == ["recommended"]
 
 
 def test_a_cell_asked_for_by_id_and_a_seed_it_has_no_text_for():
@@ -59,7 +68,7 @@ def test_an_old_file_without_tokens_is_compared_by_characters():
     assert tv1.unit == "character" and tv1.diverge_at == at
     assert tv1.text == data["texts"][0]["rows"][3]["text"]  # split at the mark, not changed
     assert tv1.tokens[tv1.diverge][0].startswith("<script>")
-    assert found[0].columns[1].diverge is None  # TV 0: the same text
+    assert found[0].columns[2].diverge is None  # TV 0: the same text
 
 
 def test_first_difference():

@@ -63,7 +63,7 @@ def test_the_page_has_a_column_per_text_and_the_divergence_marks():
     assert [(a["data-prompt"], a["data-seed"]) for a in sections] == [("rename", "0"),
                                                                       ("rename", "1")]
     cells = [a["data-cell"] for t, a in p.tags if t == "article"]
-    assert cells[:4] == ["T=0.7 target-only", "T=0.7 fixed-8 TV=0", "T=0.7 draft-only",
+    assert cells[:4] == ["T=0.7 target-only", "T=0.7 draft-only", "T=0.7 fixed-8 TV=0",
                          "T=0.7 cost-aware TV=1"]
     assert len(cells) == 8  # two seeds, four columns each
     # the explanation's sample, then draft-only at token 0 and cost-aware TV=1 at token 3
@@ -85,7 +85,7 @@ def test_the_markdown_fallback_marks_and_escapes():
     md = reading_markdown(sample_sweep())
     assert "<script>" not in md and "&lt;script&gt;" in md
     assert "### rename, T = 0.7, seed 0" in md and "### rename, T = 0.7, seed 1" in md
-    assert md.count("| target-only | fixed-8 TV=0 | draft-only | cost-aware TV=1 |") == 2
+    assert md.count("| target-only | draft-only | fixed-8 TV=0 | cost-aware TV=1 |") == 2
     assert md.count("**▶3**") == 2 and md.count("**▶0**") == 2
     assert "check **failed**" in md and "no text for this seed" not in md
     empty = reading_markdown({"kind": "specdec-tui sweep", "cells": []})
