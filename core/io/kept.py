@@ -126,6 +126,19 @@ def mapping(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+def notices_to_stderr() -> None:
+    """Say this module's notices on stderr (a headless command; the app shows the `core`
+    logger's warnings as notifications instead). Installed once per process."""
+    import sys
+
+    if any(getattr(h, "_kept_notices", False) for h in log.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._kept_notices = True  # type: ignore[attr-defined]
+    log.addHandler(handler)
+
+
 # When a kept file was last set aside in this process, so a caller that looks twice says once.
 _SAID: set[str] = set()
 
