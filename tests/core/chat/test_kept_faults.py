@@ -27,68 +27,12 @@ import pytest
 from core.io.kept import CACHE_ENV, CURVES_ENV
 from core.profile.files import PROFILES_ENV
 from tests.helpers import REPO
+from tests.helpers.kept_faults import FAULTS, number_paths, spoil, with_value
 
 pytestmark = pytest.mark.real_model
 
 SHARED_MODEL = Path.home() / ".cache" / "specdec-tui" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-FAULTS = ("fifo", "dev-zero", "sparse", "nan", "inf", "wrong-type", "truncated")
 SLACK_S = 20.0
-
-
-def every_number(doc: Any, f: Any) -> Any:
-    """`doc` with every number (never a bool) replaced by f(number)."""
-    if isinstance(doc, bool):
-        return doc
-    if isinstance(doc, int | float):
-        return f(doc)
-    if isinstance(doc, dict):
-        return {k: every_number(v, f) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [every_number(v, f) for v in doc]
-    return doc
-
-
-def number_paths(doc: Any, at: tuple = ()) -> list[tuple]:
-    """The path of every number in `doc`."""
-    if isinstance(doc, bool):
-        return []
-    if isinstance(doc, int | float):
-        return [at]
-    if isinstance(doc, dict):
-        return [p for k, v in doc.items() for p in number_paths(v, (*at, k))]
-    if isinstance(doc, list):
-        return [p for i, v in enumerate(doc) for p in number_paths(v, (*at, i))]
-    return []
-
-
-def with_value(doc: Any, at: tuple, value: float) -> Any:
-    doc = json.loads(json.dumps(doc))
-    node = doc
-    for k in at[:-1]:
-        node = node[k]
-    node[at[-1]] = value
-    return doc
-
-
-def spoil(path: Path, fault: str, good: str) -> None:
-    """Put `fault` where the kept file `path` (whose intact text is `good`) was."""
-    if os.path.lexists(path):
-        path.unlink()
-    if fault == "fifo":
-        os.mkfifo(path)
-    elif fault == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif fault == "sparse":
-        with open(path, "wb") as f:
-            f.truncate(200 << 20)
-    elif fault == "nan":
-        path.write_text(json.dumps(every_number(json.loads(good), lambda v: math.nan)))
-    elif fault == "inf":
-        path.write_text(json.dumps(every_number(json.loads(good), lambda v: math.inf)))
-    elif fault == "wrong-type":
-        path.write_text(json.dumps(every_number(json.loads(good), str)))
-    else:
-        path.write_text(good[: len(good) // 2])
 
 
 class World:
