@@ -161,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui.app import run_app  # the only Textual import on this path
 
             return run_app(args)
+        from core.io.kept import notices_to_stderr
+
+        notices_to_stderr()  # a kept file set aside is said, once, in a command's stderr
         if args.command == "fetch":
             from core.models import fetch_default
 

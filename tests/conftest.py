@@ -30,6 +30,7 @@ def pytest_configure() -> None:
 # `make test` passes --no-loadscope-reorder, without which xdist reorders modules by their
 # number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
+    "tests/core/chat/test_kept_faults.py",
     "tests/core/bench/test_protocol.py",
     "tests/core/sweep/test_run.py",
     "tests/core/primitives/test_compiled.py",

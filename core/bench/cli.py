@@ -25,6 +25,7 @@ from core.bench.flags import (
     check_output_paths,
     check_peer_and_budget,
     check_peer_packages,
+    confirm_bench_plan,
     curve_from_args,
     peer_from_args,
     prompt_from_args,
@@ -181,7 +182,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
         return 0
     ask = _read_flags(args)
     target, draft, rows = _one_pair(args, ask.rows, err)
-    _confirm_size(args, rows)
+    confirm_bench_plan(args, rows)  # its size said (--yes past 500 requests) before loading
     log = None if err.is_terminal else LogLines(err)
     pair, engine, spmd = _load(args, rows, target, draft, err, log)
     curve_note = _use_curve(args, ask.curve, engine, err, pair) if ask.curve is not None else None
@@ -198,19 +199,6 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     _stamp(report, pair, spmd, curve_note, ask, used)
     print_table(report, console)
     return _write_outputs(ask.outputs, report, console)
-
-
-def _confirm_size(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
-    """Its size said, and --yes asked for past PLAN_CONFIRM requests, before any model loads."""
-    from core.bench.flags import confirm_plan
-    from core.bench.protocol import ProtocolConfig, plan_requests
-
-    config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
-                            warmup=args.warmup, traced=not args.no_traced,
-                            quality=not args.no_quality)  # fmt: skip
-    baseline = 0 if any(b.settings.mode == "target-only" for b in rows) else 1
-    confirm_plan(plan_requests(len(rows) + baseline, config), args.tokens,
-                 getattr(args, "yes", False))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,19 @@ def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError)
         raise error(too_many)
 
 
+def confirm_bench_plan(args: argparse.Namespace, rows: list[BenchSetting]) -> None:
+    """A bench's size said, and --yes asked for past PLAN_CONFIRM requests, before any model
+    loads (the baseline counted when the protocol adds it)."""
+    from core.bench.protocol import ProtocolConfig, plan_requests
+
+    config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
+                            warmup=args.warmup, traced=not args.no_traced,
+                            quality=not args.no_quality)  # fmt: skip
+    baseline = 0 if any(b.settings.mode == "target-only" for b in rows) else 1
+    confirm_plan(plan_requests(len(rows) + baseline, config), args.tokens,
+                 getattr(args, "yes", False))  # fmt: skip
+
+
 def confirm_plan(requests: int, tokens: int, yes: bool,
                  error: type[BenchError] = BenchError) -> None:  # fmt: skip
     """A plan past PLAN_CONFIRM requests runs with --yes, or when a terminal user says so;

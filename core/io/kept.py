@@ -126,6 +126,27 @@ def mapping(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
+class _Stderr(logging.Handler):
+    """Each notice as a line on whatever sys.stderr is when it is said (not the stream of
+    when the handler was made, which a test's capture may since have closed)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import sys
+
+        try:
+            sys.stderr.write(record.getMessage() + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # no stderr left to say it on: the file is still set aside and rebuilt
+
+
+def notices_to_stderr() -> None:
+    """Say this module's notices on stderr (a headless command; the app shows the `core`
+    logger's warnings as notifications instead). Installed once per process."""
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        log.addHandler(_Stderr(logging.WARNING))
+
+
 # When a kept file was last set aside in this process, so a caller that looks twice says once.
 _SAID: set[str] = set()
 

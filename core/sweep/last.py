@@ -82,8 +82,18 @@ def check_sweep(data: Any) -> dict[str, Any]:
             raise KeptFileError(f"cell {i + 1} is not a cell with an id")
         if not isinstance(c.get("apply", {}), dict):
             raise KeptFileError(f"cell {i + 1}'s settings are not an object")
+        for key in _CELL_NUMBERS:
+            v = c.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise KeptFileError(f"cell {i + 1}'s {key} is {v!r}, not a number")
     _finite(data, "it")
     return data
+
+
+# What a cell's row shows as numbers (tui/screens/sweep.py formats them: a string there was a
+# ValueError in the app).
+_CELL_NUMBERS = ("temperature", "speedup", "speedup_min", "speedup_max", "acceptance",
+                 "nll_delta", "mean_tv", "task_success")  # fmt: skip
 
 
 def _finite(value: Any, where: str) -> None:

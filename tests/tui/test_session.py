@@ -61,3 +61,31 @@ def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):
     assert not again.engine.needs_curve(cost)  # its first round starts without calibrating
     # a greedy curve is not the sampled view's: a sampled run measures its own
     assert again.kept_curve(cost.replace(temperature=0.7, rule="lossless")) == (None, ())
+
+
+def test_a_hostile_kept_curve_is_a_notice_and_the_next_calibration_rebuilds_it(tmp_path,
+                                                                                monkeypatch) -> None:  # fmt: skip
+    """The app's side of the kept-file faults: a kept curve that is a FIFO, a /dev/zero link,
+    200 MB of nothing, NaN, inf or strings in every number, or cut in half is, for a session
+    started on that pair, one notice naming the file (never a hang, never "error: ValueError"
+    on every turn); the calibration that follows writes a good one, which the next start reads."""
+    import time
+
+    from tests.helpers.kept_faults import FAULTS, spoil
+
+    monkeypatch.setenv("SPECDEC_TUI_CURVES", str(tmp_path))
+    cost = Settings(policy="cost-aware", temperature=0.0, rule="greedy", k_max=4)
+    _session().calibrate(cost, lambda f, label: None)
+    (kept,) = tmp_path.iterdir()
+    good = kept.read_text()
+    for fault in FAULTS:
+        spoil(kept, fault, good)
+        s = _session()
+        start = time.perf_counter()
+        info, notices = s.kept_curve(cost)
+        assert time.perf_counter() - start < 5.0, fault
+        assert info is None and len(notices) == 1, (fault, notices)
+        assert str(kept) in notices[0] and "set aside" in notices[0], (fault, notices)
+        s.calibrate(cost, lambda f, label: None)
+        info, notices = _session().kept_curve(cost)
+        assert info is not None and info.kept_at and notices == (), fault

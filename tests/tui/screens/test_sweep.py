@@ -66,3 +66,26 @@ async def test_no_sweep_yet_is_a_sentence(make_app) -> None:
         assert not isinstance(app.screen, SweepScreen)
         assert any("run `specdec-tui sweep` first" in str(n.message)
                    for n in app._notifications)  # fmt: skip
+
+
+async def test_a_hostile_last_sweep_is_one_notification_and_set_aside(make_app) -> None:
+    """A FIFO, a /dev/zero link or NaN cells as the last sweep's copy: `w` says so once and
+    moves it aside (the next sweep writes it again), never a hang or a crash."""
+    import os
+
+    from tests.helpers.kept_faults import FAULTS, spoil
+
+    path = last_sweep_path()
+    good = __import__("json").dumps(_sweep())
+    for fault in FAULTS:
+        spoil(path, fault, good)
+        app = make_app(Settings())
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            await pilot.press("escape")
+            await pilot.press("w")
+            await pilot.pause()
+            assert not isinstance(app.screen, SweepScreen), fault
+            said = [str(n.message) for n in app._notifications]
+            assert any(str(path) in m and "set aside" in m for m in said), (fault, said)
+        assert not os.path.lexists(path), fault
