@@ -126,6 +126,17 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     page = sweep_markdown(data)
     assert f"{bad['id']} not recommended: copies the prompt: 100% against 0%" in page
     assert f"{bad['nll_delta']:.3f} !" in page
+    from rich.console import Console
+
+    from core.sweep.report import print_cells
+
+    console = Console(width=80, record=True)
+    print_cells(data, console)
+    shown = console.export_text()
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    for word in ("speedup", "min-max", "accept", "NLL +", "TV/tok", "copied", "repeat", "task",
+                 "hybrid fixed-8", f"{bad['nll_delta']:.3f} !"):  # fmt: skip
+        assert word in shown, word
     # Judged again from the saved file alone: the same verdicts.
     again = rejudge(json.loads(json.dumps(data)))
     assert again["frontier"] == data["frontier"]
