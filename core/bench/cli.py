@@ -211,6 +211,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
     inputs = _protocol_inputs(args, ask, rows, pair, target, draft)
     report = _run_with_progress(args, engine, prompt_ids, rows, inputs, err, log)
+    measure_copying(report, prompt_ids, pair.eos_ids)
     _stamp(report, pair, spmd, curve_note, ask, used)
     print_table(report, console)
     return _write_outputs(ask.outputs, report, console)
@@ -326,6 +327,18 @@ def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSett
         decode=decode, peer=peer, task=check_task if check is not None else None,
         task_name=check.describe() if check is not None else None,
     )  # fmt: skip
+
+
+def measure_copying(report: Any, prompt_ids: list[int], eos_ids: Any) -> None:
+    """Each row's copied share and repetition (core/bench/copying.py) on its answers, the first
+    invocation's outputs up to their first EOS: what a likelihood alone cannot tell."""
+    from core.bench.copying import measures
+
+    for r in report.results:
+        answers = [ids[: next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))]
+                   for ids in r.outputs.values()]  # fmt: skip
+        m = measures(prompt_ids, answers)
+        r.copied, r.repetition = m["copied"], m["repetition"]
 
 
 def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[int],

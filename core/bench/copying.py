@@ -16,6 +16,7 @@ from typing import Any
 
 COPY_RUN = 8  # tokens a run must have to count as copied from the prompt
 REPEAT_N = 4  # the n of the n-grams whose repeats count as repetition
+NLL_COPY_TOLERANCE = 0.02  # copying more than target-only by this marks a NLL untrusted
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.U)
 
 

@@ -25,6 +25,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from core.bench.copying import NLL_COPY_TOLERANCE
+
 Cell = Mapping[str, Any]
 
 
@@ -70,7 +72,6 @@ def feasible(cell: Cell, max_nll_delta: float | None, min_task: float | None) ->
 
 
 MARGIN = 0.10  # how much more than target-only a cell may copy of the prompt or repeat itself
-NLL_COPY_TOLERANCE = 0.02  # copying more than target-only by this marks its NLL untrusted
 # What `allow` may lift: a default bound, or a kind of cell never recommended by default.
 ALLOWABLE = ("worse-task", "copies", "repeats", "draft-only", "no-speculation")
 BOUND_KEYS = ("max_nll_delta", "min_task", "margin", "allow")  # frontier_summary's, as saved
