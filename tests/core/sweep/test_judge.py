@@ -26,7 +26,8 @@ def saved(tmp_path_factory):
 def test_each_cell_keeps_its_outputs_and_measures(saved):
     for c in saved["cells"]:
         v = c["per_prompt"]["math-boxes"]
-        assert len(v["output_ids"]) == 2 and len(v["answers"]) == 2 and v["unit"] == "tokens"
+        assert len(v["answer_ids"]) == 2 and len(v["answers"]) == 2 and v["unit"] == "tokens"
+        assert all(len(ids) <= 12 for ids in v["answer_ids"]) and len(v["cut"]) == 2
         assert 0.0 <= c["copied"] <= 1.0 and 0.0 <= c["repetition"] <= 1.0
     block = saved["blocks"][0]
     assert block["report"]["protocol"]["prompt"]["ids"]  # the templated prompt, for re-judging
@@ -48,7 +49,7 @@ def test_an_old_file_is_judged_on_words_and_a_new_check(saved):
     old = json.loads(json.dumps(saved))
     for c in old["cells"]:
         for v in c["per_prompt"].values():
-            for k in ("output_ids", "answers", "copied", "repetition", "unit"):
+            for k in ("answer_ids", "answers", "cut", "copied", "repetition", "unit"):
                 v.pop(k, None)
         c.pop("copied"), c.pop("repetition")
     brief = "A warehouse has 17 shelves and each shelf holds 86 boxes; how many boxes?"
