@@ -8,8 +8,8 @@ least `id`, `speedup` (median E2E of target-only over the cell's, same prompt) a
 (core/bench/copying.py) where its texts were kept.
 
 Why the recommendation reads more than NLL: the target finds its own prompt likely, so a cell
-whose text is the prompt copied back shows a negative NLL given up (measured on the H200: a
-hybrid TV = 1 cell at 2.26x, NLL given up -0.207, every text the prompt's code unchanged). A
+whose text is the prompt copied back shows a negative NLL given up (a lookup or hybrid draft at
+TV = 1 accepts every copied token: the fastest cell, and the one that did not do the task). A
 cell is recommended only when it reads right against target-only: task success no lower,
 copying and repetition within a margin, and it is neither draft-only nor a cell that stopped
 speculating; the reason each other cell is excluded is kept and shown.

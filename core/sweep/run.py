@@ -220,7 +220,8 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
 def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A cell's numbers over its prompts: the speedup (geometric mean of the prompts' median
     ratios) with the range of its paired per-request ratios, acceptance and per-position
-    acceptance pooled over every round, the NLL given up and mean TV (means over prompts),
+    acceptance pooled over every round, the NLL given up, the TVs, the copied share and the
+    repetition (means over prompts),
     task success pooled over the checked prompts' outputs. One code path for a live sweep and
     for sweeps merged from several calls (`merge_sweeps`)."""
     speedups = [v["speedup"] for v in per_prompt.values() if v.get("speedup")]
