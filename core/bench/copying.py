@@ -76,3 +76,13 @@ def measures(prompt_ids: Sequence[int] | None, outputs: Sequence[Sequence[int]],
     if prompt_text is not None and texts:
         return {**text_measures(words(prompt_text), [words(t) for t in texts]), "unit": "words"}
     return {"copied": None, "repetition": None, "unit": None}
+
+
+def measure_rows(results: Sequence[Any], prompt_ids: Sequence[int], eos_ids: Any) -> None:
+    """Each bench row's `copied` and `repetition` on its answers: the first invocation's
+    outputs up to their first EOS (what the protocol generated past it is not the answer)."""
+    for r in results:
+        answers = [ids[: next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))]
+                   for ids in r.outputs.values()]  # fmt: skip
+        m = measures(prompt_ids, answers)
+        r.copied, r.repetition = m["copied"], m["repetition"]
