@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from core.bench.copying import measure_rows
 from core.bench.errors import BenchError
 from core.bench.flags import (
     OUTPUT_FLAGS,
@@ -92,11 +93,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                    "(shipped prompts may set a default, e.g. creative-800)")  # fmt: skip
     g.add_argument("--list-prompts", action="store_true", help="list shipped prompts and exit")
     g.add_argument("--check", nargs="+", default=None, metavar=("KIND", "ARGS"),
-                   help="check each answer (in place of a shipped prompt's own check): number "
-                   "N, contains TEXT, regex PATTERN, rename OLD=NEW,..., param FUNC NAME=VALUE, "
-                   "changed FUNC, split FUNC, rewrite KEEP|... gone WORD|..., roles "
-                   "NAME=ROLE; NAME=ROLE (core/bench/tasks.py); the model's code is parsed, "
-                   "never run")  # fmt: skip
+                   help="check each answer (in place of a shipped prompt's own): number, "
+                   "contains, regex, rename, param, changed, split, rewrite, roles "
+                   "(core/bench/tasks.py); code is parsed, never run")  # fmt: skip
 
     g = parser.add_argument_group("outputs")
     g.add_argument("--markdown", default=None, metavar="PATH")
@@ -196,6 +195,7 @@ def run_bench_cli(args: argparse.Namespace) -> int:
     check_request(len(prompt_ids), args.tokens, pair_context_window(pair), pair.target.name)
     inputs = _protocol_inputs(args, ask, rows, pair, target, draft)
     report = _run_with_progress(args, engine, prompt_ids, rows, inputs, err, log)
+    measure_rows(report.results, prompt_ids, pair.eos_ids)
     _stamp(report, pair, spmd, curve_note, ask, used)
     print_table(report, console)
     return _write_outputs(ask.outputs, report, console)

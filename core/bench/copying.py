@@ -16,6 +16,7 @@ from typing import Any
 
 COPY_RUN = 8  # tokens a run must have to count as copied from the prompt
 REPEAT_N = 4  # the n of the n-grams whose repeats count as repetition
+NLL_COPY_TOLERANCE = 0.02  # copying more than target-only by this marks a NLL untrusted
 _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.U)
 
 
@@ -75,3 +76,13 @@ def measures(prompt_ids: Sequence[int] | None, outputs: Sequence[Sequence[int]],
     if prompt_text is not None and texts:
         return {**text_measures(words(prompt_text), [words(t) for t in texts]), "unit": "words"}
     return {"copied": None, "repetition": None, "unit": None}
+
+
+def measure_rows(results: Sequence[Any], prompt_ids: Sequence[int], eos_ids: Any) -> None:
+    """Each bench row's `copied` and `repetition` on its answers: the first invocation's
+    outputs up to their first EOS (what the protocol generated past it is not the answer)."""
+    for r in results:
+        answers = [ids[: next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))]
+                   for ids in r.outputs.values()]  # fmt: skip
+        m = measures(prompt_ids, answers)
+        r.copied, r.repetition = m["copied"], m["repetition"]

@@ -214,10 +214,11 @@ def report_markdown(report: BenchReport) -> str:
     out.append(f"{TV_NOTE}\n")
     out += md_table(
         ("Configuration", "Target NLL/token", "Target-only NLL/token", "Difference",
-         "TV per token", "TV per judged draft", *(("Task success",) if checked else ()),
-         "Greedy match"),
-        ((r.name, num(r.target_nll), num(r.target_nll_baseline), num(r.nll_delta, "+.3f"),
-          num(r.tv_per_token), num(r.mean_tv), *((pct(r.task_success),) if checked else ()),
+         "TV per token", "TV per judged draft", "Copied", "Repeated",
+         *(("Task success",) if checked else ()), "Greedy match"),
+        ((r.name, num(r.target_nll), num(r.target_nll_baseline), nll_cell(r, report),
+          num(r.tv_per_token), num(r.mean_tv), pct(r.copied), pct(r.repetition),
+          *((pct(r.task_success),) if checked else ()),
           "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**"))
          for r in report.results),
     )  # fmt: skip
@@ -265,12 +266,27 @@ def report_markdown(report: BenchReport) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def nll_cell(r: BenchResult, report: BenchReport) -> str:
+    """The NLL difference, '!' after it where the row copies more of the prompt than
+    target-only (by core.bench.copying.NLL_COPY_TOLERANCE): the target finds its prompt likely."""
+    from core.bench.copying import NLL_COPY_TOLERANCE
+
+    base = next((b for b in report.results if b.settings.get("mode") == "target-only"), None)
+    flag = (r.copied is not None and base is not None and base.copied is not None
+            and r.copied > base.copied + NLL_COPY_TOLERANCE)  # fmt: skip
+    return num(r.nll_delta, "+.3f") + (" !" if flag else "")
+
+
 TV_NOTE = (
     "TV per token: the realised total-variation distance from the target's distribution of the "
     "distribution each output token was drawn from, averaged over every generated token (a "
     "token the target drew itself moved 0). TV per judged draft: the same distance averaged "
     "over the positions where a draft was judged only (accepted drafts and the one rejected); "
-    "none for greedy rows"
+    "none for greedy rows. Copied: the share of the answers' tokens (up to EOS) in runs of 8 "
+    "or more that repeat the prompt; repeated: the share of their 4-grams that repeat an "
+    "earlier one. A difference marked ! is of a row that copies more of the prompt than "
+    "target-only: the target finds its own prompt likely, so its NLL reads low for the wrong "
+    "reason"
 )
 
 

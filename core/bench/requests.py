@@ -117,7 +117,7 @@ def record_timed(
         r.proposals.setdefault(name, Counter()).update(ks)
     if s.mean_tv is not None:
         r.mean_tvs.append(s.mean_tv)
-    if s.mode != "draft-only" and s.tokens:  # draft-only's distance is not measured
+    if r.settings.get("mode") != "draft-only" and s.tokens:  # draft-only's is not measured
         r.tv_per_tokens.append(req.tv_moved / s.tokens)
     if s.fallback_reason:
         r.fallback_reason = s.fallback_reason

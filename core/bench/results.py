@@ -147,6 +147,10 @@ class BenchResult:
     traced_summary: RunSummary | None = None
     target_nll: float | None = None
     target_nll_baseline: float | None = None
+    # The share of the answers (first invocation, up to EOS) copied from the prompt and of their
+    # repeated 4-grams (core/bench/copying.py), where the caller measured them (the CLI does).
+    copied: float | None = None
+    repetition: float | None = None
     # A checkable prompt's verdict on each seed's output (first invocation), in seed order.
     task_passed: list[bool] = field(default_factory=list)
     greedy_match: bool | None = None
@@ -314,6 +318,8 @@ class BenchResult:
                 "target_nll_baseline": self.target_nll_baseline,
                 "mean_tv": self.mean_tv,
                 "tv_per_token": self.tv_per_token,
+                "copied": self.copied,
+                "repetition": self.repetition,
                 "task_success": self.task_success,
                 "task_passed": list(self.task_passed),
             },

@@ -34,7 +34,7 @@ from core.sweep.grid import (
     parse_floats,
     parse_names,
 )
-from core.sweep.run import SweepPrompt, SweepRun, run_sweep
+from core.sweep.run import SweepPrompt, SweepRun, answer_of_ids, run_sweep
 
 DEFAULT_SWEEP_PROMPT = "creative-seed-vault"
 
@@ -335,8 +335,8 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     def answer(ids: list[int]) -> tuple[str, bool]:
         """The text a check reads, the output decoded up to its first EOS, and whether it was
         cut by the token budget instead (no EOS)."""
-        end = next((i for i, t in enumerate(ids) if t in pair.eos_ids), len(ids))
-        return decode(ids[:end]), end == len(ids)
+        end, text = answer_of_ids(ids, pair.eos_ids, decode)
+        return str(text), end == len(ids)
 
     prompts = []
     for name, text, budget in asked:

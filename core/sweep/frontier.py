@@ -8,8 +8,8 @@ least `id`, `speedup` (median E2E of target-only over the cell's, same prompt) a
 (core/bench/copying.py) where its texts were kept.
 
 Why the recommendation reads more than NLL: the target finds its own prompt likely, so a cell
-whose text is the prompt copied back shows a negative NLL given up (measured on the H200: a
-hybrid TV = 1 cell at 2.26x, NLL given up -0.207, every text the prompt's code unchanged). A
+whose text is the prompt copied back shows a negative NLL given up (a lookup or hybrid draft at
+TV = 1 accepts every copied token: the fastest cell, and the one that did not do the task). A
 cell is recommended only when it reads right against target-only: task success no lower,
 copying and repetition within a margin, and it is neither draft-only nor a cell that stopped
 speculating; the reason each other cell is excluded is kept and shown.
@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from core.bench.copying import NLL_COPY_TOLERANCE
 
 Cell = Mapping[str, Any]
 
@@ -70,7 +72,6 @@ def feasible(cell: Cell, max_nll_delta: float | None, min_task: float | None) ->
 
 
 MARGIN = 0.10  # how much more than target-only a cell may copy of the prompt or repeat itself
-NLL_COPY_TOLERANCE = 0.02  # copying more than target-only by this marks its NLL untrusted
 # What `allow` may lift: a default bound, or a kind of cell never recommended by default.
 ALLOWABLE = ("worse-task", "copies", "repeats", "draft-only", "no-speculation")
 BOUND_KEYS = ("max_nll_delta", "min_task", "margin", "allow")  # frontier_summary's, as saved

@@ -77,10 +77,7 @@ def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],
     prompt = ((block.get("report") or {}).get("protocol") or {}).get("prompt") or {}
     saved = _rows(block).get(row) or {}
     sample = saved.get("sample_output") or {}
-    outputs = v.get("output_ids") or ([sample["token_ids"]] if sample.get("token_ids") else [])
-    ends = v.get("answer_len")
-    if ends and len(ends) == len(outputs):  # measured on the answers, up to their EOS
-        outputs = [ids[:end] for ids, end in zip(outputs, ends, strict=True)]
+    outputs = v.get("answer_ids") or []
     texts, cuts = v.get("answers"), v.get("cut")
     if not texts:  # an older file: the first seed's whole text, cut at a special EOS marker
         first = [answer_of(sample["text"])] if sample.get("text") else []

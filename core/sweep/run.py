@@ -186,11 +186,12 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
         kept = b.answers.get(r.name) or [(len(ids), None) for ids in outputs]
         ends = [end for end, _ in kept]
         texts = [text for _, text in kept]
+        answer_ids = [ids[:end] for ids, end in zip(outputs, ends, strict=False)]
         per_prompt[b.prompt] = {
-            **measures(b.report.protocol["prompt"].get("ids"),
-                       [ids[:end] for ids, end in zip(outputs, ends, strict=False)]),
-            "output_ids": outputs,
-            "answer_len": ends,
+            **measures(b.report.protocol["prompt"].get("ids"), answer_ids),
+            # Only the answers (up to EOS), not what the protocol generated past it: what the
+            # measures and checks read, at a fraction of a sweep file's size.
+            "answer_ids": answer_ids,
             "answers": texts if all(t is not None for t in texts) else None,
             "cut": [end >= len(ids) for ids, end in zip(outputs, ends, strict=False)],
             "speedup": r.speedup_vs_target,
@@ -219,7 +220,8 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
 def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A cell's numbers over its prompts: the speedup (geometric mean of the prompts' median
     ratios) with the range of its paired per-request ratios, acceptance and per-position
-    acceptance pooled over every round, the NLL given up and mean TV (means over prompts),
+    acceptance pooled over every round, the NLL given up, the TVs, the copied share and the
+    repetition (means over prompts),
     task success pooled over the checked prompts' outputs. One code path for a live sweep and
     for sweeps merged from several calls (`merge_sweeps`)."""
     speedups = [v["speedup"] for v in per_prompt.values() if v.get("speedup")]

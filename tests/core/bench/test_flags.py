@@ -59,6 +59,8 @@ def test_a_users_check_is_the_benchs_task_check(tmp_path) -> None:
     doc = json.loads(out.read_text())
     assert doc["protocol"]["task_check"] == "regex .* .*|^$|."
     assert all(r["quality"]["task_passed"] == [True] for r in doc["results"])
+    for r in doc["results"]:  # copying measured on every row's answers (4 tokens: no 8-run)
+        assert r["quality"]["copied"] == 0.0 and 0.0 <= r["quality"]["repetition"] <= 1.0
     argv = ["bench", *QUICK, "--check", "contains", "no such words here", "--json", str(out),
             "--force"]  # fmt: skip
     assert cli.main(argv) == 0

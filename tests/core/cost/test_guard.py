@@ -551,6 +551,7 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
 
     class Req:
         summary, positions, sources, kernels, proposals, origins = Summary(), None, {}, {}, {}, []
+        tv_moved = 0.0
         steps_s: list[float] = []  # no plain steps recorded: step_ms is None
 
     r = BenchResult("hybrid", "hybrid", {"mode": "speculative"})

@@ -26,7 +26,8 @@ def saved(tmp_path_factory):
 def test_each_cell_keeps_its_outputs_and_measures(saved):
     for c in saved["cells"]:
         v = c["per_prompt"]["math-boxes"]
-        assert len(v["output_ids"]) == 2 and len(v["answers"]) == 2 and v["unit"] == "tokens"
+        assert len(v["answer_ids"]) == 2 and len(v["answers"]) == 2 and v["unit"] == "tokens"
+        assert all(len(ids) <= 12 for ids in v["answer_ids"]) and len(v["cut"]) == 2
         assert 0.0 <= c["copied"] <= 1.0 and 0.0 <= c["repetition"] <= 1.0
     block = saved["blocks"][0]
     assert block["report"]["protocol"]["prompt"]["ids"]  # the templated prompt, for re-judging
@@ -48,7 +49,7 @@ def test_an_old_file_is_judged_on_words_and_a_new_check(saved):
     old = json.loads(json.dumps(saved))
     for c in old["cells"]:
         for v in c["per_prompt"].values():
-            for k in ("output_ids", "answers", "copied", "repetition", "unit"):
+            for k in ("answer_ids", "answers", "cut", "copied", "repetition", "unit"):
                 v.pop(k, None)
         c.pop("copied"), c.pop("repetition")
     brief = "A warehouse has 17 shelves and each shelf holds 86 boxes; how many boxes?"
@@ -126,6 +127,17 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     page = sweep_markdown(data)
     assert f"{bad['id']} not recommended: copies the prompt: 100% against 0%" in page
     assert f"{bad['nll_delta']:.3f} !" in page
+    from rich.console import Console
+
+    from core.sweep.report import print_cells
+
+    console = Console(width=80, record=True)
+    print_cells(data, console)
+    shown = console.export_text()
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    for word in ("speedup", "min-max", "accept", "NLL +", "TV/tok", "copied", "repeat", "task",
+                 "hybrid fixed-8", f"{bad['nll_delta']:.3f} !"):  # fmt: skip
+        assert word in shown, word
     # Judged again from the saved file alone: the same verdicts.
     again = rejudge(json.loads(json.dumps(data)))
     assert again["frontier"] == data["frontier"]
