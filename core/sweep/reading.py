@@ -28,7 +28,7 @@ from core.bench.texts import TimedText, from_dicts
 MEASURES: tuple[tuple[str, str, bool], ...] = (
     ("copied", "copied from the prompt", True),
     ("repetition", "repeated 4-grams", True),
-    ("realized_tv", "realized TV", False),
+    ("tv_per_token", "TV per token", False),
 )
 
 
@@ -199,7 +199,7 @@ def cell_numbers(cell: dict[str, Any], prompt: str) -> list[str]:
         out.append(f"NLL given up {nll:+.3f}")
     tv = _num(pp.get("mean_tv"))
     if tv is not None:
-        out.append(f"mean TV {tv:.3f}")
+        out.append(f"TV per judged draft {tv:.3f}")
     for key, label, share in MEASURES:
         v = _num(pp.get(key))
         if v is not None:
@@ -210,11 +210,24 @@ def cell_numbers(cell: dict[str, Any], prompt: str) -> list[str]:
     return out
 
 
+def _excluded(data: dict[str, Any]) -> dict[str, str]:
+    """Why the recommendation passed each cell over (the frontier's `excluded`, per
+    temperature), keyed by cell id."""
+    groups = (data.get("frontier") or {}).get("groups") if isinstance(data, dict) else None
+    out: dict[str, str] = {}
+    for g in (groups or {}).values() if isinstance(groups, dict) else ():
+        why = g.get("excluded") if isinstance(g, dict) else None
+        if isinstance(why, dict):
+            out.update({str(k): str(v) for k, v in why.items() if isinstance(v, str)})
+    return out
+
+
 def passages(data: dict[str, Any], cell_ids: Sequence[str] | None = None) -> list[Passage]:
     """Per text block (prompt, temperature) and seed: target-only's column and the columns of
     `cell_ids` of that temperature (default: `chosen_cells`), each marked where it first
     leaves target-only's text. Blocks with no chosen cell are left out."""
-    cells = {str(c["id"]): c for c in _cells(data)}
+    excluded = _excluded(data)
+    cells = {str(c["id"]): {**c, "excluded": excluded.get(str(c["id"]))} for c in _cells(data)}
     out: list[Passage] = []
     for block in data.get("texts") or []:
         if not isinstance(block, dict) or not isinstance(block.get("rows"), list):

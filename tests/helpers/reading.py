@@ -76,7 +76,8 @@ def sample_sweep(lines: int = 0) -> dict[str, Any]:
         "cells": cells,
         "frontier": {"max_nll_delta": None, "min_task": None, "groups": {"0.7": {
             "temperature": 0.7, "front": [], "recommended": "T=0.7 fixed-8 TV=0",
-            "why_none": None}}},
+            "why_none": None,
+            "excluded": {"T=0.7 fixed-8 TV=1": "copies the prompt: 91% against 0%"}}}},
         "texts": [{"prompt": "rename", "temperature": 0.7, "baseline": "target-only",
                    "rows": rows}],
     }  # fmt: skip

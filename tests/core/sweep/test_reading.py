@@ -76,3 +76,13 @@ def test_first_difference():
     assert first_difference([1, 2, 3], [1, 5, 3]) == 1
     assert first_difference([1, 2], [1, 2, 3]) == 2
     assert first_difference("abc", "abd") == 2
+
+
+def test_a_passed_over_cell_says_why_beside_its_text():
+    """The frontier's reason against a cell (core/sweep/frontier.py `exclusion`) is read into
+    that cell's numbers, so the page says why the fastest text was not recommended."""
+    ids = ["T=0.7 fixed-8 TV=1", "T=0.7 fixed-8 TV=0"]
+    cols = {c.cell_id: c for p in passages(sample_sweep(), ids) for c in p.columns}
+    assert "not recommended: copies the prompt: 91% against 0%" in cols[
+        "T=0.7 fixed-8 TV=1"].numbers
+    assert not any(n.startswith("not recommended") for n in cols["T=0.7 fixed-8 TV=0"].numbers)
