@@ -1,4 +1,5 @@
-"""Suite-wide: user profiles go to a folder of the run's own, never the user's real one."""
+"""Suite-wide: user profiles go to a folder of the run's own, never the user's real one; the
+real default pair is loaded once per process (tests/helpers/pairs.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from core.profile.files import PROFILES_ENV
 from core.sweep.last import SWEEP_ENV
+from tests.helpers import pairs
 
 
 def pytest_configure() -> None:
@@ -49,3 +51,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow modules first, each kept whole and in its own order (the sort is stable)."""
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture(scope="session")
+def default_pair():
+    """ModelPair of the embedded SmolLM2 target and its `self:bits=4` draft: the app's default pair
+    (Settings().draft; ~2 s to load), once per process.
+
+    Mark tests that use it `@pytest.mark.real_model`; `make test` fetches the model first.
+    """
+    return pairs.default_pair()
+
+
+@pytest.fixture(autouse=True)
+def _one_default_pair(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real-model test whose CLI or app loads the default pair gets the process's one (the
+    default_pair fixture's): the bench, the sweep and the app's engine load it through
+    core.models.load_pair."""
+    if request.node.get_closest_marker("real_model") is None:
+        return
+    import core.models
+
+    monkeypatch.setattr(core.models, "load_pair", pairs.sharing(core.models.load_pair))

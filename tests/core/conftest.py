@@ -1,22 +1,9 @@
-"""Shared fixtures for core tests: the real default pair is loaded once per session; the tiny
-random pair the bench tests run on, once per module (a module's engines share its weights)."""
+"""Shared fixtures for core tests: the tiny random pair the bench tests run on, once per module
+(a module's engines share its weights); the real default pair is tests/conftest.py's."""
 
 from __future__ import annotations
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def default_pair():
-    """ModelPair of the embedded SmolLM2 target and its `self:bits=4` draft: the app's default pair
-    (Settings().draft; ~2 s to load).
-
-    Mark tests that use it `@pytest.mark.real_model`; `make test` fetches the model first.
-    """
-    from core.models import load_pair
-    from core.settings import Settings
-
-    return load_pair("default", Settings().draft)
 
 
 @pytest.fixture(scope="module")

@@ -56,6 +56,7 @@ def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
     report = run_protocol(
         engine, ids, [("target-only", Settings(mode="target-only", temperature=0.0))],
         tokens=12, seeds=1, invocations=1, warmup=0, traced=False, peer=peer,
+        predict=False,  # nothing here reads a prediction: no calibration of this CPU first
     )  # fmt: skip
     pld = report.result("transformers-pld k=10 ngram=3")
     plain = next(r for r in report.results if r.name.startswith("transformers greedy"))

@@ -475,7 +475,7 @@ def test_prompts_that_ask_for_a_copy_ship_with_their_kinds():
 
 
 @pytest.mark.real_model
-def test_cli_on_the_default_pair(tmp_path):
+def test_cli_on_the_default_pair(tmp_path, default_pair, monkeypatch):
     """The issue's command writes the whole contract.
 
     Kept short with 8 tokens, no warm-up, a one-word prompt (tests.helpers.bench.SHORT_PROMPT)
@@ -483,14 +483,22 @@ def test_cli_on_the_default_pair(tmp_path):
     (~0.17 s for SmolLM2), every request prefills afresh and speculative rows prefill both. Two seeds keep the per-seed pairing of
     traced and timed requests; that timed requests are invocations x seeds is checked on the
     tiny pair (test_timed_requests_are_invocations_times_seeds_and_warmup_is_excluded).
+    No prediction (--no-predict: it calibrates this CPU first, and nothing here reads it; the
+    prediction's contract is checked on the tiny pair), and the pair is the session's one.
     """
+    import core.models
+
+    got, load = [], core.models.load_pair
+    monkeypatch.setattr(core.models, "load_pair",
+                        lambda *a, **kw: got.append(load(*a, **kw)) or got[-1])  # fmt: skip
     out = tmp_path / "out.json"
     rc = run_cli([
         "--tokens", "8", "--seeds", "2", "--invocations", "1", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--json", str(out), "--warmup", "0",
-        "--prompt", SHORT_PROMPT,
+        "--prompt", SHORT_PROMPT, "--no-predict",
     ])  # fmt: skip
     assert rc == 0
+    assert got and all(pair is default_pair for pair in got)  # loaded once, by the fixture
     doc = json.loads(Path(out).read_text())
     assert doc["environment"]["backend"] == "cpu"
     rows = {r["name"]: r for r in doc["results"]}

@@ -219,7 +219,7 @@ def test_greedy_speculative_is_target_greedy(
 def test_greedy_speculative_is_target_greedy_on_default_pair(default_pair) -> None:
     """SmolLM2 with its 3-bit self-draft, 24 tokens: same tokens, or a report of where not.
 
-    `default_pair` is load_pair("default", "self:bits=4"), the app's default (tests/core/conftest.py).
+    `default_pair` is load_pair("default", "self:bits=4"), the app's default (tests/conftest.py).
     """
     from core.models import chat_prompt_ids
 
