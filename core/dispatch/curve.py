@@ -58,7 +58,7 @@ class VerifyCostCurve:
     calls: int = 0  # target forwards run (each advanced the KV length by one)
     # A sampled draft step (softmax over the vocabulary and a draw, as the engine drafts for the
     # lossless and mentored rules) costs more than a greedy one: 4.7 against 3.4 ms for a 0.5B
-    # draft on an H200, the term the prediction missed at k = 31 (docs/benchmarks/h200-edition3.md).
+    # draft on an H200, the term the prediction missed at k = 31 (docs/benchmarks/archive/h200-edition3.md).
     draft_step_sampled_s: float | None = None
     # The acceptance on the device per verified row count ("sample" phase), greedy and sampled.
     accept_s: dict[str, dict[int, float]] = field(default_factory=dict)

@@ -13,7 +13,7 @@ the two paths can alternate freely. A new trace is built only when the buffer gr
 Projections that read the same input are also merged: q/k/v into one matmul and gate/up into
 another (their weights stacked along the output rows, which leaves every product exact), so a
 llama/qwen2 layer runs 4 matmuls instead of 7. On the H200 a 0.5B step is ~480 kernels at
-~7 µs each (docs/benchmarks/h200.md), so fewer launches is where its time can come from.
+~7 µs each (docs/benchmarks/archive/h200.md), so fewer launches is where its time can come from.
 """
 
 from __future__ import annotations

@@ -106,8 +106,8 @@ def main(out: Path) -> int:
     from core.decode.engine import Engine
     from core.dispatch import VerifyCostCurve
     from core.models import load_pair
-    from core.version import tool_version
     from core.settings import Settings
+    from core.version import tool_version
 
     engine = Engine.from_pair(load_pair("shape:tiny", "shape:tiny-draft"))
     step = 1e-3

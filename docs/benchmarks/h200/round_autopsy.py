@@ -73,10 +73,10 @@ def main(out: Path) -> int:
 
     from core.bench.prompts import load_prompt
     from core.decode.engine import Engine
-    from core.runtime.calibration import curve_for
     from core.events import RunSummary
     from core.models import load_pair
     from core.models.chat_template import chat_prompt_ids
+    from core.runtime.calibration import curve_for
 
     t_start = time.perf_counter()
     target = os.environ.get("TARGET", "default")

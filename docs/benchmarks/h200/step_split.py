@@ -53,10 +53,10 @@ def main(out: Path) -> int:
     from core.bench.prompts import load_prompt
     from core.bench.requests import Request
     from core.decode.engine import Engine
-    from core.runtime.calibration import curve_for
     from core.events import RunSummary
     from core.models import load_pair
     from core.models.chat_template import chat_prompt_ids
+    from core.runtime.calibration import curve_for
 
     target = os.environ.get("TARGET", "default")
     temp = float(os.environ.get("TEMPERATURE", "0.7"))

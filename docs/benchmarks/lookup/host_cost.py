@@ -21,10 +21,10 @@ import time
 
 import mlx.core as mx
 
-from core.primitives.sampling import LogitsConfig
 from core.drafting.base import DraftRequest
 from core.drafting.lookup import LookupDrafter
 from core.drafting.suffix_index import scan_longest_repeat
+from core.primitives.sampling import LogitsConfig
 
 CONTEXTS = (1024, 4096, 16384, 32768)
 K = 8

@@ -12,9 +12,9 @@ import time
 import mlx.core as mx
 
 from core.cost.stepcost import _prefilled
-from core.primitives.sampling import LogitsConfig, penalize, sample, to_probs
-from core.primitives.compiled import CompiledDecodeStep
 from core.models import load_model
+from core.primitives.compiled import CompiledDecodeStep
+from core.primitives.sampling import LogitsConfig, penalize, sample, to_probs
 
 spec = sys.argv[1] if len(sys.argv) > 1 else "shape:qwen2.5-0.5b"
 m = load_model(spec).model
