@@ -239,7 +239,7 @@ def _read_flags(args: argparse.Namespace) -> _Asked:
     outputs = check_output_paths(args)
     rows = settings_from_args(args)
     check_seeds(rows, args.seeds)
-    check_peer_and_budget(args, rows)  # before the models load, not after (issue 32)
+    check_peer_and_budget(args, rows)  # before the models load, not after
     curve = curve_from_args(args, rows)
     prompt_name, text, budget = prompt_from_args(args)
     check = check_from_args(args, text)

@@ -92,7 +92,7 @@ def fit_prompt_ids(
     """Chat-template ids of `text`, cut at a word boundary so they are at most `n_tokens` long.
 
     Why: a prompt's length in tokens depends on the tokenizer (the byte-level tokenizer of the
-    random `shape:` models spends one token per byte), and issue 7 asks for a fixed context.
+    random `shape:` models spends one token per byte), and a benchmark compares at one context.
     Returns the ids and the text actually used; a text already short enough is kept whole.
     """
     from core.models import chat_prompt_ids

@@ -258,7 +258,7 @@ def run_protocol(
     # host's slow spell hits all rows of a seed alike, not one row's seeds). Rotated: seed j
     # starts at row j, so no row always runs first or last in its seed (on the H200 the A/A
     # control, run last, read 0.91x of target-only, run first, over 7 benches at T = 0.7:
-    # docs/benchmarks/never-slower.md, run 5).
+    # docs/benchmarks/archive/never-slower-runs.md, 2026-12-01).
     ours = [b for b in prepared if b.name not in paired_names]
     for inv in range(invocations):
         for j in range(seeds):
@@ -324,7 +324,7 @@ def run_protocol(
         else None,
         "calibration": _calibration_summary(curve, curve_from),
         # the curve the rows ran with (the dense copy and CUDA's attention are chosen by it
-        # per R): run 5's peer dispatched to "dense" with no record of the times that chose it
+        # per R), so a row that dispatched to "dense" says which times chose it
         "engine_curve": _calibration_summary(getattr(engine, "cost_curve", None),
                                              "the engine's: its rows dispatched and priced by it"),
         "task_check": task_name if task is not None else None,

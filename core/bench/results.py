@@ -1,6 +1,7 @@
 """What a benchmark run measured: the rows it ran, their raw timings, and the derived numbers.
 
-`BenchResult.to_dict` is the JSON contract row (issue 5): extend it, never rename a key.
+`BenchResult.to_dict` is the JSON contract row (docs/CONTRACTS.md): extend it, never rename a
+key.
 """
 
 from __future__ import annotations
@@ -282,7 +283,7 @@ class BenchResult:
         return statistics.fmean(self.tv_per_tokens) if self.tv_per_tokens else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON contract row (issue 5): extend, never rename."""
+        """The JSON contract row (docs/CONTRACTS.md): extend, never rename."""
         med = self.median_e2e_s
         return {
             "name": self.name,

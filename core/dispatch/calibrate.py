@@ -41,7 +41,7 @@ ACCEPT_ROWS = (1, 2, 4, 8, 16, 32, 64)  # row counts the acceptance is timed at 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
 # The widest verification a calibration measures. The engine verifies at most MAX_K + 1 rows;
 # past a thousand the curve is a prefill's, and `--rows 1000000000` built a billion-entry
-# list (6 GB in 12 s) before the context check could refuse it (issue 32, row 7).
+# list (6 GB in 12 s) before the context check could refuse it.
 MAX_CALIBRATION_ROWS = 1024
 MAX_CALIBRATION_REPEATS = 1000
 
@@ -235,10 +235,10 @@ def calibrate(
     # Modes interleaved call by call (pass, then R, then mode), so each mode meets the same KV
     # lengths and the same stretch of the host's time: one mode after another, the H200 timed
     # the same unpatched forward 1.6x dearer in the last mode than in the first
-    # (docs/benchmarks/never-slower.md, run 5's calibration). Each pass starts one mode later
-    # (timed passes in turn), so no mode is always the first call after a change of R: there
-    # the H200 timed the same one-row forward at 5.5-18 ms in "auto", the first, and 4.0-7.4 ms in
-    # the next two (run 8's curves, never-slower.md run 9); the medians now leave it out.
+    # (H200, 2026-12-01: docs/benchmarks/archive/never-slower-runs.md). Each pass starts one mode later (timed passes in turn), so
+    # no mode is always the first call after a change of R: there the H200 timed the same
+    # one-row forward at 5.5-18 ms in "auto", the first, and 4.0-7.4 ms in the next two
+    # (2026-12-02's curves, same page); the medians leave it out.
     samples = {mode: {r: [] for r in row_list} for mode in modes}
     for p in range(passes):
         turn = (p - warmup) % len(modes)

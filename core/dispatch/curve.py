@@ -283,7 +283,7 @@ def one_row_price(curve: VerifyCostCurve) -> float:
     applies to one row (core/dispatch/patches.py `verification_patches`), so each mode timed
     the same forward there and their spread is the host's: on the H200 "auto", timed first
     after a 33-row call, read 5.5-18 ms where the same forward in the next modes read 4.0-7.4
-    (run 8's curves: docs/benchmarks/never-slower.md, run 9)."""
+    (2026-12-02's curves: docs/benchmarks/archive/never-slower-runs.md)."""
     ones = [interpolate(tab, 1) for tab in (getattr(curve, "times", None) or {}).values() if tab]
     return min(ones) if ones else curve.t_verify(1)
 
@@ -295,7 +295,7 @@ def _auto_price(curve: VerifyCostCurve, rows: int, step: float) -> float:
     savings added: a forward's linear layers and its attention are separate kernels. No
     verification costs less than a plain step (`step`, `one_row_price`): two savings read off
     a noisy "auto" added up to more than all of it, and a plain step priced at 0-0.7 ms
-    against a measured 4-5 let no round pay in run 8's pasted refactor."""
+    against a measured 4-5 let no round pay on the pasted refactor."""
     t = curve.t_verify(rows, "auto")
     saved = 0.0
     if "dense" in curve.times:

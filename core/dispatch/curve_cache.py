@@ -64,7 +64,7 @@ def calibration_modes(settings: Any, dense: bool = False, fused: bool = False) -
     "auto" verifies with the plain attention) adds MLX's fused attention for
     verify_attention "auto", which then runs it where it measured cheaper: on the H200 the
     mlx-lm peer's 7B shape ran 1.05x with it against 0.94x plain
-    (docs/benchmarks/never-slower.md, run 4), against ~50 ms a new KV length measured in
+    (docs/benchmarks/archive/never-slower-runs.md, 2026-12-01), against ~50 ms a new KV length measured in
     November; the calibration's advancing lengths measure that set-up."""
     d = settings.dispatch
     modes = ("auto", "gemm") if d == "fastest" else ("auto", "dense") if d == "dense" else ("auto",)

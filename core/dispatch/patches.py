@@ -12,8 +12,7 @@ and reference-counted, and everything is restored on exit.
 Why "dense": MLX's quantized matmul on CUDA runs qmv for fewer than 8 rows (its cost grows
 with the rows) and, for layers whose width is not a multiple of 128 (SmolLM2's 576),
 `qmm_naive` from 8 rows: on the H200 a lookup round verifying 4-33 rows of the default
-model cost 9-29 ms against a 3.7-6.0 ms step (docs/benchmarks/never-slower.md, run 3's
-traced table), so a copy paid only from about three tokens a round. A dense matmul over the
+model cost 9-29 ms against a 3.7-6.0 ms step (H200, 2026-12-01, traced: docs/benchmarks/archive/never-slower-runs.md), so a copy paid only from about three tokens a round. A dense matmul over the
 same weights costs little more at 33 rows than at 1 on a GPU; its copy costs 2 bytes a
 weight, so it is measured only where that is at most `DENSE_SHARE` of the device's memory.
 """

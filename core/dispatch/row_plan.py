@@ -19,12 +19,11 @@ by `VerifyCostCurve.t_verify`, which interpolates linearly between measured rows
 That sparse plan is the CPU's: there no rule depends on R (one loop over rows), the cost is
 linear in rows (docs/dispatch.md) and a row of the default model costs ~0.2 s, so the plan is
 1..9 and k_max + 1 (10 row counts, 78 forward rows a pass, not 561). On a GPU a row costs
-little beside the call, and the cost between tile edges is not a line: the H200 run 4 of
-docs/benchmarks/never-slower.md calibrated 1..9, 12, 16, 17, 24, 32, 33 and interpolated, and
-the cost-aware lookup there copied ~21 drafts a round where every row measured (run 3) had it
-copy ~30 (rewrite greedy: 15.5 -> 10.4 accepted a round, 4.33x -> 3.18x; on a fixed curve the
-round's other changes of that run choose the same copies, checked on the CPU). So a GPU (CUDA,
-Metal) times every row 1..k_max + 1, as before the plan.
+little beside the call, and the cost between tile edges is not a line: on the H200 a curve
+of 1..9, 12, 16, 17, 24, 32, 33, interpolated, let the cost-aware lookup copy ~21 drafts a
+round where a curve of every row had it copy ~30 (rewrite greedy: 15.5 -> 10.4 accepted a
+round, 4.33x -> 3.18x; docs/benchmarks/archive/never-slower-runs.md, 2026-12-01). So a GPU (CUDA, Metal) times every row
+1..k_max + 1.
 
 `row_plan` is a pure function of (k_max, the predicted kernel changes, the backend's kind), so
 the tests pin it exactly with faked hardware (BackendInfo), never faked rules; `kernel_changes`

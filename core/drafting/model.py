@@ -49,7 +49,7 @@ class ModelDrafter:
         a round that accepted every draft, the last draft; a stretch of copies or target
         steps) is left to `propose`, whose first step feeds it with the pending token in one
         forward, as mlx-lm's loop does: a forward of its own would cost a host-bound GPU
-        about a draft step more (issue 28, docs/benchmarks/round-overhead.md). A longer
+        about a draft step more (docs/benchmarks/round-overhead.md). A longer
         lag, or the first (the prompt), is the cache's own catch-up."""
         d = self.state_
         lag = len(seq) - 1 - len(d.seq)

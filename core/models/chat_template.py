@@ -2,9 +2,9 @@
 
 Why not `tokenizer.apply_chat_template`: the template is code from the model file (a GGUF's
 metadata, a folder's tokenizer_config.json), and transformers renders it without a bound on
-time or size, so a template that loops ran forever and a broken one was a Jinja traceback
-(issue 32, row 10). And it tokenised the rendered text whole, so `<|im_end|><|im_start|>`
-typed in a message became control tokens: a user could forge turns.
+time or size, so a template that loops ran forever and a broken one was a Jinja traceback.
+And it tokenised the rendered text whole, so `<|im_end|><|im_start|>` typed in a message
+became control tokens: a user could forge turns.
 
 Here the template renders in jinja2's ImmutableSandboxedEnvironment (as transformers does,
 with its globals), under a deadline and an output bound; a failure names the model and falls

@@ -24,10 +24,9 @@ How a price is probed, and why so:
   loop of that code here read it in its first run, on both ranks).
 - The least of the ranks' prices, shared (one all_gather more): a collective ends on every
   rank at once, so they charge it alike, and every rank's trace prices the same rounds the
-  same. The least, not the mean (as until 2026-12-04): a rank that set off first waits in its
-  burst for the other to arrive, so its time holds a rendezvous the rounds do not pay; the
-  mean of three bursts once priced a run's verification at all of its time on a loaded CI
-  machine (run 3 of 20, rank 0: `verify` 0.0, comm 32 ms).
+  same. The least, not the mean: a rank that set off first waits in its burst for the other
+  to arrive, so its time holds a rendezvous the rounds do not pay; a mean of three bursts
+  priced a whole verification as comm on a loaded 2-core machine (`verify` 0.0, comm 32 ms).
 
 The SPMD wrapper installs the meter (core/runtime/distributed.py, `Spmd.install`); the round's
 timer reads the prices once its clock stops (core/decode/trace.py).

@@ -1,7 +1,7 @@
 """A narrow first start: on a GPU whose matrix kernels are not compiled yet, keep every
 forward below the rows where a quantized matmul becomes a JIT-compiled GEMM.
 
-Why (issue 31; docs/benchmarks/data/h200-2026-12-01-first-probe/FINDINGS.md): on a fresh H200, MLX's CUDA
+Why (docs/benchmarks/data/h200-2026-12-01-first-probe/FINDINGS.md): on a fresh H200, MLX's CUDA
 backend compiles each quantized-GEMM kernel (qmm, one per tile class and bits/group, ~3 MB
 of PTX) with NVRTC at its first use, about 30 s each; the default model's 16-token prefill
 alone compiled three of them (87 s) before its first token. Below 8 rows the same matmuls

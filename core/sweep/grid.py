@@ -139,7 +139,7 @@ class SweepGrid:
         for source in self.sources:
             for pol in self.policies:
                 fields = parse_policy(pol)
-                if fields.get("k", 0) > base.k_max:  # k may not exceed k_max (issue 32)
+                if fields.get("k", 0) > base.k_max:  # k may not exceed k_max
                     fields["k_max"] = fields["k"]
                 prefix = "" if source == "model" else f"{source} "
                 tvs: tuple[float | None, ...] = self.tvs if rule == "mentored" else (None,)
