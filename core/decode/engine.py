@@ -289,7 +289,7 @@ class Engine:
                              guard=run.guard)
 
     def _run_state(self, totals: RunTotals, source: Callable[[], Settings],
-                   cancel: threading.Event | None) -> RunState:  # fmt: skip
+                   cancel: threading.Event | None) -> RunState:
         """What this run's rounds work on (core/decode/run_state.py): the engine's services
         bound now, so a test that replaces one on the engine sees every round use it."""
         return RunState(
@@ -297,12 +297,12 @@ class Engine:
             prepare=self._prepare, plan=self._plan, measured_guard=self._measured_guard,
             observed_s=self._observed_s, speculative_round=self._speculative_round,
             single_model_rounds=self._single_model_rounds,
-        )  # fmt: skip
+        )
 
     def _kit(self) -> RoundKit:
         """One round's tools as they are now (core/decode/run_state.py)."""
         return RoundKit(self._target, self._draft, self.vocab_size, self.eos_ids, self._clock,
-                        self._kernel, self._agreed, self.cost_curve)  # fmt: skip
+                        self._kernel, self._agreed, self.cost_curve)
 
     def _prepare(self, s: Settings, context: int) -> None:
         """Before a stretch of speculative rounds: the source built (a hybrid builds its
@@ -325,7 +325,7 @@ class Engine:
         return self.guard_for(s)
 
     def _plan(self, seq: Sequence[int], s: Settings, remaining: int,
-              guard: Guard = NULL_GUARD) -> Plan:  # fmt: skip
+              guard: Guard = NULL_GUARD) -> Plan:
         """Who drafts after `seq`, how many (core.drafting.plan); host work only. A measured
         guard asks no source measured slower than target steps, and measures the target arm
         first when it has no evidence yet."""
@@ -334,7 +334,7 @@ class Engine:
         cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
         return plan_round(self.drafter(s.draft_source), self.drafter,
                           lambda d: self._policy_for(s, len(seq), d), seq, cap,
-                          guard.asks, guard.rank)  # fmt: skip
+                          guard.asks, guard.rank)
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
@@ -436,7 +436,7 @@ class Engine:
     def _speculative_round(
         self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter,
         row0: mx.array | None = None,
-    ) -> RoundEvent:  # fmt: skip
+    ) -> RoundEvent:
         """One speculative round (core/decode/speculative.py); `row0`: a stretch's handoff."""
         return speculative_round(self._kit(), seq, s, k, key, index, drafter, row0)
 
@@ -444,7 +444,7 @@ class Engine:
         self, seq: list[int], s: Settings, mode: str, key: mx.array, index: int, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
         stop_after: Callable[[mx.array], bool] | None = None,
-    ) -> Iterator[RoundEvent]:  # fmt: skip
+    ) -> Iterator[RoundEvent]:
         """One token per round from one model, pipelined (core/decode/single.py)."""
         loop = PipelinedSteps(self._kit(), s, mode, budget, source, cancel)
         return loop.rounds(seq, key, index, stop_after)

@@ -43,7 +43,7 @@ class Guard(Protocol):
     def rank(self, source: str) -> float: ...
 
     def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0, new_plan: bool = False) -> None: ...  # fmt: skip
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None: ...
 
     def observe_step(self, seconds: float, *, after: str | None = None) -> float: ...
 
@@ -67,7 +67,7 @@ class NullGuard:
         return 0.0
 
     def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:  # fmt: skip
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:
         pass
 
     def observe_step(self, seconds: float, *, after: str | None = None) -> float:

@@ -11,9 +11,8 @@ the next round, and when `stop_after()` (asked after each token is committed) sa
 round would draft. That question is asked after each token is read, on the exact committed
 sequence, while the next step is already queued; a yes hands that queued step to the round
 as its first verified row (its logits, `stop_after(row0)`), so the round is queued behind it,
-nothing is thrown away, and a plan is never made on a token not yet read. (Before, the plan
-was made one token early and the queued step read as the last: wherever the token read then
-refuted the copy offered, the round did not draft and the pipeline restarted for nothing.)
+nothing is thrown away, and a plan is never made on a token not yet read (one made a token
+early would offer copies the token read then refutes, and restart the pipeline for nothing).
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ class PipelinedSteps:
     def __init__(
         self, kit: RoundKit, s: Settings, mode: str, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.kit, self.s, self.budget, self.source, self.cancel = kit, s, budget, source, cancel
         self.model = kit.target if mode == "target-only" else kit.draft
         assert self.model is not None
@@ -51,7 +50,7 @@ class PipelinedSteps:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
         return self.pick(self.model.decode(tokens, self.kit.vocab_size, self.compiled),
-                         hist, key)  # fmt: skip
+                         hist, key)
 
     def pick(self, logits: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The token a step's logits give (lazily), the logits kept in `raw`."""
@@ -86,7 +85,7 @@ class PipelinedSteps:
     def rounds(
         self, seq: list[int], key: mx.array, index: int,
         stop_after: Callable[[mx.array], bool] | None = None,
-    ) -> Iterator[RoundEvent]:  # fmt: skip
+    ) -> Iterator[RoundEvent]:
         """Yield one RoundEvent per token, committing each to `seq`. `stop_after(row0)`,
         asked after each token while the next step is queued (`row0`: its logits): True ends
         the stretch there, that step unread and fed the last token (the round verifies its

@@ -43,7 +43,7 @@ def drafting_rounds(
     handoff, run.handoff = run.handoff, None  # kept only for these settings (drop_handoff)
     if handoff is not None:  # planned after the last token, its step queued: a round now
         yield from _drafted(run, kit, guard, seq, s, key, handoff.plan, handoff.row0,
-                            handoff.t_plan)  # fmt: skip
+                            handoff.t_plan)
         return
     t_plan = kit.clock()
     plan = run.plan(seq, s, remaining, guard)
@@ -56,7 +56,7 @@ def drafting_rounds(
 def _drafted(
     run: RunState, kit: RoundKit, guard: Guard, seq: list[int], s: Settings, key: mx.array,
     plan: Plan, row0: mx.array | None, t_plan: float,
-) -> Iterator[RoundEvent]:  # fmt: skip
+) -> Iterator[RoundEvent]:
     """The round `plan` drafts (none if Esc comes in its catch-up), observed by its policy
     and `guard`. A catch-up after the first (a model's lag behind target steps or copies) is
     charged to its policy, so a hybrid's model pays its way or stops; the guard is charged
@@ -77,12 +77,12 @@ def _drafted(
     built = took_new_plan()  # a plan built for its shape: a one-time cost, not the source's
     seconds = run.observed_s(ev)
     policy.observe(ev.proposed, ev.accepted,
-                   None if seconds is None or built else seconds + caught)  # fmt: skip
+                   None if seconds is None or built else seconds + caught)
     if seconds is not None:
         # End to end: the host work that chose it and its catch-up, while the device waits
         # (the pipeline is broken), are the round's own cost.
         guard.observe_round(drafter.name, len(ev.tokens), seconds + (t0 - t_plan),
-                            catch_up_s=caught_all, new_plan=built)  # fmt: skip
+                            catch_up_s=caught_all, new_plan=built)
         run.broke_after = BrokeAfter(guard, drafter.name, policy, ev.proposed)
     yield ev
 
@@ -90,7 +90,7 @@ def _drafted(
 def _plain_steps(
     run: RunState, kit: RoundKit, guard: Guard, seq: list[int], s: Settings, key: mx.array,
     remaining: int, asked: list[Any],
-) -> Iterator[RoundEvent]:  # fmt: skip
+) -> Iterator[RoundEvent]:
     """Pipelined target steps until a source would draft (asked after each token, while the
     next step is queued: a yes hands that step to the round as its first row, `Handoff`).
     The policies that said 0 (`asked`) observe each step; the step right after a round is
@@ -110,7 +110,7 @@ def _plain_steps(
         return True
 
     for ev in run.single_model_rounds(seq, s, "target-only", key, run.totals.rounds, remaining,
-                                      run.source, run.cancel, stop_after=drafts_now):  # fmt: skip
+                                      run.source, run.cancel, stop_after=drafts_now):
         done += 1
         seconds = run.observed_s(ev)
         broke, run.broke_after = run.broke_after, None
@@ -130,7 +130,7 @@ def _plain_steps(
 def speculative_round(
     kit: RoundKit, seq: list[int], s: Settings, k: int, key: mx.array, index: int,
     drafter: Drafter, row0: mx.array | None = None,
-) -> RoundEvent:  # fmt: skip
+) -> RoundEvent:
     """Draft up to k tokens, verify them plus one row in one target pass, accept on the
     device, rewind. k becomes what the drafter actually proposed. `row0`: the logits of a
     queued target step that already fed the last token (a stretch's handoff), so the pass
@@ -149,7 +149,7 @@ def speculative_round(
     proposal = drafter.propose(
         DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist,
                      compiled=s.fused_draft)
-    )  # fmt: skip
+    )
     draft_arr = kit.agreed(proposal.tokens)  # every rank verifies the same drafts
     k = proposal.k
     timer.mark("draft", draft_arr)
