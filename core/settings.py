@@ -26,9 +26,9 @@ DISPATCH = ("auto", "gemv", "gemm", "dense", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError
-# Upper bounds of the integer knobs (issue 32, row 6: 2**31 reached MLX's 32-bit slice indices
-# as a traceback after a timed request). A million tokens is past every context window a
-# model here has; a prefill chunk past 65536 rows only costs memory, never time.
+# Upper bounds of the integer knobs: MLX slices with 32-bit indices, so 2**31 was a traceback
+# after a timed request. A million tokens is past every context window a model here has; a
+# prefill chunk past 65536 rows only costs memory, never time.
 MAX_TOKENS = 2**20
 MAX_REPETITION_CONTEXT = 2**20
 MAX_PREFILL_CHUNK = 2**16
@@ -100,7 +100,7 @@ class Settings:
             _check_range(name, getattr(self, name), 0, MAX_K)
         if self.k_min > self.k_max:
             raise SettingsError(f"k_min ({self.k_min}) must not exceed k_max ({self.k_max}).")
-        if self.k > self.k_max:  # a fixed k past k_max was drafted as given (issue 32)
+        if self.k > self.k_max:  # a fixed policy would draft k whatever k_max says
             raise SettingsError(
                 f"k ({self.k}) must not exceed k_max ({self.k_max}); raise k_max too."
             )
@@ -131,8 +131,8 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A new validated Settings with some fields changed (raises SettingsError).
 
-        Only declared fields: `greedy=` or `replace=` once reached dataclasses as a TypeError
-        traceback (issue 32, row 5)."""
+        Only declared fields: `greedy=` or `replace=` would reach dataclasses as a TypeError
+        traceback."""
         unknown = sorted(set(changes) - set(field_names()))
         _refuse_retired({n: changes[n] for n in unknown if n in RETIRED}, keep_stayed=False)
         if unknown:
@@ -157,8 +157,8 @@ class Settings:
             raise SettingsError(f"Unknown setting(s): {', '.join(unknown)}.")
         k, k_max = data.get("k"), data.get("k_max", _DEFAULTS.k_max)
         if _is_type(k, int) and _is_type(k_max, int) and k > k_max:
-            # Written before k was bounded by k_max (issue 32): a fixed policy drafted k
-            # whatever k_max said, so k is the k_max that describes what ran.
+            # Written before k was bounded by k_max: a fixed policy drafted k whatever k_max
+            # said, so k is the k_max that describes what ran.
             data["k_max"] = k
         typed: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -260,16 +260,14 @@ def first_run_settings() -> Settings:
     """What the app and `specdec-tui chat` start from without --profile (README, "One
     default"): hybrid drafting (free copies of whatever the chat repeats, the draft model
     elsewhere) with the cost-aware k, which drafts only where a measured verify cost says
-    drafting pays (profiles/hybrid-cost-aware.toml). They once started from three: the app
-    from this, `chat` from the draft model at a fixed k = 4, and `profiles show` compared
-    with Settings() and called that the default. `bench` keeps the seed protocol's rows.
+    drafting pays, at the rule and TV budget Settings() names (mentored, TV 0). `bench`
+    keeps the seed protocol's rows.
 
     k reaches 32 (Settings' own k_max stays 8): the cost-aware k at 1..32 beat the same at
     1..8 on every copy prompt on the H200 (rewrite greedy 4.88x against 2.06x, a pasted
     refactor 1.38x against 0.73x) and held the floor as often (docs/benchmarks/never-slower.md,
-    finding 7). It stayed at 8 while a first start timed every R up to k_max + 1; the
-    CPU's calibration now times a plan of rows (core/dispatch/row_plan.py), 10 row counts for
-    k_max = 32; a GPU times all 33, which costs little there."""
+    finding 7). The CPU's calibration times a plan of rows (core/dispatch/row_plan.py), 10 row
+    counts for k_max = 32; a GPU times all 33, which costs little there."""
     return Settings(draft_source="hybrid", policy="cost-aware", k_max=32)
 
 

@@ -7,7 +7,7 @@ afresh; the long one (`RatioEvidence`, `LONG_DECAY`: about 66 rounds by effectiv
 what a stop may also rest on. A lookup's rounds at T = 0.7 commit 1 to 20 tokens, so ten rounds
 cannot tell a source at 0.7x of target steps from one that pays: on the H200 the default's
 lookup ran at 0.4-0.7x of target steps over whole requests and was still asked at their end
-(docs/benchmarks/never-slower.md, run 9).
+(docs/benchmarks/data/h200-2026-12-02-s13).
 """
 
 from __future__ import annotations

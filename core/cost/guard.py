@@ -1,68 +1,38 @@
-"""The measured guard: a draft source earns its rounds by the speed it measured in this run.
+"""The measured guard: a draft source earns its rounds by the speed it measured.
 
-Why: the cost-aware policy prices a round from the verify-cost curve, an isolated
-verification. A real drafting round also breaks the target's pipeline, syncs the host and
-runs its own host work; on the H200 the default (hybrid, cost-aware) was predicted at
-1.07-1.11x and measured at 0.62-0.97x of target-only (issue 28). A guard built on the same
-predictions cannot hold the floor, so this one reads only the clock.
+The cost-aware policy prices a round from the verify-cost curve, an isolated verification; a
+real round also breaks the target's pipeline, syncs the host and runs its own host work. So
+the guard reads only the clock (docs/decisions/0006-measured-guard.md says why and from what).
 
-Every arm keeps its own measured rate in the running generation: tokens committed per second
-of its rounds, end to end (the engine's untraced round clock, the host work before the round
-and its catch-up included). The arms are each draft source by name and `TARGET`, plain
-target steps (the zero-draft arm). A drafting round breaks the pipeline: the target step
-after it is read without a step queued behind it, so what that step costs above a pipelined
-step is charged to the source that drafted (`observe_step(..., after=source)`), and the
-target arm learns its rate from pipelined steps only.
+Its arms are each draft source by name and `TARGET`, plain target steps. Each keeps its
+measured rate, tokens committed per second of its rounds end to end (`observe_round`: the
+host work before the round and its catch-up included; core/cost/arm.py keeps the statistics).
+The step after a drafting round runs with no step queued behind it, so what it costs above a
+pipelined step is charged to the source that drafted (`observe_step(..., after=source)`) and
+the target arm learns only from pipelined steps.
 
-The law (tests/core/cost/test_guard.py; across requests and for the prior,
-tests/core/cost/test_guard_memory.py):
-- a source with fewer than `min_rounds` measured rounds is asked (the policy's curve is the
-  prior before there is evidence), so a source that pays is used from the start;
-- a source whose rate falls below the target arm's stops being asked ("not asked: slower
-  than target steps"); it is asked again (a probe) after a gap: `probe_gap` rounds, or
-  more where its measured probes cost more than `PROBE_SHARE` (2%) of the target steps
-  between them (`_loss_gap`), the gap doubling after each probe that stays slower (capped at
-  `max_gap`) and halving after one that pays, so a later copy-rich stretch is still found. A probe forgets the stretch
-  that stopped the source and judges it afresh after `min_rounds` rounds; a source is only
-  stopped when its rate is below the target's by more than twice its rounds' spread (a lookup's
-  rounds commit 1 or 9 tokens: one unlucky stretch must not stop a source that pays), or when
-  its long window (core/cost/arm.py: about 66 rounds, aged by the rounds a stop lasted, so a
-  probe after a short stop is judged with the past) is below it by more than Z standard
-  errors: ten rounds cannot tell a 0.7x lookup from one that pays.
-  A cheap probe (a lookup round of ~1.3 steps) keeps gaps of 32, 64, 128, ...: 3 probes
-  (6 rounds) in 256; a dear one (a model round of 5-10 steps, its catch-up charged) waits
-  hundreds of rounds, so its probes' loss stays within the budget;
-- before the target arm has evidence, it is probed itself (up to `min_rounds` pipelined
-  steps), so a source is never judged against nothing.
-The loss against target-only is therefore bounded by the rounds the schedule asks a slow
-source for: `min_rounds` at the start and `min_rounds` per probe (more only where its rate
-sits within noise of the target's, where each such round costs little).
-- where several measured sources offer one round, the faster goes first (`rank`): the
-  hybrid is the better of its parts;
-- a stall is not a speed: an observation counts as at most `STALL` times what was expected
-  of it (a step, the round's calibrated price, the arm's recent rounds), so one slow second
-  (a compile at first use, say) cannot stop a source that pays for the probe gap it implied.
+What it decides (`asks`, `rank`, `target_probe_due`):
+- a source with fewer than `min_rounds` measured rounds is asked;
+- a source is stopped when its recent rate is below the target arm's by more than twice its
+  rounds' spread, or its long window is below it by more than `Z` standard errors; it is
+  probed again after a gap (`probe_gap` rounds, more where its probes' measured loss would pass
+  `PROBE_SHARE` of the target steps between them: `_loss_gap`) that doubles after each probe
+  that stays slower, up to `max_gap`, and halves after one that pays; a probe judges it afresh
+  after `min_rounds` rounds;
+- the target arm is measured first (up to `min_rounds` pipelined steps), so no source is
+  judged against nothing;
+- of several measured sources offering one round, the faster goes first;
+- an observation counts as at most `STALL` times what was expected of it;
+- before any evidence, a source whose calibrated best round (`prior`) cannot beat a target
+  step by `PAY_MARGIN` is not asked until its first probe (`_prior_stops`).
+So the loss against target-only is bounded by the rounds the schedule asks a slow source for.
 
-State that outlives a request: the engine keeps one guard per pair and settings across
-requests and chat turns (`Engine.guard_for`, core/cost/guard_memory.py), and each run starts with
-`begin_run()`, which zeroes only the run's own totals (what the reports show). The rates are
-decayed sums (`DECAY`: about the last 10 rounds of an arm), the round counter and the probe
-schedule go on, so a second request neither pays the "measuring" rounds again nor asks a
-stopped source before its probe is due, and a changed workload is still found by the probes:
-a new request may be one (a pasted text after a chat), so `begin_run` brings each stopped
-source's next probe within the gap at which its probes' measured loss stays within
-`PROBE_SHARE` (2%) of the target steps in between: early for a lookup whose rounds cost
-little more than the steps they replace, the long doubled gap for a dear model round.
-On the H200 the model source drafted 1-5 rounds a request, fewer than `min_rounds` since its
-last probe, so a fresh guard per request ended 45 of 52 default requests "measuring"
-(docs/benchmarks/never-slower.md, finding 4).
-
-A prior before evidence (`prior`): a source whose calibrated best round (full acceptance at
-any k its policy may choose, with the pipeline break measured so far) commits fewer tokens a
-second than a plain target step by `PAY_MARGIN` cannot pay whatever it drafts: it is not asked
-until its first probe, and from then on the clock judges it (`_prior_stops` says against which
-step: the measured pipelined one, else the curve's single-row forward).
-Host arithmetic only (no device call, no sync): a round keeps its one host sync.
+The engine keeps one guard per settings across requests and chat turns
+(core/cost/guard_memory.py). `begin_run()` zeroes only a run's own totals: the decayed rates
+(`DECAY`), the stops and the probe schedule go on, and each stopped source's next probe comes
+within its `_loss_gap`, since a new request may be a new workload.
+Host arithmetic only (no device call, no sync). The law: tests/core/cost/test_guard.py and
+tests/core/cost/test_guard_memory.py.
 """
 
 from __future__ import annotations
@@ -78,7 +48,7 @@ TARGET = "target"  # the zero-draft arm: plain target steps
 SLOWER = "not asked: slower than target steps"
 FASTER = "asked: faster than target steps"
 # Asked, its recent rate below the target's but not by more than Z spreads: the words must not
-# say "faster" (run 9's lookup at T = 0.7 was reported so at 0.38-0.95x of target steps)
+# say "faster" of a source at 0.38-0.95x of target steps (docs/decisions/0006-measured-guard.md)
 WITHIN = "asked: slower than target steps, within its rounds' spread"
 Z = 2.0  # standard errors below the target's rate before a source is stopped: at one, a
 # source 1.3x faster whose rounds commit 1-4 tokens was stopped by chance in most runs
@@ -93,29 +63,17 @@ PRIOR_STEPS = 4
 # request starts (it may be a new workload: begin_run brings a cheap source's probe closer)
 PROBE_SHARE = 0.02
 # How much faster than a target step a source's calibrated best round (every draft accepted)
-# must be for the source to be asked before its first probe. The best round is a bound no real
-# round reaches: acceptance below 1 shrinks its tokens, and its host work and catch-up add
-# time. On the H200 the default model's 4-bit self-draft, whose step costs about a target
-# step, had a best round at about 1.1x a step, yet its measured rounds ran at 0.2-0.4x of the
-# target's steps (docs/benchmarks/never-slower.md): a source within this margin cannot pay.
+# must be for the source to be asked before its first probe: the best round is a bound no real
+# round reaches (a best round at 1.1x a step measured 0.2-0.4x: decisions/0006-measured-guard.md)
 PAY_MARGIN = 1.2
-# A stall is not a source's speed. A kernel compiled or a plan built at first use, a pause of the
-# host, can make one observation cost a second: on the H200 a stall in a lookup's first four
-# rounds read it at 0.09-0.18x of target steps where it ran at 2.3-2.7x, and the probe gap its
-# loss implied kept it stopped for three 256-token requests (never-slower.md, run 12).
-# The rates are decayed sums, so one such second outweighs a hundred millisecond rounds. So an
-# observation counts as at most STALL times the largest of a target step, the round the
-# calibration priced for its source (`Prior.seconds`) and the arm's own recent round: a break
-# after a round is the device idling through one read and one build, about a step; a round as
-# dear as its price or its own recent rounds is never cut, so a source whose rounds are all
-# slow still reads slow, and only a cost far above anything expected is taken for a stall. A
-# draft's catch-up is counted whole (`observe_round`'s catch_up_s): it grows with the tokens it
-# absorbs, so no round's scale bounds it. A round whose verification built an attention plan
-# (a new row bucket or buffer length, core/dispatch/bucketed.py) is known on the host and left
-# out whole (`observe_round`'s new_plan): in run 13 two such rounds among a lookup's first four
-# stopped it at 0.17x of target steps, cut or not. Not covered: a stall of another cause in a
-# source's first two rounds, whose rounds commit a token or two, can still stop it, for the
-# gap its (cut) loss implies.
+# A stall is not a source's speed (a kernel compiled or a plan built at first use, a pause of
+# the host): an observation counts as at most STALL times the largest of a target step, the
+# round the calibration priced for its source (`Prior.seconds`) and the arm's own recent round,
+# so a source whose rounds are all slow still reads slow, and one slow second cannot outweigh a
+# hundred millisecond rounds in the decayed sums. A draft's catch-up is counted whole, and a
+# round that built an attention plan is left out (`observe_round`). Not covered: a stall of
+# another cause in a source's first two rounds can still stop it for the gap its cut loss
+# implies. (A lookup read at 0.09-0.18x where it ran at 2.3-2.7x: decisions/0006-measured-guard.md)
 STALL = 8.0
 
 
@@ -299,7 +257,7 @@ class RateGuard:
         return min(seconds, STALL * scale)
 
     def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:  # fmt: skip
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:
         """A drafting round of `source`: its committed tokens and end-to-end seconds (a stall
         counted as STALL times its scale: `_clamped`), plus `catch_up_s`, the seconds its
         draft spent absorbing the tokens since its last round, counted whole: a catch-up
@@ -390,7 +348,7 @@ class RateGuard:
             arm = self.arms.get(name, ArmRate())
             rate = arm.mean_rate
             row: dict[str, Any] = {"measured_tok_s": rate, "measured_rounds": arm.run_rounds,
-                                   "earlier_rounds": self._earlier.get(name, 0)}  # fmt: skip
+                                   "earlier_rounds": self._earlier.get(name, 0)}
             if name != TARGET:
                 row["plan_rounds"] = self.plan_rounds.get(name, 0)
                 row["vs_target"] = rate / base if rate is not None and base else None

@@ -1,12 +1,11 @@
 """The measured guards an engine keeps across requests: one per settings, bounded.
 
-Why (issue 28): a fresh guard per request spent each request's first rounds "measuring" a
-source that had already measured slower in the request before (on the H200 the model source
-ended 45 of 52 default requests undecided, with 1-5 rounds a request), so a bench's every
-seed, and a chat's every turn, paid the same expensive rounds again. A guard's rates are
-decayed sums (about the last 10 rounds of an arm, core/cost/guard.py) and its probe schedule
-goes on across requests, so what it carries is bounded, and a changed workload is still
-found by the probes.
+A fresh guard per request would spend each request's first rounds "measuring" a source
+already measured slower in the request before, so a bench's every seed and a chat's every
+turn would pay the same expensive rounds again (docs/decisions/0006-measured-guard.md). A
+guard's rates are decayed sums (about the last 10 rounds of an arm, core/cost/guard.py) and
+its probe schedule goes on across requests, so what it carries is bounded, and a changed
+workload is still found by the probes.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ __all__ = [  # expected_tokens and the curve readers stay importable from here
     "AcceptanceRatePolicy", "AcceptedLengthPolicy", "CopyRunPolicy", "CostAwarePolicy",
     "FixedPolicy", "HeuristicPolicy", "Policy", "expected_tokens", "fastest_dispatch",
     "make_policy", "verify_cost",
-]  # fmt: skip
+]
 
 
 class Policy(Protocol):
@@ -108,7 +108,8 @@ class HeuristicPolicy:
 
 COST_EMA = 0.2  # weight of each observed round in the cost scale
 STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cached k
-# One observation enters a scale's EMA as at most this times the scale (never-slower.md run 9).
+# One observation enters a cost scale's EMA as at least 0.2x and at most 5x the scale, so a
+# stalled round moves it by a bounded step (5x: docs/decisions/0005-cost-scale-clip.md).
 SCALE_CLIP = (0.2, 5.0)
 
 
@@ -211,13 +212,13 @@ class CostAwarePolicy:
         return self._round_s
 
     def _drafting(self, which: str, accept: Callable[[], list[float]], lo: int | None = None,
-                  drafted: float | None = None) -> tuple[int, float]:  # fmt: skip
+                  drafted: float | None = None) -> tuple[int, float]:
         """`_best_drafting(accept(), lo)`, kept until what it reads changes: a drafted round
         (the counts, the drafted rounds' cost scale), the copy kind, k_min..k_max. A plain
         step moves only the target steps' scale, which k = 0's rate alone reads, so after a
         step the choice is one division against the kept rate, not every k priced again
         (on the H200 the default's plan between steps was 0.08-0.13 ms of a 4 ms step:
-        docs/benchmarks/never-slower.md, run 7)."""
+        docs/benchmarks/data/h200-2026-12-02-s11)."""
         key = (self.scale[1] if drafted is None else drafted, self._evidence, self.k_min,
                self.k_max, self.kind)
         kept = self._kept.get(which)
@@ -227,7 +228,7 @@ class CostAwarePolicy:
         return kept[1]
 
     def _best_drafting(self, accept: list[float], lo: int | None = None,
-                       drafted: float | None = None) -> tuple[int, float]:  # fmt: skip
+                       drafted: float | None = None) -> tuple[int, float]:
         """The k in lo..k_max (lo: max(k_min, 1)) with the best `rates`, and that rate ((0,
         0.0) when there is none); ties go to the smaller k."""
         lo = max(self.k_min, 1) if lo is None else lo
@@ -307,7 +308,7 @@ class CostAwarePolicy:
         the plain step after it ran with no step queued behind it, the pipeline break the
         guard measures (core/cost/guard.py `observe_step`). The drafted rounds' cost scale
         moves as if the round had been clocked with them. On the H200 that step took 8.5-10.6
-        ms against a pipelined 4-5 (docs/benchmarks/never-slower.md, run 6): a round priced
+        ms against a pipelined 4-5 (docs/benchmarks/data/h200-2026-12-01-s10): a round priced
         without it looked as if 2-3 tokens paid, where it takes about 3.6."""
         priced = self._prices()[proposed] if 0 < proposed <= MAX_K else 0.0
         if seconds <= 0.0 or priced <= 0.0:

@@ -57,8 +57,8 @@ def expected_tokens_upto(k_max: int, accept: Sequence[float], bonus: bool) -> li
 
     Why: the cost-aware policy weighs every k of a source on each plain step it considers
     drafting, and k calls of the O(k) sum were most of a hybrid's host work between pipelined
-    steps (0.5-0.7 ms a step on a 2-core CPU, where a host-bound GPU pays it in full: issue
-    28, run 6). The same products and sums in the same order, so each value is the one
+    steps (0.5-0.7 ms a step on a 2-core CPU, where a host-bound GPU pays it in full). The
+    same products and sums in the same order, so each value is the one
     `expected_tokens` gives, to the last bit."""
     out = [1.0]
     reach, total = 1.0, 0.0
@@ -158,7 +158,7 @@ class KPrediction:
 
 
 def _prediction(k: float, tokens: float, draft: float, verify: float, other: float,
-                scale: float, t_step: float) -> KPrediction:  # fmt: skip
+                scale: float, t_step: float) -> KPrediction:
     seconds = (draft + verify + other) * scale
     tok_s = tokens / seconds if seconds > 0 else math.inf
     return KPrediction(k, tokens, seconds, draft * scale, verify * scale, tok_s, tok_s * t_step)
@@ -176,7 +176,7 @@ def predict_tokens(cost: RoundCost, k: int, tokens: float, scale: float = 1.0) -
     """`predict_k` with its expected tokens given (one `expected_tokens_upto` pass serves
     every k)."""
     return _prediction(k, tokens, cost.draft_s(k), cost.verify_s(k), cost.other_s(k), scale,
-                       cost.step)  # fmt: skip
+                       cost.step)
 
 
 def predict_schedule(
@@ -294,7 +294,7 @@ class RunLengths:
 def run_hazards(
     runs: RunLengths | None, k: int, prior: Sequence[float] | None = None,
     weight: float = RUN_PRIOR_WEIGHT,
-) -> list[float]:  # fmt: skip
+) -> list[float]:
     """P(run > j | run >= j) for j = 0..k-1: the counts smoothed towards `prior` (default: the
     first-token prior, then RUN_ON_PRIOR). Past the last length seen, the prior. These are the
     per-position acceptances expected_tokens multiplies, so E[tokens] of a copy of k is

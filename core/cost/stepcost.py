@@ -115,7 +115,7 @@ def measure(model: nn.Module, vocab: int, *, context: int = 800, steps: int = 64
                 pipelined(n)
 
         return {"per_step": per_step, "pipelined": pipelined, "chained8": chained8,
-                "pipelined_stream": pipelined_stream}  # fmt: skip
+                "pipelined_stream": pipelined_stream}
 
     def unfused(y: mx.array) -> mx.array:
         return model(y[None], cache=cache)[0, -1:]

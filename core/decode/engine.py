@@ -28,9 +28,10 @@ import mlx.nn as nn
 from core.cost.guard import Prior, RateGuard
 from core.cost.guard_memory import GuardMemory, source_prior
 from core.cost.policy import Policy, make_policy
+from core.decode.run_state import NULL_GUARD, Guard, RoundKit, RunState
 from core.decode.run_totals import RunTotals
 from core.decode.single import PipelinedSteps
-from core.decode.speculative import drafting_rounds, drop_handoff, speculative_round
+from core.decode.speculative import drafting_rounds, speculative_round
 from core.dispatch.curve_cache import curve_missing, curve_wanted
 from core.dispatch.patches import draft_attention
 from core.drafting import registry
@@ -39,7 +40,6 @@ from core.drafting.plan import Plan, plan_round
 from core.errors import UserError
 from core.events import RoundEvent, RunSummary
 from core.primitives.cached_model import CachedModel
-from core.primitives.sampling import LogitsConfig
 from core.settings import MAX_K, Settings
 
 Item = RoundEvent | RunSummary
@@ -240,6 +240,7 @@ class Engine:
         # draft's prefill would only double the time to the first token.
         prefilled = self._prefill(seq, s, s.mode == "draft-only", cancel)  # Esc: between chunks
         totals = RunTotals()
+        run = self._run_state(totals, source, cancel)
         key = mx.random.key(s.seed)
         stop = "length"
 
@@ -262,13 +263,13 @@ class Engine:
             if mode == "draft-only" and self._draft is None:
                 mode = "target-only"
             # A step handed to a round that will not come (another mode, other settings).
-            drop_handoff(self, seq, totals, s if mode == "speculative" else None)
+            run.drop_handoff(seq, s if mode == "speculative" else None)
             if s.greedy:  # a greedy round draws nothing: no key split (nor in mlx-lm's loop)
                 round_key = key
             else:
                 key, round_key = mx.random.split(key)
             if mode == "speculative":
-                events = self._drafting_rounds(seq, s, round_key, totals, remaining, source, cancel)
+                events = drafting_rounds(run, seq, s, round_key, remaining)
             else:
                 events = self._single_model_rounds(
                     seq, s, mode, round_key, totals.rounds, remaining, source, cancel
@@ -284,51 +285,56 @@ class Engine:
         e2e = time.perf_counter() - t_start
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
         totals.policies = {name: kept[1] for name, kept in self._policies.items()}
-        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback, self.models)
+        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback, self.models,
+                             guard=run.guard)
 
-    def _drafting_rounds(
-        self,
-        seq: list[int],
-        s: Settings,
-        key: mx.array,
-        totals: RunTotals,
-        remaining: int,
-        source: Callable[[], Settings],
-        cancel: threading.Event | None,
-    ) -> Iterator[RoundEvent]:
-        """Speculative rounds, or target steps while no source drafts (core/decode/speculative.py)."""
-        return drafting_rounds(self, seq, s, key, totals, remaining, source, cancel)
+    def _run_state(self, totals: RunTotals, source: Callable[[], Settings],
+                   cancel: threading.Event | None) -> RunState:
+        """What this run's rounds work on (core/decode/run_state.py): the engine's services
+        bound now, so a test that replaces one on the engine sees every round use it."""
+        return RunState(
+            kit=self._kit, totals=totals, source=source, cancel=cancel,
+            prepare=self._prepare, plan=self._plan, measured_guard=self._measured_guard,
+            observed_s=self._observed_s, speculative_round=self._speculative_round,
+            single_model_rounds=self._single_model_rounds,
+        )
 
-    def _guard(self, s: Settings, totals: RunTotals) -> RateGuard | None:
-        """The measured guard (core.cost.guard) of the settings this round runs with, for the
-        cost-aware policy, the one that promises speed; fixed and adaptive k run as asked.
-        The engine keeps it across requests of the same settings (`guard_for`); a run begins
-        each it uses once, so after a mid-run change the new settings' rates go under their
-        own key. None where rounds are not judged by this machine's clock: another machine's
-        curve, or a sharded target (each rank's clock differs and every rank must take rank
-        0's decisions)."""
+    def _kit(self) -> RoundKit:
+        """One round's tools as they are now (core/decode/run_state.py)."""
+        return RoundKit(self._target, self._draft, self.vocab_size, self.eos_ids, self._clock,
+                        self._kernel, self._agreed, self.cost_curve)
+
+    def _prepare(self, s: Settings, context: int) -> None:
+        """Before a stretch of speculative rounds: the source built (a hybrid builds its
+        parts), every drafter configured by its own settings, and a first calibration (no
+        round's cost)."""
+        self.drafter(s.draft_source)
+        for d in list(self._drafters.values()):
+            configure = getattr(d, "configure", None)
+            if configure is not None:
+                configure(s)
+        if self.needs_curve(s):
+            self._ensure_curve(s, context)
+
+    def _measured_guard(self, s: Settings) -> RateGuard | None:
+        """The kept guard of these settings (`guard_for`) for the cost-aware policy, the one
+        that promises speed; None where no clock of this machine judges rounds: another
+        machine's curve, or a sharded target (every rank takes rank 0's decisions)."""
         if s.policy != "cost-aware" or self.spmd is not None or not self._observe_times:
             return None
-        guard = self.guard_for(s)
-        if not any(g is guard for g in totals.begun):
-            guard.begin_run()
-            totals.begun.append(guard)
-        totals.guard = guard
-        return guard
+        return self.guard_for(s)
 
-    def _plan(
-        self, seq: Sequence[int], s: Settings, remaining: int, guard: RateGuard | None = None
-    ) -> Plan:
-        """Who drafts after `seq`, how many (core.drafting.plan); host work only. With a
-        guard, a source measured slower than target steps is not asked, and the target arm
-        is measured first when it has no evidence yet."""
-        if guard is not None and guard.target_probe_due():
+    def _plan(self, seq: Sequence[int], s: Settings, remaining: int,
+              guard: Guard = NULL_GUARD) -> Plan:
+        """Who drafts after `seq`, how many (core.drafting.plan); host work only. A measured
+        guard asks no source measured slower than target steps, and measures the target arm
+        first when it has no evidence yet."""
+        if guard.target_probe_due():
             return Plan()
         cap = max(min(MAX_K, remaining - 1 if s.bonus else remaining), 0)  # drafts usable
         return plan_round(self.drafter(s.draft_source), self.drafter,
                           lambda d: self._policy_for(s, len(seq), d), seq, cap,
-                          guard.asks if guard is not None else None,
-                          guard.rank if guard is not None else None)  # fmt: skip
+                          guard.asks, guard.rank)
 
     def _observed_s(self, ev: RoundEvent) -> float | None:
         """A round's seconds for its policy; none under another machine's curve, or on a sharded
@@ -412,15 +418,6 @@ class Engine:
 
     # -- rounds ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _logits_config(s: Settings) -> LogitsConfig:
-        return LogitsConfig(
-            temperature=0.0 if s.greedy else s.temperature,
-            top_p=s.top_p,
-            repetition_penalty=s.repetition_penalty,
-            repetition_context=s.repetition_context,
-        )
-
     def _kernel(self, rows: int) -> str:
         """The predicted kernel family for `rows`, asked of the predictor once per row count
         (the dispatch rules are fixed for the loaded model: a round reads a dict)."""
@@ -439,15 +436,15 @@ class Engine:
     def _speculative_round(
         self, seq: list[int], s: Settings, k: int, key: mx.array, index: int, drafter: Drafter,
         row0: mx.array | None = None,
-    ) -> RoundEvent:  # fmt: skip
+    ) -> RoundEvent:
         """One speculative round (core/decode/speculative.py); `row0`: a stretch's handoff."""
-        return speculative_round(self, seq, s, k, key, index, drafter, row0)
+        return speculative_round(self._kit(), seq, s, k, key, index, drafter, row0)
 
     def _single_model_rounds(
         self, seq: list[int], s: Settings, mode: str, key: mx.array, index: int, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
         stop_after: Callable[[mx.array], bool] | None = None,
-    ) -> Iterator[RoundEvent]:  # fmt: skip
+    ) -> Iterator[RoundEvent]:
         """One token per round from one model, pipelined (core/decode/single.py)."""
-        loop = PipelinedSteps(self, s, mode, budget, source, cancel)
+        loop = PipelinedSteps(self._kit(), s, mode, budget, source, cancel)
         return loop.rounds(seq, key, index, stop_after)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.cost.guard import TARGET, RateGuard
+from core.cost.guard import TARGET
 from core.events import PHASES, RoundEvent, RunSummary
 from core.primitives.acceptance import PositionTally
 from core.settings import Settings
@@ -27,32 +27,24 @@ class RunTotals:
     tv_sum: float = 0.0
     tv_count: int = 0
     draft_catch_up: int = 0  # tokens a drafter absorbed in its first drafting round
-    caught_up: set[str] = field(default_factory=set)  # sources past their first catch-up
     phase: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     first_token_at: float | None = None
     first_round_tokens: int = 0  # committed by the round that brought the first token
-    guard: RateGuard | None = None  # the last round's measured guard (core.cost.guard)
-    begun: list[RateGuard] = field(default_factory=list)  # the guards this run began
-    # The drafting round the next step follows (its guard, source, policy and drafts): that
-    # step, read with no step queued behind it, is the round's pipeline break.
-    broke_after: tuple[RateGuard, str, Any, int] | None = None
-    # A stretch's last plan that drafts, made while its next step was queued: that step is the
-    # round's first row (core.decode.speculative.Handoff); None when no step waits for a round.
-    handoff: Any | None = None
     # Each source's k policy as the run ended (the engine's): a cost-aware one's cost scales
     # are reported, so a request whose copies stopped for a stalled round's scale (the lock-in
     # of docs/benchmarks/lookup/stall_replay.py) shows it without a trace.
     policies: dict[str, Any] = field(default_factory=dict)
 
-    def per_source(self) -> dict[str, dict[str, Any]]:
+    def per_source(self, guard: Any = None) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.
-        Under the measured guard each also carries its measured rate (`measured_tok_s`), a
-        source its ratio to plain target steps (`vs_target`) and the decision (`guard`)."""
+        Under a measured guard (core.cost.guard) each also carries its measured rate
+        (`measured_tok_s`), a source its ratio to plain target steps (`vs_target`) and the
+        decision (`guard`)."""
         out: dict[str, dict[str, Any]] = {n: t.summary() for n, t in self.by_source.items()}
         if out or self.speculative_steps:
             out["none"] = {"rounds": self.speculative_steps}
-        if self.guard is not None:
-            for name, row in self.guard.report().items():
+        if guard is not None:
+            for name, row in guard.report().items():
                 out.setdefault("none" if name == TARGET else name, {"rounds": 0}).update(row)
         for name, policy in self.policies.items():
             scale = getattr(policy, "scale", None)  # [plain steps, drafted rounds]: observed
@@ -89,9 +81,11 @@ class RunTotals:
         stop: str,
         fallback: str | None,
         models: dict[str, Any] | None = None,
+        guard: Any = None,
     ) -> RunSummary:
         """The RunSummary of a finished run (`fallback`: why it ran target-only; `models`:
-        the loaded pair's identities, of which a target-only run names the target alone)."""
+        the loaded pair's identities, of which a target-only run names the target alone;
+        `guard`: the last measured guard, whose decisions it reports)."""
         ttft = (self.first_token_at - t_start) if self.first_token_at else e2e
         n = len(self.tokens)
         # Decoding is timed from the end of the first token's round, so only the tokens of
@@ -124,6 +118,6 @@ class RunTotals:
             stop_reason=stop,
             token_ids=tuple(self.tokens),
             fallback_reason=fallback,
-            per_source=self.per_source(),
+            per_source=self.per_source(guard),
             models=models,
         )

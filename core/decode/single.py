@@ -1,8 +1,8 @@
 """One token per round from one model, pipelined: target-only, draft-only, and the plain
 target steps of a speculative run where no source drafts.
 
-Its own module (issue 27) so the engine reads as its rounds and this loop as one thing: the
-next token's forward is queued (async_eval) before the current one is read, as mlx-lm's
+Its own module, so the engine reads as its rounds and this loop as one thing: the next
+token's forward is queued (async_eval) before the current one is read, as mlx-lm's
 generate_step does, so the host's read overlaps device work. A barrier between forward and
 sampling would cost that overlap (about 30% of a 7B step on the H200), so a traced round
 charges its whole time, read to read, to the forward's phase: sampling is part of the same
@@ -11,19 +11,18 @@ the next round, and when `stop_after()` (asked after each token is committed) sa
 round would draft. That question is asked after each token is read, on the exact committed
 sequence, while the next step is already queued; a yes hands that queued step to the round
 as its first verified row (its logits, `stop_after(row0)`), so the round is queued behind it,
-nothing is thrown away, and a plan is never made on a token not yet read. (Before, the plan
-was made one token early and the queued step read as the last: wherever the token read then
-refuted the copy offered, the round did not draft and the pipeline restarted for nothing.)
+nothing is thrown away, and a plan is never made on a token not yet read (one made a token
+early would offer copies the token read then refutes, and restart the pipeline for nothing).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import mlx.core as mx
 
+from core.decode.run_state import RoundKit, logits_config
 from core.decode.trace import RoundTimer
 from core.events import CommittedToken, RoundEvent
 from core.primitives.sampling import penalize, sample, to_probs
@@ -34,26 +33,24 @@ class PipelinedSteps:
     """The loop's state for one stretch of single-model rounds (built per stretch)."""
 
     def __init__(
-        self, engine: Any, s: Settings, mode: str, budget: int,
+        self, kit: RoundKit, s: Settings, mode: str, budget: int,
         source: Callable[[], Settings], cancel: threading.Event | None,
-    ) -> None:  # fmt: skip
-        self.engine, self.s, self.budget, self.source, self.cancel = (
-            engine, s, budget, source, cancel
-        )
-        self.model = engine._target if mode == "target-only" else engine._draft
+    ) -> None:
+        self.kit, self.s, self.budget, self.source, self.cancel = kit, s, budget, source, cancel
+        self.model = kit.target if mode == "target-only" else kit.draft
         assert self.model is not None
         self.compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft
         self.origin = "target" if mode == "target-only" else "draft"
         self.phase = "verify" if mode == "target-only" else "draft"
-        self.cfg = engine._logits_config(s)
-        self.kernel = engine._kernel(1) if mode == "target-only" else ""
+        self.cfg = logits_config(s)
+        self.kernel = kit.kernel(1) if mode == "target-only" else ""
         self.raw: mx.array | None = None  # the last step's logits [1, V], before any penalty
 
     def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
-        return self.pick(self.model.decode(tokens, self.engine.vocab_size, self.compiled),
-                         hist, key)  # fmt: skip
+        return self.pick(self.model.decode(tokens, self.kit.vocab_size, self.compiled),
+                         hist, key)
 
     def pick(self, logits: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The token a step's logits give (lazily), the logits kept in `raw`."""
@@ -61,8 +58,8 @@ class PipelinedSteps:
         if hist is not None:
             logits = penalize(logits, hist, self.cfg)
         if self.cfg.greedy:
-            return self.engine._agreed(mx.argmax(logits, axis=-1))
-        return self.engine._agreed(sample(to_probs(logits, self.cfg), key))
+            return self.kit.agreed(mx.argmax(logits, axis=-1))
+        return self.kit.agreed(sample(to_probs(logits, self.cfg), key))
 
     def window(self, hist: mx.array | None, y: mx.array) -> mx.array | None:
         """The repetition-penalty window after token `y` (None without a penalty)."""
@@ -88,12 +85,12 @@ class PipelinedSteps:
     def rounds(
         self, seq: list[int], key: mx.array, index: int,
         stop_after: Callable[[mx.array], bool] | None = None,
-    ) -> Iterator[RoundEvent]:  # fmt: skip
+    ) -> Iterator[RoundEvent]:
         """Yield one RoundEvent per token, committing each to `seq`. `stop_after(row0)`,
         asked after each token while the next step is queued (`row0`: its logits): True ends
         the stretch there, that step unread and fed the last token (the round verifies its
         row first; whoever drops it instead rewinds the target to seq[:-1])."""
-        st, s, clock = self.model, self.s, self.engine._clock
+        st, s, clock = self.model, self.s, self.kit.clock
         pending = seq[len(st.seq) :]
         ctx_n = self.cfg.repetition_context
         hist = mx.array(seq[-ctx_n:]) if self.cfg.repetition_penalty != 1.0 else None
@@ -126,7 +123,7 @@ class PipelinedSteps:
                 context=len(seq),
                 traced=s.traced,
             )
-            if not more or self.engine._hit_eos([tok], s):
+            if not more or self.kit.hit_eos(tok, s):
                 return
             if self.stopped() or not self.unchanged():
                 # Set by the consumer while it held this round: stop now, not one token

@@ -4,12 +4,12 @@ On CUDA, MLX runs a multi-row scaled-dot-product attention through cuDNN, whose 
 plan it builds per exact shape of q, k, v and mask and keeps in an LRU
 (`MLX_CUDA_SDPA_CACHE_SIZE`, 256 plans): building one costs tens of ms. A verification reads
 the KV cache at a new length every round, so every round missed the cache: the H200 timed the
-default model's fused verification at 46-80 ms at every R from 2 to 33 (run 9's curves,
-docs/benchmarks/never-slower.md), and the plain attention that replaced it costs about a
+default model's fused verification at 46-80 ms at every R from 2 to 33 (docs/benchmarks/data/h200-2026-12-02-s13),
+and the plain attention that replaced it costs about a
 second step. The same forward whose plan is cached read about one plain step at 16 and 33
 rows (the forward-split probe, docs/benchmarks/h200/forward_split.py); at the bucketed shapes
 below (the buffer's whole length, padded rows) a 2-33-row forward reads 1.4-1.7 plain steps
-pipelined, the plain attention 1.9-2.6 (run 10).
+pipelined, the plain attention 1.9-2.6 (docs/benchmarks/data/h200-2026-12-02-s14).
 
 So the verification asks for shapes that repeat: the keys and values are the KV cache's own
 buffer (mlx-lm's KVCache allocates in steps of 256 positions; the buffer changes size only
@@ -50,7 +50,7 @@ def took_new_plan() -> bool:
     ask (and forget it). Why: a round whose verification built a cuDNN plan paid tens of ms
     once for its (row bucket, buffer length), not for its source: on the H200 a lookup whose
     first rounds built the 64- and 16-row plans read 0.17x of target steps and was stopped
-    for three requests (docs/benchmarks/never-slower.md, run 13). The guard and the cost
+    for three requests (docs/benchmarks/data/h200-2026-12-03-s17). The guard and the cost
     policy leave such a round's seconds out (core/decode/speculative.py)."""
     new = bool(getattr(_tls, "new_plan", False))
     _tls.new_plan = False
@@ -103,8 +103,8 @@ def bucketed_attention(
         return None
     rows_b = row_bucket(rows)
     # One layout per bucket: the plan's key holds q's strides, and a padded q is row-major
-    # while mlx-lm's own is a transposed view (run 10's curves missed the plan at R = 16, the
-    # one R of its bucket that was not padded; made row-major, it read 8.8-9.4 ms, a hit)
+    # while mlx-lm's own is a transposed view (unpadded at R = 16 the plan missed; made
+    # row-major, it read 8.8-9.4 ms, a hit: docs/benchmarks/data/h200-2026-12-02-s14)
     if rows_b > rows:
         q = mx.pad(queries, [(0, 0), (0, 0), (0, rows_b - rows), (0, 0)])
     else:

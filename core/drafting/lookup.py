@@ -79,7 +79,7 @@ class LookupDrafter:
         ids = self.index.continuation(match, request.k)
         return Proposal(
             mx.array(ids, dtype=mx.uint32), None, self.name, origin="copied", copied_from=match.end + 1,
-        )  # fmt: skip
+        )
 
     def learn(self, proposed: Sequence[int], accepted: int) -> None:
         """Nothing: the committed tokens are indexed at the next catch-up."""

@@ -37,7 +37,7 @@ from rawdata import load_json  # noqa: E402
 from round_autopsy import row_settings  # noqa: E402
 
 from core.bench.prompts import load_prompt  # noqa: E402
-from core.decode.run_totals import RunTotals  # noqa: E402
+from core.decode.run_state import NULL_GUARD  # noqa: E402
 from core.models.chat_template import chat_prompt_ids  # noqa: E402
 
 CURVE = ROOT / "docs/benchmarks/data/h200-2026-12-01-s9/calibration/default-256-interleaved.json.xz"
@@ -93,8 +93,8 @@ def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
             for _rep in range(3):  # the first pass warms Python's caches; all are kept
                 engine.reset()
                 engine.forget_guards()
-                totals = RunTotals()
-                guard = engine._guard(s, totals)
+                guard = engine._measured_guard(s) or NULL_GUARD
+                guard.begin_run()
                 engine.drafter(s.draft_source)
                 seq = list(ids)
                 for i, t in enumerate(answer):
@@ -109,8 +109,7 @@ def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
                     step_s = 0.004 * (1.0 + 0.1 * rng.gauss(0.0, 1.0))
                     for p in plan.declined:
                         p.observe(0, 0, step_s)
-                    if guard is not None:
-                        guard.observe_step(step_s)
+                    guard.observe_step(step_s)
             results.append({"prices": prices, "prompt": prompt, "row": row, "steps": len(times),
                             "median_ms": statistics.median(times) * 1e3,
                             "mean_ms": statistics.fmean(times) * 1e3,

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from core.decode.engine import Engine
+from core.decode.run_state import logits_config
 from core.events import PHASES, RoundEvent, RunSummary
 from core.settings import Settings
 from tests.helpers.engine import N_RUNS, assert_caches, exact_pair_law, run, sample_pairs
@@ -104,7 +105,7 @@ def test_first_two_tokens_follow_the_target(case, target, far_draft, mid_draft) 
     s = s.replace(**overrides)
     engine = Engine(target, draft, vocab_size=VOCAB)
     table = sample_pairs(engine, s, N_RUNS)
-    cfg = Engine._logits_config(s)
+    cfg = logits_config(s)
     law = exact_pair_law(target, PROMPT, cfg)
     assert_matches(table.sum(axis=1), law.sum(axis=1), f"{case}: first token")
     assert_matches(table, law, f"{case}: (first, second) pair")

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.decode.engine import Engine
+from core.decode.run_state import logits_config
 from core.drafting.lookup import LookupDrafter
 from core.drafting.suffix_index import Match, SuffixIndex, scan_longest_repeat
 from core.settings import Settings
@@ -130,7 +131,7 @@ def test_lossless_lookup_follows_the_target_law(target) -> None:
     prompt = [5, 6, 7, 8, 5, 6, 7]  # the lookup proposes 8 (and then 5 ...)
     s = Settings(mode="speculative", draft_source="lookup", rule="lossless", temperature=1.0,
                  max_tokens=2, k=1, ignore_eos=True, traced=False)
-    law = exact_pair_law(target, prompt, Engine._logits_config(s))
+    law = exact_pair_law(target, prompt, logits_config(s))
     engine = Engine(target, vocab_size=VOCAB)
     table = np.zeros((VOCAB, VOCAB), dtype=np.int64)
     proposed = 0

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from core.decode.engine import Engine
+from core.decode.run_state import logits_config
 from core.drafting import registry
 from core.errors import UserError
 from core.settings import Settings, SettingsError
@@ -87,7 +88,7 @@ def test_lossless_with_a_deterministic_source_follows_the_target(target, fixed_s
     the target's; the same sample rejects resampling rejections from p instead of p minus x."""
     s = Settings(mode="speculative", rule="lossless", temperature=1.0, max_tokens=2, k=1,
                  ignore_eos=True, traced=False, draft_source=fixed_source)
-    law = exact_pair_law(target, PROMPT, Engine._logits_config(s))
+    law = exact_pair_law(target, PROMPT, logits_config(s))
     x = int(np.argmax(law.sum(axis=1)))
     fixed_drafter.register([x])
     table = sample_pairs(Engine(target, vocab_size=VOCAB), s, N_RUNS)
@@ -106,7 +107,7 @@ def test_mentored_with_a_deterministic_source_emits_pi(target, fixed_source) -> 
     s = Settings(mode="speculative", rule="mentored", tv_budget=budget, temperature=1.0,
                  max_tokens=1, k=1, bonus=False, ignore_eos=True, traced=False,
                  draft_source=fixed_source)
-    p1 = exact_pair_law(target, PROMPT, Engine._logits_config(s)).sum(axis=1)
+    p1 = exact_pair_law(target, PROMPT, logits_config(s)).sum(axis=1)
     x = int(np.argsort(p1)[-3])  # a token the target rates low-ish: d is large
     fixed_drafter.register([x])
     d = 1.0 - p1[x]
