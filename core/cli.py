@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Flags whose empty value once meant the default silently (`--target ""` loaded the default
-# model, `--mode ""` ran speculative): an empty one is refused in one sentence (issue 32).
+# model, `--mode ""` ran speculative): an empty one is refused in one sentence.
 _NOT_EMPTY = ("target", "draft", "mode", "profile", "profiles_dir", "bench_profiles", "curve",
               "prompt_file", "prompt_name", "markdown", "json", "csv", "trace", "modes",
               "draft_source")  # fmt: skip

@@ -8,11 +8,17 @@
   everything else lives in a package by idea).
 - Every package's __init__.py names its public names in `__all__` (docs/CONTRACTS.md); an empty
   one says that the package's modules are its API and are imported by their own names.
+- Comments and docstrings explain the code as it is: no "run N" or "issue N" narrative. What a
+  measurement found is linked by its page (docs/benchmarks/) or its decision record
+  (docs/decisions/); history lives there, not beside the code.
 """
 
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 from tests.helpers import REPO as ROOT
@@ -72,6 +78,42 @@ def test_the_all_check_sees_a_package_without_one(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert without_all(tmp_path) == ["core/a/__init__.py", "core/b/__init__.py"]
+
+
+LAB_NOTE = re.compile(r"\b(?:run|issue) \d+\b", re.IGNORECASE)
+DOC_STARTS = ("#", '"""', "'''", 'r"""', "f'''")
+
+
+def lab_notes(root: Path = ROOT) -> list[str]:
+    """Comments and docstrings under core/ and tui/ that narrate a run or an issue by number."""
+    found = []
+    for top in ("core", "tui"):
+        for path in sorted((root / top).rglob("*.py")):
+            src = path.read_text(encoding="utf-8")
+            for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+                if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+                    continue
+                if tok.string.startswith(DOC_STARTS) and LAB_NOTE.search(tok.string):
+                    found.append(f"{path.relative_to(root).as_posix()}:{tok.start[0]}")
+    return found
+
+
+def test_no_comment_narrates_a_run_or_an_issue() -> None:
+    assert lab_notes() == []
+
+
+def test_the_lab_note_check_sees_one(tmp_path: Path) -> None:
+    """A control: a comment and a docstring that narrate are found; a string the program uses
+    ("run 3" in a message), another project's issue (#6605) and "runs 4 matmuls" are not."""
+    (tmp_path / "core").mkdir()
+    (tmp_path / "tui").mkdir()
+    (tmp_path / "core" / "a.py").write_text(
+        '"""Why (issue 31): ..."""\n'
+        "x = 1  # slower in run 8\n"
+        'y = "run 3"\n'
+        "# Textual issue #6605; a layer runs 4 matmuls\n"
+    )
+    assert lab_notes(tmp_path) == ["core/a.py:1", "core/a.py:2"]
 
 
 def test_the_rules_see_the_tree() -> None:

@@ -186,7 +186,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     prompt = prompt_text(args.prompt)  # before loading: a bad prompt costs no model load
     settings = chat_settings(args)
     # A spinner on a terminal, one line into a log: a first-use log's stamps then tell the
-    # imports before it from the load after it (issue 31).
+    # imports before it from the load after it (docs/benchmarks/first-use.md).
     loading = Waiting(err, f"loading {settings.target} + {settings.draft}")
     try:
         load = load_pair if spmd is None else spmd.load_pair
@@ -202,7 +202,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
-    # and only what the first rounds use before the first token (issue 31). Where the matrix
+    # and only what the first rounds use before the first token. Where the matrix
     # kernels are not compiled yet, every forward stays below them (core/runtime/warm_start.py).
     from core.runtime.compile_watch import notices_to
     from core.runtime.warm_start import narrow_start, narrowed
