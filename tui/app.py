@@ -243,7 +243,8 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
             callback = partial(method, parse_arg(arg.rstrip(")"))) if arg else method
             forms = " / ".join(k for k in (key.bare_display, key.typing_display) if k)
             title = key.help[:1].upper() + key.help[1:]  # "TV budget", not "Tv budget"
-            yield SystemCommand(title, f"key: {forms}", callback)
+            yield SystemCommand(title, f"key: {forms}" if forms else "palette only (no key)",
+                                callback)  # fmt: skip
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:

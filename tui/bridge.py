@@ -356,7 +356,9 @@ class EngineBridge:
                     post(RunFinished(cmd.run_id, None, prompt_ids,  # Esc: no tokens
                                      self.clock() - entered, calibration_s))
                     return
-            post(Prefilling(cmd.run_id, len(prompt_ids)))
+            held = getattr(session, "cached_tokens", None)  # a turn prefills only the rest
+            cached = held(prompt_ids, settings) if held is not None else 0
+            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached))
             started = self.clock()
             for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
                 if isinstance(item, RunSummary):

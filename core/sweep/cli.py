@@ -87,10 +87,12 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
     g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
     g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
-                   help="new tokens per request (EOS ignored)")  # fmt: skip
-    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
-    g.add_argument("--invocations", type=int, default=3, help="timed invocations per cell")
-    g.add_argument("--warmup", type=int, default=1, help="warm-up requests per cell and prompt")
+                   help="new tokens per request, EOS ignored (default 256)")  # fmt: skip
+    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation (default 3)")
+    g.add_argument("--invocations", type=int, default=3,
+                   help="timed invocations per cell (default 3)")  # fmt: skip
+    g.add_argument("--warmup", type=int, default=1,
+                   help="warm-up requests per cell and prompt (default 1)")  # fmt: skip
     g.add_argument("--traced", action="store_true",
                    help="also a traced request per seed (the phase split; slower)")  # fmt: skip
     g.add_argument("--predict", action="store_true",
@@ -235,6 +237,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from core.bench.cli import LogLines
+    from core.bench.progress import StepsColumn
     from core.decode.engine import Engine
     from core.models import check_request, load_pair, pair_context_window
     from core.runtime.compile_watch import notices_to
@@ -295,7 +298,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         _remember(data)  # the app's sweep view (`w`) shows the last one
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                   StepsColumn("loading the first cell"), TimeElapsedColumn(),
                    TextColumn("left"), TimeRemainingColumn(), console=err, transient=True,
                    disable=log is not None)  # fmt: skip
     cancel = threading.Event()

@@ -130,6 +130,14 @@ class FakeSession:
     def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
         return [(i, i + 1) for i in range(len(messages))]  # one prompt id per message
 
+    def cached_tokens(self, prompt_ids: list[int], settings: Settings) -> int:
+        """As the engine's cache: the previous turn's prompt, as far as this one repeats it."""
+        if len(self.script.prompts) < 2:
+            return 0
+        before = [1 + (len(m["content"]) % 20) for m in self.script.prompts[-2]]
+        n = min(len(before), len(prompt_ids) - 1)
+        return next((i for i in range(n) if before[i] != prompt_ids[i]), n)
+
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(WORDS[i % len(WORDS)] for i in ids)
 

@@ -134,6 +134,20 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
         assert "prefilling" not in status(app)
 
 
+async def test_the_prefill_counts_only_what_the_cache_does_not_hold(make_app, script: Script) -> None:
+    """A second turn's prefill feeds only its new tokens: the status counted the whole
+    conversation ("prefilling 927 prompt tokens" for a cache that held most of it)."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await chat(pilot, "first")
+        script.prefill_gate = threading.Event()
+        await send_until(pilot, "second", lambda: "prefilling" in status(app))
+        assert "prefilling 2 new prompt tokens (1 cached)" in status(app), status(app)
+        script.prefill_gate.set()
+        await wait_for(pilot, lambda: app.run_id is None)
+
+
 async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         make_app, script: Script) -> None:  # fmt: skip
     """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the

@@ -61,3 +61,17 @@ def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):
     assert not again.engine.needs_curve(cost)  # its first round starts without calibrating
     # a greedy curve is not the sampled view's: a sampled run measures its own
     assert again.kept_curve(cost.replace(temperature=0.7, rule="lossless")) == (None, ())
+
+
+def test_a_second_turn_prefills_only_what_the_cache_does_not_hold():
+    s = _session()
+    first = [{"role": "user", "content": "hello there"}]
+    ids = s.prompt_ids(first)
+    assert s.cached_tokens(ids, GREEDY) == 0
+    items = list(s.generate(ids, GREEDY, threading.Event(), lambda: GREEDY))
+    answer = s.decode(items[-1].token_ids)
+    second = s.prompt_ids([*first, {"role": "assistant", "content": answer},
+                           {"role": "user", "content": "and again"}])  # fmt: skip
+    held = s.cached_tokens(second, GREEDY)
+    assert 0 < held < len(second) - 1
+    assert second[:held] == ids[:held]

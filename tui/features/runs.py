@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -60,6 +61,7 @@ class RunsState:
     current: AssistantMessage | None = None  # the running turn's message
     # rounds, summary, the first round's settings, prompt, (round, changed fields) after it
     last_run: tuple[list, RunSummary, Settings, str, tuple] | None = None
+    last_run_at: str | None = None  # when it finished (UTC, ISO): a saved run's timestamp
     runs: list[RunRecord] = field(default_factory=list)  # the latest MAX_RUNS runs
     run_count: int = 0  # every run so far, for their labels
     flushes: int = 0  # repaints so far (one per batch of rounds)
@@ -192,7 +194,10 @@ class RunsFeature(Feature):
     def _prefilling(self, message: Prefilling) -> None:
         """The turn now waits on its prefill: the status line says so, with the time."""
         if message.run_id == self.run_id and not self.runs_state.stats.rounds:
-            self._run(waiting=(f"{PREFILLING} {message.tokens:,} prompt tokens", time.monotonic()))
+            held = f" ({message.cached:,} cached)" if message.cached else ""
+            self._run(waiting=(f"{PREFILLING} {message.tokens:,} new prompt tokens{held}"
+                               if held else f"{PREFILLING} {message.tokens:,} prompt tokens",
+                               time.monotonic()))  # fmt: skip
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
@@ -280,6 +285,7 @@ class RunsFeature(Feature):
             run_settings = message.first_settings or self.live_settings
             state.last_run = (list(state.stats.rounds), summary, run_settings,
                               self.last_prompt() or "", message.settings_changes)
+            state.last_run_at = datetime.now(UTC).isoformat(timespec="seconds")
             state.run_count += 1
             record = RunRecord(f"run {state.run_count}", run_settings, summary,
                                assistant.text if assistant else "", summary.mean_tv)
