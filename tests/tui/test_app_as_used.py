@@ -241,11 +241,20 @@ async def test_a_narrow_terminal_shows_one_view_switched_by_ctrl_t(make_app) -> 
         assert "F1 help" in text and "^q quit" in text
         # the header: the pair alone, long GGUF names cut in their middle, the backend kept
         app.info = dataclasses.replace(app.info, target_name="SmolLM2-135M-Instruct Q4_1",
-                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32")
+                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32",
+                                       device="AMD EPYC 7763 64-Core Processor")
         title = app._narrow_title(f"{app.info.target_name} ← {app.info.draft_name} · metal · "
                                   "AMD EPYC 7763 64-Core Processor")
-        assert len(title) <= 80 - 12 and title.endswith(" · metal"), title
-        assert title.startswith("SmolLM2-135M") and "←" in title
+        assert len(title) <= 80 - 18 and " · metal · AMD EPYC" in title, title
+        assert title.startswith("SmolLM2") and "←" in title
+        # and as drawn: the header's title ends with the device, not with "…"
+        from textual.widgets._header import HeaderTitle
+
+        app.sub_title = f"{app.info.target_name} ← {app.info.draft_name} · metal · AMD"
+        await pilot.pause()
+        drawn = str(app.query_one(HeaderTitle).render()).strip()
+        assert drawn == app._narrow_title(app.sub_title) and " · metal · AMD EPYC" in drawn
+        assert app.query_one(HeaderTitle).size.width >= len(drawn), drawn
 
 
 async def test_tabs_switch_by_keys_at_any_width(make_app) -> None:
