@@ -39,6 +39,7 @@ from tui.features.runs import MAX_RUNS, RunsFeature, RunsState
 from tui.features.settings_keys import SettingsKeys
 from tui.features.view import ViewFeature, ViewState
 from tui.keys import KEYS, MAIN_SCREEN_ONLY, PANES, bindings, help_content, parse_arg
+from tui.screens.confirm_quit import ConfirmQuitScreen
 from tui.status import CPU_NOTE, ProfileStatus, Status, banner_notes, status_line
 from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.chat import ChatView
@@ -153,9 +154,21 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
         if self._quit_timer is not None:
             self.notify("Still stopping: the engine ends its round first.", title="quit")
             return
+        unsent = self.query_one("#prompt", Composer).text
+        if unsent.strip() and not isinstance(self.screen, ConfirmQuitScreen):
+            lines = len(unsent.strip("\n").splitlines())
+            self.push_screen(ConfirmQuitScreen(lines), self._quit_confirmed)
+            return
+        self._stop_and_quit()
+
+    def _quit_confirmed(self, quit_: bool | None) -> None:
+        if quit_:
+            self._stop_and_quit()
+
+    def _stop_and_quit(self) -> None:
         kind = self.bridge.busy_with
         self.bridge.request_close()
-        if kind is not None:
+        if not self.stopping_prefill() and kind is not None:  # a prefill: the status says so
             self.notify(f"Quitting after the {kind} under way stops.", title="quit")
         self._quit_timer = self.set_interval(0.05, self._exit_when_stopped)
 

@@ -126,6 +126,9 @@ class _Command:
 
 
 _CANCELLABLE = ("generate", "bench", "calibrate")  # every long command the app starts
+# A turn's prefill is fed in chunks of about this many seconds, so Esc and ctrl+q stop it
+# within about that (core.decode.cached_model.PacedCancel).
+STOP_WITHIN_S = 1.0
 
 
 def describe_error(exc: BaseException) -> str:
@@ -185,10 +188,13 @@ class EngineBridge:
 
     def generate(self, messages: list[dict[str, str]], settings: Settings) -> int:
         """Queue a chat turn; returns its run id. `messages` is the whole conversation."""
+        from core.decode.cached_model import PacedCancel  # no MLX call: an Event
+
         run_id = next(self._run_ids)
         self._queue.put(
             _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings,
-                                  "entered": self.clock()}, run_id=run_id)
+                                  "entered": self.clock()}, PacedCancel(STOP_WITHIN_S),
+                     run_id=run_id)  # fmt: skip
         )
         return run_id
 

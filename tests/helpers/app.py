@@ -70,10 +70,12 @@ class Script:
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
     calibrate_gate: threading.Event | None = None  # holds calibration after its first step
     prefill_gate: threading.Event | None = None  # holds a run before its first round
+    prefill_ignores_cancel: bool = False  # the gate holds through a cancel: a chunk under way
     bench_gate: threading.Event | None = None  # holds the bench after its second request
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
+    cancels: list[threading.Event] = field(default_factory=list)  # each generate's cancel
     loads: list[tuple[str, str | None]] = field(default_factory=list)  # every pair loaded
 
 
@@ -204,6 +206,7 @@ class FakeSession:
         settings_source: Callable[[], Settings],
     ) -> Iterator[RoundEvent | RunSummary]:
         self.script.calls.append("generate")
+        self.script.cancels.append(cancel)
         counter = iter(range(1, 10_000))
 
         def next_id() -> int:
@@ -211,7 +214,8 @@ class FakeSession:
 
         events: list[RoundEvent] = []
         stop = "length"
-        hold(self.script.prefill_gate, cancel)  # the prefill, as long as the test wants
+        # the prefill, as long as the test wants (or until a cancel, between its chunks)
+        hold(self.script.prefill_gate, None if self.script.prefill_ignores_cancel else cancel)
         for i in range(self.script.rounds):
             if cancel.is_set():
                 stop = "cancelled"

@@ -292,3 +292,43 @@ async def test_compare_names_a_mode_change_as_one(make_app) -> None:
         assert "a mode change: run 1 (this session) ran speculative, run 2 (this session) " \
                "target-only" in note, note
         assert "different models" not in note
+
+
+async def test_esc_in_a_prefill_says_it_stops_after_this_chunk(make_app, script: Script) -> None:
+    """The status kept saying "prefilling" for the 29 s Esc waited: the turn's prefill now
+    comes in chunks of about a second (a PacedCancel) and the status says it is stopping."""
+    script.prefill_gate, script.prefill_ignores_cancel = threading.Event(), True
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send_until(pilot, "a long paste", lambda: "prefilling" in status(app))
+        assert type(script.cancels[-1]).__name__ == "PacedCancel"
+        await send(pilot, ESC)
+        await wait_for(pilot, lambda: "stopping after this chunk" in status(app))
+        await wait_for(pilot, lambda: "· 1 s" in status(app))  # the seconds since esc
+        script.prefill_gate.set()  # the chunk under way ends
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert app.runs[-1].summary.stop_reason == "cancelled"
+
+
+async def test_ctrl_q_with_an_unsent_message_asks_first(make_app) -> None:
+    """A 30-line paste was dropped on ctrl+q without a word."""
+    from tui.screens.confirm_quit import ConfirmQuitScreen
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        composer = app.query_one("#prompt", Composer)
+        composer.insert("line one\nline two\nline three")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmQuitScreen)
+        assert "(3 lines)" in str(app.screen.query_one(Static).render())
+        await send(pilot, ESC)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmQuitScreen) and app.is_running
+        assert composer.text == "line one\nline two\nline three"  # kept
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not app.is_running)

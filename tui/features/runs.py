@@ -41,6 +41,7 @@ from tui.widgets.user_message import UserMessage
 
 # The status's word for a turn waiting on its prefill; Esc's toast reads it to say what stops
 PREFILLING = "prefilling"
+STOPPING = "stopping after this chunk"  # the status once esc or ctrl+q stops a prefill
 
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 
@@ -145,8 +146,7 @@ class RunsFeature(Feature):
                 measuring = status.calibration.running or (status.run.run_id is not None
                                                            and status.calibration.label
                                                            is not None)
-                waiting = status.run.waiting
-                prefilling = waiting is not None and waiting[0].startswith(PREFILLING)
+                prefilling = self.stopping_prefill()
                 self.notify("cancelling the calibration: it stops after the forward under way"
                             if measuring else "cancelling: the prefill stops after its chunk "
                             "under way" if prefilling else "cancelling after this round",
@@ -155,6 +155,16 @@ class RunsFeature(Feature):
         prompt = self.query_one("#prompt", Composer)
         if prompt.has_focus:
             self.query_one(ChatView).focus()
+
+    def stopping_prefill(self) -> bool:
+        """After esc or ctrl+q: a turn waiting on its prefill says "stopping after this chunk"
+        with the seconds since (its chunks take about a second: tui/bridge.py STOP_WITHIN_S);
+        False when no prefill is under way."""
+        waiting = self.status.run.waiting
+        if waiting is None or not waiting[0].startswith(PREFILLING):
+            return False
+        self._run(waiting=(STOPPING, time.monotonic()))
+        return True
 
     # -- the run's messages, in the engine's order -----------------------------------------
 
