@@ -50,6 +50,8 @@ from tui.widgets.legend import Legend
 from tui.widgets.profile_panel import ProfilePanel
 from tui.widgets.rounds import RoundsPanel
 
+TYPING_PAUSE_S = 3.0  # the idle warm-up waits this long after a keystroke
+
 # Importable from here as before the split (tests, tui.screenshot, core.cli).
 __all__ = ["CPU_NOTE", "KEYS", "MAX_RUNS", "PANES", "SpecDecApp", "build_app",
            "curve_from_dict", "default_settings", "help_content", "run_app"]
@@ -247,6 +249,12 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
     @on(Composer.Submitted, "#prompt")
     def send(self, event: Composer.Submitted) -> None:
         self.send_prompt(event.composer, event.value)  # tui/features/runs.py
+
+    @on(Composer.Changed, "#prompt")
+    def typing(self, event: Composer.Changed) -> None:
+        """A keystroke in the message box: the idle warm-up starts no size for a while, so
+        the UI is not competing with it for the CPU (what the status line promises)."""
+        self.bridge.pause_idle(TYPING_PAUSE_S)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

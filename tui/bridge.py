@@ -175,6 +175,7 @@ class EngineBridge:
         # segfault), so the process may end.
         self._stopped = threading.Event()
         self._idle_failed = False
+        self._idle_paused_until = 0.0
         self.clock: Callable[[], float] = time.monotonic  # faked in tests: "from Enter"
 
     # -- UI side ------------------------------------------------------------------------------
@@ -267,8 +268,19 @@ class EngineBridge:
                 return self._queue.get_nowait()
             except queue.Empty:
                 pass
+            paused = self._idle_paused_until - time.monotonic()
+            if paused > 0:  # the user is typing: the UI gets the CPU, the warm-up waits
+                try:
+                    return self._queue.get(timeout=paused)
+                except queue.Empty:
+                    continue
             if not self._warm_idle_once():
                 return self._queue.get()
+
+    def pause_idle(self, seconds: float) -> None:
+        """No idle warm-up size starts for `seconds` (the composer calls it per keystroke;
+        the size in flight ends first)."""
+        self._idle_paused_until = time.monotonic() + seconds
 
     def _warm_idle_once(self) -> bool:
         """One size of the session's idle warm-up (False: nothing left, or it cannot)."""
@@ -276,9 +288,14 @@ class EngineBridge:
         step = getattr(session, "warm_idle", None)
         if step is None or self._idle_failed:
             return False
+        ahead = getattr(session, "warm_idle_next", None)
         try:
             with core_warnings_to(self._post):
-                progress = step(self._settings_source())
+                settings = self._settings_source()
+                coming = ahead(settings) if ahead is not None else None
+                if coming is not None:  # the status says what runs while it runs
+                    self._post(IdleWarmup(coming))
+                progress = step(settings)
         except Exception as exc:  # never worth stopping the thread for: compiles happen later
             self._idle_failed = True
             self._post(EngineNotice("Warming GPU kernels in the background stopped: "
@@ -364,9 +381,13 @@ class EngineBridge:
                     return
             held = getattr(session, "cached_tokens", None)  # a turn prefills only the rest
             cached = held(prompt_ids, settings) if held is not None else 0
-            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached))
+            # The session warms what the first rounds use when generate is called (seconds
+            # on a busy CPU the first time), then the prefill runs: the status says each.
+            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached, warming=True))
             started = self.clock()
-            for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
+            items = session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch)
+            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached))
+            for item in items:
                 if isinstance(item, RunSummary):
                     summary = item
                 else:

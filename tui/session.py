@@ -183,6 +183,14 @@ class MLXSession:
         n = min(len(held), len(want))
         return next((i for i in range(n) if held[i] != want[i]), n)
 
+    def warm_idle_next(self, settings: Settings) -> Any:
+        """What warm_idle(settings) would warm next (IdleProgress, running), or None."""
+        from core.runtime.warmer import first_round_sizes
+
+        first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
+                                  has_draft=self.pair.draft is not None)  # fmt: skip
+        return self.warmer.idle_next(first)
+
     def warm_idle(self, settings: Settings) -> Any:
         """One size of the idle warm-up, preferring what `settings`' next turn would use; None
         when all are warm (core.runtime.warmer.IdleProgress otherwise)."""

@@ -12,7 +12,7 @@ from textual.widgets import Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
-from tests.helpers.app import Script, chat, ready, wait_for
+from tests.helpers.app import FakeSession, Script, chat, hold, ready, wait_for
 from tests.helpers.app_shown import notices
 from tests.helpers.app_turns import send_until
 from tests.helpers.terminal import ESC, send
@@ -332,3 +332,36 @@ async def test_ctrl_q_with_an_unsent_message_asks_first(make_app) -> None:
         await pilot.pause()
         await pilot.press("enter")
         await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_the_status_says_a_turn_warms_its_first_kernels_before_its_prefill(
+        script: Script, profiles) -> None:  # noqa: ANN001  # fmt: skip
+    """27 s of a first turn said "prefilling 32 prompt tokens": most of it warmed the kernels
+    of the first rounds (MLXSession.generate), which the status now names."""
+    gate = threading.Event()
+
+    class Warming(FakeSession):
+        def generate(self, prompt_ids, settings, cancel, settings_source):  # noqa: ANN001, ANN201
+            hold(gate)  # the first rounds' warm-up, before the generator starts
+            return super().generate(prompt_ids, settings, cancel, settings_source)
+
+    from tests.helpers.app_shown import app_on
+
+    app = app_on(lambda t, d: Warming(script, t, d), profiles)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send_until(pilot, "hi", lambda: "warming the kernels" in status(app))
+        gate.set()
+        await wait_for(pilot, lambda: app.run_id is None)
+
+
+async def test_a_keystroke_pauses_the_idle_warm_up(make_app) -> None:
+    import time
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.bridge._idle_paused_until < time.monotonic()
+        await pilot.press("h")
+        await pilot.pause()
+        assert app.bridge._idle_paused_until > time.monotonic() + 1.0  # "stops when you type"

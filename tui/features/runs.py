@@ -203,11 +203,16 @@ class RunsFeature(Feature):
 
     def _prefilling(self, message: Prefilling) -> None:
         """The turn now waits on its prefill: the status line says so, with the time."""
-        if message.run_id == self.run_id and not self.runs_state.stats.rounds:
-            held = f" ({message.cached:,} cached)" if message.cached else ""
-            self._run(waiting=(f"{PREFILLING} {message.tokens:,} new prompt tokens{held}"
-                               if held else f"{PREFILLING} {message.tokens:,} prompt tokens",
+        if message.run_id != self.run_id or self.runs_state.stats.rounds:
+            return
+        if message.warming:  # a first use of these sizes: seconds on a busy CPU
+            self._run(waiting=("warming the kernels of this turn's first rounds",
                                time.monotonic()))  # fmt: skip
+            return
+        held = f" ({message.cached:,} cached)" if message.cached else ""
+        self._run(waiting=(f"{PREFILLING} {message.tokens:,} new prompt tokens{held}"
+                           if held else f"{PREFILLING} {message.tokens:,} prompt tokens",
+                           time.monotonic()))  # fmt: skip
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
