@@ -8,13 +8,11 @@ on a repaint. Cancelling sets a threading.Event that the engine checks once per 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +22,7 @@ from textual.message_pump import MessagePump
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
 from tui.engine_info import CurveInfo, PairInfo
+from tui.engine_log import core_warnings_to
 from tui.messages import (
     BenchFinished,
     BenchProgress,
@@ -34,7 +33,6 @@ from tui.messages import (
     EngineFailed,
     EngineNotice,
     IdleWarmup,
-    KernelsCompiling,
     ModelsLoaded,
     ModelsLoading,
     Prefilling,
@@ -88,30 +86,6 @@ class EngineSession(Protocol):
 
 # Called on the engine thread with (target_spec, draft_spec); must do all model loading there.
 SessionFactory = Callable[[str, "str | None"], EngineSession]
-
-
-class _Forward(logging.Handler):
-    def __init__(self, post: Callable[[Message], None]) -> None:
-        super().__init__(logging.WARNING)
-        self.post = post
-
-    def emit(self, record: logging.LogRecord) -> None:
-        notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
-        self.post(KernelsCompiling(notice) if notice is not None
-                  else EngineNotice(record.getMessage()))  # fmt: skip
-
-
-@contextlib.contextmanager
-def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
-    """While the block runs, core's WARNINGs become EngineNotice messages, and its compile
-    notices KernelsCompiling (the CLI prints its own sentences; in the app nobody else would
-    show them)."""
-    handler, logger = _Forward(post), logging.getLogger("core")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
 
 
 # ---------------------------------------------------------------------------------------------
