@@ -29,3 +29,28 @@ class StepsColumn(ProgressColumn):
 def steps_text(task: Any, before: str = "preparing") -> str:
     """What StepsColumn shows for `task`, as plain text (the tests read it)."""
     return StepsColumn(before).render(task).plain
+
+
+def time_left(done: int, total: int | None, elapsed_s: float) -> str:
+    """The time left at the pace so far, from the first step on: rich's own column said
+    `-:--:--` until it had 30 s of steps, for the first half of a CPU sweep."""
+    if not total or done <= 0:
+        return "left: after the first step"
+    return f"left ~{duration(elapsed_s / done * max(total - done, 0))}"
+
+
+class LeftColumn(ProgressColumn):
+    """The task's `left` field (time_left), dim; empty until it is set."""
+
+    def render(self, task: Task) -> Text:
+        return Text(str(task.fields.get("left", "")), style="dim")
+
+
+def duration(seconds: float) -> str:
+    """12 s, 4 min 10 s, 3 h 20 min."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
