@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
@@ -56,10 +58,12 @@ async def test_the_rounds_panel_accounts_for_every_second_of_the_run() -> None:
     app = Host()
     async with app.run_test(size=(100, 40)) as pilot:
         panel = app.query_one(RoundsPanel)
-        stats = RoundStats.from_rounds(rounds, _summary({}))
+        summary = dataclasses.replace(_summary({}), ttft_s=0.3)
+        stats = RoundStats.from_rounds(rounds, summary)
         panel.show(stats)
         await pilot.pause()
         note = " ".join(str(panel.query_one("#rounds-note", Static).render()).split())
-        # 1.0 s = 0.1 s to the first token + 2 rounds of 0.2 s + 0.5 s between rounds
-        assert ("E2E 1.00 s = to the first token 0.10 s + rounds after it 0.40 s + between "
-                "rounds 0.50 s") in note, note
+        # 1.0 s = 0.1 s before the first round (TTFT 0.3 s less its 0.2 s) + 3 rounds of
+        # 0.2 s + 0.3 s between rounds
+        assert ("E2E 1.00 s = before the first round 0.10 s + rounds 0.60 s + between rounds "
+                "0.30 s") in note, note
