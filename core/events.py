@@ -7,7 +7,7 @@ these types are their whole contract, and they round-trip through plain dicts (J
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,3 +153,18 @@ class RunSummary:
         d["token_ids"] = tuple(d.get("token_ids", ()))
         d["models"] = identities_from_dict(d.get("models"))
         return cls(**d)
+
+
+def time_accounting(summary: RunSummary, rounds: Sequence[RoundEvent]) -> dict[str, float]:
+    """A run's E2E as parts that add up to it: before its first round (the prefill, and what
+    the run waited on before it), its rounds (their own clocks: the phases), and the named
+    remainder, the time between rounds (the loop's host work, whoever consumes the rounds, a
+    garbage collection, another thread holding the CPU). A profiler that left 40% of a run
+    in no phase could not say where the time went; this one says how much fell between."""
+    first = next((i for i, ev in enumerate(rounds) if ev.tokens), len(rounds) - 1)
+    to_first = sum(ev.timings.total for ev in rounds[: first + 1])
+    in_rounds = sum(ev.timings.total for ev in rounds)
+    ttft = min(summary.ttft_s, summary.e2e_s)
+    before = max(ttft - to_first, 0.0)
+    return {"before the first round": before, "rounds": in_rounds,
+            "between rounds": max(summary.e2e_s - before - in_rounds, 0.0)}  # fmt: skip

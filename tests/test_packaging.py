@@ -98,3 +98,23 @@ def test_building_says_nothing_about_the_licence(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "licen" not in (proc.stdout + proc.stderr).lower(), proc.stderr[-2000:]
+
+
+def test_building_the_wheel_warns_of_no_package_left_out(tmp_path: Path) -> None:
+    """`make run` printed 40 lines of "Package 'core.prompts' is absent from the packages
+    configuration": a data folder must be listed as a package of its own."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in ("core", "tui", "profiles"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    (tmp_path / "out").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", "from setuptools.build_meta import build_wheel as b; b('out')"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout + proc.stderr
+    assert "absent from" not in said, said[-2000:]
+    names = set(zipfile.ZipFile(next((tmp_path / "out").glob("*.whl"))).namelist())
+    assert {f"core/prompts/{p.name}" for p in (ROOT / "core/prompts").glob("*.txt")} <= names

@@ -39,6 +39,7 @@ from tui.features.runs import MAX_RUNS, RunsFeature, RunsState
 from tui.features.settings_keys import SettingsKeys
 from tui.features.view import ViewFeature, ViewState
 from tui.keys import KEYS, MAIN_SCREEN_ONLY, PANES, bindings, help_content, parse_arg
+from tui.screens.confirm_quit import ConfirmQuitScreen
 from tui.status import CPU_NOTE, ProfileStatus, Status, banner_notes, status_line
 from tui.widgets.acceptance import AcceptancePanel
 from tui.widgets.chat import ChatView
@@ -48,6 +49,8 @@ from tui.widgets.key_bar import KeyBar
 from tui.widgets.legend import Legend
 from tui.widgets.profile_panel import ProfilePanel
 from tui.widgets.rounds import RoundsPanel
+
+TYPING_PAUSE_S = 3.0  # the idle warm-up waits this long after a keystroke
 
 # Importable from here as before the split (tests, tui.screenshot, core.cli).
 __all__ = ["CPU_NOTE", "KEYS", "MAX_RUNS", "PANES", "SpecDecApp", "build_app",
@@ -153,9 +156,21 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
         if self._quit_timer is not None:
             self.notify("Still stopping: the engine ends its round first.", title="quit")
             return
+        unsent = self.query_one("#prompt", Composer).text
+        if unsent.strip() and not isinstance(self.screen, ConfirmQuitScreen):
+            lines = len(unsent.strip("\n").splitlines())
+            self.push_screen(ConfirmQuitScreen(lines), self._quit_confirmed)
+            return
+        self._stop_and_quit()
+
+    def _quit_confirmed(self, quit_: bool | None) -> None:
+        if quit_:
+            self._stop_and_quit()
+
+    def _stop_and_quit(self) -> None:
         kind = self.bridge.busy_with
         self.bridge.request_close()
-        if kind is not None:
+        if not self.stopping_prefill() and kind is not None:  # a prefill: the status says so
             self.notify(f"Quitting after the {kind} under way stops.", title="quit")
         self._quit_timer = self.set_interval(0.05, self._exit_when_stopped)
 
@@ -235,6 +250,12 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
     def send(self, event: Composer.Submitted) -> None:
         self.send_prompt(event.composer, event.value)  # tui/features/runs.py
 
+    @on(Composer.Changed, "#prompt")
+    def typing(self, event: Composer.Changed) -> None:
+        """A keystroke in the message box: the idle warm-up starts no size for a while, so
+        the UI is not competing with it for the CPU (what the status line promises)."""
+        self.bridge.pause_idle(TYPING_PAUSE_S)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for key in KEYS:
@@ -243,7 +264,8 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
             callback = partial(method, parse_arg(arg.rstrip(")"))) if arg else method
             forms = " / ".join(k for k in (key.bare_display, key.typing_display) if k)
             title = key.help[:1].upper() + key.help[1:]  # "TV budget", not "Tv budget"
-            yield SystemCommand(title, f"key: {forms}", callback)
+            yield SystemCommand(title, f"key: {forms}" if forms else "palette only (no key)",
+                                callback)  # fmt: skip
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:

@@ -8,13 +8,11 @@ on a repaint. Cancelling sets a threading.Event that the engine checks once per 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +22,7 @@ from textual.message_pump import MessagePump
 from core.events import RoundEvent, RunSummary
 from core.settings import Settings
 from tui.engine_info import CurveInfo, PairInfo
+from tui.engine_log import core_warnings_to
 from tui.messages import (
     BenchFinished,
     BenchProgress,
@@ -34,7 +33,6 @@ from tui.messages import (
     EngineFailed,
     EngineNotice,
     IdleWarmup,
-    KernelsCompiling,
     ModelsLoaded,
     ModelsLoading,
     Prefilling,
@@ -87,6 +85,11 @@ class EngineSession(Protocol):
         matches), and a sentence for each kept file ignored (damaged, foreign)."""
         ...
 
+    def warm_idle_next(self, settings: Settings) -> Any:
+        """What the next `warm_idle` will warm (an IdleProgress with `running` set), said before
+        it runs so the status line names it; None once nothing is left to warm."""
+        ...
+
     def warm_idle(self, settings: Settings) -> Any:
         """One more size of the idle warm-up (core.runtime.warmer.IdleProgress), preferring
         what `settings`' next turn would use; None once nothing is left to warm."""
@@ -105,30 +108,6 @@ class EngineSession(Protocol):
 SessionFactory = Callable[[str, "str | None"], EngineSession]
 
 
-class _Forward(logging.Handler):
-    def __init__(self, post: Callable[[Message], None]) -> None:
-        super().__init__(logging.WARNING)
-        self.post = post
-
-    def emit(self, record: logging.LogRecord) -> None:
-        notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
-        self.post(KernelsCompiling(notice) if notice is not None
-                  else EngineNotice(record.getMessage()))
-
-
-@contextlib.contextmanager
-def core_warnings_to(post: Callable[[Message], None]) -> Iterator[None]:
-    """While the block runs, core's WARNINGs become EngineNotice messages, and its compile
-    notices KernelsCompiling (the CLI prints its own sentences; in the app nobody else would
-    show them)."""
-    handler, logger = _Forward(post), logging.getLogger("core")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-
-
 # ---------------------------------------------------------------------------------------------
 
 
@@ -141,6 +120,9 @@ class _Command:
 
 
 _CANCELLABLE = ("generate", "bench", "calibrate")  # every long command the app starts
+# A turn's prefill is fed in chunks of about this many seconds, so Esc and ctrl+q stop it
+# within about that (core.decode.cached_model.PacedCancel).
+STOP_WITHIN_S = 1.0
 
 
 def describe_error(exc: BaseException) -> str:
@@ -187,6 +169,7 @@ class EngineBridge:
         # so the process may end.
         self._stopped = threading.Event()
         self._idle_failed = False
+        self._idle_paused_until = 0.0
         self.clock: Callable[[], float] = time.monotonic  # faked in tests: "from Enter"
 
     # -- UI side ------------------------------------------------------------------------------
@@ -200,10 +183,13 @@ class EngineBridge:
 
     def generate(self, messages: list[dict[str, str]], settings: Settings) -> int:
         """Queue a chat turn; returns its run id. `messages` is the whole conversation."""
+        from core.decode.cached_model import PacedCancel  # no MLX call: an Event
+
         run_id = next(self._run_ids)
         self._queue.put(
             _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings,
-                                  "entered": self.clock()}, run_id=run_id)
+                                  "entered": self.clock()}, PacedCancel(STOP_WITHIN_S),
+                     run_id=run_id)  # fmt: skip
         )
         return run_id
 
@@ -276,8 +262,19 @@ class EngineBridge:
                 return self._queue.get_nowait()
             except queue.Empty:
                 pass
+            paused = self._idle_paused_until - time.monotonic()
+            if paused > 0:  # the user is typing: the UI gets the CPU, the warm-up waits
+                try:
+                    return self._queue.get(timeout=paused)
+                except queue.Empty:
+                    continue
             if not self._warm_idle_once():
                 return self._queue.get()
+
+    def pause_idle(self, seconds: float) -> None:
+        """No idle warm-up size starts for `seconds` (the composer calls it per keystroke;
+        the size in flight ends first)."""
+        self._idle_paused_until = time.monotonic() + seconds
 
     def _warm_idle_once(self) -> bool:
         """One size of the session's idle warm-up (False: nothing left, or it cannot)."""
@@ -286,7 +283,11 @@ class EngineBridge:
             return False
         try:
             with core_warnings_to(self._post):
-                progress = session.warm_idle(self._settings_source())
+                settings = self._settings_source()
+                coming = session.warm_idle_next(settings)
+                if coming is not None:  # the status says what runs while it runs
+                    self._post(IdleWarmup(coming))
+                progress = session.warm_idle(settings)
         except Exception as exc:  # never worth stopping the thread for: compiles happen later
             self._idle_failed = True
             self._post(EngineNotice("Warming GPU kernels in the background stopped: "
@@ -370,9 +371,15 @@ class EngineBridge:
                     post(RunFinished(cmd.run_id, None, prompt_ids,  # Esc: no tokens
                                      self.clock() - entered, calibration_s))
                     return
-            post(Prefilling(cmd.run_id, len(prompt_ids)))
+            held = getattr(session, "cached_tokens", None)  # a turn prefills only the rest
+            cached = held(prompt_ids, settings) if held is not None else 0
+            # The session warms what the first rounds use when generate is called (seconds
+            # on a busy CPU the first time), then the prefill runs: the status says each.
+            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached, warming=True))
             started = self.clock()
-            for item in session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch):
+            items = session.generate(prompt_ids, cmd.args["settings"], cmd.cancel, watch)
+            post(Prefilling(cmd.run_id, len(prompt_ids) - cached, cached))
+            for item in items:
                 if isinstance(item, RunSummary):
                     summary = item
                 else:

@@ -176,8 +176,10 @@ def help_content() -> RenderableType:
     keys.add_column("while typing", style="yellow")
     keys.add_column("does")
     for key in KEYS:
-        keys.add_row(key.bare_display or key.typing_display or "ctrl+p",
-                     key.typing_display or "ctrl+p", key.help)
+        if not (key.bare_display or key.typing_display):  # no key: the palette's alone
+            keys.add_row(Text("palette only", "dim"), "", key.help)
+            continue
+        keys.add_row(key.bare_display or key.typing_display, key.typing_display, key.help)
     keys.add_row("esc", "esc", "cancel the running generation (or leave the message box)")
     keys.add_row("i", "", "back to the message box")
     keys.add_row("ctrl+p", "ctrl+p", "command palette")

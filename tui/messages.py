@@ -66,13 +66,15 @@ class RoundCommitted(Message):
 
 
 class Prefilling(Message):
-    """Run `run_id` handed its `tokens` prompt tokens to the engine: until its first round the
-    turn waits on the prefill (80 s for a long prompt on a CPU), and the status says so."""
+    """Run `run_id` handed its prompt to the engine: until its first round the turn waits on
+    the prefill of its `tokens` the cache does not hold (80 s for a long prompt on a CPU;
+    `cached`: those an earlier turn left in the cache), and the status says so."""
 
-    def __init__(self, run_id: int, tokens: int) -> None:
+    def __init__(self, run_id: int, tokens: int, cached: int = 0, warming: bool = False) -> None:
         super().__init__()
         self.seq = -1  # its place in its run, set by the engine thread as it posts
-        self.run_id, self.tokens = run_id, tokens
+        self.run_id, self.tokens, self.cached = run_id, tokens, cached
+        self.warming = warming  # first the kernels of the turn's first rounds, then the prefill
 
 
 class RunFinished(Message):

@@ -174,6 +174,23 @@ class MLXSession:
         return self.engine.generate(prompt_ids, settings, cancel=cancel,
                                     settings_source=self.narrow.source(settings_source))
 
+    def cached_tokens(self, prompt_ids: Sequence[int], settings: Settings) -> int:
+        """How many of the prompt's tokens the cache of the model that prefills it already
+        holds (an earlier turn's): its prefill feeds only the rest."""
+        state = self.engine.cache_state()
+        held = state.get("draft_seq" if settings.mode == "draft-only" else "target_seq", [])
+        want = list(prompt_ids[:-1])
+        n = min(len(held), len(want))
+        return next((i for i in range(n) if held[i] != want[i]), n)
+
+    def warm_idle_next(self, settings: Settings) -> Any:
+        """What warm_idle(settings) would warm next (IdleProgress, running), or None."""
+        from core.runtime.warmer import first_round_sizes
+
+        first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
+                                  has_draft=self.pair.draft is not None)  # fmt: skip
+        return self.warmer.idle_next(first)
+
     def warm_idle(self, settings: Settings) -> Any:
         """One size of the idle warm-up, preferring what `settings`' next turn would use; None
         when all are warm (core.runtime.warmer.IdleProgress otherwise)."""

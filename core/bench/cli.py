@@ -54,10 +54,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """`specdec-tui bench` flags: protocol, settings (profiles or flags), prompt, outputs, peer."""
     g = parser.add_argument_group("protocol")
     g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
-                   help="new tokens per request (EOS ignored)")  # fmt: skip
-    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
-    g.add_argument("--invocations", type=int, default=3, help="timed invocations per setting")
-    g.add_argument("--warmup", type=int, default=1, help="warm-up requests per setting")
+                   help="new tokens per request, EOS ignored (default 256)")  # fmt: skip
+    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation (default 3)")
+    g.add_argument("--invocations", type=int, default=3,
+                   help="timed invocations per setting (default 3)")  # fmt: skip
+    g.add_argument("--warmup", type=int, default=1,
+                   help="warm-up requests per setting (default 1)")  # fmt: skip
     g.add_argument("--no-traced", action="store_true", help="skip the traced run (no phase split)")
     g.add_argument("--no-quality", action="store_true", help="skip NLL scoring and greedy check")
     g.add_argument("--no-predict", action="store_true",
@@ -320,10 +322,11 @@ def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[i
     with a fresh GPU's compile notices shown as they come."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from core.bench.progress import StepsColumn
     from core.runtime.compile_watch import notices_to
 
     bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.description}"), BarColumn(), StepsColumn("warming up"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
     )  # fmt: skip
 

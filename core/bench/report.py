@@ -27,6 +27,18 @@ def overhead_flagged(r: BenchResult) -> bool:
     return r.tracing_overhead is not None and r.tracing_overhead > OVERHEAD_FLAG
 
 
+def outside_cells(r: Any) -> tuple[str, str]:
+    """A traced request's ms before its first round and between its rounds (a result read
+    back without its rounds: all of its time outside rounds, in the first cell)."""
+    if r.traced_summary is None or not r.traced_rounds:
+        return num(r.outside_rounds_ms, ".1f"), "-"
+    from core.events import time_accounting
+
+    parts = time_accounting(r.traced_summary, r.traced_rounds)
+    return (f"{parts['before the first round'] * 1e3:.1f}",
+            f"{parts['between rounds'] * 1e3:.1f}")  # fmt: skip
+
+
 def overhead_cell(r: BenchResult) -> str:
     """The tracing overhead, in bold past OVERHEAD_FLAG."""
     text = pct(r.tracing_overhead)
@@ -192,12 +204,16 @@ def report_markdown(report: BenchReport) -> str:
         sharded = "comm" in shown
         if sharded:
             out.append(f"{COMM_NOTE}.\n")
+        out.append("The phases, the time before the first round (the prefill) and the time "
+                   "between rounds (host work, garbage collection) add up to the traced E2E "
+                   "(core.events.time_accounting).\n")  # fmt: skip
         out += md_table(
             ("Configuration", *(phase_label(x, sharded) for x in shown),
-             "prefill + outside rounds", "traced E2E", "tracing overhead", "predicted kernel"),
-            ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown),
-              num(r.outside_rounds_ms, ".1f"), secs(r.traced_e2e_s), overhead_cell(r),
-              r.kernel or "-") for r in report.results if r.phase_ms),
+             "before the first round", "between rounds", "traced E2E", "tracing overhead",
+             "predicted kernel"),
+            ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown), *outside_cells(r),
+              secs(r.traced_e2e_s), overhead_cell(r), r.kernel or "-")
+             for r in report.results if r.phase_ms),
         )  # fmt: skip
         out.append("")
         over = [r.name for r in report.results if overhead_flagged(r)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +18,7 @@ from rich.text import Text
 
 from core.chat.palette import TERMINAL_STYLES
 from core.cost.guard import guard_lines
-from core.events import RoundEvent, RunSummary, phase_label, phase_shares
+from core.events import RoundEvent, RunSummary, phase_label, phase_shares, time_accounting
 from core.io.user_text import prompt_text
 from core.settings import Settings, first_run_settings, flag_changes
 
@@ -71,8 +71,9 @@ def calibration_progress(err: Console) -> Callable[[int, int, str], None]:
     return report
 
 
-def summary_table(summary: RunSummary) -> Table:
-    """The numbers a user checks first, as a two-column table."""
+def summary_table(summary: RunSummary, rounds: Sequence[RoundEvent] = ()) -> Table:
+    """The numbers a user checks first, as a two-column table; with the run's `rounds`, its
+    E2E in parts that add up to it (core.events.time_accounting)."""
     t = Table(show_header=False, box=None)
     rows = [
         ("mode", summary.mode + (f" (fell back: {summary.fallback_reason})"
@@ -83,6 +84,9 @@ def summary_table(summary: RunSummary) -> Table:
         ("decode", f"{summary.decode_tok_s:.1f} tok/s" if summary.decode_tok_s else "-"),
         ("E2E", f"{summary.e2e_s:.2f} s"),
     ]
+    if rounds:
+        rows.append(("E2E parts", " + ".join(f"{name} {seconds:.2f} s" for name, seconds
+                                             in time_accounting(summary, rounds).items())))
     if summary.acceptance is not None:
         rows.append(("acceptance", f"{summary.acceptance:.1%}"))
         rows.append(("mean accepted length", f"{summary.mean_accepted_length:.2f}"))
@@ -221,12 +225,13 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     err.print(legend())
     detok = tok.detokenizer
     detok.reset()
-    summary = None
+    summary, rounds = None, []
     waiting = Waiting(err, f"prefilling {len(ids):,} prompt tokens")
     try:
         for item in engine.generate(ids, settings):
             waiting.stop()
             if isinstance(item, RoundEvent):
+                rounds.append(item)
                 for t in item.tokens:
                     if t.id in pair.eos_ids:
                         continue
@@ -239,6 +244,6 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     detok.finalize()
     out.print(Text(detok.last_segment))
     if summary is not None:
-        err.print(summary_table(summary))
+        err.print(summary_table(summary, rounds))
     sys.stdout.flush()
     return 0

@@ -10,6 +10,7 @@ that one rule. Calibration, the bench's scorer and the step-cost probe prefill t
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -40,18 +41,40 @@ def common_prefix(
     return i
 
 
+class PacedCancel(threading.Event):
+    """A cancel that must be honoured within about `within_s`: a prefill given one feeds
+    chunks of about that long, sized by the time its chunks took on this backend (the first
+    is FIRST_PACED_CHUNK tokens), never past its `chunk`. A 512-token chunk took ~30 s on a
+    busy 2-core CPU, and Esc or ctrl+q waited for it; a GPU soon reaches `chunk` again."""
+
+    def __init__(self, within_s: float = 1.0) -> None:
+        super().__init__()
+        self.within_s = within_s
+
+
+FIRST_PACED_CHUNK = 16
+
+
 def prefill(model: nn.Module, cache: list[Any], tokens: Sequence[int] | mx.array,
             chunk: int = PREFILL_CHUNK, cancel: threading.Event | None = None) -> int:
     """Feed tokens in chunks, evaluating the cache after each so memory stays bounded; the
     tokens fed. `cancel`, once set, stops it between chunks: a pasted file's prefill took
-    30 s on this CPU, and Esc waited for all of it."""
+    30 s on this CPU, and Esc waited for all of it (a PacedCancel also sizes the chunks)."""
     ids = tokens if isinstance(tokens, mx.array) else mx.array(list(tokens), dtype=mx.uint32)
     n = ids.shape[0]
-    for i in range(0, n, chunk):
+    pace = getattr(cancel, "within_s", None)
+    size = min(chunk, FIRST_PACED_CHUNK) if pace else chunk
+    i = 0
+    while i < n:
         if cancel is not None and cancel.is_set():
             return i
-        model(ids[None, i : i + chunk], cache=cache)
+        began = time.perf_counter()
+        model(ids[None, i : i + size], cache=cache)
         mx.eval([c.state for c in cache])
+        i += size
+        if pace:  # the next chunk takes about `pace` at this chunk's rate, growing 4x at most
+            took = max(time.perf_counter() - began, 1e-4)
+            size = max(1, min(chunk, 4 * size, int(size * pace / took)))
     return n
 
 

@@ -176,14 +176,20 @@ def _print_show(console: Any, profile: Profile) -> None:
     table.add_column("setting", no_wrap=True)
     table.add_column("value")
     table.add_column("first run (app, chat)")
+    # The recorded run's own settings beside them (its first round's): a profile saved after
+    # a key changed k showed k 6 next to a run measured at k 4. Only what differs is shown.
+    ran = profile.run.settings if profile.run is not None else None
+    if ran is not None:
+        table.add_column("its recorded run")
     for f in dataclasses.fields(Settings):
         value, default = getattr(profile.settings, f.name), getattr(defaults, f.name)
         changed = value != default
-        table.add_row(
-            f.name,
-            Text(value_text(value), style="bold" if changed else ""),
-            Text(value_text(default) if changed else ""),
-        )
+        row = [f.name, Text(value_text(value), style="bold" if changed else ""),
+               Text(value_text(default) if changed else "")]  # fmt: skip
+        if ran is not None:
+            at = getattr(ran, f.name)
+            row.append(Text(value_text(at), style="bold yellow") if at != value else Text(""))
+        table.add_row(*row)
     console.print(table)
     run = profile.run
     if run is None:

@@ -12,6 +12,7 @@ import argparse
 import shlex
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,19 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                    "prompt's own check); kinds as `bench --check`")  # fmt: skip
 
     g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
-    g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
-                   help="new tokens per request (EOS ignored)")  # fmt: skip
-    g.add_argument("--seeds", type=int, default=3, help="seeds per invocation")
-    g.add_argument("--invocations", type=int, default=3, help="timed invocations per cell")
-    g.add_argument("--warmup", type=int, default=1, help="warm-up requests per cell and prompt")
+    # None: not given (core/sweep/first_look.py fills them: a first look's, or the full's)
+    g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=None,
+                   help="new tokens per request, EOS ignored (default 256; a first look 32)")  # fmt: skip
+    g.add_argument("--seeds", type=int, default=None,
+                   help="seeds per invocation (default 3; a first look 1)")  # fmt: skip
+    g.add_argument("--invocations", type=int, default=None,
+                   help="timed invocations per cell (default 3; a first look 1)")  # fmt: skip
+    g.add_argument("--warmup", type=int, default=None,
+                   help="warm-up requests per cell and prompt (default 1; a first look 0)")  # fmt: skip
+    g.add_argument("--full", action="store_true",
+                   help="the full default grid and protocol; without it and without a grid "
+                   "or count flag, a first look: target-only and fixed-4 at TV 0 and 1, one "
+                   "32-token request each (minutes on a CPU), then the full one's estimate")  # fmt: skip
     g.add_argument("--traced", action="store_true",
                    help="also a traced request per seed (the phase split; slower)")  # fmt: skip
     g.add_argument("--predict", action="store_true",
@@ -265,16 +274,11 @@ def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
 def run_sweep_cli(args: argparse.Namespace) -> int:
     """Load the pair once, run every block with a progress bar, write the files after each."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
     from core.bench.cli import LogLines
+    from core.bench.progress import LeftColumn, StepsColumn, time_left
     from core.decode.engine import Engine
     from core.models import check_request, load_pair, pair_context_window
     from core.runtime.compile_watch import notices_to
@@ -286,6 +290,9 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     if getattr(args, "out", None) is not None:
         raise SweepError("--out names the page of --read; a sweep's files are --json, --csv, "
                          "--markdown and --svg.")  # fmt: skip
+    from core.sweep.first_look import resolve
+
+    look = resolve(args)  # a plain `sweep`: a first look (the full grid is hours on a CPU)
     check_counts(args, SweepError)
     if args.min_task is not None and not 0.0 <= args.min_task <= 1.0:
         raise SweepError(f"--min-task is a share between 0 and 1, got {args.min_task:g}.")
@@ -362,18 +369,21 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         _remember(data)  # the app's sweep view (`w`) shows the last one
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                   TextColumn("left"), TimeRemainingColumn(), console=err, transient=True,
-                   disable=log is not None)  # fmt: skip
+                   StepsColumn("loading the first cell"), TimeElapsedColumn(), LeftColumn(),
+                   console=err, transient=True, disable=log is not None)  # fmt: skip
     cancel = threading.Event()
+    if look is not None:
+        err.print(Text(look.text(), style="yellow"))
+    began = time.monotonic()
     try:
         with bar, notices_to(lambda n: err.print(Text(n.text, style="yellow"))):
             task = bar.add_task("sweep", total=None)
 
             def progress(done: int, total: int, label: str) -> None:
-                bar.update(task, completed=done, total=total, description=label[:56])
+                left = time_left(done, total, time.monotonic() - began)
+                bar.update(task, completed=done, total=total, description=label[:56], left=left)
                 if log is not None:
-                    log.line(f"{done}/{total} {label}")
+                    log.line(f"{done}/{total} {label} ({left})")
 
             run_sweep(engine, prompts, grid, config, progress=progress, cancel=cancel,
                       decode=decode, on_block=on_block, run=run)  # fmt: skip
@@ -391,6 +401,8 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     _show(run, console, args)
     for p in paths.values():
         console.print(Text(f"wrote {p}"))
+    if look is not None:
+        err.print(Text(look.full_estimate(time.monotonic() - began), style="yellow"))
     return 0
 
 

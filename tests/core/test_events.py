@@ -72,3 +72,45 @@ def test_chat_summary_prints_the_shares() -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(summary_table(_summary(True)))  # traced, yet nothing timed: no phases row
     assert "phases" not in console.export_text()
+
+
+def test_a_runs_parts_add_up_to_its_e2e_and_name_the_time_between_rounds() -> None:
+    """A run on a CPU with a competing process, consumed by a slow reader (a UI): its parts
+    (before the first round, the rounds' clocks, the time between rounds) add up to its E2E
+    within 2%, and the reader's sleeps land in "between rounds", not in no part at all."""
+    import subprocess
+    import sys
+    import time
+
+    from core.decode.engine import Engine
+    from core.events import time_accounting
+    from core.settings import Settings
+    from tests.helpers.tiny import PROMPT, VOCAB, tiny_llama
+
+    engine = Engine(tiny_llama(2, seed=0), tiny_llama(1, seed=1), vocab_size=VOCAB)
+    s = Settings(temperature=0.0, rule="greedy", k=2, max_tokens=12, ignore_eos=True)
+    list(engine.generate(list(PROMPT), s))  # compiled once
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # the competing process
+    try:
+        rounds, summary = [], None
+        for item in engine.generate(list(PROMPT), s):
+            if isinstance(item, RoundEvent):
+                rounds.append(item)
+                time.sleep(0.05)  # the reader's own work between rounds
+            else:
+                summary = item
+    finally:
+        hog.kill()
+    assert summary is not None and len(rounds) >= 2
+    parts = time_accounting(summary, rounds)
+    assert abs(sum(parts.values()) - summary.e2e_s) <= 0.02 * summary.e2e_s, parts
+    later = len(rounds) - 1  # the reader's sleep after each round but the last
+    assert parts["between rounds"] >= 0.05 * later * 0.9, (parts, later)
+    assert parts["rounds"] == pytest.approx(sum(ev.timings.total for ev in rounds))
+    from rich.console import Console
+
+    from core.chat.cli import summary_table
+
+    console = Console(width=200, record=True, color_system=None)
+    console.print(summary_table(summary, rounds))  # `chat` prints the parts too
+    assert "between rounds" in console.export_text()

@@ -72,10 +72,12 @@ class Script:
     needs_curve: bool = False  # the engine would calibrate before its first cost-aware run
     calibrate_gate: threading.Event | None = None  # holds calibration after its first step
     prefill_gate: threading.Event | None = None  # holds a run before its first round
+    prefill_ignores_cancel: bool = False  # the gate holds through a cancel: a chunk under way
     bench_gate: threading.Event | None = None  # holds the bench after its second request
     seen: list[Settings] = field(default_factory=list)  # settings read per round
     calls: list[str] = field(default_factory=list)
     prompts: list[list[dict[str, str]]] = field(default_factory=list)
+    cancels: list[threading.Event] = field(default_factory=list)  # each generate's cancel
     loads: list[tuple[str, str | None]] = field(default_factory=list)  # every pair loaded
 
 
@@ -133,6 +135,14 @@ class FakeSession:
 
     def message_spans(self, messages: list[dict[str, str]]) -> list[tuple[int, int]]:
         return [(i, i + 1) for i in range(len(messages))]  # one prompt id per message
+
+    def cached_tokens(self, prompt_ids: list[int], settings: Settings) -> int:
+        """As the engine's cache: the previous turn's prompt, as far as this one repeats it."""
+        if len(self.script.prompts) < 2:
+            return 0
+        before = [1 + (len(m["content"]) % 20) for m in self.script.prompts[-2]]
+        n = min(len(before), len(prompt_ids) - 1)
+        return next((i for i in range(n) if before[i] != prompt_ids[i]), n)
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(WORDS[i % len(WORDS)] for i in ids)
@@ -200,6 +210,7 @@ class FakeSession:
         settings_source: Callable[[], Settings],
     ) -> Iterator[RoundEvent | RunSummary]:
         self.script.calls.append("generate")
+        self.script.cancels.append(cancel)
         counter = iter(range(1, 10_000))
 
         def next_id() -> int:
@@ -207,7 +218,8 @@ class FakeSession:
 
         events: list[RoundEvent] = []
         stop = "length"
-        hold(self.script.prefill_gate, cancel)  # the prefill, as long as the test wants
+        # the prefill, as long as the test wants (or until a cancel, between its chunks)
+        hold(self.script.prefill_gate, None if self.script.prefill_ignores_cancel else cancel)
         for i in range(self.script.rounds):
             if cancel.is_set():
                 stop = "cancelled"
@@ -236,8 +248,11 @@ class FakeSession:
     def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
         return None, ()  # nothing kept: a turn that needs a curve calibrates first
 
-    def warm_idle(self, settings: Settings) -> Any:
+    def warm_idle_next(self, settings: Settings) -> Any:
         return None  # nothing to warm: the scripted engine compiles nothing
+
+    def warm_idle(self, settings: Settings) -> Any:
+        return None
 
     def calibrate(self, settings: Settings, progress, cancel=None) -> CurveInfo:  # noqa: ANN001
         self.script.calls.append("calibrate")

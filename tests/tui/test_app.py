@@ -222,6 +222,23 @@ async def test_help_and_palette(make_app) -> None:
         assert app.settings.draft_source == "lookup"
         commands["Show the Kernels panel"].callback()
         assert app.query_one(TabbedContent).active == "kernels"
+        # a palette-only action says so, never an empty `key:`
+        assert all(c.help.strip() not in ("key:", "key: ") for c in commands.values())
+        assert commands["Show the Kernels panel"].help == "palette only (no key)"
+
+
+def test_help_lists_palette_only_actions_as_such() -> None:
+    """Five palette-only actions read "ctrl+p ctrl+p", as if that key did each of them."""
+    from rich.console import Console
+
+    from tui.keys import help_content
+
+    console = Console(width=120, record=True)
+    console.print(help_content())
+    lines = console.export_text().splitlines()
+    assert sum("ctrl+p" in line for line in lines if "command palette" not in line and
+               "Every action" not in line) == 0, [ln for ln in lines if "ctrl+p" in ln]  # fmt: skip
+    assert sum(line.lstrip().startswith("palette only") for line in lines) == 5
 
 
 # ---------------------------------------------------------------------------------- engine
@@ -451,6 +468,8 @@ async def test_switching_profiles_changes_settings_and_panels(make_app, profiles
         assert isinstance(app.screen, ProfilePickerScreen)
         picker = app.screen.query_one(OptionList)
         names = [picker.get_option_at_index(i).id for i in range(picker.option_count)]
+        shown = {n: str(picker.get_option_at_index(i).prompt) for i, n in enumerate(names)}
+        assert shown["wide"].rstrip().endswith("yours"), shown  # which are yours, which shipped
         picker.highlighted = names.index("wide")
         await pilot.press("enter")
         await pilot.pause()
@@ -706,3 +725,16 @@ def test_first_run_defaults_to_hybrid_cost_aware_drafting() -> None:
     # (core/dispatch/row_plan.py) made its first start affordable; Settings() stays at 8
     assert (app.settings.k_min, app.settings.k_max) == (1, 32) and Settings().k_max == 8
     assert app.settings == default_settings()
+
+
+async def test_a_saved_run_carries_its_own_time_not_the_sessions(make_app, profiles) -> None:
+    """`profiles show` gave a run the time its session loaded the models."""
+    from datetime import UTC, datetime, timedelta
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.info.environment["timestamp"] = "2000-01-01T00:00:00+00:00"  # the load's
+        await chat(pilot, "first")
+        assert app.save_profile("timed") == "timed"
+    stamp = ProfileStore(profiles).load("timed").run.environment["timestamp"]
+    assert datetime.now(UTC) - datetime.fromisoformat(stamp) < timedelta(minutes=5), stamp

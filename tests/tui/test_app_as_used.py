@@ -12,7 +12,7 @@ from textual.widgets import Static, TabbedContent
 
 from core.profile import Profile, ProfileStore
 from core.settings import Settings
-from tests.helpers.app import Script, chat, ready, wait_for
+from tests.helpers.app import FakeSession, Script, chat, hold, ready, wait_for
 from tests.helpers.app_shown import notices
 from tests.helpers.app_turns import send_until
 from tests.helpers.terminal import ESC, send
@@ -134,6 +134,20 @@ async def test_the_status_says_a_turn_waits_on_its_prefill(make_app, script: Scr
         assert "prefilling" not in status(app)
 
 
+async def test_the_prefill_counts_only_what_the_cache_does_not_hold(make_app, script: Script) -> None:
+    """A second turn's prefill feeds only its new tokens: the status counted the whole
+    conversation ("prefilling 927 prompt tokens" for a cache that held most of it)."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await chat(pilot, "first")
+        script.prefill_gate = threading.Event()
+        await send_until(pilot, "second", lambda: "prefilling" in status(app))
+        assert "prefilling 2 new prompt tokens (1 cached)" in status(app), status(app)
+        script.prefill_gate.set()
+        await wait_for(pilot, lambda: app.run_id is None)
+
+
 async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         make_app, script: Script) -> None:  # fmt: skip
     """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the
@@ -227,11 +241,20 @@ async def test_a_narrow_terminal_shows_one_view_switched_by_ctrl_t(make_app) -> 
         assert "F1 help" in text and "^q quit" in text
         # the header: the pair alone, long GGUF names cut in their middle, the backend kept
         app.info = dataclasses.replace(app.info, target_name="SmolLM2-135M-Instruct Q4_1",
-                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32")
+                                       draft_name="SmolLM2-135M-Instruct Q4_1 · 4-bit g32",
+                                       device="AMD EPYC 7763 64-Core Processor")
         title = app._narrow_title(f"{app.info.target_name} ← {app.info.draft_name} · metal · "
                                   "AMD EPYC 7763 64-Core Processor")
-        assert len(title) <= 80 - 12 and title.endswith(" · metal"), title
-        assert title.startswith("SmolLM2-135M") and "←" in title
+        assert len(title) <= 80 - 18 and " · metal · AMD EPYC" in title, title
+        assert title.startswith("SmolLM2") and "←" in title
+        # and as drawn: the header's title ends with the device, not with "…"
+        from textual.widgets._header import HeaderTitle
+
+        app.sub_title = f"{app.info.target_name} ← {app.info.draft_name} · metal · AMD"
+        await pilot.pause()
+        drawn = str(app.query_one(HeaderTitle).render()).strip()
+        assert drawn == app._narrow_title(app.sub_title) and " · metal · AMD EPYC" in drawn
+        assert app.query_one(HeaderTitle).size.width >= len(drawn), drawn
 
 
 async def test_tabs_switch_by_keys_at_any_width(make_app) -> None:
@@ -269,3 +292,76 @@ async def test_compare_names_a_mode_change_as_one(make_app) -> None:
         assert "a mode change: run 1 (this session) ran speculative, run 2 (this session) " \
                "target-only" in note, note
         assert "different models" not in note
+
+
+async def test_esc_in_a_prefill_says_it_stops_after_this_chunk(make_app, script: Script) -> None:
+    """The status kept saying "prefilling" for the 29 s Esc waited: the turn's prefill now
+    comes in chunks of about a second (a PacedCancel) and the status says it is stopping."""
+    script.prefill_gate, script.prefill_ignores_cancel = threading.Event(), True
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send_until(pilot, "a long paste", lambda: "prefilling" in status(app))
+        assert type(script.cancels[-1]).__name__ == "PacedCancel"
+        await send(pilot, ESC)
+        await wait_for(pilot, lambda: "stopping after this chunk" in status(app))
+        await wait_for(pilot, lambda: "· 1 s" in status(app))  # the seconds since esc
+        script.prefill_gate.set()  # the chunk under way ends
+        await wait_for(pilot, lambda: app.run_id is None)
+        assert app.runs[-1].summary.stop_reason == "cancelled"
+
+
+async def test_ctrl_q_with_an_unsent_message_asks_first(make_app) -> None:
+    """A 30-line paste was dropped on ctrl+q without a word."""
+    from tui.screens.confirm_quit import ConfirmQuitScreen
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        composer = app.query_one("#prompt", Composer)
+        composer.insert("line one\nline two\nline three")
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmQuitScreen)
+        assert "(3 lines)" in str(app.screen.query_one(Static).render())
+        await send(pilot, ESC)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmQuitScreen) and app.is_running
+        assert composer.text == "line one\nline two\nline three"  # kept
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not app.is_running)
+
+
+async def test_the_status_says_a_turn_warms_its_first_kernels_before_its_prefill(
+        script: Script, profiles) -> None:  # noqa: ANN001  # fmt: skip
+    """27 s of a first turn said "prefilling 32 prompt tokens": most of it warmed the kernels
+    of the first rounds (MLXSession.generate), which the status now names."""
+    gate = threading.Event()
+
+    class Warming(FakeSession):
+        def generate(self, prompt_ids, settings, cancel, settings_source):  # noqa: ANN001, ANN201
+            hold(gate)  # the first rounds' warm-up, before the generator starts
+            return super().generate(prompt_ids, settings, cancel, settings_source)
+
+    from tests.helpers.app_shown import app_on
+
+    app = app_on(lambda t, d: Warming(script, t, d), profiles)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send_until(pilot, "hi", lambda: "warming the kernels" in status(app))
+        gate.set()
+        await wait_for(pilot, lambda: app.run_id is None)
+
+
+async def test_a_keystroke_pauses_the_idle_warm_up(make_app) -> None:
+    import time
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.bridge._idle_paused_until < time.monotonic()
+        await pilot.press("h")
+        await pilot.pause()
+        assert app.bridge._idle_paused_until > time.monotonic() + 1.0  # "stops when you type"

@@ -183,3 +183,39 @@ async def test_a_warning_while_loading_reaches_the_user(profiles) -> None:  # no
         await pilot.pause()
         assert not any(n.message == "after the load" for n in app._notifications)
         assert not any(type(h).__name__ == "_Forward" for h in logging.getLogger("core").handlers)
+
+
+def test_the_status_says_which_idle_size_runs_while_it_runs_and_typing_pauses_it():
+    """The app used a core for 90 s while the status said "ready": each size is announced
+    before it runs, and a keystroke (pause_idle) starts no size for its seconds."""
+    script = Script(rounds=1)
+
+    class Announcing(FakeSession):
+        done = 0
+
+        def warm_idle_next(self, settings: Settings) -> IdleProgress | None:
+            return None if self.done >= 3 else IdleProgress(self.done, 3, "next", 0.0, True)
+
+        def warm_idle(self, settings: Settings) -> IdleProgress | None:
+            if self.done >= 3:
+                return None
+            self.done += 1
+            self.script.calls.append(f"warm {self.done}")
+            return IdleProgress(self.done, 3, "size", 0.001)
+
+    target = _Target()
+    bridge = EngineBridge(target, lambda t, d: Announcing(script, t, d),  # type: ignore[arg-type]
+                          lambda: Settings())  # fmt: skip
+    bridge.pause_idle(0.5)  # typing as the models load
+    bridge.start()
+    try:
+        bridge.load("default", None)
+        began = time.monotonic()
+        _wait(lambda: "warm 3" in script.calls)
+        assert time.monotonic() - began >= 0.3  # nothing ran while paused
+    finally:
+        bridge.close()
+    texts = [m.progress.text() for m in target.of(IdleWarmup)]
+    assert texts[0] == "warming kernels while idle: 1/3 · stops when you type", texts
+    assert texts[1] == "kernels warmed while idle: 1/3" and texts[-1].startswith("kernels warmed")
+    assert len(texts) == 6

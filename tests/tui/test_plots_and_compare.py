@@ -243,3 +243,34 @@ def test_runs_recorded_before_identities_compare_as_unknown_not_different() -> N
     b = _run("b", Settings(), None)
     assert models_differ(a, b) == []
     assert all(not str(r[0]).startswith("≠") for r in model_rows(a, b))
+
+
+async def test_at_80_columns_the_compare_view_stacks_a_b_and_the_ratio(make_app) -> None:
+    """Below 100 columns A, B and B/A stack in one cell and the sections one under another:
+    at 80x24 the view showed run A alone, B and B/A only by scrolling sideways."""
+    app = make_app(Settings(k=4))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await chat(pilot, "first")
+        app.apply(k=6, tv_budget=0.5)
+        await chat(pilot, "second")
+        await blur_input(pilot)
+        await pilot.press("x")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen) and screen.narrow
+        for name in ("#cmp-settings", "#cmp-results", "#cmp-phases"):
+            table = screen.query_one(name, DataTable)
+            assert table.virtual_size.width <= table.size.width, (name, table.virtual_size)
+        body = screen.query_one("#compare-body")
+        assert body.max_scroll_x == 0 and body.virtual_size.width <= 80
+        results = screen.query_one("#cmp-results", DataTable)
+        cells = [results.get_row_at(i)[1].plain for i in range(results.row_count)]
+        tokens = next(c for c in cells if "B/A" in c)
+        assert tokens.startswith("A ") and "\nB " in tokens
+        settings = screen.query_one("#cmp-settings", DataTable)
+        k_row = next(settings.get_row_at(i) for i in range(settings.row_count)
+                     if settings.get_row_at(i)[0].plain.strip("≠ ") == "k")  # fmt: skip
+        assert k_row[1].plain == "A 4\nB 6"
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        assert not screen.narrow and screen.query_one("#cmp-results", DataTable).ordered_columns[3]

@@ -89,3 +89,31 @@ def test_a_hostile_kept_curve_is_a_notice_and_the_next_calibration_rebuilds_it(t
         s.calibrate(cost, lambda f, label: None)
         info, notices = _session().kept_curve(cost)
         assert info is not None and info.kept_at and notices == (), fault
+
+
+def test_a_second_turn_prefills_only_what_the_cache_does_not_hold():
+    s = _session()
+    first = [{"role": "user", "content": "hello there"}]
+    ids = s.prompt_ids(first)
+    assert s.cached_tokens(ids, GREEDY) == 0
+    items = list(s.generate(ids, GREEDY, threading.Event(), lambda: GREEDY))
+    answer = s.decode(items[-1].token_ids)
+    second = s.prompt_ids([*first, {"role": "assistant", "content": answer},
+                           {"role": "user", "content": "and again"}])  # fmt: skip
+    held = s.cached_tokens(second, GREEDY)
+    assert 0 < held < len(second) - 1
+    assert second[:held] == ids[:held]
+
+
+def test_the_idle_warm_up_says_what_it_warms_before_it_runs(gpu):
+    """The status said "ready" for the 90 s the idle warm-up used a core: warm_idle_next tells
+    the bridge which size comes, before it runs."""
+    s = _session()
+    coming = s.warm_idle_next(GREEDY)
+    # the sizes the next turn uses first may not be in the plan yet: they count in the total
+    assert coming.running and coming.done == 0 and coming.total >= s.warmer.idle_total
+    assert coming.text() == f"warming kernels while idle: 1/{coming.total} · stops when you type"
+    done = s.warm_idle(GREEDY)
+    assert not done.running and done.done == 1 and (done.last, done.total) == (coming.last,
+                                                                                coming.total)
+    assert s.warm_idle_next(GREEDY).text().startswith("warming kernels while idle: 2/")

@@ -119,6 +119,8 @@ class ProfilesFeature(Feature):
                 rec.add(ev)
             rec.add(summary)
             env = dict(self.info.environment) if self.info is not None else {}
+            if self.runs_state.last_run_at is not None:  # the run's time, not the session's
+                env["timestamp"] = self.runs_state.last_run_at
             profile = rec.profile(
                 prompt=prompt,
                 calibration=self.curve.raw if self.curve is not None else None,
@@ -132,7 +134,11 @@ class ProfilesFeature(Feature):
         return store.save(profile, overwrite=own)
 
     def action_switch_profile(self) -> None:
-        self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name),
+        try:
+            presets = frozenset(i.name for i in self.store().list() if i.preset)
+        except UserError:
+            presets = frozenset()  # _profile_names says why
+        self.push_screen(ProfilePickerScreen(self._profile_names(), self.profile_name, presets),
                          self.switch_profile)
 
     def on_option_list_option_selected(self, event: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -41,6 +42,7 @@ from tui.widgets.user_message import UserMessage
 
 # The status's word for a turn waiting on its prefill; Esc's toast reads it to say what stops
 PREFILLING = "prefilling"
+STOPPING = "stopping after this chunk"  # the status once esc or ctrl+q stops a prefill
 
 MAX_RUNS = 100  # runs of this session kept for comparing (the soak test found the list grew)
 
@@ -61,6 +63,7 @@ class RunsState:
     current: AssistantMessage | None = None  # the running turn's message
     # rounds, summary, the first round's settings, prompt, (round, changed fields) after it
     last_run: tuple[list, RunSummary, Settings, str, tuple] | None = None
+    last_run_at: str | None = None  # when it finished (UTC, ISO): a saved run's timestamp
     runs: list[RunRecord] = field(default_factory=list)  # the latest MAX_RUNS runs
     run_count: int = 0  # every run so far, for their labels
     flushes: int = 0  # repaints so far (one per batch of rounds)
@@ -145,8 +148,7 @@ class RunsFeature(Feature):
                 measuring = status.calibration.running or (status.run.run_id is not None
                                                            and status.calibration.label
                                                            is not None)
-                waiting = status.run.waiting
-                prefilling = waiting is not None and waiting[0].startswith(PREFILLING)
+                prefilling = self.stopping_prefill()
                 self.notify("cancelling the calibration: it stops after the forward under way"
                             if measuring else "cancelling: the prefill stops after its chunk "
                             "under way" if prefilling else "cancelling after this round",
@@ -155,6 +157,16 @@ class RunsFeature(Feature):
         prompt = self.query_one("#prompt", Composer)
         if prompt.has_focus:
             self.query_one(ChatView).focus()
+
+    def stopping_prefill(self) -> bool:
+        """After esc or ctrl+q: a turn waiting on its prefill says "stopping after this chunk"
+        with the seconds since (its chunks take about a second: tui/bridge.py STOP_WITHIN_S);
+        False when no prefill is under way."""
+        waiting = self.status.run.waiting
+        if waiting is None or not waiting[0].startswith(PREFILLING):
+            return False
+        self._run(waiting=(STOPPING, time.monotonic()))
+        return True
 
     # -- the run's messages, in the engine's order -----------------------------------------
 
@@ -193,8 +205,16 @@ class RunsFeature(Feature):
 
     def _prefilling(self, message: Prefilling) -> None:
         """The turn now waits on its prefill: the status line says so, with the time."""
-        if message.run_id == self.run_id and not self.runs_state.stats.rounds:
-            self._run(waiting=(f"{PREFILLING} {message.tokens:,} prompt tokens", time.monotonic()))
+        if message.run_id != self.run_id or self.runs_state.stats.rounds:
+            return
+        if message.warming:  # a first use of these sizes: seconds on a busy CPU
+            self._run(waiting=("warming the kernels of this turn's first rounds",
+                               time.monotonic()))  # fmt: skip
+            return
+        held = f" ({message.cached:,} cached)" if message.cached else ""
+        self._run(waiting=(f"{PREFILLING} {message.tokens:,} new prompt tokens{held}"
+                           if held else f"{PREFILLING} {message.tokens:,} prompt tokens",
+                           time.monotonic()))  # fmt: skip
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:
@@ -284,6 +304,7 @@ class RunsFeature(Feature):
             run_settings = message.first_settings or self.live_settings
             state.last_run = (list(state.stats.rounds), summary, run_settings,
                               state.last_prompt() or "", message.settings_changes)
+            state.last_run_at = datetime.now(UTC).isoformat(timespec="seconds")
             state.run_count += 1
             record = RunRecord(f"run {state.run_count}", run_settings, summary,
                                assistant.text if assistant else "", summary.mean_tv)

@@ -18,6 +18,9 @@ from tui.widgets.composer import Composer
 from tui.widgets.kernels import KernelsPanel
 from tui.widgets.rounds import RoundsPanel
 
+# Columns of the header that are not its title: the icon (8) and the clock's space (10).
+HEADER_CHROME = 18
+DEVICE_CUT = 16  # "AMD EPYC 7763 64-Core Processor" is cut to its first 15 characters
 
 @dataclass
 class ViewState:
@@ -65,14 +68,18 @@ class ViewFeature(Feature):
         return super().format_title(title, sub_title)  # type: ignore[misc]
 
     def _narrow_title(self, sub_title: str) -> str:
-        """target ← draft · backend in the header's room, long names cut in their middle
-        (the device is in the Profile panel): a GGUF's own names are 40 characters."""
+        """target ← draft · backend · device in the header's room, long names cut in their
+        middle and a long device name at its end: a GGUF's own names are 40 characters, and
+        at 80 columns the backend and device were cut off the end."""
         info = self.info
-        room = self.size.width - 12  # the header's icon and margins
+        room = self.size.width - HEADER_CHROME
         if info is None or len(sub_title) <= room:
             return sub_title
+        device = info.device or ""
+        device = device if len(device) <= DEVICE_CUT else device[: DEVICE_CUT - 1] + "…"
+        tail = f" · {info.backend}" + (f" · {device}" if device else "")
         target, draft = info.target_name, info.draft_name or "no draft"
-        each = max((room - len(" ←  · ") - len(info.backend)) // 2, 8)
+        each = max((room - len(" ← ") - len(tail)) // 2, 8)
 
         def cut(name: str) -> str:
             if len(name) <= each:
@@ -80,7 +87,7 @@ class ViewFeature(Feature):
             head = (each - 1) // 2
             return name[:head] + "…" + name[len(name) - (each - 1 - head):]
 
-        return f"{cut(target)} ← {cut(draft)} · {info.backend}"
+        return f"{cut(target)} ← {cut(draft)}{tail}"
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.call_after_refresh(self.refresh_panels)

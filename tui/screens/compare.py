@@ -15,7 +15,7 @@ from rich.bar import Bar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Select, Static
 
@@ -184,6 +184,22 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
     return rows
 
 
+NARROW = 100  # below this many columns the screen stacks: A, B and B/A one under another
+
+
+def stacked(row: tuple[Text, ...]) -> tuple[Text, Text]:
+    """A side-by-side row (name, A, B[, B/A]) as a name and one cell holding A, B and B/A on
+    lines of their own: at 80 columns the four columns needed sideways scrolling."""
+    name, va, vb, *rest = row
+    ratio = rest[0].plain.strip() if rest else ""
+    if va.plain == vb.plain and ratio in ("", "-", "1x"):  # one line for a value both share
+        return name, Text.assemble(("A B ", "dim"), va)
+    cell = Text.assemble(("A ", A_STYLE), va, "\n", ("B ", B_STYLE), vb)
+    if rest and rest[0].plain.strip():
+        cell.append_text(Text.assemble("\n", ("B/A ", "dim"), rest[0]))
+    return name, cell
+
+
 def phase_shares(summary: RunSummary | None) -> dict[str, float] | None:
     """Each phase's share of the run's traced time (core.events.phase_shares, the one
     computation); None when there is no run or it split no phases."""
@@ -216,8 +232,10 @@ class CompareScreen(Screen[None]):
     #compare-pickers Label { padding: 1 1 0 0; }
     #compare-pickers Select { width: 1fr; }
     #compare-note { height: auto; padding: 0 1; }
-    #compare-body { height: 1fr; }
+    #compare-body { height: 1fr; layout: horizontal; }
     #compare-left, #compare-right { width: 1fr; height: 1fr; padding: 0 1; }
+    CompareScreen.-narrow #compare-body { layout: vertical; overflow-y: auto; }
+    CompareScreen.-narrow #compare-left, CompareScreen.-narrow #compare-right { height: auto; }
     CompareScreen .section { margin-top: 1; text-style: bold; color: $accent; }
     """
 
@@ -234,6 +252,7 @@ class CompareScreen(Screen[None]):
         others = [k for k in keys if k != self._b] or keys
         self._a = a if a in keys else (others[0] if others else None)
         self.pair: tuple[ComparedRun, ComparedRun] | None = None
+        self.narrow = False  # below NARROW columns: one column, each row's A, B and B/A stacked
 
     def _options(self) -> list[tuple[str, str]]:
         out = [(run.label, key) for key, run in self._live.items()]
@@ -260,7 +279,7 @@ class CompareScreen(Screen[None]):
             yield Select(self._choices, value=self._b or Select.NULL, id="pick-b",
                          prompt="run or profile B", allow_blank=self._b is None)  # fmt: skip
         yield Static(id="compare-note")
-        with Horizontal(id="compare-body"):
+        with Container(id="compare-body"):
             with VerticalScroll(id="compare-left"):
                 yield Label("settings (≠ differs)", classes="section")
                 yield DataTable(id="cmp-settings", cursor_type="none", zebra_stripes=True)
@@ -273,12 +292,28 @@ class CompareScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        heads = (Text("A", A_STYLE), Text("B", B_STYLE))
-        self.query_one("#cmp-settings", DataTable).add_columns("setting", *heads)
-        self.query_one("#cmp-results", DataTable).add_columns("metric", *heads, "B / A")
-        self.query_one("#cmp-phases", DataTable).add_columns("phase", *heads)
         for table in self.query(DataTable):
             table.styles.max_height = 80  # whole tables (the app caps panel tables at 20 rows)
+        self._lay_out(self.app.size.width)
+
+    def on_resize(self, event: Any) -> None:
+        if (event.size.width < NARROW) != self.narrow:
+            self._lay_out(event.size.width)
+
+    def _lay_out(self, width: int) -> None:
+        """Side by side from NARROW columns; below it settings, results and phases one under
+        another, the settings' and results' A, B and B/A stacked in one cell."""
+        self.narrow = width < NARROW
+        self.set_class(self.narrow, "-narrow")
+        heads = (Text("A", A_STYLE), Text("B", B_STYLE))
+        stack = Text.assemble(*heads[:1], " · ", heads[1], " · B/A")
+        columns = {"cmp-settings": ("setting", stack) if self.narrow else ("setting", *heads),
+                   "cmp-results": ("metric", stack) if self.narrow else ("metric", *heads, "B / A"),
+                   "cmp-phases": ("phase", *heads)}  # fmt: skip
+        for name, heads_of in columns.items():
+            table = self.query_one(f"#{name}", DataTable)
+            table.clear(columns=True)
+            table.add_columns(*heads_of)
         self.refresh_pair()
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -318,10 +353,12 @@ class CompareScreen(Screen[None]):
         self.pair = (a, b)
         note.update(self._note(a, b))
         settings, results, phases = tables
-        for row in settings_rows(a, b):
-            settings.add_row(*row)
-        for row in result_rows(a, b):
-            results.add_row(*row)
+        for table, rows in ((settings, settings_rows(a, b)), (results, result_rows(a, b))):
+            for row in rows:
+                if self.narrow:
+                    table.add_row(*stacked(row), height=None)
+                else:
+                    table.add_row(*row)
         sa, sb = phase_shares(a.summary), phase_shares(b.summary)
         for p in PHASES:
             if p == "comm" and not any(x and x.get(p) for x in (sa, sb)):

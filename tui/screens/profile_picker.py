@@ -20,16 +20,21 @@ class ProfilePickerScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel", show=False)]
 
-    def __init__(self, names: list[str], active: str | None) -> None:
+    def __init__(self, names: list[str], active: str | None,
+                 presets: frozenset[str] = frozenset()) -> None:  # fmt: skip
         super().__init__()
         self._names = names
         self._active = active
+        self._presets = presets  # the shipped ones; the rest are the user's saves
 
     def compose(self) -> ComposeResult:
+        width = max((len(n) for n in self._names), default=0)
         with Vertical(id="picker-box", classes="modal-box"):
-            yield Label("Switch to profile:")
+            yield Label("Switch to profile (shipped presets, and yours: ctrl+s saves one):")
             options = [
-                Option(Text(("● " if n == self._active else "  ") + n), id=n)
+                Option(Text.assemble(("● " if n == self._active else "  ") + n.ljust(width),
+                                     ("  preset" if n in self._presets else "  yours", "dim")),
+                       id=n)
                 for n in self._names
             ] or [Option("no saved profiles yet: ctrl+s saves one", disabled=True)]
             yield OptionList(*options, id="picker-list")

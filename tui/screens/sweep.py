@@ -42,6 +42,20 @@ def cell_row(c: dict[str, Any], rec: set[str]) -> tuple[Text, ...]:
     return tuple(Text(x, style=style) for x in cols)
 
 
+NARROW = 100  # below it the table drops the speed range and cuts long cell names: at 80
+NAME_CUT = 24  # columns the task column was off the screen
+
+
+def narrow_row(c: dict[str, Any], rec: set[str], temperatures: int) -> tuple[Text, ...]:
+    """cell_row for a narrow screen: no min-max column, T in the name only when the sweep ran
+    more than one, a long name cut at NAME_CUT."""
+    mark, t, name, speed, _, *rest = cell_row(c, rec)
+    text = f"T={t.plain} {name.plain}" if temperatures > 1 else name.plain
+    if len(text) > NAME_CUT:
+        text = text[: NAME_CUT - 1] + "…"
+    return (mark, Text(text, style=name.style), speed, *rest)
+
+
 class SweepScreen(Screen[None]):
     """The cells of one sweep; enter reads the row's texts, `s` applies the row under the
     cursor, `a` the recommendation."""
@@ -68,6 +82,7 @@ class SweepScreen(Screen[None]):
         self.cells: list[dict[str, Any]] = [c for c in data.get("cells", [])
                                             if isinstance(c, dict) and "id" in c]  # fmt: skip
         self.recommended = recommended_ids(data)
+        self.narrow = False  # below NARROW columns: the short table (narrow_row)
 
     def compose(self) -> ComposeResult:
         models = (self.data.get("models") or {})
@@ -85,11 +100,27 @@ class SweepScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._fill(self.app.size.width < NARROW)
+
+    def on_resize(self, event: Any) -> None:
+        if (event.size.width < NARROW) != self.narrow:
+            self._fill(event.size.width < NARROW)
+
+    def _fill(self, narrow: bool) -> None:
+        """The table's columns and rows, short ones below NARROW columns."""
+        self.narrow = narrow
         table = self.query_one("#sweep-cells", DataTable)
-        table.add_columns("", "T", "cell", "speedup", "min-max", "acceptance", "NLL given up",
-                          "mean TV", "task")  # fmt: skip
+        table.clear(columns=True)
+        temperatures = len({c.get("temperature") for c in self.cells})
+        if narrow:
+            table.add_columns("", "cell", "speed", "acc", "NLL+", "TV", "task")
+        else:
+            table.add_columns("", "T", "cell", "speedup", "min-max", "acceptance",
+                              "NLL given up", "mean TV", "task")  # fmt: skip
         for c in self.cells:
-            table.add_row(*cell_row(c, self.recommended), key=c["id"])
+            row = (narrow_row(c, self.recommended, temperatures) if narrow
+                   else cell_row(c, self.recommended))  # fmt: skip
+            table.add_row(*row, key=c["id"])
         first = next((i for i, c in enumerate(self.cells) if c["id"] in self.recommended), 0)
         if self.cells:
             table.move_cursor(row=first)

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from core.cost.guard import guard_lines
-from core.events import phase_label
+from core.events import phase_label, time_accounting
 from tui.stats import SHOWN_PHASES, RoundStats
 from tui.widgets.cells import BAR, PHASE_COLOURS, fmt_ms, fmt_pct
 
@@ -56,6 +56,16 @@ def round_bars(stats: RoundStats, count: int, width: int) -> Text:
         out.append(f"{ev.timings.total * 1e3:6.1f}ms", "bold")
         out.append(f" R{ev.rows:<2} +{len(ev.tokens)}", "dim")
     return out
+
+
+def accounting_line(stats: RoundStats) -> str:
+    """The run's E2E in parts that add up to it, the time between rounds named
+    (core.events.time_accounting)."""
+    assert stats.summary is not None
+    parts = time_accounting(stats.summary, stats.rounds)
+    return (f"E2E {stats.summary.e2e_s:.2f} s = " + " + ".join(
+        f"{name} {seconds:.2f} s" for name, seconds in parts.items())
+        + " (host work, the UI, GC)")  # fmt: skip
 
 
 class RoundsPanel(VerticalScroll):
@@ -105,5 +115,6 @@ class RoundsPanel(VerticalScroll):
         if stats.rounds and not stats.traced:
             note = "untraced: only the round total is known"
         if stats.summary is not None:  # the measured guard's decisions (core.cost.guard)
-            note = "\n".join([note, *guard_lines(stats.summary.per_source)])
+            note = "\n".join([note, accounting_line(stats),
+                               *guard_lines(stats.summary.per_source)])  # fmt: skip
         self.query_one("#rounds-note", Static).update(Text(note, "dim"))

@@ -584,3 +584,21 @@ def test_each_seed_runs_every_row_in_a_rotated_order(engine, prompt_ids):
         ("b", base + 2), ("t", base + 2), ("a", base + 2),
     ]  # fmt: skip
     assert bench.protocol.rotated([], 3) == [] and bench.protocol.rotated([1, 2], 3) == [2, 1]
+
+
+def test_the_phase_split_adds_up_to_the_traced_e2e(engine, prompt_ids):
+    """The report's phase table names what the phases leave out of the traced E2E: the time
+    before the first round and between rounds (it was one "prefill + outside rounds" cell)."""
+    from core.events import time_accounting
+
+    spec = Settings(temperature=0.0, k=2)
+    report = bench.run_protocol(engine, prompt_ids, [("spec", spec)], tokens=8, seeds=1,
+                                invocations=1, warmup=0, traced=True, quality=False)  # fmt: skip
+    row = report.result("spec")
+    parts = time_accounting(row.traced_summary, row.traced_rounds)
+    assert sum(parts.values()) == pytest.approx(row.traced_e2e_s, rel=0.02)
+    text = report_markdown(report)
+    assert "| before the first round | between rounds | traced E2E |" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("| spec |") and "ms" not in ln
+                and ln.count("|") > 10)  # fmt: skip
+    assert f"{parts['between rounds'] * 1e3:.1f}" in line, line

@@ -110,3 +110,45 @@ def test_a_single_row_keeps_the_fused_kernel(
     state = _model_on(H200, monkeypatch)
     state.decode(mx.array([4], dtype=mx.uint32), 48, compiled=False)
     assert plain_rows == []
+
+
+class _SlowModel:
+    """A forward that takes `per_token_s` a token, as a busy CPU's does; the chunks it saw."""
+
+    def __init__(self, per_token_s: float) -> None:
+        self.per_token_s, self.chunks = per_token_s, []
+
+    def __call__(self, ids: mx.array, cache: list) -> None:  # noqa: ANN001
+        import time
+
+        self.chunks.append(int(ids.shape[1]))
+        time.sleep(self.per_token_s * int(ids.shape[1]))
+
+
+class _Cache:
+    state = mx.zeros((1,))
+
+
+def test_a_paced_prefill_stops_within_about_its_time_after_a_cancel() -> None:
+    """A 512-token chunk took ~30 s on a busy CPU, and Esc waited for it: a PacedCancel sizes
+    the chunks by the time the first took, so a cancel is honoured within about `within_s`."""
+    import threading
+    import time
+
+    from core.decode.cached_model import PacedCancel, prefill
+
+    model, cancel = _SlowModel(0.004), PacedCancel(within_s=0.2)
+    threading.Timer(0.6, cancel.set).start()
+    began = time.monotonic()
+    fed = prefill(model, [_Cache()], list(range(1000)), chunk=512, cancel=cancel)
+    stopped = time.monotonic() - began
+    assert 0 < fed < 1000 and fed == sum(model.chunks)
+    assert model.chunks[0] == 16 and max(model.chunks) * 0.004 < 0.2 * 2, model.chunks
+    assert stopped < 0.6 + 0.4, (stopped, model.chunks)
+    # without pacing the chunk is the settings' own (a GPU keeps its 512 rows)
+    plain = _SlowModel(0.0)
+    assert prefill(plain, [_Cache()], list(range(1000)), chunk=512,
+                   cancel=threading.Event()) == 1000 and plain.chunks == [512, 488]  # fmt: skip
+    fast = _SlowModel(0.0)  # a fast backend grows back to the full chunk
+    prefill(fast, [_Cache()], list(range(3000)), chunk=512, cancel=PacedCancel(1.0))
+    assert fast.chunks[:4] == [16, 64, 256, 512], fast.chunks

@@ -660,6 +660,19 @@ def test_cli_show_prints_settings_and_the_run(cli, capsys) -> None:
     assert "Test CPU" in out and "verify ms" in out
 
 
+def test_cli_show_puts_the_runs_own_settings_beside_the_profiles(cli, capsys) -> None:
+    """A profile saved at k 6 after its run ran at k 4: `show` printed k 6 beside the run."""
+    cli.store.save(Profile("moved", SEED.replace(k=6), "", make_run(SEED.replace(k=4))))
+    assert cli("show", "moved") == 0
+    out = capsys.readouterr().out
+    assert "its recorded run" in out
+    k_line = next(ln for ln in out.splitlines() if " k " in ln)
+    cells = [c.strip() for c in k_line.split("│")]
+    assert cells[2] == "6" and cells[-2] == "4", cells
+    tv_line = next(ln for ln in out.splitlines() if " tv_budget " in ln)
+    assert tv_line.split("│")[-2].strip() == ""  # the same value is not repeated
+
+
 def test_cli_diff_shows_only_differing_settings_and_metrics(cli, capsys) -> None:
     cli.store.save(Profile("a", SEED, "", make_run(SEED, e2e=0.5)))
     b = SEED.replace(k=8, tv_budget=0.5)

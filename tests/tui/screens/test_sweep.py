@@ -89,3 +89,21 @@ async def test_a_hostile_last_sweep_is_one_notification_and_set_aside(make_app) 
             said = [str(n.message) for n in app._notifications]
             assert any(str(path) in m and "set aside" in m for m in said), (fault, said)
         assert not os.path.lexists(path), fault
+
+
+async def test_at_80_columns_the_frontier_table_shows_its_task_column(make_app) -> None:
+    """At 80x24 the table's last columns (task) were off the screen."""
+    data = _sweep()
+    data["cells"][1]["name"] = "hybrid cost-aware-32 TV=0.75 (a long name)"
+    remember(data)
+    app = make_app(Settings())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("escape")
+        await pilot.press("w")
+        await pilot.pause()
+        table = app.screen.query_one("#sweep-cells", DataTable)
+        labels = [str(c.label) for c in table.ordered_columns]
+        assert labels[-1] == "task" and "cell" in labels
+        assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
+        assert str(table.get_row_at(1)[1]).endswith("…")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
@@ -44,3 +46,24 @@ async def test_the_rounds_panel_says_which_source_the_guard_stopped() -> None:
         assert f"model: 180 tok/s, 0.72x target steps: {SLOWER}" in note
         assert "lookup: 900 tok/s, 3.60x target steps: asked" in note
         assert "target steps: 250 tok/s" in note
+
+
+async def test_the_rounds_panel_accounts_for_every_second_of_the_run() -> None:
+    """E2E as parts that add up to it, the time between rounds named (it was in no phase)."""
+    from core.events import CommittedToken, PhaseTimings, RoundEvent
+
+    rounds = [RoundEvent(index=i, tokens=(CommittedToken(5, "target"),), rejected=(), proposed=0,
+                         accepted=0, rows=1, timings=PhaseTimings(total=0.2), kernel="qmv",
+                         tv=None, context=9 + i, traced=False) for i in range(3)]  # fmt: skip
+    app = Host()
+    async with app.run_test(size=(100, 40)) as pilot:
+        panel = app.query_one(RoundsPanel)
+        summary = dataclasses.replace(_summary({}), ttft_s=0.3)
+        stats = RoundStats.from_rounds(rounds, summary)
+        panel.show(stats)
+        await pilot.pause()
+        note = " ".join(str(panel.query_one("#rounds-note", Static).render()).split())
+        # 1.0 s = 0.1 s before the first round (TTFT 0.3 s less its 0.2 s) + 3 rounds of
+        # 0.2 s + 0.3 s between rounds
+        assert ("E2E 1.00 s = before the first round 0.10 s + rounds 0.60 s + between rounds "
+                "0.30 s") in note, note
