@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
     before a line of error (`bench --tokens abc` printed 60 lines); `--help` has the usage."""
 
     def error(self, message: str) -> NoReturn:
-        raise UserError(f"{self.prog}: {message} (see `{self.prog} --help`).")
+        raise UserError(f"{message} (see `{self.prog} --help`).")
 
 
 def build_parser() -> argparse.ArgumentParser:

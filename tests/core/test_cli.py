@@ -103,3 +103,4 @@ def test_a_bad_flag_value_is_one_line_not_the_whole_usage(capsys) -> None:  # no
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--tokens" in err[0] and "'abc'" in err[0], err
     assert "usage:" not in err[0] and "specdec-tui bench --help" in err[0]
+    assert err[0].count("specdec-tui:") == 1, err  # the command's name once, not twice
