@@ -129,8 +129,8 @@ class ProfilesFeature(Feature):
                 rec.add(ev)
             rec.add(summary)
             env = dict(self.info.environment) if self.info is not None else {}
-            if self.runs_state.last_run_at is not None:  # the run's time, not the session's
-                env["timestamp"] = self.runs_state.last_run_at
+            if self.last_run_at is not None:  # the run's time, not the session's
+                env["timestamp"] = self.last_run_at  # tui/features/runs.py
             profile = rec.profile(
                 prompt=prompt,
                 calibration=self.curve.raw if self.curve is not None else None,

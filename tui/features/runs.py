@@ -84,6 +84,7 @@ class RunsFeature(Feature):
     runs = state_view("runs_state", "runs", "This session's latest MAX_RUNS runs.")
     flushes = state_view("runs_state", "flushes", "Repaints so far (one per batch of rounds).")
     last_run = state_view("runs_state", "last_run", "The last finished run, to save.")
+    last_run_at = state_view("runs_state", "last_run_at", "When it finished (UTC, ISO).")
 
     @property
     def run_id(self) -> int | None:
