@@ -121,7 +121,7 @@ class _Command:
 
 _CANCELLABLE = ("generate", "bench", "calibrate")  # every long command the app starts
 # A turn's prefill is fed in chunks of about this many seconds, so Esc and ctrl+q stop it
-# within about that (core.decode.cached_model.PacedCancel).
+# within about that (core.primitives.cached_model.PacedCancel).
 STOP_WITHIN_S = 1.0
 
 
@@ -183,7 +183,7 @@ class EngineBridge:
 
     def generate(self, messages: list[dict[str, str]], settings: Settings) -> int:
         """Queue a chat turn; returns its run id. `messages` is the whole conversation."""
-        from core.decode.cached_model import PacedCancel  # no MLX call: an Event
+        from core.primitives.cached_model import PacedCancel  # no MLX call: an Event
 
         run_id = next(self._run_ids)
         self._queue.put(

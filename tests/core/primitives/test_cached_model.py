@@ -135,7 +135,7 @@ def test_a_paced_prefill_stops_within_about_its_time_after_a_cancel() -> None:
     import threading
     import time
 
-    from core.decode.cached_model import PacedCancel, prefill
+    from core.primitives.cached_model import PacedCancel, prefill
 
     model, cancel = _SlowModel(0.004), PacedCancel(within_s=0.2)
     threading.Timer(0.6, cancel.set).start()
