@@ -28,16 +28,20 @@ def _num(v: Any, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def cell_row(c: dict[str, Any], rec: set[str]) -> tuple[Text, ...]:
+def cell_row(c: dict[str, Any], rec: set[str], untrusted: set[str] | None = None
+             ) -> tuple[Text, ...]:  # fmt: skip
     """One table row: mark (R recommended, * on the front), T, cell, speed, range, acceptance,
-    NLL given up, mean TV, task; a front cell in bold green."""
+    NLL given up ("!" where the cell copies more than target-only: core/sweep/frontier.py
+    `nll_untrusted`), TV per token, copied from the prompt, repeated 4-grams, task; a front
+    cell in bold green."""
     style = FRONT_STYLE if c.get("on_front") else ""
     mark = ("R" if c["id"] in rec else "") + ("*" if c.get("on_front") else "")
     lo, hi = c.get("speedup_min"), c.get("speedup_max")
+    nll = _num(c.get("nll_delta"), "+.3f") + (" !" if c["id"] in (untrusted or set()) else "")
     cols = (mark, f"{c.get('temperature', 0):g}", str(c.get("name", c["id"])),
             _num(c.get("speedup"), ".2f") + ("x" if c.get("speedup") is not None else ""),
-            f"{_num(lo, '.2f')}-{_num(hi, '.2f')}", pct(c.get("acceptance")),
-            _num(c.get("nll_delta"), "+.3f"), _num(c.get("mean_tv"), ".3f"),
+            f"{_num(lo, '.2f')}-{_num(hi, '.2f')}", pct(c.get("acceptance")), nll,
+            _num(c.get("tv_per_token"), ".3f"), pct(c.get("copied")), pct(c.get("repetition")),
             pct(c.get("task_success")))  # fmt: skip
     return tuple(Text(x, style=style) for x in cols)
 
@@ -46,14 +50,16 @@ NARROW = 100  # below it the table drops the speed range and cuts long cell name
 NAME_CUT = 24  # columns the task column was off the screen
 
 
-def narrow_row(c: dict[str, Any], rec: set[str], temperatures: int) -> tuple[Text, ...]:
-    """cell_row for a narrow screen: no min-max column, T in the name only when the sweep ran
-    more than one, a long name cut at NAME_CUT."""
-    mark, t, name, speed, _, *rest = cell_row(c, rec)
+def narrow_row(c: dict[str, Any], rec: set[str], temperatures: int,
+               untrusted: set[str] | None = None) -> tuple[Text, ...]:  # fmt: skip
+    """cell_row for a narrow screen: no min-max, acceptance, TV or repetition columns (the
+    reading view and the wide table have them), T in the name only when the sweep ran more
+    than one, a long name cut at NAME_CUT."""
+    mark, t, name, speed, _, _, nll, _, copied, _, task = cell_row(c, rec, untrusted)
     text = f"T={t.plain} {name.plain}" if temperatures > 1 else name.plain
     if len(text) > NAME_CUT:
         text = text[: NAME_CUT - 1] + "…"
-    return (mark, Text(text, style=name.style), speed, *rest)
+    return (mark, Text(text, style=name.style), speed, nll, copied, task)
 
 
 class SweepScreen(Screen[None]):
@@ -71,6 +77,7 @@ class SweepScreen(Screen[None]):
     #sweep-title { height: auto; padding: 0 1; background: $boost; text-style: bold; }
     #sweep-note { height: auto; padding: 0 1; }
     #sweep-cells { height: 1fr; }
+    #sweep-why { height: auto; padding: 0 1; color: $warning; }
     """
 
     def __init__(self, data: dict[str, Any], apply: Callable[[dict[str, Any]], bool],
@@ -82,6 +89,12 @@ class SweepScreen(Screen[None]):
         self.cells: list[dict[str, Any]] = [c for c in data.get("cells", [])
                                             if isinstance(c, dict) and "id" in c]  # fmt: skip
         self.recommended = recommended_ids(data)
+        groups = (data.get("frontier") or {}).get("groups") or {}
+        groups = groups.values() if isinstance(groups, dict) else ()
+        self.untrusted = {str(i) for g in groups if isinstance(g, dict)
+                          for i in g.get("nll_untrusted") or []}  # fmt: skip
+        self.excluded = {str(k): str(v) for g in groups if isinstance(g, dict)
+                         for k, v in (g.get("excluded") or {}).items()}  # fmt: skip
         self.narrow = False  # below NARROW columns: the short table (narrow_row)
 
     def compose(self) -> ComposeResult:
@@ -97,6 +110,7 @@ class SweepScreen(Screen[None]):
             note += f"; from {self._source}"
         yield Static(Text(note), id="sweep-note")
         yield DataTable(id="sweep-cells", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="sweep-why")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -113,13 +127,13 @@ class SweepScreen(Screen[None]):
         table.clear(columns=True)
         temperatures = len({c.get("temperature") for c in self.cells})
         if narrow:
-            table.add_columns("", "cell", "speed", "acc", "NLL+", "TV", "task")
+            table.add_columns("", "cell", "speed", "NLL+", "copied", "task")
         else:
             table.add_columns("", "T", "cell", "speedup", "min-max", "acceptance",
-                              "NLL given up", "mean TV", "task")  # fmt: skip
+                              "NLL given up", "TV/token", "copied", "repeated", "task")  # fmt: skip
         for c in self.cells:
-            row = (narrow_row(c, self.recommended, temperatures) if narrow
-                   else cell_row(c, self.recommended))  # fmt: skip
+            row = (narrow_row(c, self.recommended, temperatures, self.untrusted) if narrow
+                   else cell_row(c, self.recommended, self.untrusted))  # fmt: skip
             table.add_row(*row, key=c["id"])
         first = next((i for i, c in enumerate(self.cells) if c["id"] in self.recommended), 0)
         if self.cells:
@@ -161,6 +175,14 @@ class SweepScreen(Screen[None]):
             self.notify(f"This sweep kept no texts for {cell['id']}.", severity="warning")
             return
         self.app.push_screen(screen)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Under the table, why the recommendation passed the row over ("copies the prompt:
+        91% against 12%"), so the fastest cell's exclusion is read where it is chosen."""
+        cid = str(event.row_key.value) if event.row_key is not None else ""
+        why = self.excluded.get(cid)
+        self.query_one("#sweep-why", Static).update(
+            Text(f"{cid}: not recommended: {why}" if why else ""))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()  # enter (and a click) on a row: the table's own select, read the texts

@@ -3,7 +3,7 @@ with the Pareto rows marked, and `a` applies its recommended setting; no sweep i
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from core.settings import Settings
 from core.sweep.frontier import frontier_summary
@@ -107,3 +107,38 @@ async def test_at_80_columns_the_frontier_table_shows_its_task_column(make_app) 
         assert labels[-1] == "task" and "cell" in labels
         assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
         assert str(table.get_row_at(1)[1]).endswith("…")
+
+
+async def test_a_copying_row_shows_its_measures_and_why_it_was_passed_over(make_app) -> None:
+    """The fastest cell copies the prompt back: the table shows its copied share and its NLL
+    marked "!", and the cursor on it (an arrow key, as the terminal sends it) says why the
+    recommendation passed it over."""
+    from tests.helpers.terminal import send
+
+    data = _sweep()
+    base, half, fast = data["cells"]
+    base.update(copied=0.1, repetition=0.05, task_success=1.0)
+    half.update(copied=0.12, repetition=0.05, task_success=1.0, tv_per_token=0.02)
+    fast.update(copied=0.91, repetition=0.05, task_success=0.0, nll_delta=-0.2,
+                tv_per_token=0.3)  # fmt: skip
+    data["frontier"] = frontier_summary(data["cells"])
+    remember(data)
+    app = make_app(Settings())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("escape")
+        await pilot.press("w")
+        await pilot.pause()
+        table = app.screen.query_one("#sweep-cells", DataTable)
+        labels = [str(c.label) for c in table.ordered_columns]
+        row = {label: str(v) for label, v in zip(labels, table.get_row_at(2), strict=True)}
+        assert (row["copied"], row["NLL given up"], row["task"]) == ("91.0%", "-0.200 !", "0.0%")
+        assert row["TV/token"] == "0.300"
+        await send(pilot, "\x1b[A\x1b[B\x1b[B")  # up, down, down: onto the copying row
+        await pilot.pause()
+        assert table.cursor_row == 2
+        why = str(app.screen.query_one("#sweep-why", Static).render())
+        assert "not recommended" in why and "copies the prompt: 91%" in why, why
+        await send(pilot, "\x1b[A")  # up: an honest row says nothing
+        await pilot.pause()
+        assert str(app.screen.query_one("#sweep-why", Static).render()) == ""
