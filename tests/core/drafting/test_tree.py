@@ -1,0 +1,140 @@
+"""The tree source: occurrences and their match lengths against a scan, trees merged from
+them within their budget, and in the engine: greedy equals target-only, lossless keeps the
+target's law, the cache holds the committed text after tree rounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.decode.engine import Engine
+from core.decode.run_state import logits_config
+from core.drafting.suffix_index import Occurrences
+from core.drafting.tree import TreeDrafter, build_tree, tree_nodes
+from core.settings import Settings
+from tests.helpers.engine import assert_caches, exact_pair_law, run
+from tests.helpers.tiny import VOCAB, assert_matches
+
+# "1 2 3" occurs three times before the end, followed by 4 5 / 7 8 / 4 6
+FORKED = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 9, 1, 2, 3, 4, 6, 9, 1, 2, 3]
+
+
+def _scan(tokens: list[int]) -> list[tuple[int, int]]:
+    """(end, length) of every earlier end of the last pair, by brute force."""
+    n = len(tokens)
+    out = []
+    for e in range(1, n - 1):
+        if tokens[e - 1 : e + 1] == tokens[n - 2 :]:
+            length = 0
+            while length <= e and tokens[e - length] == tokens[n - 1 - length]:
+                length += 1
+            out.append((e, length))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=50), st.integers(0, 50))
+def test_repeats_are_every_earlier_pair_with_its_length(tokens: list[int], cut: int) -> None:
+    occ = Occurrences(tokens)
+    occ.sync(tokens[:cut] + [1, 2])  # a rewind and more tokens, as a round does
+    text = tokens[:cut] + [1, 2]
+    ends, lengths = occ.repeats(64, 64)
+    want = sorted(_scan(text), key=lambda el: (-el[1], -el[0]))
+    assert list(zip(ends.tolist(), lengths.tolist(), strict=True)) == want
+
+
+def test_the_tree_merges_every_continuation_heaviest_first() -> None:
+    tree = build_tree(Occurrences(FORKED), depth=3, nodes=64)
+    # 4 6 9 | 4 5 9 | 7 8 9: "4" followed twice, then its most recent continuation first
+    assert tree.tokens == (4, 6, 9, 5, 9, 7, 8, 9)
+    assert tree.parents == (-1, 0, 1, 0, 3, -1, 5, 6)
+    assert tree.scores[0] == 2 and tree.first_chain() == 3 and tree.depth == 3
+    assert build_tree(Occurrences(FORKED), depth=3, nodes=2).size <= 3  # the budget holds
+    assert build_tree(Occurrences([1, 2, 3, 4]), depth=3, nodes=8).size == 0
+
+
+def test_shorter_repeats_come_in_after_the_longest() -> None:
+    """The longest repeat ("0 1 2 3") occurred once; a shorter one ("2 3") adds a branch."""
+    text = [0, 1, 2, 3, 5, 9, 2, 3, 6, 9, 0, 1, 2, 3]
+    tree = build_tree(Occurrences(text), depth=2, nodes=16)
+    assert [tree.tokens[i] for i in tree.children(-1)] == [5, 6]
+    assert build_tree(Occurrences(text), depth=2, nodes=16, min_match=3).size == 2  # chain
+
+
+class _Flat:
+    def t_verify(self, rows: int) -> float:
+        return 1.0 if rows <= 24 else 1.0 + rows / 10
+
+
+def test_nodes_by_the_curve() -> None:
+    assert tree_nodes(None, 5) == 5  # no curve: the chain
+    assert tree_nodes(_Flat(), 5) == 23  # rows = nodes + 1 within the flat part
+    assert tree_nodes(_Flat(), 5, budget=10) == 10
+
+
+# -- in the engine -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [2, 6])
+def test_greedy_tree_is_target_greedy(target, k: int) -> None:
+    prompt = FORKED * 2
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=40, ignore_eos=True,
+                 traced=False)
+    _, ref = run(Engine(target, vocab_size=VOCAB), prompt, s)
+    engine = Engine(target, vocab_size=VOCAB)
+    engine.drafter("tree").budget = 12
+    engine.drafter("tree").curve = _Flat()
+    events, spec = run(engine, prompt, s.replace(mode="speculative", k=k, draft_source="tree"))
+    assert spec.token_ids == ref.token_ids
+    trees = [e for e in events if e.nodes]
+    assert trees, "no round verified a tree"
+    assert all(e.rows == e.nodes + 1 for e in trees)
+    assert_caches(engine, prompt + list(spec.token_ids), settled=True)
+
+
+def test_lossless_tree_follows_the_target_law(target) -> None:
+    """Two sampled tokens after a prompt whose end forks (7 then 8, or 7 then 9): the first
+    round verifies a tree; the (first, second) law is the target's."""
+    prompt = [5, 6, 7, 8, 1, 5, 6, 7, 9, 2, 5, 6, 7]
+    s = Settings(mode="speculative", draft_source="tree", rule="lossless", temperature=1.0,
+                 max_tokens=2, k=2, ignore_eos=True, traced=False, policy="fixed")
+    law = exact_pair_law(target, prompt, logits_config(s))
+    engine = Engine(target, vocab_size=VOCAB)
+    engine.drafter("tree").curve = _Flat()
+    table = np.zeros((VOCAB, VOCAB), dtype=np.int64)
+    trees = 0
+    for seed in range(1000):
+        events, summary = run(engine, prompt, s.replace(seed=seed))
+        trees += events[0].nodes > 0
+        t1, t2 = summary.token_ids[:2]
+        table[t1, t2] += 1
+    assert trees == 1000
+    assert_matches(table.sum(axis=1), law.sum(axis=1), "first token")
+    assert_matches(table, law, "(first, second) pair")
+
+
+def test_mentored_and_a_penalty_verify_the_chain(target) -> None:
+    prompt = FORKED * 2
+    for s in (Settings(mode="speculative", draft_source="tree", rule="mentored",
+                       temperature=1.0, max_tokens=12, k=4, ignore_eos=True, policy="fixed"),
+              Settings(mode="speculative", draft_source="tree", temperature=0.0,
+                       repetition_penalty=1.3, max_tokens=12, k=4, ignore_eos=True,
+                       policy="fixed")):
+        engine = Engine(target, vocab_size=VOCAB)
+        engine.drafter("tree").curve = _Flat()
+        events, spec = run(engine, prompt, s)
+        assert any(e.source == "tree" for e in events)
+        assert not any(e.nodes for e in events)
+        assert_caches(engine, prompt + list(spec.token_ids), settled=True)
+
+
+def test_the_drafter_is_registered_and_rewinds() -> None:
+    from core.drafting import registry
+
+    assert "tree" in registry.names()
+    d = TreeDrafter()
+    d.catch_up(FORKED)
+    d.rewind(FORKED[:5])
+    assert len(d.occ) == len(d.index) == 5
