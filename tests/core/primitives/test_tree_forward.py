@@ -81,3 +81,26 @@ def test_layouts_without_a_tree_forward_are_named(model) -> None:
         assert "no tree forward" in (supports_tree(cm) or "")
     finally:
         cm.model.args.model_type = "llama"
+
+
+def test_under_the_cuda_rules_the_tree_goes_through_the_bucketed_call(model, monkeypatch) -> None:
+    """On (a fake) CUDA with fused attention, the tree's mask reaches MLX padded to the row
+    bucket over the cache's buffer (no shape of its own each round), with the same logits."""
+    import core.dispatch.bucketed as bucketed
+    from core.dispatch import BackendInfo, verification_patches
+
+    ref = np.array(forward_tree(_prefilled(model, len(PROMPT) - 1), PROMPT[-1:], TREE, VOCAB))
+    seen: list[tuple] = []
+    real = mx.fast.scaled_dot_product_attention
+
+    def spy(q, k, v, *, scale, mask=None, **kw):
+        seen.append((q.shape[2], k.shape[2]))
+        return real(q, k, v, scale=scale, mask=mask, **kw)
+
+    cm = _prefilled(model, len(PROMPT) - 1)
+    monkeypatch.setattr(bucketed.mx.fast, "scaled_dot_product_attention", spy)
+    h200 = BackendInfo.cuda((9, 0), "NVIDIA H200")
+    with verification_patches(cm.model, "auto", "fused", TREE.size + 1, backend=h200):
+        got = np.array(forward_tree(cm, PROMPT[-1:], TREE, VOCAB))
+    np.testing.assert_allclose(got, ref, atol=2e-4)
+    assert seen and all(rows == 16 and keys == 256 for rows, keys in seen)
