@@ -62,7 +62,7 @@ def verify_tree(
     t = kit.target
     pending = seq[len(t.seq) :]
     assert row0 is None or not pending, "a handed-off step has fed every committed token"
-    arrays = TreeArrays.of(tree)
+    arrays = TreeArrays.of(tree, sampled=not cfg.greedy)
     rows = len(pending) + tree.size
     with context(rows):
         logits = forward_tree(t, pending, tree, kit.vocab_size)

@@ -54,45 +54,64 @@ def build_tree(
     n = len(occ)
     start = ends + 1
     period = n - start  # >= 1: every end is earlier than the text's last token
-    idx = start[:, None] + np.arange(depth)[None, :] % period[:, None]
-    conts = occ.tokens[idx].tolist()
-    kids: list[dict[int, int]] = [{}]  # per trie node (0: the root), token -> trie node
-    tok: list[int] = [-1]
-    par: list[int] = [-1]
-    score: list[int] = [0]
-    for cont in conts:
-        at = 0
-        for t in cont:
-            nxt = kids[at].get(t)
-            if nxt is None:
-                if len(tok) > nodes:
-                    break
-                nxt = len(tok)
-                kids[at][t] = nxt
-                kids.append({})
-                tok.append(t)
-                par.append(at)
-                score.append(0)
-            score[nxt] += 1
-            at = nxt
-    return _preorder(kids, tok, score)
+    conts = occ.tokens[start[:, None] + np.arange(depth)[None, :] % period[:, None]]
+    return merge(conts, nodes)
 
 
-def _preorder(kids: list[dict[int, int]], tok: list[int], score: list[int]) -> TokenTree:
-    """The trie as a TokenTree: depth-first, each node's children heaviest first (ties: the
-    order they were made in, i.e. the longer, more recent match first)."""
-    tokens: list[int] = []
-    parents: list[int] = []
-    scores: list[int] = []
-    stack = [(c, -1) for c in sorted(kids[0].values(), key=lambda c: (score[c], -c))]
-    while stack:
-        node, parent = stack.pop()
-        me = len(tokens)
-        tokens.append(tok[node])
-        parents.append(parent)
-        scores.append(score[node])
-        stack.extend((c, me) for c in sorted(kids[node].values(), key=lambda c: (score[c], -c)))
-    return TokenTree(tuple(tokens), tuple(parents), tuple(scores))
+def _cells(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows sorted so that equal prefixes are adjacent: each cell's trie node (numbered
+    in row-major order of first appearance, i.e. preorder) and whether it is new there."""
+    m, d = rows.shape
+    same = np.cumprod(rows[1:] == rows[:-1], axis=1).sum(axis=1)  # prefix shared with the row above
+    lcp = np.concatenate([[0], same])
+    new = np.arange(d)[None, :] >= lcp[:, None]
+    ids = np.where(new, np.cumsum(new.ravel()).reshape(m, d) - 1, -1)
+    return np.maximum.accumulate(ids, axis=0), new
+
+
+def merge(conts: np.ndarray, nodes: int) -> TokenTree:
+    """The token tree of continuations `conts` [M, depth] (row order: priority, the longer
+    and more recent match first), at most `nodes` nodes: each node's score is how many rows
+    pass through it; siblings are ordered by score, then priority, and the tree is numbered
+    in preorder, so its heaviest chain is its first nodes. Kept are the `nodes` best by
+    (score, priority, depth): a parent always ranks before its child, so what is kept is a
+    tree. NumPy over the [M, depth] cells: no Python loop over nodes or tokens."""
+    m, d = conts.shape
+    # 1. the trie in token order: node ids, score, priority (its best row)
+    by_token = np.lexsort(conts.T[::-1])
+    cell, _ = _cells(conts[by_token])
+    count = int(cell.max()) + 1
+    score = np.bincount(cell.ravel(), minlength=count)
+    prio = np.full(count, m, dtype=np.int64)
+    np.minimum.at(prio, cell.ravel(), np.repeat(by_token, d))
+    # 2. rows re-sorted by each cell's rank among siblings (heavier, then better, first):
+    #    row-major first appearance in that order is the heavy-first preorder
+    rank = np.empty(count, dtype=np.int64)
+    rank[np.lexsort((prio, -score))] = np.arange(count)
+    ranked = rank[cell]
+    order = np.lexsort(ranked.T[::-1])
+    pre, new = _cells(ranked[order])
+    node_of = np.empty(count, dtype=np.int64)  # trie node -> preorder index
+    node_of[cell[order][new]] = pre[new]
+    tok = np.empty(count, dtype=np.int64)
+    tok[pre[new]] = conts[by_token][order][new]
+    parent = np.full(count, -1, dtype=np.int64)
+    inner = new[:, 1:]  # new cells below the first column: their parent is the cell before
+    parent[pre[:, 1:][inner]] = pre[:, :-1][inner]
+    depth = np.empty(count, dtype=np.int64)
+    depth[pre[new]] = np.nonzero(new)[1]
+    sc = np.empty(count, dtype=np.int64)
+    sc[node_of] = score
+    pr = np.empty(count, dtype=np.int64)
+    pr[node_of] = prio
+    # 3. the budget: the best `nodes` by (score, priority, depth), kept in preorder
+    if count > nodes:
+        keep = np.zeros(count, dtype=bool)
+        keep[np.lexsort((depth, pr, -sc))[:nodes]] = True
+        renum = np.cumsum(keep) - 1
+        parent = np.where(parent[keep] >= 0, renum[np.maximum(parent[keep], 0)], -1)
+        tok, sc = tok[keep], sc[keep]
+    return TokenTree(tuple(tok.tolist()), tuple(parent.tolist()), tuple(sc.tolist()))
 
 
 def tree_nodes(curve: Any, k: int, budget: int = NODE_BUDGET) -> int:

@@ -27,16 +27,25 @@ class TokenTree:
     parents: tuple[int, ...]
     scores: tuple[int, ...] = ()
     _depth: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _preorder: bool = field(default=True, repr=False, compare=False)
+    _anc: list[np.ndarray] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.parents) != len(self.tokens):
             raise ValueError("a tree needs one parent per token")
         depth: list[int] = []
+        path: list[int] = []  # the path to the previous node: a preorder's parent is on it
+        preorder = True
         for i, p in enumerate(self.parents):
             if not -1 <= p < i:
-                raise ValueError("parents must come before their children (preorder)")
-            depth.append(1 if p < 0 else depth[p] + 1)
+                raise ValueError("a node's parent must come before it")
+            d = 1 if p < 0 else depth[p] + 1
+            depth.append(d)
+            del path[d - 1 :]
+            preorder = preorder and (p == (path[-1] if path else -1))
+            path.append(i)
         object.__setattr__(self, "_depth", tuple(depth))
+        object.__setattr__(self, "_preorder", preorder)
         if not self.scores:
             object.__setattr__(self, "scores", (1,) * len(self.tokens))
 
@@ -87,14 +96,24 @@ class TokenTree:
 
 def ancestors(tree: TokenTree) -> np.ndarray:
     """[N + 1, N + 1] bool over rows (row 0 the root, row i + 1 node i): row r sees row c
-    where c is r or an ancestor of r, the root included."""
+    where c is r or an ancestor of r, the root included. Built once per tree: in preorder a
+    node's descendants are the run of deeper nodes right after it (one NumPy pass)."""
+    if tree._anc:
+        return tree._anc[0]
     n = tree.size
     seen = np.zeros((n + 1, n + 1), dtype=bool)
-    seen[0, 0] = True
-    for i, p in enumerate(tree.parents):
-        r = i + 1
-        seen[r] = seen[p + 1]
-        seen[r, r] = True
+    seen[:, 0] = True
+    if tree._preorder and n:
+        d = np.asarray(tree.depths)
+        later = np.triu(d[None, :] <= d[:, None], 1)  # [j, k]: k after j, not below it
+        end = np.where(later.any(axis=1), later.argmax(axis=1), n)
+        idx = np.arange(n)
+        seen[1:, 1:] = (idx[None, :] <= idx[:, None]) & (idx[:, None] < end[None, :])
+    else:
+        for i, p in enumerate(tree.parents):
+            seen[i + 1] = seen[p + 1]
+            seen[i + 1, i + 1] = True
+    tree._anc.append(seen)
     return seen
 
 
@@ -107,18 +126,17 @@ def row_positions(tree: TokenTree, offset: int, pending: int = 1) -> np.ndarray:
                            ]).astype(np.int32)
 
 
-def visible(tree: TokenTree, offset: int, pending: int = 1) -> np.ndarray:
-    """The verification's attention mask, [pending + N, offset + pending + N] bool: each row
-    sees the `offset` cached positions, the pending rows causally, and its ancestors and
-    itself among the nodes."""
+def visible(tree: TokenTree, pending: int = 1) -> np.ndarray:
+    """The verification's attention mask over its own rows, [pending + N, pending + N] bool:
+    the pending rows causally, each node its ancestors and itself among the nodes (every row
+    also sees the whole cached context, which the forward prepends on the device, so this
+    host work does not grow with the conversation)."""
     n = tree.size
     rows = pending + n
-    mask = np.zeros((rows, offset + rows), dtype=bool)
-    mask[:, :offset] = True
-    mask[:pending, offset : offset + pending] = np.tril(np.ones((pending, pending), dtype=bool))
-    mask[pending:, offset : offset + pending] = True
-    anc = ancestors(tree)  # row 0 is the root, the last pending row
-    mask[pending:, offset + pending :] = anc[1:, 1:]
+    mask = np.zeros((rows, rows), dtype=bool)
+    mask[:pending, :pending] = np.tril(np.ones((pending, pending), dtype=bool))
+    mask[pending:, :pending] = True
+    mask[pending:, pending:] = ancestors(tree)[1:, 1:]  # row 0 is the root, the last pending
     return mask
 
 
@@ -130,13 +148,16 @@ def earlier_siblings(tree: TokenTree) -> np.ndarray:
 
 
 def children_table(tree: TokenTree) -> np.ndarray:
-    """[N + 1, C] int32: row r lists the tokens of row r's children (row 0 the root), padded
-    with -1 (C the widest fan-out, at least 1)."""
-    kids: list[list[int]] = [[] for _ in range(tree.size + 1)]
-    for i, p in enumerate(tree.parents):
-        kids[p + 1].append(tree.tokens[i])
-    width = max(1, max(len(k) for k in kids))
-    out = np.full((tree.size + 1, width), -1, dtype=np.int32)
-    for r, k in enumerate(kids):
-        out[r, : len(k)] = k
+    """[N + 1, C] int32: row r lists the tokens of row r's children in order (row 0 the
+    root), padded with -1 (C the widest fan-out, at least 1)."""
+    n = tree.size
+    out_rows = np.asarray(tree.parents, dtype=np.int64) + 1
+    if n == 0:
+        return np.full((1, 1), -1, dtype=np.int32)
+    order = np.argsort(out_rows, kind="stable")
+    counts = np.bincount(out_rows, minlength=n + 1)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    col = np.arange(n) - starts[out_rows[order]]
+    out = np.full((n + 1, max(1, int(counts.max()))), -1, dtype=np.int32)
+    out[out_rows[order], col] = np.asarray(tree.tokens, dtype=np.int32)[order]
     return out

@@ -76,7 +76,8 @@ def forward_tree(cm: CachedModel, pending: list[int], tree: TokenTree, vocab: in
     p = len(pending)
     ids = mx.array([*pending, *tree.tokens], dtype=mx.uint32)
     positions = mx.array(row_positions(tree, offset, p))
-    mask = mx.array(visible(tree, offset, p))
+    own = mx.array(visible(tree, p))
+    mask = mx.concatenate([mx.ones((own.shape[0], offset), dtype=mx.bool_), own], axis=1)
     inner = introspect.body(cm.model)
     assert inner is not None
     blocks = introspect.layers(cm.model)

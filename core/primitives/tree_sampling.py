@@ -36,19 +36,20 @@ class TreeArrays:
     parent_rows: mx.array  # [N] the row of each node's parent (0: the root)
     path_of: mx.array  # [N, N] float: path_of[i, j] = 1 where j is i or an ancestor of i
     depths: mx.array  # [N] depth of each node
-    earlier: mx.array  # [N, N] float: earlier siblings
-    kids: mx.array  # [N + 1, C] children's tokens per row, -1 padded
+    earlier: mx.array | None  # [N, N] float: earlier siblings (the lossless rule's only)
+    kids: mx.array | None  # [N + 1, C] children's tokens per row, -1 padded (lossless only)
 
     @classmethod
-    def of(cls, tree: TokenTree) -> TreeArrays:
+    def of(cls, tree: TokenTree, sampled: bool = True) -> TreeArrays:
+        """The arrays; `sampled` False (greedy) leaves out what only the lossless rule reads."""
         anc = ancestors(tree)[1:, 1:].astype(np.float32)
         return cls(
             mx.array(np.asarray(tree.tokens, np.int32)),
             mx.array(np.asarray(tree.parents, np.int32) + 1),
             mx.array(anc),
             mx.array(np.asarray(tree.depths, np.int32)),
-            mx.array(earlier_siblings(tree).astype(np.float32)),
-            mx.array(children_table(tree)),
+            mx.array(earlier_siblings(tree).astype(np.float32)) if sampled else None,
+            mx.array(children_table(tree)) if sampled else None,
         )
 
 
@@ -74,6 +75,7 @@ def accept_tree_greedy_packed(logits: mx.array, arrays: TreeArrays) -> mx.array:
 def accept_tree_lossless_packed(p: mx.array, arrays: TreeArrays, key: mx.array) -> mx.array:
     """[the accepted path's last row, the next token], by recursive rejection over each row's
     children (p: [N + 1, V] target probabilities per row)."""
+    assert arrays.earlier is not None and arrays.kids is not None, "built with sampled=True"
     k_u, k_r = mx.random.split(key, 2)
     if arrays.tokens.size == 0:
         return mx.stack([mx.array(0, dtype=mx.int32), sample(p[:1], k_r)[0].astype(mx.int32)])

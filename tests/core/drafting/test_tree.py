@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from core.decode.engine import Engine
 from core.decode.run_state import logits_config
 from core.drafting.suffix_index import Occurrences
-from core.drafting.tree import TreeDrafter, build_tree, tree_nodes
+from core.drafting.tree import TreeDrafter, build_tree, merge, tree_nodes
 from core.settings import Settings
 from tests.helpers.engine import assert_caches, exact_pair_law, run
 from tests.helpers.tiny import VOCAB, assert_matches
@@ -43,6 +43,35 @@ def test_repeats_are_every_earlier_pair_with_its_length(tokens: list[int], cut: 
     ends, lengths = occ.repeats(64, 64)
     want = sorted(_scan(text), key=lambda el: (-el[1], -el[0]))
     assert list(zip(ends.tolist(), lengths.tolist(), strict=True)) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2), min_size=4, max_size=4), min_size=1, max_size=9),
+       st.integers(1, 40))
+def test_merge_is_the_trie_of_its_rows(rows: list[list[int]], budget: int) -> None:
+    """Against the trie's definition: every prefix of a row is a node whose score counts the
+    rows through it; siblings heaviest first (ties: the earlier row); preorder; a budget
+    keeps the best nodes by (score, earliest row, depth), which is a tree."""
+    tree = merge(np.array(rows), budget)
+    prefixes: dict[tuple[int, ...], tuple[int, int]] = {}  # prefix -> (rows through, first row)
+    for r, row in enumerate(rows):
+        for d in range(1, len(row) + 1):
+            cnt, first = prefixes.get(tuple(row[:d]), (0, r))
+            prefixes[tuple(row[:d])] = (cnt + 1, min(first, r))
+    ranked = sorted(prefixes, key=lambda p: (-prefixes[p][0], prefixes[p][1], len(p)))
+    want = set(ranked[:budget])
+    got = {tuple(tree.tokens[i] for i in tree.path(n)): tree.scores[n] for n in range(tree.size)}
+    assert set(got) == want
+    assert all(got[p] == prefixes[p][0] for p in got)
+    for node in [-1, *range(tree.size)]:
+        kids = tree.children(node)
+        keys = [(-tree.scores[c], prefixes[tuple(tree.tokens[i] for i in tree.path(c))][1])
+                for c in kids]
+        assert keys == sorted(keys)
+        # preorder: a node's subtree is the run of nodes right after it
+        if node >= 0:
+            sub = [n for n in range(tree.size) if node in tree.path(n)]
+            assert sub == list(range(node, node + len(sub)))
 
 
 def test_the_tree_merges_every_continuation_heaviest_first() -> None:

@@ -30,11 +30,11 @@ def test_depths_chain_and_paths() -> None:
 def test_ancestors_and_mask_rows() -> None:
     anc = ancestors(TREE)
     assert anc[4].tolist() == [True, True, False, False, True, False]  # node 3: root, 0, itself
-    m = visible(TREE, offset=4, pending=2)
-    assert m.shape == (7, 11)
-    assert m[:, :4].all()  # the cached context is seen by every row
-    assert m[0, 4:].tolist() == [True] + [False] * 6  # the first pending row is causal
-    assert m[5, 6:].tolist() == [True, False, False, True, False]  # node 3: node 0 and itself
+    m = visible(TREE, pending=2)
+    assert m.shape == (7, 7)
+    assert m[0].tolist() == [True] + [False] * 6  # the first pending row is causal
+    assert m[5, 2:].tolist() == [True, False, False, True, False]  # node 3: node 0 and itself
+    assert m[:, :2].sum() == 1 + 2 * 6  # every later row sees both pending rows
     assert row_positions(TREE, offset=4, pending=2).tolist() == [4, 5, 6, 7, 8, 7, 6]
 
 
@@ -43,3 +43,12 @@ def test_siblings_and_children_tables() -> None:
     assert np.argwhere(e).tolist() == [[3, 1], [4, 0]]
     kids = children_table(TREE)
     assert kids[0].tolist() == [5, 9] and kids[1].tolist() == [6, 8] and kids[3].tolist() == [-1, -1]
+
+
+def test_ancestors_of_a_tree_not_in_preorder_are_the_same() -> None:
+    """The preorder shortcut against the general walk: the same tree numbered breadth-first."""
+    bfs = TokenTree((5, 9, 6, 8, 7), (-1, -1, 0, 0, 2))
+    assert not bfs._preorder and TREE._preorder
+    order = [0, 4, 1, 3, 2]  # TREE's node of each BFS node
+    want = ancestors(TREE)[np.ix_([0, *[o + 1 for o in order]], [0, *[o + 1 for o in order]])]
+    assert (ancestors(bfs) == want).all()
