@@ -70,8 +70,9 @@ def _rows_at(blocks: list[Any], positions: mx.array) -> Iterator[None]:
 
 def forward_tree(cm: CachedModel, pending: list[int], tree: TokenTree, vocab: int) -> mx.array:
     """Logits [N + 1, vocab]: the root's row (the last of `pending`, the committed tokens the
-    cache does not hold yet) then one row per node. The cache advances by every row fed
-    (len(pending) + N); `keep_tree_path` keeps the accepted path's."""
+    cache does not hold yet) then one row per node; [N, vocab], the nodes' rows only, where
+    nothing is pending (a handed-off step fed the root and holds its row). The cache
+    advances by every row fed (len(pending) + N); `keep_tree_path` keeps the accepted path's."""
     offset = cm.offset()
     p = len(pending)
     ids = mx.array([*pending, *tree.tokens], dtype=mx.uint32)
@@ -85,7 +86,7 @@ def forward_tree(cm: CachedModel, pending: list[int], tree: TokenTree, vocab: in
     with _rows_at(blocks, positions):
         for block, c in zip(blocks, cm.cache, strict=True):
             h = block(h, mask, cache=c)
-    h = inner.norm(h[:, p - 1 :])
+    h = inner.norm(h[:, max(p - 1, 0) :])
     if introspect.tied_embeddings(cm.model):
         out = inner.embed_tokens.as_linear(h)
     else:

@@ -47,6 +47,16 @@ def test_every_row_is_its_path_fed_alone(model, pending: int) -> None:
         np.testing.assert_allclose(got[node + 1], want, atol=2e-4, err_msg=str(node))
 
 
+def test_with_nothing_pending_the_rows_are_the_nodes(model) -> None:
+    """A handed-off step already fed the root: the forward gives the nodes' rows alone."""
+    cm = _prefilled(model, len(PROMPT))
+    got = np.array(forward_tree(cm, [], TREE, VOCAB))
+    assert got.shape == (TREE.size, VOCAB)
+    for node in range(TREE.size):
+        want = _path_logits(model, [TREE.tokens[i] for i in TREE.path(node)])[-1]
+        np.testing.assert_allclose(got[node], want, atol=2e-4, err_msg=str(node))
+
+
 def test_a_causal_mask_would_differ(model) -> None:
     """Control: a chain over the same rows (each node seeing every earlier row) gives node
     3's row another value, so the equality above needs the tree's mask."""
