@@ -92,7 +92,8 @@ class RoundEvent:
     source: str = ""  # the draft source that proposed ("model", "lookup", ...); "" for none
     copied_from: int | None = None  # a lookup's proposal: where in the conversation it copied
     nodes: int = 0  # a tree round's verified nodes (0: a chain); `accepted` its path's depth
-    branches: tuple[tuple[int, ...], ...] = ()  # a tree round's rejected branches' tokens
+    # a tree round's branches turned down where its path stopped (`rejected` is the first)
+    branches: tuple[tuple[int, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -87,17 +87,15 @@ def verify_tree(
 
 
 def rejected_branches(tree: TokenTree, path: list[int]) -> tuple[tuple[int, ...], ...]:
-    """Every branch off the accepted path, as its heaviest chain's tokens (for `r`)."""
-    on = set(path)
+    """The branches the target turned down where the accepted path stopped (the children of
+    its last node, heaviest first), each as its heaviest chain's tokens: what `r` shows at
+    the correction."""
     out = []
-    for node in [-1, *path]:
-        for c in tree.children(node):
-            if c in on:
-                continue
-            chain, at = [], c
-            while at is not None:
-                chain.append(tree.tokens[at])
-                kids = tree.children(at)
-                at = kids[0] if kids else None
-            out.append(tuple(chain))
+    for c in tree.children(path[-1] if path else -1):
+        chain, at = [], c
+        while at is not None:
+            chain.append(tree.tokens[at])
+            kids = tree.children(at)
+            at = kids[0] if kids else None
+        out.append(tuple(chain))
     return tuple(out)
