@@ -116,10 +116,14 @@ def merge(conts: np.ndarray, nodes: int) -> TokenTree:
 
 def tree_nodes(curve: Any, k: int, budget: int = NODE_BUDGET) -> int:
     """How many nodes a tree of depth k may have: the most rows whose verification the curve
-    prices within FLAT_SHARE of the chain's k + 1 rows, at least k, at most `budget`. No
-    curve (a policy that reads none): the chain's k."""
+    prices within FLAT_SHARE of the chain's k + 1 rows, at least k, at most `budget`, and
+    never past the curve's largest measured row count (beyond it the curve extrapolates, and
+    a flat curve's extrapolation is noise). No curve (a policy that reads none): the chain's k."""
     if curve is None or k <= 0:
         return max(k, 0)
+    measured = getattr(curve, "rows", None)  # VerifyCostCurve.rows: the row counts timed
+    if measured:
+        budget = min(budget, max(measured) - 1)
     limit = curve.t_verify(k + 1) * (1.0 + FLAT_SHARE)
     best = k
     for n in range(k + 1, budget + 1):

@@ -97,10 +97,24 @@ class _Flat:
         return 1.0 if rows <= 24 else 1.0 + rows / 10
 
 
+class _Measured(_Flat):
+    rows = (1, 2, 9, 17)  # as VerifyCostCurve.rows: the row counts a calibration timed
+
+
 def test_nodes_by_the_curve() -> None:
     assert tree_nodes(None, 5) == 5  # no curve: the chain
     assert tree_nodes(_Flat(), 5) == 23  # rows = nodes + 1 within the flat part
     assert tree_nodes(_Flat(), 5, budget=10) == 10
+    assert tree_nodes(_Measured(), 5) == 16  # no more rows than the curve measured
+    from core.dispatch.curve import VerifyCostCurve
+
+    def curve(t33: float) -> VerifyCostCurve:
+        return VerifyCostCurve.from_dict({"times": {"auto": {"1": 1.0, "9": 1.0, "17": 1.02,
+                                                             "33": t33}},
+                                          "backend": "cuda", "context_len": 512})
+
+    assert tree_nodes(curve(1.04), 8) == 32  # k_max 32's calibration: 33 rows, not past them
+    assert tree_nodes(curve(1.20), 8) == 18  # 19 rows: 5% over the chain's 9 rows
 
 
 # -- in the engine -----------------------------------------------------------------------------
