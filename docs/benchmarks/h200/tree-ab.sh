@@ -10,14 +10,13 @@
 # One bench per prompt and temperature, rows interleaved and paired by seed: target-only, the
 # chain (`lookup`, cost-aware as its profile is), the tree (the same profile with
 # draft_source=tree: its depth from the same policy, its nodes from the calibrated curve, at
-# most the curve's largest measured rows - 1: 32 at the profile's k_max 32), the tree again
-# with k_max=64 (a curve timed up to 65 rows, so up to 64 nodes, but also deeper chains),
-# and at T = 0 transformers' prompt lookup (`--peer transformers-pld`, its own ratio
+# most the curve's largest measured rows - 1: 32 at the profile's k_max 32, the most
+# Settings allows, so 64-node trees need a calibration timed to 65 rows first), and at T = 0 transformers' prompt lookup (`--peer transformers-pld`, its own ratio
 # against its own target-only). Default model, 256 tokens, 5 seeds, 1 warm-up, repetition
 # penalty 1.0, untraced; the prompts are the issue's: code-refactor-pasted, code-edit-pasted,
 # code-rename, rewrite-paragraph. TEMPS (default "0.0 0.7") and PROMPTS narrow a call; a bench
-# of 4 rows x 5 seeds x 256 tokens is ~50 s on the H200 (from the never-slower runs' 3-row
-# benches), so one temperature fits a call (TEMPS=0.0, then TEMPS=0.7); BUDGET_S (default 300) starts no bench after it and
+# of 3 rows x 5 seeds x 256 tokens is ~40 s on the H200 (the never-slower runs), so both
+# temperatures may fit one call of ~6 min; BUDGET_S (default 300) starts no bench after it and
 # lists the rest in skipped.txt.
 # What to read from it (docs/benchmarks/lookup/tree-host-cost.md, "What the GPU run decides"):
 # the tree row's speedup against the chain's per prompt and temperature, its tokens per
@@ -43,8 +42,7 @@ for T in $TEMPS; do
     timeout 240 python3 -m core.cli bench --target default --draft self:bits=4 \
       --prompt-name "$P" --tokens 256 --seeds 5 --invocations 1 --warmup 1 \
       --temperature "$T" --repetition-penalty 1.0 --no-quality --no-predict --no-traced \
-      --profile target-only --profile lookup --profile lookup:draft_source=tree \
-      --profile lookup:draft_source=tree,k_max=64 "${peer[@]}" \
+      --profile target-only --profile lookup --profile lookup:draft_source=tree "${peer[@]}" \
       --json "$W/$tag.json" --markdown "$W/$tag.md" 2>&1 | tee -a "$W/tree-ab.log" | tail -12
   done
 done
