@@ -91,11 +91,15 @@ class RoundEvent:
     traced: bool = False
     source: str = ""  # the draft source that proposed ("model", "lookup", ...); "" for none
     copied_from: int | None = None  # a lookup's proposal: where in the conversation it copied
+    nodes: int = 0  # a tree round's verified nodes (0: a chain); `accepted` its path's depth
+    # a tree round's branches turned down where its path stopped (`rejected` is the first)
+    branches: tuple[tuple[int, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["tokens"] = [[t.id, t.origin] for t in self.tokens]
         d["rejected"] = list(self.rejected)
+        d["branches"] = [list(b) for b in self.branches]
         return d
 
     @classmethod
@@ -103,6 +107,7 @@ class RoundEvent:
         d = dict(d)
         d["tokens"] = tuple(CommittedToken(int(i), str(o)) for i, o in d["tokens"])
         d["rejected"] = tuple(int(x) for x in d.get("rejected", ()))
+        d["branches"] = tuple(tuple(int(x) for x in b) for b in d.get("branches", ()))
         d["timings"] = PhaseTimings(**d.get("timings", {}))
         return cls(**d)
 

@@ -62,7 +62,7 @@ KEYS: tuple[Key, ...] = (
     Key("cycle_rule", "a", "alt+a", "a", "M-a", "rule", "cycle rule: greedy, lossless, mentored"),
     Key("cycle_policy", "o", "alt+o", "o", "M-o", "policy", "cycle the draft-length policy"),
     Key("cycle_draft_source", "d", "alt+d", "d", "M-d", "source",
-        "cycle the draft source: model, lookup, hybrid"),
+        "cycle the draft source: model, lookup, hybrid, tree"),
     Key("cycle_temperature", "t", "alt+t", "t", "M-t", "T",
         "cycle the temperature: 0 (greedy), 0.3, 0.7, 1"),
     Key("cycle_max_tokens", "n", "alt+n", "n", "M-n", "max",

@@ -26,7 +26,8 @@ from core.events import RoundEvent
 __all__ = ["ORIGIN_HELP", "ORIGIN_STYLES", "REJECTED", "REJECTED_COPY", "REJECTED_KINDS",
            "COPY_SOURCES", "Decode", "Piece", "Transcript"]
 # Sources whose drafts are copies of the conversation (core.drafting.lookup).
-COPY_SOURCES = frozenset({"lookup"})
+COPY_SOURCES = frozenset({"lookup", "tree"})
+BRANCH_SEP = "¦"  # between a tree's rejected branches, where `r` shows them
 
 Decode = Callable[[Sequence[int]], str]
 _HOLD = "\ufffd"
@@ -77,7 +78,8 @@ class Transcript:
 
     def add_round(self, event: RoundEvent) -> None:
         """Append a round: accepted drafts, then the thrown-away drafts, then the correction."""
-        pending = list(event.rejected)
+        pending = [list(b) for b in event.branches] or ([list(event.rejected)]
+                                                         if event.rejected else [])
         kind = REJECTED_COPY if event.source in COPY_SOURCES else REJECTED
         for tok in event.tokens:
             if pending and tok.origin == "corrected":
@@ -89,9 +91,11 @@ class Transcript:
         if pending:
             self._add_rejected(pending, kind)
 
-    def _add_rejected(self, rejected: list[int], kind: str = REJECTED) -> None:
-        self.rejected_count += len(rejected)
-        self._add(self._rejected_text(rejected), kind)
+    def _add_rejected(self, branches: list[list[int]], kind: str = REJECTED) -> None:
+        """The thrown-away drafts: one chain, or a tree's branches at the fork, each after
+        the committed text and set apart by BRANCH_SEP."""
+        self.rejected_count += sum(len(b) for b in branches)
+        self._add(BRANCH_SEP.join(self._rejected_text(b) for b in branches), kind)
 
     def _add(self, text: str, origin: str) -> None:
         if not text:

@@ -92,7 +92,7 @@ def source_price(engine: Any, source: str, curve: Any) -> Callable[[int], float]
     try:
         return engine.drafter(source).price(curve)
     except Exception:  # an engine stand-in, or a source that cannot draft here
-        if source == "lookup":
+        if source in ("lookup", "tree"):  # copies: host work only
             return lambda k: 0.0
         from core.drafting.model import model_draft_price
 

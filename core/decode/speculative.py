@@ -17,18 +17,21 @@ import mlx.core as mx
 
 from core.decode.run_state import BrokeAfter, Guard, Handoff, RoundKit, RunState, logits_config
 from core.decode.trace import RoundTimer
+from core.decode.tree_round import rejected_branches, tree_to_verify, verify_tree
 from core.dispatch.bucketed import took_new_plan
 from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
-from core.drafting.base import Drafter, DraftRequest
+from core.drafting.base import Drafter, DraftRequest, Proposal
 from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
 from core.primitives.sampling import (
+    LogitsConfig,
     accept_greedy_packed,
     accept_sampled,
     one_hot,
     penalize,
     to_probs,
 )
+from core.primitives.token_tree import TokenTree
 from core.settings import Settings
 
 
@@ -150,6 +153,11 @@ def speculative_round(
         DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist,
                      compiled=s.fused_draft)
     )
+    tree = tree_to_verify(proposal.tree, kit, s, cfg, hist is not None)
+    if tree is not None:
+        timer.mark("draft")
+        return _tree_round(kit, seq, s, cfg, None if keys is None else keys[-1], index, drafter,
+                           proposal, tree, row0, timer, start)
     draft_arr = kit.agreed(proposal.tokens)  # every rank verifies the same drafts
     k = proposal.k
     timer.mark("draft", draft_arr)
@@ -230,6 +238,42 @@ def speculative_round(
         traced=s.traced,
         source=proposal.source,
         copied_from=proposal.copied_from,
+    )
+
+
+def _tree_round(
+    kit: RoundKit, seq: list[int], s: Settings, cfg: LogitsConfig, key: mx.array | None,
+    index: int, drafter: Drafter, proposal: Proposal, tree: TokenTree, row0: mx.array | None,
+    timer: RoundTimer, start: int,
+) -> RoundEvent:
+    """The round of a token tree (core/decode/tree_round.py): the accepted path is the copy,
+    then the correction (the path stopped at a node with children) or the bonus (it ran to a
+    leaf); committed and rewound as a chain round is. `proposed` is the tree's depth, or the
+    path's where it ran to a leaf (the copy's run reached its end)."""
+    t = kit.target
+    v = verify_tree(kit, seq, tree, cfg, key, row0, timer,
+                    lambda rows: _verify_context(kit, s, rows))
+    ids = [tree.tokens[i] for i in v.path]
+    n = len(ids)
+    proposed = n if v.at_leaf else tree.depth
+    committed = [CommittedToken(x_, proposal.origin) for x_ in ids]
+    if not v.at_leaf:
+        committed.append(CommittedToken(v.next_token, "corrected"))
+    elif s.bonus:
+        committed.append(CommittedToken(v.next_token, "bonus"))
+    committed = _cut_at_eos(committed, s, kit.eos_ids)
+    branches = rejected_branches(tree, v.path)
+    rejected = branches[0] if branches else ()
+    drafter.learn(ids, n)
+    seq.extend([c.id for c in committed])
+    t.rewind(seq, start, upto=len(seq) - 1)
+    drafter.rewind(seq, start)
+    timer.mark("cache")
+    return RoundEvent(
+        index=index, tokens=tuple(committed), rejected=rejected, proposed=proposed, accepted=n,
+        rows=v.rows, timings=timer.finish(), kernel=_round_kernel(kit, s, v.rows), tv=None,
+        context=len(seq), traced=s.traced, source=proposal.source,
+        copied_from=proposal.copied_from, nodes=tree.size, branches=branches,
     )
 
 

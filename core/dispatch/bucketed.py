@@ -18,8 +18,10 @@ not the causal window: keys past the cache's offset (stale or zero) and, for the
 rows, nothing they could not see (their rows are dropped). The plan then changes only when
 the buffer grows or R crosses 16: a few plans a conversation instead of one a round. The
 real rows' attention is the causal attention over the cache, up to the kernel's rounding.
-Not used where the cache is not a plain KVCache (quantized, rotating) or the mask is not
-mlx-lm's "causal": those keep MLX's own call.
+A token tree's verification hands a bool mask of its rows over the cache instead of
+"causal" (core/primitives/tree_forward.py); it is padded the same way. Not used where the
+cache is not a plain KVCache (quantized, rotating) or the mask is neither: those keep MLX's
+own call.
 """
 
 from __future__ import annotations
@@ -79,18 +81,37 @@ def _bias(rows: int, offset: int, rows_b: int, keys_b: int, dtype: mx.Dtype) -> 
     return bias
 
 
+def _tree_bias(seen: mx.array, rows_b: int, keys_b: int, dtype: mx.Dtype) -> mx.array:
+    """[1, 1, rows_b, keys_b] additive mask of a tree's bool mask [rows, offset]: no key past
+    the offset, padded rows see nothing (their rows are dropped). Kept per forward as
+    `_bias` is: every layer is handed the same mask array."""
+    key = (id(seen), rows_b, keys_b, dtype)
+    kept = getattr(_tls, "bias", None)
+    if kept is not None and kept[0] == key and kept[2] is seen:
+        return kept[1]
+    rows, offset = seen.shape
+    padded = mx.pad(seen, [(0, rows_b - rows), (0, keys_b - offset)])
+    bias = mx.where(padded, mx.array(0.0, dtype), mx.array(mx.finfo(dtype).min, dtype))[None, None]
+    _tls.bias = (key, bias, seen)
+    return bias
+
+
 def bucketed_attention(
     queries: mx.array, keys: mx.array, values: mx.array, cache: Any, scale: float, mask: Any
 ) -> mx.array | None:
-    """The causal attention of `queries` (the last rows of the cache) over the cache, through
+    """The causal (or a tree's masked) attention of `queries` (the last rows of the cache) over the cache, through
     MLX's fused kernel at bucketed shapes; None where this does not apply (the caller then
     makes MLX's own call)."""
     rows = queries.shape[2]
     offset = getattr(cache, "offset", None)
     buf_k, buf_v = getattr(cache, "keys", None), getattr(cache, "values", None)
+    causal = isinstance(mask, str) and mask == "causal"
+    # a token tree's verification (core/primitives/tree_forward.py): a bool [rows, offset]
+    tree = (isinstance(mask, mx.array) and mask.dtype == mx.bool_
+            and tuple(mask.shape) == (rows, offset))
     if (
         rows < 2
-        or not (isinstance(mask, str) and mask == "causal")
+        or not (causal or tree)
         or hasattr(cache, "bits")
         or not isinstance(offset, int)
         or buf_k is None
@@ -109,7 +130,10 @@ def bucketed_attention(
         q = mx.pad(queries, [(0, 0), (0, 0), (0, rows_b - rows), (0, 0)])
     else:
         q = mx.contiguous(queries)
-    bias = _bias(rows, offset, rows_b, buf_k.shape[2], queries.dtype)
+    if tree:
+        bias = _tree_bias(mask, rows_b, buf_k.shape[2], queries.dtype)
+    else:
+        bias = _bias(rows, offset, rows_b, buf_k.shape[2], queries.dtype)
     shape = (tuple(q.shape), tuple(buf_k.shape), tuple(buf_v.shape), q.dtype, float(scale))
     if shape not in _shapes:
         _shapes.add(shape)

@@ -56,6 +56,9 @@ class Proposal:
     source: str
     origin: str = "accepted"  # the origin its accepted tokens carry ("copied" for a lookup)
     copied_from: int | None = None  # where in the conversation a copied run starts
+    # A token tree (core.primitives.token_tree.TokenTree) whose heaviest chain is `tokens`:
+    # the round verifies the whole tree in one forward where it can, else the chain.
+    tree: Any = None
 
     @property
     def k(self) -> int:

@@ -17,6 +17,7 @@ _BUILTIN = {
     "model": "core.drafting.model:ModelDrafter.from_resources",
     "lookup": "core.drafting.lookup:LookupDrafter.from_resources",
     "hybrid": "core.drafting.lookup:HybridDrafter.from_resources",
+    "tree": "core.drafting.tree:TreeDrafter.from_resources",
 }
 _REGISTERED: dict[str, Callable[[DraftResources], Any] | str] = dict(_BUILTIN)
 

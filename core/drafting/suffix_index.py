@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Match:
@@ -125,3 +127,88 @@ def scan_longest_repeat(tokens: Sequence[int], n_max: int, n_min: int = 1) -> Ma
             if list(tokens[end - n + 1 : end + 1]) == tail:
                 return Match(n, end)
     return None
+
+
+class Occurrences:
+    """Every earlier end of each token pair, most recent last, for the tree source: the
+    automaton gives one occurrence of the longest repeat, a tree wants all of them.
+
+    Bounded: a pair keeps its `keep` most recent ends (older ones are dropped in halves, so
+    appending stays amortised O(1)), and the tokens live in a growing NumPy buffer, so match
+    lengths against many candidates are one gather, not a Python loop per token.
+    """
+
+    __slots__ = ("_ends", "_buf", "_n", "keep")
+
+    def __init__(self, tokens: Iterable[int] = (), keep: int = 256) -> None:
+        self.keep = keep
+        self._ends: dict[tuple[int, int], list[int]] = {}
+        self._buf = np.zeros(1024, dtype=np.int64)
+        self._n = 0
+        self.extend(tokens)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self._buf[: self._n]
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        for t in tokens:
+            self.append(t)
+
+    def append(self, token: int) -> None:
+        n = self._n
+        if n == self._buf.shape[0]:
+            self._buf = np.concatenate([self._buf, np.zeros_like(self._buf)])
+        self._buf[n] = token
+        self._n = n + 1
+        if n >= 1:
+            ends = self._ends.setdefault((int(self._buf[n - 1]), int(token)), [])
+            ends.append(n)
+            if len(ends) > 2 * self.keep:
+                del ends[: self.keep]
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens (rebuilt, O(n), as the automaton is)."""
+        if n < self._n:
+            kept = self.tokens[:n].tolist()
+            self.__init__(kept, self.keep)  # type: ignore[misc]
+
+    def sync(self, committed: Sequence[int], start: int = 0) -> int:
+        """As SuffixIndex.sync: truncate where `committed` parts from what is held, append
+        the rest; the tokens appended."""
+        if start == self._n == len(committed) - 1:
+            self.append(committed[-1])
+            return 1
+        n = min(self._n, len(committed))
+        i = min(start, n)
+        buf = self._buf
+        while i < n and buf[i] == committed[i]:
+            i += 1
+        self.truncate(i)
+        todo = committed[self._n :]
+        self.extend(todo)
+        return len(todo)
+
+    def repeats(self, candidates: int, longest: int) -> tuple[np.ndarray, np.ndarray]:
+        """The `candidates` most recent earlier ends of the text's last pair, and how many
+        tokens each agrees with the text's end (up to `longest`), longest first, then most
+        recent: (ends, lengths). Empty when the last pair never occurred before."""
+        n = self._n
+        if n < 3:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ends = self._ends.get((int(self._buf[n - 2]), int(self._buf[n - 1])), [])
+        e = np.asarray(ends[-candidates - 1 :], dtype=np.int64)
+        e = e[e < n - 1][::-1]  # earlier ends only, most recent first
+        if e.size == 0:
+            return e, e
+        back = np.arange(longest, dtype=np.int64)
+        idx = e[:, None] - back[None, :]
+        ok = idx >= 0
+        same = (self._buf[np.maximum(idx, 0)] == self._buf[n - 1 - back][None, :]) & ok
+        same &= (n - 1 - back >= 0)[None, :]
+        lengths = np.cumprod(same, axis=1).sum(axis=1)
+        order = np.argsort(-lengths, kind="stable")
+        return e[order], lengths[order]

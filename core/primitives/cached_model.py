@@ -117,6 +117,24 @@ class CachedModel:
             trim_prompt_cache(self.cache, len(self.seq) - keep)
             del self.seq[keep:]
 
+    def keep_tree_path(self, fed: Sequence[int], nodes: int, path: Sequence[int],
+                       tokens: Sequence[int]) -> None:
+        """The cache rule after a tree verification (core.primitives.tree_forward), which fed
+        the pending tokens `fed` and then `nodes` node rows: keep the accepted path's rows
+        (`path`, node indices in order, their `tokens`) and drop the rest. The path's K/V are
+        already at their final positions (a node is rotated at its depth); where the path is
+        not the first node rows they are gathered into place, then the tail is trimmed."""
+        base = self.offset() - nodes
+        a = len(path)
+        if list(path) != list(range(a)):
+            src = mx.array([base + i for i in path])
+            for c in self.cache:
+                c.keys[..., base : base + a, :] = c.keys[..., src, :]
+                c.values[..., base : base + a, :] = c.values[..., src, :]
+        if nodes > a:
+            trim_prompt_cache(self.cache, nodes - a)
+        self.seq.extend([*fed, *tokens])
+
     def forward(self, tokens: mx.array, vocab: int, last: int | None = None) -> mx.array:
         """Logits [rows, vocab] for a 1-D token array, or of its `last` rows; the cache
         advances by its length. One slice of the output (none where it is already that):

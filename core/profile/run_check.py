@@ -19,7 +19,7 @@ MAX_SECONDS = 1e7  # ~4 months: a time past it is an edit, and it overflows sums
 MAX_COUNT = 1 << 53  # counts, ids and positions: integers a float holds exactly
 
 _TIMING_KEYS = (*PHASES, "total")
-_ROUND_COUNTS = ("index", "proposed", "accepted", "rows", "context")
+_ROUND_COUNTS = ("index", "proposed", "accepted", "rows", "context", "nodes")
 _ROUND_STRINGS = ("kernel", "source")
 _SUMMARY_COUNTS = ("tokens", "rounds", "prompt_tokens", "prefill_tokens", "proposed", "accepted")
 _SUMMARY_SECONDS = ("e2e_s", "ttft_s")
@@ -92,6 +92,12 @@ def check_round(r: dict[str, Any], i: int) -> None:
         raise TypeError(f"{where} rejected must be a list of token ids")
     for t in rejected:
         count(t, f"{where} rejected token")
+    branches = r.get("branches", [])
+    if not isinstance(branches, list) or not all(isinstance(b, list) for b in branches):
+        raise TypeError(f"{where} branches must be a list of lists of token ids")
+    for b in branches:
+        for t in b:
+            count(t, f"{where} branch token")
     for t in r.get("tokens", []):
         count(t[0], f"{where} token id")
     timings = r.get("timings", {})

@@ -218,7 +218,7 @@ async def test_help_and_palette(make_app) -> None:
         assert "Cycle mode: target-only, draft-only, speculative" in commands
         commands["TV budget +0.25"].callback()
         assert app.settings.tv_budget == 0.25
-        commands["Cycle the draft source: model, lookup, hybrid"].callback()
+        commands["Cycle the draft source: model, lookup, hybrid, tree"].callback()
         assert app.settings.draft_source == "lookup"
         commands["Show the Kernels panel"].callback()
         assert app.query_one(TabbedContent).active == "kernels"

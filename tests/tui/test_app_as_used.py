@@ -308,7 +308,7 @@ async def test_esc_in_a_prefill_says_it_stops_after_this_chunk(make_app, script:
         await wait_for(pilot, lambda: "· 1 s" in status(app))  # the seconds since esc
         script.prefill_gate.set()  # the chunk under way ends
         await wait_for(pilot, lambda: app.run_id is None)
-        assert app.runs[-1].summary.stop_reason == "cancelled"
+        assert app.runs_state.runs[-1].summary.stop_reason == "cancelled"
 
 
 async def test_ctrl_q_with_an_unsent_message_asks_first(make_app) -> None:

@@ -232,3 +232,25 @@ def test_locate_copy_names_the_message_and_its_words() -> None:
     # without a layout or a tokenizer it still says where, and never fails
     assert locate_copy(3, 2, None, [5, 6, 7, 8], None).where() == "this answer"
     assert locate_copy(3, 2, None, [5, 6, 7, 8], None).text == ""
+
+
+def test_a_tree_round_shows_its_nodes_depth_and_rejected_branches() -> None:
+    """The Rounds panel's line of a tree round names its nodes and the accepted depth; `r`
+    shows every branch turned down at the fork, set apart, coloured as rejected copies."""
+    from tui.transcript import BRANCH_SEP
+
+    tree = dataclasses.replace(
+        rnd(0, [(1, "copied"), (8, "corrected")], rejected=(9,), proposed=3, accepted=1),
+        source="tree", nodes=12, rows=13, branches=((9,), (4, 1)))
+    chain = rnd(1, [(1, "accepted")], proposed=1, accepted=1)
+    st = RoundStats()
+    st.add(tree)
+    st.add(chain)
+    lines = round_bars(st, 5, 30).plain.splitlines()
+    assert lines[0].endswith("R13 +2 T12 d1") and "T" not in lines[1].split("ms")[-1]
+    tr = Transcript(byte_decode)
+    tr.add_round(tree)
+    assert tr.render(False).plain == "caf!"
+    assert tr.render(True).plain == f"caf no{BRANCH_SEP} caf!"
+    assert [p.origin for p in tr.pieces] == ["copied", REJECTED_COPY, "corrected"]
+    assert tr.rejected_count == 3

@@ -253,7 +253,7 @@ class RunsFeature(Feature):
         ran = message.settings
         speculative = bool(ev.source) or (
             ran.mode == "speculative"  # the lookup needs no draft model to speculate
-            and (self.info is None or self.info.speculation_ok or ran.draft_source == "lookup")
+            and (self.info is None or self.info.speculation_ok or ran.draft_source in ("lookup", "tree"))
         )
         state.stats.add(ev, speculative)
         state.sources.observe(ev, speculative)

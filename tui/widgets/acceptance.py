@@ -36,7 +36,7 @@ def position_bars(stats: RoundStats, width: int = 24) -> Text:
     return out
 
 
-SOURCE_STYLES = {"model": "green3", "lookup": "medium_turquoise", "none": "grey70"}
+SOURCE_STYLES = {"model": "green3", "lookup": "medium_turquoise", "tree": "cyan", "none": "grey70"}
 
 
 def source_cells(row: SourceRow) -> tuple[Text | str, ...]:

@@ -41,7 +41,7 @@ from tui.widgets.plot_base import (
 
 EFFICIENCY_FLOOR = 0.85
 BEST_STYLE = "green3"
-NO_DRAFT_COST = ("lookup",)  # sources whose proposals cost no forward (core.drafting.lookup)
+NO_DRAFT_COST = ("lookup", "tree")  # sources whose proposals cost no forward (copies)
 
 
 def curve_t_verify(curve: CurveInfo) -> Callable[[int], float]:

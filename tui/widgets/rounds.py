@@ -29,13 +29,17 @@ def phase_legend(phases: tuple[str, ...] | None = None) -> Text:
 
 
 def round_bars(stats: RoundStats, count: int, width: int) -> Text:
-    """One line per recent round: a bar split by phase, scaled to the slowest shown round."""
+    """One line per recent round: a bar split by phase, scaled to the slowest shown round;
+    a tree round adds its nodes and the depth of the path the target accepted (T12 d4)."""
     recent = stats.rounds[-count:]
     out = Text(no_wrap=True, overflow="crop")
     if not recent:
         out.append("no rounds yet: send a message", "dim")
         return out
     longest = max(ev.timings.total for ev in recent) or 1.0
+    trees = any(ev.nodes for ev in recent)
+    if trees:  # room for " T64 d12": the tree's nodes and the accepted path's depth
+        width = max(5, width - 8)
     for n, ev in enumerate(recent):
         if n:
             out.append("\n")
@@ -55,6 +59,8 @@ def round_bars(stats: RoundStats, count: int, width: int) -> Text:
         out.append(" " * (width - cells + 1))
         out.append(f"{ev.timings.total * 1e3:6.1f}ms", "bold")
         out.append(f" R{ev.rows:<2} +{len(ev.tokens)}", "dim")
+        if ev.nodes:
+            out.append(f" T{ev.nodes} d{ev.accepted}", "cyan")
     return out
 
 

@@ -61,6 +61,7 @@ from bench_tables.replays import (
     lookup_ceiling,
     plan_cost,
     round_ops,
+    tree_host_cost,
 )
 from bench_tables.rows import LOOKUP_COLS, PEER_COLS, PHASE_COLS, PRED_COLS, SEED_COLS, Doc, bench
 
@@ -102,6 +103,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "calibration": calibration,
     "calibration-row": calibration_row,
     "host-cost": host_cost,
+    "tree-host-cost": tree_host_cost,
     "step-costs": step_costs,
     "seed-m2": seed_m2,
     "dispatch-matrix": dispatch_matrix,

@@ -181,3 +181,23 @@ def round_ops(docs: list[Doc]) -> tuple[list[str], str]:
             "MLX calls in the models' forwards", "rounds counted")
     return md_table(head, out), (f"mean per round; a -> b: the code at {commits} "
                                  "(round_ops.py on shape:tiny, CPU)")
+
+
+def tree_host_cost(docs: list[Doc]) -> tuple[list[str], str]:
+    """lookup/tree_host_cost.py: a tree round's host work per part, by context (µs)."""
+    (d,) = docs
+    out = []
+    for r in d.get("rows") or []:
+        out.append([f"{r['context']:,}", f"{r['median_nodes']:.0f}",
+                    f"{r['share_at_budget']:.0%}",
+                    *(f"{r[f'{p}_median_us']:.0f} / {r[f'{p}_p90_us']:.0f}"
+                      for p in ("index", "tree", "flatten", "round", "flatten_sampled"))])
+    env = d.get("environment") or {}
+    load = env.get("loadavg_before_after") or [[None], [None]]
+    stat = (f"median / p90 µs over {env.get('rounds', '?')} rounds, depth "
+            f"{(d.get('rows') or [{}])[0].get('depth', '?')}, node budget "
+            f"{(d.get('rows') or [{}])[0].get('node_budget', '?')}, on a {env.get('cpus', '?')}-CPU "
+            f"machine whose 1-minute load was {num(load[0][0], '.1f')} before and "
+            f"{num(load[1][0], '.1f')} after")
+    return md_table(("context", "nodes (median)", "rounds at the budget", "index", "tree",
+                     "flatten + mask", "round (greedy)", "lossless arrays, more"), out), stat

@@ -303,7 +303,7 @@ def test_draft_source_is_a_setting_of_flags_profiles_and_chat():
     assert rows[0].settings.k == 4 and rows[0].settings.tv_budget == 1.0
     assert bench.describe(rows[0].settings) == "Fixed-4, TV=1, no bonus, hybrid drafts (match 3+)"
     assert "drafts" not in bench.describe(Settings())  # the default source goes unsaid
-    with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid"):
+    with pytest.raises(UserError, match="draft_source must be one of model, lookup, hybrid, tree"):
         bench.settings_from_args(parser.parse_args([*head, "--profile", "target-only:draft_source=x"]))
     with pytest.raises(UserError, match="invalid choice"):  # one sentence, exit 2
         parser.parse_args([*head, "--draft-source", "oracle"])

@@ -55,6 +55,28 @@ def test_the_bucketed_call_is_the_causal_attention_over_the_cache(rows, before, 
     np.testing.assert_allclose(np.array(got), np.array(ref), rtol=2e-5, atol=2e-5)
 
 
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(2, 40), before=st.integers(1, 300), spare=st.integers(0, 300),
+       seed=st.integers(0, 1000))
+def test_a_tree_mask_is_kept_at_bucketed_shapes(rows, before, spare, seed):
+    """A token tree's bool mask over the cache: the same attention as MLX's own call with it,
+    and none of its padding leaks into the real rows."""
+    d, rng = 16, np.random.default_rng(seed)
+    offset = before + rows
+    buf = rng.standard_normal((2, 1, 2, offset + spare, d)).astype(np.float32)
+    k_buf, v_buf = mx.array(buf[0]), mx.array(buf[1])
+    q = mx.array(rng.standard_normal((1, 4, rows, d)).astype(np.float32))
+    seen = rng.random((rows, offset)) < 0.6
+    seen[:, 0] = True  # every row sees the context's first token, as every tree row does
+    mask = mx.array(seen)
+    keys, values = k_buf[:, :, :offset], v_buf[:, :, :offset]
+    ref = mx.fast.scaled_dot_product_attention(q, keys, values, scale=d**-0.5, mask=mask)
+    cache = SimpleNamespace(keys=k_buf, values=v_buf, offset=offset)
+    got = bucketed_attention(q, keys, values, cache, d**-0.5, mask)
+    assert got is not None and got.shape == ref.shape
+    np.testing.assert_allclose(np.array(got), np.array(ref), rtol=2e-5, atol=2e-5)
+
+
 def test_every_row_count_of_a_bucket_hands_mlx_the_same_layout(monkeypatch) -> None:
     """A cuDNN plan's key holds q's strides: a bucket's full row count (no padding) must reach
     MLX row-major like the padded ones, not as mlx-lm's transposed view."""
@@ -105,7 +127,8 @@ def test_it_declines_what_it_does_not_cover() -> None:
     k = mx.zeros((1, 2, 10, 8))
     cache = SimpleNamespace(keys=mx.zeros((1, 2, 16, 8)), values=mx.zeros((1, 2, 16, 8)), offset=10)
     assert bucketed_attention(q[:, :, :1], k, k, cache, 1.0, None) is None  # one row
-    assert bucketed_attention(q, k, k, cache, 1.0, mx.zeros((3, 10))) is None  # an array mask
+    assert bucketed_attention(q, k, k, cache, 1.0, mx.zeros((3, 10))) is None  # additive
+    assert bucketed_attention(q, k, k, cache, 1.0, mx.zeros((3, 9), mx.bool_)) is None  # shape
     assert bucketed_attention(q, k, k, SimpleNamespace(bits=4, offset=10), 1.0, "causal") is None
     assert bucketed_attention(q, k, k, None, 1.0, "causal") is None  # no cache
     assert bucketed_attention(q, k[:, :, :9], k[:, :, :9], cache, 1.0, "causal") is None

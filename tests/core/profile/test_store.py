@@ -23,7 +23,7 @@ import core.io.atomic as atomic_mod
 import core.profile as pm
 import core.profile.files as files_mod
 import core.profile.store as store_mod
-from core.events import CommittedToken
+from core.events import CommittedToken, RoundEvent
 from core.profile import (
     SCHEMA,
     Profile,
@@ -829,3 +829,20 @@ def test_saving_over_a_profile_keeps_its_hand_written_description(tmp_path) -> N
     # a description given with the save is the one written
     store.save(Profile("mine", SEED, "new words"), overwrite=True)
     assert store.load("mine").description == "new words"
+
+
+def test_a_tree_rounds_nodes_and_branches_round_trip_and_are_checked() -> None:
+    """A tree round's `nodes` and `branches` survive to_dict/from_dict, and a saved run's
+    check refuses branches that are not lists of token ids."""
+    from core.profile.run_check import check_round
+
+    ev = RoundEvent(index=0, tokens=(CommittedToken(5, "copied"),), rejected=(7,), proposed=3,
+                    accepted=1, rows=9, nodes=8, branches=((7, 1), (9,)), source="tree")
+    d = json.loads(json.dumps(ev.to_dict()))
+    check_round(d, 0)
+    assert RoundEvent.from_dict(d) == ev
+    for bad in ([7, 9], [[7, "x"]], [[-1]]):
+        with pytest.raises((TypeError, ValueError)):
+            check_round({**d, "branches": bad}, 0)
+    with pytest.raises((TypeError, ValueError)):
+        check_round({**d, "nodes": -2}, 0)
