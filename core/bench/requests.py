@@ -121,6 +121,7 @@ def record_timed(
         r.tv_per_tokens.append(req.tv_moved / s.tokens)
     if s.fallback_reason:
         r.fallback_reason = s.fallback_reason
+    r.step, r.graphs, r.eager_because = s.step, s.graphs, dict(s.eager_because)
     if keep_output:
         r.outputs[seed] = list(s.token_ids)
     r.last_outputs[seed] = list(s.token_ids)

@@ -22,6 +22,7 @@ from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_p
 from core.drafting.base import Drafter, DraftRequest
 from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
+from core.primitives.compiled import bucket
 from core.primitives.sampling import (
     accept_greedy_packed,
     accept_sampled,
@@ -147,8 +148,7 @@ def speculative_round(
     start = max(len(seq) - 2, 0)
 
     proposal = drafter.propose(
-        DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist,
-                     compiled=s.fused_draft)
+        DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist)
     )
     draft_arr = kit.agreed(proposal.tokens)  # every rank verifies the same drafts
     k = proposal.k
@@ -242,7 +242,10 @@ def _round_kernel(kit: RoundKit, s: Settings, rows: int) -> str:
 
 
 def _verify_context(kit: RoundKit, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
-    """Dispatch and attention overrides around the multi-row verification only."""
+    """Dispatch and attention overrides around the multi-row verification only; none where
+    the compiled step runs it (its graph has its own kernels, traced outside any patch)."""
+    if kit.target.step == "compiled" and kit.target.compiled is not False and bucket(rows):
+        return contextlib.nullcontext()
     return verification_patches(
         kit.target.model, s.dispatch, s.verify_attention, rows, curve=kit.cost_curve
     )

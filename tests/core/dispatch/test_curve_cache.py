@@ -75,10 +75,11 @@ def test_a_kept_curve_is_found_again_with_its_measurement_time(tmp_path):
         {"mlx": "0.33.0"},
         {"settings": COST.replace(dispatch="fastest")},
         {"settings": COST.replace(temperature=0.7, rule="lossless")},  # the sampled view
-        {"settings": COST.replace(fused_draft=True)},
+        {"settings": COST.replace(step="compiled")},
+        {"settings": COST.replace(step="auto")},
     ],
     ids=["target-sha256", "draft", "no-draft", "device", "backend", "mlx-version", "dispatch",
-         "sampling", "fused-draft"],
+         "sampling", "step-compiled", "step-auto"],
 )
 def test_anything_that_decides_the_curve_changed_is_a_miss(tmp_path, changed):
     save_curve(_key(), _curve(), tmp_path)
