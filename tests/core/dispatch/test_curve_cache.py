@@ -250,3 +250,16 @@ def test_every_number_of_a_kept_curve_is_checked(tmp_path, where, value) -> None
     found = load_curve(key, COST, tmp_path)
     assert found.kept is None and found.notice and str(path) in found.notice, found.notice
     assert not path.exists()
+
+
+def test_a_step_other_than_eager_needs_the_compiled_rows_and_auto_calibrates_first():
+    from core.dispatch.curve_cache import calibration_modes, curve_missing, curve_wanted
+
+    plain = _curve()
+    assert "compiled" not in calibration_modes(COST) and not curve_missing(plain, COST)
+    for step in ("compiled", "auto"):
+        assert calibration_modes(COST.replace(step=step))[-1] == "compiled"
+        assert curve_missing(plain, COST.replace(step=step))
+    fixed = COST.replace(policy="fixed")
+    assert curve_wanted(None, fixed.replace(step="auto"))  # auto decides by a curve
+    assert not curve_wanted(None, fixed.replace(step="compiled"))  # compiled needs none to run

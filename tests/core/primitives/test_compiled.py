@@ -245,3 +245,24 @@ def test_layouts_it_does_not_reproduce_say_why():
                             rms_norm_eps=1e-6, vocab_size=VOCAB, num_key_value_heads=1)
     why = supports(gemma2.Model(args))
     assert why is not None and " " in why
+
+
+def test_step_auto_runs_what_the_pair_s_curve_chose_and_a_sharded_target_runs_eager():
+    """auto: compiled where the engine's curve chose it (core/dispatch/curve.py `run_step`),
+    eager where it did not or without one; every run's summary says which ran."""
+    from core.dispatch.curve import VerifyCostCurve
+
+    target = _model(llama, 2, 0, qwen_shape=False, quantize=False)
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=6, ignore_eos=True,
+                 traced=False, step="auto")  # fmt: skip
+    engine = Engine(target, vocab_size=VOCAB)
+    assert _run(engine, s).step == "eager"  # no calibration yet
+    for chosen in ("compiled", "eager"):
+        engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: 1e-3},
+                                                              "compiled": {1: 1e-3}}, step=chosen))
+        summary = _run(engine, s)
+        assert summary.step == chosen
+    assert summary.graphs > 0  # the compiled run's graphs stay counted
+    engine.spmd = object()  # a sharded target: its collectives are not traced
+    engine._use_step(s.replace(step="compiled"))
+    assert engine.step_report()["step"] == "eager"
