@@ -244,7 +244,7 @@ def _round_kernel(kit: RoundKit, s: Settings, rows: int) -> str:
 def _verify_context(kit: RoundKit, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
     """Dispatch and attention overrides around the multi-row verification only; none where
     the compiled step runs it (its graph has its own kernels, traced outside any patch)."""
-    if kit.target.step == "compiled" and kit.target.compiled is not False and bucket(rows):
+    if kit.target.step == "compiled" and bucket(rows) and kit.target.compiled_forward():
         return contextlib.nullcontext()
     return verification_patches(
         kit.target.model, s.dispatch, s.verify_attention, rows, curve=kit.cost_curve

@@ -110,26 +110,30 @@ class CachedModel:
         """Graphs the compiled forward has traced so far (0 when none was built)."""
         return self.compiled.graphs if self.compiled else 0
 
-    def _call(self, tokens: mx.array, compiled: bool | None = None) -> mx.array:
-        """Logits [rows, V] of a 1-D token array through the step this model runs (`compiled`
-        None), or the one asked for (a calibration or a warm-up timing either)."""
-        if self.step == "compiled" if compiled is None else compiled:
-            fwd = self.compiled_forward()
-            if fwd is not None and fwd.runs(tokens.shape[0], self.cache):
-                return fwd.forward(tokens, self.cache)
-        return self.model(tokens[None], cache=self.cache)[0]
+    def _compiled_for(self, rows: int, compiled: bool | None) -> Any:
+        """The CompiledForward a forward of `rows` rows runs through, or None (eager): the
+        step this model runs (`compiled` None) or the one asked for (a calibration's or a
+        warm-up's timing), where a bucket holds the rows and the cache was prefilled."""
+        if not (self.step == "compiled" if compiled is None else compiled):
+            return None
+        fwd = self.compiled_forward()
+        return fwd if fwd is not None and fwd.runs(rows, self.cache) else None
 
     def forward(self, tokens: mx.array, vocab: int, last: int | None = None,
                 compiled: bool | None = None) -> mx.array:
         """Logits [rows, vocab] for a 1-D token array, or of its `last` rows; the cache
         advances by its length. One slice of the output (none where it is already that):
         every slice is a graph node a host-bound GPU pays for."""
-        out = self._call(tokens, compiled)
         rows = tokens.shape[0]
         keep = rows if last is None or last >= rows else last
+        fwd = self._compiled_for(rows, compiled)
+        if fwd is not None:
+            out = fwd.forward(tokens, self.cache, last=keep)
+            return out if out.shape[-1] == vocab else out[:, :vocab]
+        out = self.model(tokens[None], cache=self.cache)
         if keep == rows and out.shape[-1] == vocab:
-            return out
-        return out[rows - keep :, :vocab]
+            return out[0]
+        return out[0, rows - keep :, :vocab]
 
     def decode(self, tokens: mx.array, vocab: int, compiled: bool | None = None) -> mx.array:
         """Logits of the last row, through the step this model runs (`step`; `compiled`

@@ -147,8 +147,9 @@ class CompiledForward:
         the cache was prefilled (the buffer exists); otherwise the caller runs eager."""
         return bucket(rows) is not None and bool(cache) and cache[0].keys is not None
 
-    def forward(self, tokens: mx.array, cache: list[KVCache]) -> mx.array:
-        """Feed `tokens` (1-D, at most MAX_ROWS) at the cache's offset; logits [rows, V]."""
+    def forward(self, tokens: mx.array, cache: list[KVCache], last: int | None = None) -> mx.array:
+        """Feed `tokens` (1-D, at most MAX_ROWS) at the cache's offset; logits [rows, V], or
+        of the `last` rows (one slice drops them and the padding together)."""
         rows = tokens.shape[0]
         width = bucket(rows)
         if width is None or cache[0].keys is None:
@@ -163,7 +164,8 @@ class CompiledForward:
         for j, c in enumerate(cache):
             c.keys, c.values = new[2 * j], new[2 * j + 1]
             c.offset = offset + rows
-        return logits if width == rows else logits[:rows]
+        keep = rows if last is None or last >= rows else last
+        return logits if width == keep else logits[rows - keep : rows]
 
     def step(self, token: mx.array, cache: list[KVCache]) -> mx.array:
         """Feed one token (shape [1]) at the cache's offset; returns logits [1, V]."""

@@ -606,10 +606,11 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_eager_or_compiled(clo
     compiled: list[int] = []
     real_forward = CompiledForward.forward
 
-    def forward(self: CompiledForward, tokens: mx.array, cache: list) -> mx.array:
+    def forward(self: CompiledForward, tokens: mx.array, cache: list,
+                last: int | None = None) -> mx.array:  # fmt: skip
         compiled.append(cache[0].offset)
         clock.now += 0.25e-3
-        return real_forward(self, tokens, cache)
+        return real_forward(self, tokens, cache, last)
 
     monkeypatch.setattr(CompiledForward, "forward", forward)
     target = tiny_llama(vocab=128)

@@ -234,6 +234,9 @@ def test_padded_rows_are_masked_out_of_the_real_rows():
         trim_prompt_cache(cache, 8)
         outs.append(fwd.forward(toks[:3], cache))  # 3 rows padded to 8 with zeros
     assert mx.array_equal(outs[0], outs[1]).item()
+    trim_prompt_cache(cache, 3)
+    last = fwd.forward(toks[:3], cache, last=2)  # the last rows alone: one slice
+    assert mx.array_equal(last, outs[1][1:]).item()
 
 
 def test_layouts_it_does_not_reproduce_say_why():
