@@ -68,7 +68,8 @@ def supports(model: nn.Module) -> str | None:
             return "a layer's attention is not the llama/qwen2 layout"
         if hasattr(attn, "q_norm") or hasattr(attn, "k_norm"):
             return "per-head q/k norms (qwen3-style) are not reproduced by the compiled step"
-        if not all(hasattr(layer, n) for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
+        if not all(hasattr(layer, n)
+                   for n in ("input_layernorm", "post_attention_layernorm", "mlp")):
             return "a layer is not a pre-norm attention + MLP block"
     if not layers(model):
         return "the model has no layers"
@@ -117,7 +118,10 @@ class CompiledForward:
             attn = layer.self_attn
             x = layer.input_layernorm(h)
             qkv = self._qkv[i]
-            q, k, v = qkv(x) if qkv is not None else (attn.q_proj(x), attn.k_proj(x), attn.v_proj(x))
+            if qkv is not None:
+                q, k, v = qkv(x)
+            else:
+                q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
             q = q.reshape(1, B, attn.n_heads, -1).transpose(0, 2, 1, 3)
             k = k.reshape(1, B, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)
             v = v.reshape(1, B, attn.n_kv_heads, -1).transpose(0, 2, 1, 3)

@@ -20,11 +20,14 @@ host's drift hits every arm alike:
     python3 docs/benchmarks/h200/step_ab.py OUT.json
 
 Environment: PARTS ("target pair lookup"), TARGETS ("default shape:qwen2.5-7b"), PAIR
-("shape:qwen2.5-1.5b shape:qwen2.5-0.5b"), PROMPT ("code-bugfix"), PROMPT_LOOKUP
-("code-refactor-pasted"), SEEDS (3), TOKENS (256), CHAIN (64). Writes one JSON document: per
-part, every request's numbers and the per-seed ratios; each request's `graphs` says how many
-graphs the compiled forwards had traced by its end (a count that grows past the warm-up is a
-retrace in the timed requests).
+("shape:qwen2.5-1.5b shape:qwen2.5-0.5b"), LOOKUP_PAIR ("default self:bits=4"), PROMPT
+("code-bugfix"), PROMPT_LOOKUP ("code-refactor-pasted"), SEEDS (3), TOKENS (256), CHAIN (64).
+Writes one JSON document: per part, every request's numbers and the per-seed ratios (of decode
+tok/s; `step ms ...`: of ms a step); each request's `graphs` says how many graphs the compiled
+forwards had traced by its end (a count that grows past the warm-up is a retrace in the timed
+requests). On the CPU with PARTS as default but every model `shape:tiny` (TARGETS, PAIR and
+LOOKUP_PAIR "shape:tiny shape:tiny-draft") it runs in a minute: a check that it works, no
+timing.
 """
 
 from __future__ import annotations
@@ -175,9 +178,11 @@ def part_pair(specs: list[str], seeds: int, tokens: int, chain: int, prompt: str
              for arm, seed in interleaved(arms, seeds)]  # fmt: skip
     out: dict[str, Any] = {"steps": steps}
     for step in STEPS:
-        out[f"draft/target {step}"] = ratios(steps, "step_ms", f"draft-{step}", f"target-{step}")
-    out["target compiled/eager"] = ratios(steps, "step_ms", "target-compiled", "target-eager")
-    out["draft compiled/eager"] = ratios(steps, "step_ms", "draft-compiled", "draft-eager")
+        out[f"step ms draft/target {step}"] = ratios(steps, "step_ms", f"draft-{step}",
+                                                     f"target-{step}")  # fmt: skip
+    for role in ("target", "draft"):
+        out[f"step ms {role} compiled/eager"] = ratios(steps, "step_ms", f"{role}-compiled",
+                                                       f"{role}-eager")  # fmt: skip
     engine = Engine.from_pair(pair)
     base = load_profile("fixed-8-tv0.5").settings.replace(max_tokens=tokens, ignore_eos=True,
                                                            traced=False)  # fmt: skip
@@ -202,12 +207,12 @@ def part_pair(specs: list[str], seeds: int, tokens: int, chain: int, prompt: str
     return out
 
 
-def part_lookup(seeds: int, tokens: int, prompt: str) -> dict[str, Any]:
+def part_lookup(specs: list[str], seeds: int, tokens: int, prompt: str) -> dict[str, Any]:
     from core.decode.engine import Engine
     from core.models import load_pair
     from core.settings import Settings
 
-    pair = load_pair("default", "self:bits=4")
+    pair = load_pair(specs[0], specs[1])
     engine = Engine.from_pair(pair)
     ids = prompt_ids(pair, prompt)
     arms = [f"{row}-{step}" for step in STEPS for row in ("target-only", "lookup", "default")]
@@ -266,7 +271,8 @@ def main(out: Path) -> int:
                                          prompt)  # fmt: skip
     if "lookup" in parts:
         doc["parts"]["lookup"] = part_lookup(
-            seeds, tokens, os.environ.get("PROMPT_LOOKUP", "code-refactor-pasted"))
+            os.environ.get("LOOKUP_PAIR", "default self:bits=4").split(), seeds, tokens,
+            os.environ.get("PROMPT_LOOKUP", "code-refactor-pasted"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))
     return 0
