@@ -242,8 +242,11 @@ class WarmShapes:
         dispatch, attention = MODE_SETTINGS[mode]
         hist = mx.array(self.prompt(20), dtype=mx.int32)
         toks = self._tokens(r)
-        with verification_patches(t.model, dispatch, attention, r, backend=self.backend):
-            logits = t.forward(toks, self.vocab)
+        if mode == "compiled":  # the compiled forward's graph for r rows: no patch applies
+            logits = t.forward(toks, self.vocab, compiled=True)
+        else:
+            with verification_patches(t.model, dispatch, attention, r, backend=self.backend):
+                logits = t.forward(toks, self.vocab)
         mx.eval(logits, *self._process(logits, toks[1:], hist, configs))
         trim_prompt_cache(t.cache, r)
         self.progress()

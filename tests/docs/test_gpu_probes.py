@@ -1,4 +1,4 @@
-"""The GPU probes (docs/benchmarks/h200/rare_round.py, round_autopsy.py, step_ab.py, ...) run end to
+"""The GPU probes (docs/benchmarks/h200/rare_round.py, round_autopsy.py, step_ab.py...) run end
 end on the CPU's tiny random shapes, so a change to the engine's rounds cannot leave them
 broken until the next lent GPU finds out (their numbers here mean nothing: CPU, random
 weights). Each writes the JSON that render.py's tables read."""
