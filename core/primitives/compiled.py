@@ -13,7 +13,10 @@ every verification of 2..64 rows share five graphs per buffer size. A padded row
 discarded and its key/value lands past the new offset, where no real row looks (each real
 row's mask stops at its own position) and the next forward overwrites it: the logits of the
 real rows are the eager forward's, to float tolerance. Wider forwards (prefill chunks) run
-eager: their kernels are big enough that host work is no longer the cost.
+eager: a prefill pays its host work once per chunk of hundreds of tokens, not once a token.
+Attention reads the whole buffer, masked (up to twice the context after a doubling): what that
+costs at long contexts against the eager forward's exact length is for a GPU to measure
+(docs/benchmarks/h200/step-ab.sh).
 
 The buffer is the same `mlx_lm.models.cache.KVCache` the eager path uses, so the two paths can
 alternate freely and a rewind stays what it is for that cache: `KVCache.trim` moves the offset
