@@ -143,6 +143,12 @@ class RunSummary:
     # as in target-only)} (core/models/identify.py); None when the engine was not told (an
     # Engine built from bare modules) or the record predates identities: shown as unknown.
     models: dict[str, Any] | None = None
+    # The forward the models ran ("eager" | "compiled", core/primitives/compiled.py), the graphs
+    # their compiled forwards had traced by the run's end, and why a model ran eager under the
+    # compiled step (its layout), per role.
+    step: str = "eager"
+    graphs: int = 0
+    eager_because: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, models=None))

@@ -22,6 +22,7 @@ from core.settings import (
     MODES,
     POLICIES,
     RULES,
+    STEPS,
     VERIFY_ATTENTION,
     Settings,
     SettingsError,
@@ -48,13 +49,14 @@ FLAG_HELP: dict[str, str] = {
     "repetition_penalty": "penalty on recently generated tokens",
     "dispatch": "verification's matmul kernel",
     "verify_attention": "verification's attention",
-    "fused_draft": "compiled single-token draft steps",
+    "step": "each model's forward: eager, compiled (one traced graph per row bucket), or auto "
+    "(compiled where this pair's calibration measured it no slower)",
     "seed": "sampling seed (the bench: the first, then seed+1, ...)",
     "max_tokens": "new tokens per answer",
 }
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": MODES, "rule": RULES, "draft_source": registry.names(), "policy": POLICIES,
-    "dispatch": DISPATCH, "verify_attention": VERIFY_ATTENTION,
+    "dispatch": DISPATCH, "verify_attention": VERIFY_ATTENTION, "step": STEPS,
 }  # fmt: skip
 MODEL_FLAGS = ("target", "draft")  # core/cli.py adds them (calibrate takes them too)
 

@@ -24,6 +24,10 @@ POLICIES = ("fixed", "acceptance-rate", "accepted-length", "heuristic", "cost-aw
 # read off a calibration that measured both (on the H200, padding wins from 4 rows).
 DISPATCH = ("auto", "gemv", "gemm", "dense", "fastest")
 VERIFY_ATTENTION = ("auto", "fused", "plain")
+# The forward each model runs (core/primitives/compiled.py): the model's own call, the compiled
+# one for every row count up to its widest bucket, or "auto": the compiled one where this pair's
+# calibration on this machine measured it no slower (core/dispatch/curve.py `compiled_pays`).
+STEPS = ("eager", "compiled", "auto")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError
 # Upper bounds of the integer knobs: MLX slices with 32-bit indices, so 2**31 was a traceback
@@ -42,6 +46,7 @@ RETIRED: dict[str, tuple[Any, str]] = {
     "lookup_min_match_after_round": (0, "docs/decisions/0003-lookup-min-match-after-round.md"),
     "probe_at_observed_cost": (True, "docs/decisions/0004-probe-at-observed-cost.md"),
     "cost_scale_clip": (5.0, "docs/decisions/0005-cost-scale-clip.md"),
+    "fused_draft": (False, "docs/decisions/0007-fused-draft-became-step.md"),
 }
 
 
@@ -78,7 +83,7 @@ class Settings:
     bonus: bool = True
     dispatch: str = "auto"
     verify_attention: str = "auto"
-    fused_draft: bool = False
+    step: str = "eager"
     prefill_chunk: int = 512
 
     def __post_init__(self) -> None:
@@ -89,6 +94,7 @@ class Settings:
         _check_choice("policy", self.policy, POLICIES)
         _check_choice("dispatch", self.dispatch, DISPATCH)
         _check_choice("verify_attention", self.verify_attention, VERIFY_ATTENTION)
+        _check_choice("step", self.step, STEPS)
         _check_range("tv_budget", self.tv_budget, 0.0, 1.0)
         _check_range("temperature", self.temperature, 0.0, 10.0)
         _check_range("top_p", self.top_p, 1e-6, 1.0)
@@ -294,7 +300,7 @@ FLAG_FIELDS: dict[str, str] = {
     "repetition_penalty": "repetition_penalty",
     "dispatch": "dispatch",
     "verify_attention": "verify_attention",
-    "fused_draft": "fused_draft",
+    "step": "step",
     "seed": "seed",
     "max_tokens": "max_tokens",
 }

@@ -19,7 +19,7 @@ from typing import Any
 
 from core.bench.results import BenchResult, BenchSetting
 from core.cost.prediction import RoundCost, predict, predict_schedule
-from core.dispatch.curve import verify_cost
+from core.dispatch.curve import run_step, verify_cost
 from core.settings import MAX_K, Settings
 
 EFFICIENCY_FLOOR = 0.85  # below this, the report says where the time went
@@ -40,8 +40,11 @@ def needed_calibration(rows: Sequence[BenchSetting]) -> dict[str, Any] | None:
             modes.append(s.dispatch)
         elif s.dispatch == "fastest":
             modes.append("gemm")
-    fused = all(s.fused_draft for s in spec)
-    return {"rows": min(longest, MAX_K) + 1, "modes": tuple(dict.fromkeys(modes)), "fused": fused}
+    steps = {s.step for s in spec}
+    step = steps.pop() if len(steps) == 1 else "auto"  # mixed rows: both measured
+    if step != "eager":
+        modes.append("compiled")
+    return {"rows": min(longest, MAX_K) + 1, "modes": tuple(dict.fromkeys(modes)), "step": step}
 
 
 def _covers(curve: Any, need: dict[str, Any]) -> bool:
@@ -80,7 +83,7 @@ def calibration_for(
         # two minutes to prefill for target and draft and priced the same rows as 16
         context=calibration_context(max(len(prompt_ids), 16)),
         modes=need["modes"],
-        fused_draft=need["fused"],
+        step=need["step"],
     )
     if curve is None and hasattr(engine, "set_cost_curve"):
         engine.set_cost_curve(fresh)
@@ -127,7 +130,7 @@ def attach_predictions(
         # The row's own sampling: a sampled draft step and acceptance cost more than greedy ones.
         view = curve.for_sampling(s.greedy) if hasattr(curve, "for_sampling") else curve
         t_accept = getattr(view, "t_accept", None)
-        verify = verify_cost(view, s.dispatch)  # as its policy priced
+        verify = verify_cost(view, s.dispatch, run_step(s.step, view))  # as its policy priced
         prices: dict[str, Callable[[int], float]] = {}
         parts = []
         main = s.draft_source

@@ -124,6 +124,15 @@ def prediction_section(report: BenchReport) -> list[str]:
     return out
 
 
+def step_line(r: BenchResult) -> str:
+    """Which forward a row ran and the graphs compiled (core/primitives/compiled.py), and
+    why a model ran eager under the compiled step."""
+    line = f"{r.name}: {r.step} step, {r.graphs} graphs compiled"
+    for role, why in sorted(r.eager_because.items()):
+        line += f"; the {role} ran eager: {why}"
+    return line
+
+
 def report_markdown(report: BenchReport) -> str:
     """The page docs/benchmarks keeps: the seed's table, then timing, phases, quality, texts."""
     env, p = report.environment, report.protocol
@@ -163,6 +172,7 @@ def report_markdown(report: BenchReport) -> str:
          for r in report.results),
     )  # fmt: skip
     out.append("")
+    out.append("Steps: " + "; ".join(step_line(r) for r in report.results) + ".\n")
     out.extend(prediction_section(report))
     out.append("### Timing detail\n")
 
@@ -425,6 +435,7 @@ def print_table(report: BenchReport, console: Any) -> None:
             console.print(Text(diagnosis, style="yellow"))  # names are text, not markup
         if r.fallback_reason:
             console.print(f"[yellow]{escape(r.name)}: {escape(r.fallback_reason)}[/yellow]")
+        console.print(Text(step_line(r), style="dim"))
         if r.divergence is not None:
             dv = r.divergence
             console.print(

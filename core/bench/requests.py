@@ -121,6 +121,9 @@ def record_timed(
         r.tv_per_tokens.append(req.tv_moved / s.tokens)
     if s.fallback_reason:
         r.fallback_reason = s.fallback_reason
+    # the step that ran (a stand-in summary without one: the eager default)
+    r.step, r.graphs = getattr(s, "step", r.step), getattr(s, "graphs", r.graphs)
+    r.eager_because = dict(getattr(s, "eager_because", r.eager_because))
     if keep_output:
         r.outputs[seed] = list(s.token_ids)
     r.last_outputs[seed] = list(s.token_ids)

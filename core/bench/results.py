@@ -39,8 +39,8 @@ def describe(s: Settings) -> str:
             label += f", {s.dispatch}"
         if s.verify_attention != "auto":
             label += f", {s.verify_attention} attention"
-        if s.fused_draft:
-            label += ", fused draft"
+        if s.step != "eager":
+            label += f", {s.step} step"
         if s.draft_source != Settings.draft_source:
             label += f", {s.draft_source} drafts"
             if s.lookup_min_match != Settings.lookup_min_match:
@@ -157,6 +157,11 @@ class BenchResult:
     greedy_match: bool | None = None
     divergence: Divergence | None = None
     fallback_reason: str | None = None
+    # The forward the row ran (RunSummary.step), the graphs compiled by its last request's end,
+    # and why a model ran eager under the compiled step.
+    step: str = "eager"
+    graphs: int = 0
+    eager_because: dict[str, str] = field(default_factory=dict)
     speedup_vs_target: float | None = None
     peer_of: str | None = None  # for mlx-lm rows: the row of ours it is compared with
     ours_vs_peer: float | None = None  # peer median E2E / ours median E2E
@@ -327,6 +332,9 @@ class BenchResult:
             "greedy_match": self.greedy_match,
             "divergence": self.divergence.to_dict() if self.divergence else None,
             "fallback_reason": self.fallback_reason,
+            "step": self.step,
+            "graphs": self.graphs,
+            "eager_because": dict(self.eager_because),
             "peer_of": self.peer_of,
             "ours_vs_peer": self.ours_vs_peer,
             "paired_ratio": self.paired_ratio,

@@ -184,14 +184,14 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
                                                          getattr(args, "profiles_dir", None))]
     out = (check_json_path(args.json, force=getattr(args, "force", False), inputs=inputs)
            if args.json else None)
-    target, draft, fused = args.target or "default", args.draft, False
-    if getattr(args, "profile", None):  # its models and fused draft; --target/--draft win
+    target, draft, step = args.target or "default", args.draft, "eager"
+    if getattr(args, "profile", None):  # its models and step; --target/--draft win
         from core.profile import load_profile
 
         s = load_profile(args.profile, getattr(args, "profiles_dir", None)).settings
         target = args.target or s.target
         draft = args.draft or (s.draft if s.mode != "target-only" else None)
-        fused = s.fused_draft
+        step = s.step
     from core.runtime.distributed import current_spmd, is_rank0
 
     spmd = current_spmd()  # launched over ranks: the sharded target's curve, rank 0 prints
@@ -209,7 +209,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
         warmup = warm_up(
             pair.target.model, pair.draft.model if pair.draft is not None else None,
             vocab=pair.vocab_size, rows=range(1, args.rows + 1), prompt_tokens=args.context,
-            modes=modes, fused_draft=fused, label=pair.target.name, lockstep=spmd is not None,
+            modes=modes, compiled_draft=step != "eager", label=pair.target.name, lockstep=spmd is not None,
         )
     if warmup.ran and not warmup.settled:
         err.print(Text(f"the warm-up's single-row steps did not settle ({_ms(warmup.settle_s)}): "
@@ -228,7 +228,7 @@ def run_calibrate_cli(args: argparse.Namespace) -> int:
             context=args.context,
             modes=modes,
             progress=progress,
-            fused_draft=fused,
+            step=step,
         )
     curve.target_spec, curve.target_name = pair.target.spec, pair.target.name
     if pair.draft is not None:

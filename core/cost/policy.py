@@ -21,7 +21,7 @@ from core.cost.prediction import (
     optimistic_hazards,
     predict_k,
 )
-from core.dispatch.curve import fastest_dispatch, verify_cost
+from core.dispatch.curve import fastest_dispatch, run_step, verify_cost
 from core.settings import MAX_K, Settings
 
 __all__ = [  # expected_tokens and the curve readers stay importable from here
@@ -431,7 +431,7 @@ def make_policy(
             from core.drafting.model import model_draft_price
 
             draft_price = model_draft_price(cost_curve)
-        verify = verify_cost(cost_curve, s.dispatch)
+        verify = verify_cost(cost_curve, s.dispatch, run_step(s.step, cost_curve))
         # Copies probe at most every 64 steps once they keep failing: a probe of a source
         # that cannot pay costs about a target step, 1/16 of them was a 6% loss.
         if copies:

@@ -28,7 +28,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
 from core.primitives.cached_model import prefill
-from core.primitives.compiled import CompiledDecodeStep, supports
+from core.primitives.compiled import CompiledForward, supports
 
 
 def _prefilled(model: nn.Module, context: int, vocab: int) -> list[Any]:
@@ -122,7 +122,7 @@ def measure(model: nn.Module, vocab: int, *, context: int = 800, steps: int = 64
 
     steppers: dict[str, Callable[[mx.array], mx.array]] = {"": unfused}
     if supports(model) is None:
-        fused = CompiledDecodeStep(model)
+        fused = CompiledForward(model)
         steppers["fused_"] = lambda y: fused.step(y, cache)
     for prefix, step in steppers.items():
         for name, run in schedules(step).items():

@@ -17,6 +17,7 @@ bonus row in one forward pass. The round never asks who drafted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from core.decode.run_state import NULL_GUARD, Guard, RoundKit, RunState
 from core.decode.run_totals import RunTotals
 from core.decode.single import PipelinedSteps
 from core.decode.speculative import drafting_rounds, speculative_round
+from core.dispatch.curve import run_step
 from core.dispatch.curve_cache import curve_missing, curve_wanted
 from core.dispatch.patches import draft_attention
 from core.drafting import registry
@@ -138,9 +140,12 @@ class Engine:
         """Forget every cache, every drafter's state and the policy's learning; not the
         measured guards (the pair's speed, not a request's state: `forget_guards`)."""
         self._policies = {}
+        old_target, old_draft = self._target, self._draft
         self._target = CachedModel.fresh(self._target.model)
-        if self._draft is not None:
-            self._draft = CachedModel.fresh(self._draft.model, self._draft.multi_row)
+        self._target.compiled = old_target.compiled  # its graphs stay valid for any cache
+        if old_draft is not None:
+            self._draft = CachedModel.fresh(old_draft.model, old_draft.multi_row)
+            self._draft.compiled = old_draft.compiled
         self._drafters = {}
 
     def forget_guards(self) -> None:
@@ -251,6 +256,7 @@ class Engine:
             s = source()
             if taken is not None:
                 taken(s)
+            self._use_step(s)
             if cancel is not None and cancel.is_set():
                 stop = "cancelled"
                 break
@@ -285,8 +291,9 @@ class Engine:
         e2e = time.perf_counter() - t_start
         prefilled = max(prefilled, totals.draft_catch_up)  # the larger of the two catch-ups
         totals.policies = {name: kept[1] for name, kept in self._policies.items()}
-        yield totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback, self.models,
-                             guard=run.guard)
+        summary = totals.summary(s, n_prompt, prefilled, e2e, t_start, stop, fallback,
+                                 self.models, guard=run.guard)
+        yield dataclasses.replace(summary, **self.step_report())
 
     def _run_state(self, totals: RunTotals, source: Callable[[], Settings],
                    cancel: threading.Event | None) -> RunState:
@@ -315,6 +322,29 @@ class Engine:
                 configure(s)
         if self.needs_curve(s):
             self._ensure_curve(s, context)
+        self._use_step(s)  # step auto decides by the curve just measured
+
+    def _use_step(self, s: Settings) -> None:
+        """Each model runs the step `s` names (core/dispatch/curve.py `run_step`: auto by the
+        curve); a sharded target runs eager (its collectives are not traced)."""
+        step = "eager" if self.spmd is not None else run_step(s.step, self.cost_curve)
+        for model in (self._target, self._draft):
+            if model is not None:
+                model.step = step
+
+    def step_report(self) -> dict[str, Any]:
+        """Which step the models ran, the graphs their compiled forwards traced, and why a
+        model runs eager under a compiled step (its layout: compiled.supports)."""
+        from core.primitives.compiled import supports
+
+        models = {"target": self._target, "draft": self._draft}
+        why = {role: supports(m.model) for role, m in models.items() if m is not None}
+        step = self._target.step
+        return {
+            "step": step,
+            "graphs": sum(m.graphs() for m in models.values() if m is not None),
+            "eager_because": {r: w for r, w in why.items() if w} if step == "compiled" else {},
+        }
 
     def _measured_guard(self, s: Settings) -> RateGuard | None:
         """The kept guard of these settings (`guard_for`) for the cost-aware policy, the one
@@ -353,7 +383,7 @@ class Engine:
         if kept is not None and kept[2] is s:  # the same frozen Settings: no signature to build
             return kept[1]
         sig = (s.policy, s.k, s.k_min, s.k_max, s.accept_lo, s.accept_hi, s.ema_alpha, s.bonus,
-               s.dispatch, s.fused_draft, s.draft_source, s.greedy)
+               s.dispatch, s.step, s.draft_source, s.greedy)
         policy = kept[1] if kept is not None and kept[0] == sig else None
         if policy is None:
             price, view = None, self.cost_curve

@@ -39,7 +39,6 @@ class PipelinedSteps:
         self.kit, self.s, self.budget, self.source, self.cancel = kit, s, budget, source, cancel
         self.model = kit.target if mode == "target-only" else kit.draft
         assert self.model is not None
-        self.compiled = s.fused_draft and mode == "draft-only"  # the setting names the draft
         self.origin = "target" if mode == "target-only" else "draft"
         self.phase = "verify" if mode == "target-only" else "draft"
         self.cfg = logits_config(s)
@@ -49,8 +48,7 @@ class PipelinedSteps:
     def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
-        return self.pick(self.model.decode(tokens, self.kit.vocab_size, self.compiled),
-                         hist, key)
+        return self.pick(self.model.decode(tokens, self.kit.vocab_size), hist, key)
 
     def pick(self, logits: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The token a step's logits give (lazily), the logits kept in `raw`."""

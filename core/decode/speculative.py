@@ -23,6 +23,7 @@ from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_p
 from core.drafting.base import Drafter, DraftRequest, Proposal
 from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
+from core.primitives.compiled import bucket
 from core.primitives.sampling import (
     LogitsConfig,
     accept_greedy_packed,
@@ -150,8 +151,7 @@ def speculative_round(
     start = max(len(seq) - 2, 0)
 
     proposal = drafter.propose(
-        DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist,
-                     compiled=s.fused_draft)
+        DraftRequest(seq, k, V, cfg, None if keys is None else keys[:k], hist)
     )
     tree = tree_to_verify(proposal.tree, kit, s, cfg, hist is not None)
     if tree is not None:
@@ -286,7 +286,10 @@ def _round_kernel(kit: RoundKit, s: Settings, rows: int) -> str:
 
 
 def _verify_context(kit: RoundKit, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
-    """Dispatch and attention overrides around the multi-row verification only."""
+    """Dispatch and attention overrides around the multi-row verification only; none where
+    the compiled step runs it (its graph has its own kernels, traced outside any patch)."""
+    if kit.target.step == "compiled" and bucket(rows) and kit.target.compiled_forward():
+        return contextlib.nullcontext()
     return verification_patches(
         kit.target.model, s.dispatch, s.verify_attention, rows, curve=kit.cost_curve
     )

@@ -18,15 +18,21 @@ import mlx.nn as nn
 import numpy as np
 
 from core.dispatch.backend import BackendInfo, current_backend
-from core.dispatch.curve import CalibrationCancelled, CalibrationError, VerifyCostCurve
+from core.dispatch.curve import (
+    CalibrationCancelled,
+    CalibrationError,
+    VerifyCostCurve,
+    compiled_pays,
+)
 from core.dispatch.kernels import KernelPredictor
 from core.dispatch.patches import dense_lost, release_dense, verification_patches
 from core.primitives.introspect import vocab_size
 
 # Calibration modes: "auto" is MLX's own kernels with the backend's attention; "gemv"/"gemm"
 # force the linear layers' kernel family, "dense" the dequantized copy's matmul (patches.py);
-# "fused"/"plain" force the verification attention.
-CALIBRATION_MODES = ("auto", "gemv", "gemm", "dense", "fused", "plain")
+# "fused"/"plain" force the verification attention; "compiled" runs the rows through the
+# compiled forward (core/primitives/compiled.py), no patch applying.
+CALIBRATION_MODES = ("auto", "gemv", "gemm", "dense", "fused", "plain", "compiled")
 MODE_SETTINGS = {  # mode -> (dispatch, verify_attention)
     "auto": ("auto", "auto"),
     "gemv": ("gemv", "auto"),
@@ -34,6 +40,7 @@ MODE_SETTINGS = {  # mode -> (dispatch, verify_attention)
     "dense": ("dense", "auto"),
     "fused": ("auto", "fused"),
     "plain": ("auto", "plain"),
+    "compiled": ("auto", "auto"),
 }
 DRAFT_CHAIN = 8  # draft steps per timed chain
 ACCEPT_ROWS = (1, 2, 4, 8, 16, 32, 64)  # row counts the acceptance is timed at (<= rows asked)
@@ -170,7 +177,7 @@ def calibrate(
     backend: BackendInfo | None = None,
     seed: int = 0,
     warmup: int | None = None,
-    fused_draft: bool = False,
+    step: str = "eager",
     cancel: Any = None,
     chunk: int | None = None,
 ) -> VerifyCostCurve:
@@ -182,8 +189,11 @@ def calibrate(
     length hides that). Passes sweep all R in turn (`warmup` untimed, then `repeats` timed) so
     every R sees the same spread of lengths (`warmup` None: 1, but none of the target's on the
     CPU, which compiles nothing at first use); each timed call is one forward and one mx.eval.
-    The draft's single-token step is timed as the engine runs it: a chain of steps with no
-    host sync inside (compiled with `fused_draft`, core/primitives/compiled.py). Medians are stored.
+    Mode "compiled" times the same rows through the compiled forward (left out where the
+    target's layout has none). The draft's single-token step is timed as the engine runs it: a
+    chain of steps with no host sync inside, through the step the run takes (`step`: "auto"
+    takes the compiled one where the target's rows measured it no slower, `compiled_pays`);
+    the curve records it as its `step`. Medians are stored.
     `cancel` (a threading.Event) is checked before every forward: set, the calibration raises
     CalibrationCancelled after the forward under way. `chunk` bounds the rows of the context
     prefills (the engine's prefill_chunk; a narrow start's, core/runtime/warm_start.py).
@@ -206,6 +216,12 @@ def calibrate(
             f"Calibration modes must be among {', '.join(CALIBRATION_MODES)}; got {', '.join(bad) or 'none'}."
         )
     modes = list(dict.fromkeys(modes))
+    compiled_fwd = None
+    if "compiled" in modes:
+        from core.primitives.compiled import CompiledForward, supports
+
+        if supports(target_model) is None:  # else its rows run eager, as the engine's would
+            compiled_fwd = CompiledForward(target_model)
     b = backend or current_backend()
     predictor = KernelPredictor(target_model, b)
     vocab = _known_vocab(target_model)
@@ -239,6 +255,12 @@ def calibrate(
     # no mode is always the first call after a change of R: there the H200 timed the same
     # one-row forward at 5.5-18 ms in "auto", the first, and 4.0-7.4 ms in the next two
     # (2026-12-02's curves, same page); the medians leave it out.
+    if compiled_fwd is not None:  # each bucket traced before any sample (a trace is seconds)
+        from core.primitives.compiled import bucket
+
+        for width in sorted({bucket(r) for r in row_list} - {None}):
+            mx.eval(compiled_fwd.forward(mx.zeros((width,), mx.int32), cache))
+            trim_prompt_cache(cache, width)
     samples = {mode: {r: [] for r in row_list} for mode in modes}
     for p in range(passes):
         turn = (p - warmup) % len(modes)
@@ -249,8 +271,11 @@ def calibrate(
                 toks = mx.array(rng.integers(0, vocab, (1, r)), dtype=mx.int32)
                 mx.eval(toks)
                 t0 = time.perf_counter()
-                with verification_patches(target_model, dispatch, attention, r, backend=b):
-                    logits = target_model(toks, cache=cache)
+                if mode == "compiled" and compiled_fwd is not None and compiled_fwd.runs(r, cache):
+                    logits = compiled_fwd.forward(toks[0], cache)
+                else:
+                    with verification_patches(target_model, dispatch, attention, r, backend=b):
+                        logits = target_model(toks, cache=cache)
                 mx.eval(logits)
                 dt = time.perf_counter() - t0
                 if r > 1:
@@ -267,6 +292,11 @@ def calibrate(
     if dense_lost(times):
         release_dense(target_model)  # no "auto" round will take the copy: give its memory back
 
+    # The step priced: compiled only where its rows were timed (and, for auto, paid).
+    measured = VerifyCostCurve(backend=b.backend, device_name=b.device_name, context_len=context,
+                               times=times)
+    ran = step if step != "auto" else (
+        "compiled" if compiled_fwd is not None and compiled_pays(measured) else "eager")
     draft_s = sampled_s = None
     if draft_model is not None:
         from core.primitives.cached_model import CachedModel
@@ -279,7 +309,7 @@ def calibrate(
         for p in range(side_passes):
             _check_cancel(cancel)
             for sampled in (False, True):
-                dt = _time_proposal(state, seq, dvocab, sampled, fused_draft, rng)
+                dt = _time_proposal(state, seq, dvocab, sampled, ran == "compiled", rng)
                 if p >= side_warmup:
                     chains[sampled].append(dt)
             done += 1
@@ -306,4 +336,5 @@ def calibrate(
         repeats=repeats,
         context_end=context_end,
         calls=calls,
+        step=ran,
     )

@@ -69,6 +69,10 @@ class VerifyCostCurve:
     target_name: str = ""
     draft_spec: str = ""
     draft_name: str = ""
+    # The step the draft's chain was timed with and the run prices ("eager" | "compiled"): a
+    # curve measured under step auto or compiled also times the target's rows compiled
+    # (mode "compiled"), and auto takes the compiled step where `compiled_pays`.
+    step: str = "eager"
 
     @property
     def modes(self) -> list[str]:
@@ -155,6 +159,7 @@ class VerifyCostCurve:
             "created": self.created,
             "draft_step_s": self.draft_step_s,
             "draft_step_sampled_s": self.draft_step_sampled_s,
+            "step": self.step,
             "accept_s": {
                 m: {str(r): t for r, t in sorted(tab.items())} for m, tab in self.accept_s.items()
             },
@@ -218,6 +223,7 @@ class VerifyCostCurve:
                 target_name=str(models.get("target_name") or ""),
                 draft_spec=str(models.get("draft") or ""),
                 draft_name=str(models.get("draft_name") or ""),
+                step="compiled" if d.get("step") == "compiled" else "eager",
             )
         except CalibrationError as exc:
             raise CalibrationError(f"{where} is malformed: {exc}") from None
@@ -278,13 +284,37 @@ def fused_cheaper(curve: Any, rows: int) -> bool:
     return curve.t_verify(rows, "fused") < curve.t_verify(rows, "auto")
 
 
+COMPILED = "compiled"  # the mode whose rows ran the compiled forward (core/primitives/compiled.py)
+
+
+def compiled_pays(curve: Any) -> bool:
+    """Whether the curve measured the compiled forward no slower than the eager one: over the
+    rows it timed both, their summed prices (the eager one as `verify_cost` prices it)."""
+    times = getattr(curve, "times", None) or {}
+    if COMPILED not in times or not times[COMPILED] or len(times) < 2:
+        return False
+    eager = verify_cost(curve, "auto", step="eager")
+    rows = sorted(times[COMPILED])
+    return sum(times[COMPILED][r] for r in rows) <= sum(eager(r) for r in rows)
+
+
+def run_step(setting: str, curve: Any) -> str:
+    """The step a run of the `step` setting takes: "eager" and "compiled" as named; "auto"
+    the compiled step where the pair's curve on this machine measured it no slower (the
+    curve's own `step`), else eager (also without a curve)."""
+    if setting != "auto":
+        return setting
+    return COMPILED if getattr(curve, "step", "eager") == COMPILED else "eager"
+
+
 def one_row_price(curve: VerifyCostCurve) -> float:
     """A plain target step's price: the least of the modes' one-row measurements. No patch
     applies to one row (core/dispatch/patches.py `verification_patches`), so each mode timed
     the same forward there and their spread is the host's: on the H200 "auto", timed first
     after a 33-row call, read 5.5-18 ms where the same forward in the next modes read 4.0-7.4
     (2026-12-02's curves: docs/benchmarks/archive/never-slower-runs.md)."""
-    ones = [interpolate(tab, 1) for tab in (getattr(curve, "times", None) or {}).values() if tab]
+    ones = [interpolate(tab, 1) for mode, tab in (getattr(curve, "times", None) or {}).items()
+            if tab and mode != COMPILED]
     return min(ones) if ones else curve.t_verify(1)
 
 
@@ -320,15 +350,21 @@ def fastest_dispatch(curve: VerifyCostCurve | None, rows: int) -> str:
     return best
 
 
-def verify_cost(curve: VerifyCostCurve, dispatch: str) -> Callable[[int], float]:
-    """t_verify(rows) under a dispatch setting: "fastest" and "auto" take the mode their
+def verify_cost(curve: VerifyCostCurve, dispatch: str,
+                step: str | None = None) -> Callable[[int], float]:
+    """t_verify(rows) as the run's step and dispatch run it. The compiled step (`step`, else
+    the curve's own) is priced by its own measurements, at every row count, one row included
+    (no dispatch applies to its graph). Eager: "fastest" and "auto" take the mode their
     dispatch runs at that R (`fastest_dispatch`, `auto_dispatch`), a forced family its own
     measurements where it has them, anything else the default mode. The policy prices a
     round with what its verification will run. One row is a plain step under every setting
-    (no patch applies to it): `one_row_price`, the least of the modes' timings of it."""
-    step = one_row_price(curve)
-    price = _verify_price(curve, dispatch, step)
-    return lambda rows: step if rows <= 1 else price(rows)
+    (no patch applies to it): `one_row_price`, the least of the eager modes' timings of it."""
+    times = getattr(curve, "times", None) or {}
+    if (step or getattr(curve, "step", "eager")) == COMPILED and times.get(COMPILED):
+        return lambda rows: curve.t_verify(rows, COMPILED)
+    one = one_row_price(curve)
+    price = _verify_price(curve, dispatch, one)
+    return lambda rows: one if rows <= 1 else price(rows)
 
 
 def _verify_price(curve: VerifyCostCurve, dispatch: str, step: float) -> Callable[[int], float]:

@@ -72,6 +72,8 @@ def calibration_modes(settings: Any, dense: bool = False, fused: bool = False) -
         modes += ("dense",)
     if fused and getattr(settings, "verify_attention", "auto") == "auto":
         modes += ("fused",)
+    if getattr(settings, "step", "eager") != "eager":
+        modes += ("compiled",)  # the compiled forward's rows: what step auto decides by
     return modes
 
 
@@ -83,17 +85,21 @@ def modes_here(settings: Any, target_model: Any, backend: Any = None) -> tuple[s
 
 def curve_missing(curve: Any, settings: Any) -> bool:
     """Whether a run of `settings` lacks the curve it reads: none, or one without the mode
-    its dispatch needs (fastest: the padded kernel; dense: the dense copy)."""
+    its dispatch needs (fastest: the padded kernel; dense: the dense copy), or without the
+    compiled forward's rows a step other than eager prices and decides by."""
     need = {"fastest": "gemm", "dense": "dense"}.get(settings.dispatch)
-    return curve is None or (need is not None and need not in curve.modes)
+    compiled = getattr(settings, "step", "eager") != "eager"
+    return curve is None or (need is not None and need not in curve.modes) or (
+        compiled and "compiled" not in curve.modes)
 
 
 def curve_wanted(curve: Any, settings: Any) -> bool:
     """Whether a speculative run of `settings` calibrates before its first round: the
     cost-aware policy prices with a curve, dispatch=fastest picks by one, and on CUDA
     verify_attention "auto" chooses the fused or the plain attention by one (`target_fused`);
-    each only while `curve_missing`."""
-    reads = settings.policy == "cost-aware" or settings.dispatch == "fastest"
+    step "auto" decides by one; each only while `curve_missing`."""
+    reads = settings.policy == "cost-aware" or settings.dispatch == "fastest" or (
+        getattr(settings, "step", "eager") == "auto")
     cuda = getattr(settings, "verify_attention", "auto") == "auto" and target_fused()
     return (reads or cuda) and curve_missing(curve, settings)
 
@@ -141,7 +147,7 @@ def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
         "architecture": str(getattr(backend, "architecture", "")),
         "mlx": str(mlx_version),
         "modes": list(calibration_modes(settings, dense, fused)),
-        "fused_draft": bool(settings.fused_draft),
+        "step": str(getattr(settings, "step", "eager")),
         "sampling": "greedy" if settings.greedy else "sampled",
     }
 
@@ -271,7 +277,7 @@ def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int
     return calibrate(target_model, draft_model, rows=calibration_rows(settings, target_model),
                      repeats=3, context=calibration_context(max(context, 16)),
                      modes=modes_here(settings, target_model),
-                     fused_draft=settings.fused_draft,
+                     step=settings.step,
                      chunk=getattr(settings, "prefill_chunk", None))  # fmt: skip
 
 

@@ -39,7 +39,7 @@ class DraftRequest:
     logits: LogitsConfig
     keys: mx.array | None
     history: mx.array | None = None
-    compiled: bool = False
+    compiled: bool | None = None  # None: the model's own step (CachedModel.step); a bool forces it
 
 
 @dataclass(frozen=True)

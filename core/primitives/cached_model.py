@@ -90,7 +90,11 @@ class CachedModel:
     model: nn.Module
     cache: list[Any]
     seq: list[int] = field(default_factory=list)
-    compiled: Any = None  # CompiledDecodeStep once built; False when the model cannot use one
+    # "compiled": forwards of up to MAX_ROWS rows over a prefilled cache run the compiled
+    # forward (core.primitives.compiled); "eager": the model's own call. The engine sets it
+    # per run from the `step` setting.
+    step: str = "eager"
+    compiled: Any = None  # CompiledForward once built; False when the model cannot use one
     # rows -> the context a multi-row forward outside a verification enters (its multi-token
     # step, a lazy catch-up). The engine gives the draft the backend's default attention
     # (core.dispatch.patches.draft_attention: plain on CUDA); None: the model's own.
@@ -135,33 +139,48 @@ class CachedModel:
             trim_prompt_cache(self.cache, nodes - a)
         self.seq.extend([*fed, *tokens])
 
-    def forward(self, tokens: mx.array, vocab: int, last: int | None = None) -> mx.array:
+    def compiled_forward(self) -> Any:
+        """The model's CompiledForward, built on first use; None when its layout has none."""
+        if self.compiled is None:
+            from core.primitives.compiled import CompiledForward, supports
+
+            self.compiled = CompiledForward(self.model) if supports(self.model) is None else False
+        return self.compiled or None
+
+    def graphs(self) -> int:
+        """Graphs the compiled forward has traced so far (0 when none was built)."""
+        return self.compiled.graphs if self.compiled else 0
+
+    def _compiled_for(self, rows: int, compiled: bool | None) -> Any:
+        """The CompiledForward a forward of `rows` rows runs through, or None (eager): the
+        step this model runs (`compiled` None) or the one asked for (a calibration's or a
+        warm-up's timing), where a bucket holds the rows and the cache was prefilled."""
+        if not (self.step == "compiled" if compiled is None else compiled):
+            return None
+        fwd = self.compiled_forward()
+        return fwd if fwd is not None and fwd.runs(rows, self.cache) else None
+
+    def forward(self, tokens: mx.array, vocab: int, last: int | None = None,
+                compiled: bool | None = None) -> mx.array:
         """Logits [rows, vocab] for a 1-D token array, or of its `last` rows; the cache
         advances by its length. One slice of the output (none where it is already that):
         every slice is a graph node a host-bound GPU pays for."""
-        out = self.model(tokens[None], cache=self.cache)
         rows = tokens.shape[0]
         keep = rows if last is None or last >= rows else last
+        fwd = self._compiled_for(rows, compiled)
+        if fwd is not None:
+            out = fwd.forward(tokens, self.cache, last=keep)
+            return out if out.shape[-1] == vocab else out[:, :vocab]
+        out = self.model(tokens[None], cache=self.cache)
         if keep == rows and out.shape[-1] == vocab:
             return out[0]
         return out[0, rows - keep :, :vocab]
 
-    def decode(self, tokens: mx.array, vocab: int, compiled: bool) -> mx.array:
-        """Logits of the last row; with `compiled`, the last token goes through the compiled
-        step (core.primitives.compiled) when the model's layout allows one."""
-        if compiled and self.compiled is None:
-            from core.primitives.compiled import CompiledDecodeStep, supports
-
-            self.compiled = CompiledDecodeStep(self.model) if supports(self.model) is None else False
-        if not (compiled and self.compiled):
-            with self._rows(tokens.shape[0]):
-                return self.forward(tokens, vocab, last=1)
-        if tokens.shape[0] > 1:
-            with self._rows(tokens.shape[0] - 1):
-                self.model(tokens[:-1][None], cache=self.cache)
-        if self.cache[0].keys is None:
-            return self.forward(tokens[-1:], vocab)
-        return self.compiled.step(tokens[-1:], self.cache)[:, :vocab]
+    def decode(self, tokens: mx.array, vocab: int, compiled: bool | None = None) -> mx.array:
+        """Logits of the last row, through the step this model runs (`step`; `compiled`
+        True or False: that step instead)."""
+        with self._rows(tokens.shape[0]):
+            return self.forward(tokens, vocab, last=1, compiled=compiled)
 
     def prefill(self, tokens: Sequence[int], chunk: int = PREFILL_CHUNK,
                 cancel: threading.Event | None = None) -> int:

@@ -82,9 +82,9 @@ def curve_for(
     # the plan's rows and nothing else: each timed row count compiled before it is timed
     record = warm_up(target, draft, vocab=engine.vocab_size, rows=rows,
                      prompt_tokens=context, chunk=chunk, modes=modes,
-                     fused_draft=settings.fused_draft, label=name)
+                     compiled_draft=settings.step != "eager", label=name)
     curve = calibrate(target, draft, rows=rows, repeats=3, context=context, progress=progress,
-                      modes=modes, fused_draft=settings.fused_draft, cancel=cancel,
+                      modes=modes, step=settings.step, cancel=cancel,
                       chunk=chunk)
     models = getattr(engine, "models", None) or {}
     for role in ("target", "draft"):

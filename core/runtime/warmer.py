@@ -132,7 +132,7 @@ def first_round_sizes(
     if mode != "target-only" and has_draft:
         sizes.append(WarmSize("draft-prefill", prefill_bucket(prompt_tokens, chunk)))
         sizes.append(WarmSize("draft", 1, configs=cfgs,
-                              compiled=bool(getattr(settings, "fused_draft", False))))  # fmt: skip
+                              compiled=getattr(settings, "step", "eager") != "eager"))  # fmt: skip
     return sorted(sizes, key=WarmSize.order)
 
 
@@ -161,7 +161,7 @@ def every_size(
     sizes = [WarmSize("verify", int(r), m, cfgs) for m in dict.fromkeys(modes) for r in rows]
     if has_draft:
         sizes.append(WarmSize("draft-prefill", chunk or PREFILL_CHUNK))
-        for compiled in dict.fromkeys((False, any(getattr(s, "fused_draft", False)
+        for compiled in dict.fromkeys((False, any(getattr(s, "step", "eager") != "eager"
                                                   for s in settings))):  # fmt: skip
             sizes.append(WarmSize("draft", 1, configs=cfgs, compiled=compiled))
     sizes.append(WarmSize("prefill", chunk or PREFILL_CHUNK))

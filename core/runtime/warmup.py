@@ -88,7 +88,7 @@ def warm_up(
     chunk: int | None = None,
     modes: Sequence[str] = ("auto",),
     configs: Sequence[Any] | None = None,
-    fused_draft: bool = False,
+    compiled_draft: bool = False,
     label: str = "this model",
     backend: Any | None = None,
     force: bool = False,
@@ -127,7 +127,7 @@ def warm_up(
         prompt = run.prompt(n_prompt)
         t_cache = run.target(prompt, chunk, row_list, modes)
         if draft is not None:
-            run.draft(prompt, chunk, fused_draft)
+            run.draft(prompt, chunk, compiled_draft)
         record.settle_s, record.settled = _settle(
             t_cache, run, settle_tries, settle_tolerance, lockstep, clock)
     record.seconds = clock() - t0
@@ -148,18 +148,18 @@ def warm_up_engine(
     **kw: Any,
 ) -> WarmupRecord:
     """`warm_up` for an Engine's pair and the settings its timed work will run (rows 1..the
-    longest proposal + 1 unless given; the settings' logits processing; their fused draft)."""
+    longest proposal + 1 unless given; the settings' logits processing; the compiled draft step where their step may run it)."""
     target = getattr(engine, "target_model", None)
     if target is None:  # a stand-in engine (tests) with no model to warm
         return WarmupRecord(False, reason="the engine exposes no target model")
     models = getattr(engine, "models", None) or {}
     target_id = models.get("target")
     name = label or (getattr(target_id, "spec", None) or "this model")
-    fused = any(getattr(s, "fused_draft", False) for s in settings)
+    compiled = any(getattr(s, "step", "eager") != "eager" for s in settings)
     return warm_up(
         target, getattr(engine, "draft_model", None), vocab=engine.vocab_size,
         rows=rows if rows is not None else verify_rows(settings), prompt_tokens=prompt_tokens,
-        modes=modes, configs=sampling_configs(settings), fused_draft=fused, label=name,
+        modes=modes, configs=sampling_configs(settings), compiled_draft=compiled, label=name,
         lockstep=getattr(engine, "spmd", None) is not None, **kw,
     )  # fmt: skip
 
@@ -242,8 +242,11 @@ class WarmShapes:
         dispatch, attention = MODE_SETTINGS[mode]
         hist = mx.array(self.prompt(20), dtype=mx.int32)
         toks = self._tokens(r)
-        with verification_patches(t.model, dispatch, attention, r, backend=self.backend):
-            logits = t.forward(toks, self.vocab)
+        if mode == "compiled":  # the compiled forward's graph for r rows: no patch applies
+            logits = t.forward(toks, self.vocab, compiled=True)
+        else:
+            with verification_patches(t.model, dispatch, attention, r, backend=self.backend):
+                logits = t.forward(toks, self.vocab)
         mx.eval(logits, *self._process(logits, toks[1:], hist, configs))
         trim_prompt_cache(t.cache, r)
         self.progress()

@@ -47,7 +47,7 @@ def test_an_out_of_range_flag_is_named_in_its_sentence() -> None:
 WALKED = {"target": "shape:tiny", "draft": "shape:tiny-draft", "mode": "draft-only",
           "rule": "lossless", "tv": 0.5, "k": 8, "draft_source": "lookup",
           "policy": "heuristic", "temperature": 0.3, "top_p": 0.9, "repetition_penalty": 1.1,
-          "dispatch": "gemv", "verify_attention": "plain", "fused_draft": True, "seed": 7,
+          "dispatch": "gemv", "verify_attention": "plain", "step": "compiled", "seed": 7,
           "max_tokens": 9}  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The GPU probes of run 6 (docs/benchmarks/h200/rare_round.py, round_autopsy.py) run end to
+"""The GPU probes (docs/benchmarks/h200/rare_round.py, round_autopsy.py, step_ab.py...) run end
 end on the CPU's tiny random shapes, so a change to the engine's rounds cannot leave them
 broken until the next lent GPU finds out (their numbers here mean nothing: CPU, random
 weights). Each writes the JSON that render.py's tables read."""
@@ -77,3 +77,23 @@ def test_forward_split_times_each_mode_and_row_count(tmp_path: Path) -> None:
         assert set(by_r) == {"1", "3"}
         for tab in by_r.values():
             assert all(len(tab[k]) == 1 and tab[k][0] > 0 for k in ("build", "eval", "chain"))
+
+
+def test_step_ab_runs_every_part_and_pairs_its_arms_per_seed(tmp_path: Path) -> None:
+    """docs/benchmarks/h200/step_ab.py (issue 56's A/B, not run on a GPU yet): every part, its
+    arms per seed, the compiled arms really compiled and the eager ones ran eager."""
+    tiny = "shape:tiny shape:tiny-draft"
+    doc = _run("step_ab.py", tmp_path / "ab.json", TARGETS="shape:tiny", PAIR=tiny,
+               LOOKUP_PAIR=tiny, SEEDS="2", TOKENS="32", CHAIN="2", PROMPT="rewrite-paragraph",
+               PROMPT_LOOKUP="rewrite-paragraph")  # fmt: skip
+    target = doc["parts"]["target"]["shape:tiny"]
+    assert {(r["arm"], r["seed"]) for r in target["requests"]} == {
+        (a, s) for a in ("eager", "compiled", "mlx-lm") for s in (0, 1)}
+    assert all(r["step"] == r["arm"] for r in target["requests"] if r["arm"] != "mlx-lm")
+    assert len(target["compiled/mlx-lm"]["per_seed"]) == 2
+    pair = doc["parts"]["pair"]
+    assert len(pair["step ms draft/target compiled"]["per_seed"]) == 2
+    assert len(pair["fixed-8-tv0.5/target-only compiled"]["per_seed"]) == 2
+    lookup = doc["parts"]["lookup"]
+    assert {r["step"] for r in lookup["requests"]} == {"eager", "compiled"}
+    assert "lookup round in plain steps compiled" in lookup

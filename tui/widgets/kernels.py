@@ -51,6 +51,21 @@ def curve_rows(curve: CurveInfo, current_rows: int | None, families: dict[int, s
     return out
 
 
+def step_text(stats: RoundStats) -> Text:
+    """The last run's forward (eager or compiled, core/primitives/compiled.py), the graphs its
+    compiled forwards traced, and why a model ran eager under the compiled step."""
+    summary = stats.summary
+    text = Text("\nstep ", "dim")
+    if summary is None:
+        text.append("-", "bold")
+        return text
+    text.append(summary.step, "bold")
+    text.append(f"   {summary.graphs} graphs compiled", "dim")
+    for role, why in sorted(summary.eager_because.items()):
+        text.append(f"\n{role} runs eager: {why}", "yellow")
+    return text
+
+
 class KernelsPanel(VerticalScroll):
     """Rows verified this round, the predicted kernel per weight shape, and the measured curve."""
 
@@ -98,6 +113,7 @@ class KernelsPanel(VerticalScroll):
             text.append("\n◀ pred: ", "dim")
             text.append(f"matrix kernels from R={pb}" if pb else "no kernel switch by rows "
                         "on this backend", "bold" if pb else "dim")
+        text.append_text(step_text(stats))
         self.query_one("#kernel-now", Static).update(text)
         table = self.query_one("#shape-table", DataTable)
         table.clear()

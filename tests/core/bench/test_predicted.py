@@ -43,10 +43,11 @@ def test_needed_calibration_covers_the_longest_proposal_and_the_dispatch_modes()
         BenchSetting("b", Settings(policy="cost-aware", k=2, k_max=12, dispatch="fastest")),
     ]
     need = needed_calibration(rows)
-    assert need == {"rows": 13, "modes": ("auto", "gemv", "gemm"), "fused": False}
+    assert need == {"rows": 13, "modes": ("auto", "gemv", "gemm"), "step": "eager"}
     assert needed_calibration(rows[:1]) is None
-    fused = [BenchSetting("f", Settings(k=6, fused_draft=True))]
-    assert needed_calibration(fused) == {"rows": 7, "modes": ("auto",), "fused": True}
+    compiled = [BenchSetting("f", Settings(k=6, step="compiled"))]
+    assert needed_calibration(compiled) == {"rows": 7, "modes": ("auto", "compiled"),
+                                            "step": "compiled"}
 
 
 def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, monkeypatch):

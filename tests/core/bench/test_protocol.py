@@ -284,8 +284,8 @@ def test_settings_from_profiles_overrides_and_flags():
     assert only.settings.mode == "speculative"
     assert (only.settings.tv_budget, only.settings.k, only.settings.bonus) == (0.5, 6, False)
     assert only.name == "Fixed-6, greedy, no bonus"
-    fused = Settings(k=8, tv_budget=1.0, dispatch="gemm", fused_draft=True)
-    assert bench.describe(fused) == "Fixed-8, TV=1, gemm, fused draft"
+    compiled = Settings(k=8, tv_budget=1.0, dispatch="gemm", step="compiled")
+    assert bench.describe(compiled) == "Fixed-8, TV=1, gemm, compiled step"
     assert bench.describe(Settings(mode="target-only", temperature=0.0)) == "Target-only, greedy"
 
 

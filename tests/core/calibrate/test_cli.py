@@ -47,7 +47,7 @@ def test_calibrate_loads_the_profiles_models(tmp_path, monkeypatch) -> None:
 
     (tmp_path / "tiny.toml").write_text(
         'schema = 2\n[settings]\ntarget = "shape:tiny"\ndraft = "shape:tiny-draft"\n'
-        "fused_draft = true\n"
+        "step = \"compiled\"\n"
     )
     seen = []
 

@@ -97,12 +97,14 @@ DIST_CASES = {
 }
 
 
+@pytest.mark.parametrize("step", ["eager", "compiled"])
 @pytest.mark.parametrize("case", list(DIST_CASES))
-def test_first_two_tokens_follow_the_target(case, target, far_draft, mid_draft) -> None:
+def test_first_two_tokens_follow_the_target(case, step, target, far_draft, mid_draft) -> None:
+    """The law holds on either forward (core/primitives/compiled.py: `step`)."""
     which, overrides = DIST_CASES[case]
     draft = {"far": far_draft, "mid": mid_draft}[which]
     s = Settings(mode="speculative", temperature=1.0, max_tokens=2, ignore_eos=True, traced=False)
-    s = s.replace(**overrides)
+    s = s.replace(**overrides, step=step)
     engine = Engine(target, draft, vocab_size=VOCAB)
     table = sample_pairs(engine, s, N_RUNS)
     cfg = logits_config(s)
@@ -146,11 +148,12 @@ def test_mentored_emits_pi_and_realises_min_budget_tv(target, far_draft) -> None
     assert_rejects(hist, p, "mentored first token vs p")
 
 
+@pytest.mark.parametrize("step", ["eager", "compiled"])
 @pytest.mark.parametrize("budget", [0.1, 0.3, 0.6])
-def test_mentored_run_stays_within_budget(budget, target, mid_draft) -> None:
+def test_mentored_run_stays_within_budget(budget, step, target, mid_draft) -> None:
     s = Settings(
         mode="speculative", rule="mentored", tv_budget=budget, temperature=1.0, max_tokens=40,
-        k=3, ignore_eos=True, traced=False, seed=3,
+        k=3, ignore_eos=True, traced=False, seed=3, step=step,
     )  # fmt: skip
     events, summary = run(Engine(target, mid_draft, vocab_size=VOCAB), PROMPT, s)
     tvs = [e.tv for e in events if e.proposed]
@@ -193,8 +196,9 @@ def test_budget_one_accepts_everything_and_bonus_adds_one(k, bonus, target, far_
 @pytest.mark.parametrize("repetition_penalty", [1.0, 1.3])
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("which", ["far", "close"])
+@pytest.mark.parametrize("step", ["eager", "compiled"])
 def test_greedy_speculative_is_target_greedy(
-    which, k, repetition_penalty, target, far_draft, close_draft
+    which, k, repetition_penalty, step, target, far_draft, close_draft
 ):
     draft = {"far": far_draft, "close": close_draft}[which]
     s = Settings(
@@ -203,7 +207,8 @@ def test_greedy_speculative_is_target_greedy(
     )  # fmt: skip
     _, ref = run(Engine(target, vocab_size=VOCAB), PROMPT, s)
     engine = Engine(target, draft, vocab_size=VOCAB)
-    events, spec = run(engine, PROMPT, s.replace(mode="speculative", k=k))
+    events, spec = run(engine, PROMPT, s.replace(mode="speculative", k=k, step=step))
+    assert spec.step == step and (spec.graphs > 0) == (step == "compiled")
     i = first_divergence(ref.token_ids, spec.token_ids)
     if i is not None:
         _, why = margin_report(target, PROMPT + list(ref.token_ids[:i]), VOCAB)
@@ -285,7 +290,8 @@ def test_caches_stay_consistent_over_random_runs(target, close_draft, greedy_ref
     """A seeded mix of runs on one engine: every round leaves both caches consistent.
 
     Modes, policies, k, the bonus switch, rules, budgets, temperatures, EOS on and off,
-    traced and untraced, cancels and new turns (continue, restart, repeat) all vary.
+    traced and untraced, the eager and the compiled forward, cancels and new turns
+    (continue, restart, repeat) all vary.
     """
     rng = random.Random(1234)
     eos = greedy_ref[5]
@@ -312,6 +318,7 @@ def test_caches_stay_consistent_over_random_runs(target, close_draft, greedy_ref
             traced=rng.random() < 0.5,
             max_tokens=rng.randint(3, 25),
             seed=run_index,
+            step="compiled" if run_index % 2 else "eager",  # no draw: the mix stays the same
         )
         cancel = threading.Event()
         cancel_after = rng.choice([None, None, None, 1, 2])
@@ -396,8 +403,10 @@ def check_speculative_accounting(events: list[RoundEvent], summary: RunSummary) 
         ("draft-only", False),
     ],
 )
-def test_cancel_then_next_turn_reuses_caches(mode, traced, target, close_draft) -> None:
-    s = Settings(mode=mode, temperature=0.0, k=3, max_tokens=30, ignore_eos=True, traced=traced)
+@pytest.mark.parametrize("step", ["eager", "compiled"])
+def test_cancel_then_next_turn_reuses_caches(mode, traced, step, target, close_draft) -> None:
+    s = Settings(mode=mode, temperature=0.0, k=3, max_tokens=30, ignore_eos=True, traced=traced,
+                 step=step)
     engine = Engine(target, close_draft, vocab_size=VOCAB)
     cancel = threading.Event()
 
@@ -445,15 +454,16 @@ class _SetAfter(threading.Event):
 
 
 @pytest.mark.parametrize("mode", ["speculative", "target-only", "draft-only"])
+@pytest.mark.parametrize("step", ["eager", "compiled"])
 def test_cancel_during_the_prefill_stops_between_chunks_and_keeps_what_was_fed(
-    mode, target, close_draft
+    mode, step, target, close_draft
 ) -> None:
     """A pasted file's prefill (30 s on this CPU) is not waited out: the cancel stops it
     after the chunk under way, the run ends "cancelled" with no round, the cache keeps the
     chunks fed, and the next turn feeds only the rest and writes what a fresh engine does."""
     prompt = [(7 * i) % (VOCAB - 1) + 1 for i in range(41)]  # 40 to prefill: five chunks of 8
     s = Settings(mode=mode, temperature=0.0, k=3, max_tokens=6, ignore_eos=True,
-                 prefill_chunk=8)  # fmt: skip
+                 prefill_chunk=8, step=step)  # fmt: skip
     engine = Engine(target, close_draft, vocab_size=VOCAB)
     events, summary = run(engine, prompt, s, cancel=_SetAfter(2))
     assert summary.stop_reason == "cancelled" and events == [] and summary.token_ids == ()

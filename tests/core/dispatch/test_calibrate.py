@@ -26,3 +26,21 @@ def test_a_calibration_stops_when_cancelled() -> None:
                   progress=progress, cancel=cancel)  # fmt: skip
     assert seen == [1, 2, 3]  # not one forward more
     assert "cancelled" in one_sentence(exc.value)
+
+
+def test_a_calibration_times_the_compiled_forward_and_auto_records_its_choice() -> None:
+    """Mode "compiled" times the target's rows through the compiled forward (its graphs
+    traced before any sample); step auto then records the step the pair runs here, and the
+    draft's chain is timed through it."""
+    from core.dispatch import calibrate
+    from core.dispatch.curve import compiled_pays
+    from tests.helpers.tiny import tiny_llama
+
+    target, draft = tiny_llama(2, seed=1), tiny_llama(1, seed=2)
+    curve = calibrate(target, draft, rows=[1, 4, 9], repeats=3, context=8,
+                      modes=("auto", "compiled"), step="auto")  # fmt: skip
+    assert set(curve.times) == {"auto", "compiled"}
+    assert set(curve.times["compiled"]) == {1, 4, 9}
+    assert curve.step == ("compiled" if compiled_pays(curve) else "eager")
+    eager = calibrate(target, draft, rows=[1, 4], repeats=1, context=8, step="eager")
+    assert eager.step == "eager" and "compiled" not in eager.times

@@ -78,3 +78,49 @@ def test_a_plan_curve_covers_what_an_every_row_curve_covers(tmp_path):
     save_curve(key, _curve(range(1, 34)), tmp_path)
     found = load_curve(key, s32, tmp_path)
     assert found.kept is not None and found.kept.curve.rows == list(range(1, 34))
+
+
+# -- the compiled step's prices (core/primitives/compiled.py) -------------------------------------
+
+
+def _stepped(compiled_scale: float, step: str = "eager") -> VerifyCostCurve:
+    """The CUDA-like curve with the compiled forward's rows at `compiled_scale` of eager's."""
+    times = {"auto": {r: _cost(r) for r in PLAN},
+             "compiled": {r: _cost(r) * compiled_scale for r in PLAN}}  # fmt: skip
+    return VerifyCostCurve("cuda", "NVIDIA H200", 128, times, step=step)
+
+
+def test_auto_takes_the_compiled_step_only_where_the_curve_measured_it_no_slower():
+    from core.dispatch.curve import compiled_pays, run_step
+
+    assert compiled_pays(_stepped(0.6)) and compiled_pays(_stepped(1.0))  # no slower: taken
+    assert not compiled_pays(_stepped(1.05))
+    assert not compiled_pays(_curve(PLAN))  # never measured compiled: eager
+    # auto reads the step the calibration chose (the curve's `step`); a named step is taken
+    assert run_step("auto", _stepped(0.6, step="compiled")) == "compiled"
+    assert run_step("auto", _stepped(0.6, step="eager")) == "eager"
+    assert run_step("auto", None) == "eager"  # no calibration: eager
+    assert run_step("compiled", None) == "compiled" and run_step("eager", _stepped(0.6)) == "eager"
+
+
+def test_the_policy_prices_the_step_it_runs():
+    """Under the compiled step every row count, one included, is priced by the compiled
+    forward's own measurements; under eager by eager's, the compiled mode never taken for the
+    plain step's price (one_row_price)."""
+    from core.dispatch.curve import one_row_price, verify_cost
+
+    curve = _stepped(0.5, step="compiled")
+    compiled = verify_cost(curve, "auto", step="compiled")
+    eager = verify_cost(curve, "auto", step="eager")
+    for r in PLAN:
+        assert compiled(r) == pytest.approx(0.5 * _cost(r))
+        assert eager(r) == pytest.approx(_cost(r))
+    assert one_row_price(curve) == pytest.approx(_cost(1))
+    assert verify_cost(curve, "auto")(4) == pytest.approx(0.5 * _cost(4))  # the curve's own step
+
+
+def test_a_curve_keeps_its_step_through_a_file():
+    curve = _stepped(0.5, step="compiled")
+    back = VerifyCostCurve.from_dict(curve.to_dict())
+    assert back.step == "compiled" and back.times["compiled"] == curve.times["compiled"]
+    assert VerifyCostCurve.from_dict(_curve(PLAN).to_dict()).step == "eager"  # older files too

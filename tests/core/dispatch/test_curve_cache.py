@@ -75,10 +75,11 @@ def test_a_kept_curve_is_found_again_with_its_measurement_time(tmp_path):
         {"mlx": "0.33.0"},
         {"settings": COST.replace(dispatch="fastest")},
         {"settings": COST.replace(temperature=0.7, rule="lossless")},  # the sampled view
-        {"settings": COST.replace(fused_draft=True)},
+        {"settings": COST.replace(step="compiled")},
+        {"settings": COST.replace(step="auto")},
     ],
     ids=["target-sha256", "draft", "no-draft", "device", "backend", "mlx-version", "dispatch",
-         "sampling", "fused-draft"],
+         "sampling", "step-compiled", "step-auto"],
 )
 def test_anything_that_decides_the_curve_changed_is_a_miss(tmp_path, changed):
     save_curve(_key(), _curve(), tmp_path)
@@ -249,3 +250,16 @@ def test_every_number_of_a_kept_curve_is_checked(tmp_path, where, value) -> None
     found = load_curve(key, COST, tmp_path)
     assert found.kept is None and found.notice and str(path) in found.notice, found.notice
     assert not path.exists()
+
+
+def test_a_step_other_than_eager_needs_the_compiled_rows_and_auto_calibrates_first():
+    from core.dispatch.curve_cache import calibration_modes, curve_missing, curve_wanted
+
+    plain = _curve()
+    assert "compiled" not in calibration_modes(COST) and not curve_missing(plain, COST)
+    for step in ("compiled", "auto"):
+        assert calibration_modes(COST.replace(step=step))[-1] == "compiled"
+        assert curve_missing(plain, COST.replace(step=step))
+    fixed = COST.replace(policy="fixed")
+    assert curve_wanted(None, fixed.replace(step="auto"))  # auto decides by a curve
+    assert not curve_wanted(None, fixed.replace(step="compiled"))  # compiled needs none to run

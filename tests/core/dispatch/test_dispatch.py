@@ -595,31 +595,35 @@ def test_the_target_s_untimed_pass_runs_on_a_gpu_and_not_on_the_cpu(clock):
     assert gpu.times["auto"] == pytest.approx({1: 3e-3, 4: 12e-3})  # calls 2..4: median 3R
 
 
-def test_calibration_times_the_draft_as_the_engine_runs_it_fused_or_not(clock, monkeypatch):
+def test_calibration_times_the_draft_as_the_engine_runs_it_eager_or_compiled(clock, monkeypatch):
     """The draft step is timed as the engine runs it: a chain of DRAFT_CHAIN steps with no host
-    sync inside, the compiled step with fused_draft. A plain step (a model call) is charged
-    1 ms, a compiled one 0.25 ms (it never calls the model), so the price says which ran."""
-    from core.primitives.compiled import CompiledDecodeStep
+    sync inside, through the compiled forward with step compiled. A plain step (a model call)
+    is charged 1 ms, a compiled one 0.25 ms (it never calls the model), so the price says
+    which ran; the curve records the step it priced."""
+    from core.primitives.compiled import CompiledForward
 
     chain = importlib.import_module("core.dispatch.calibrate").DRAFT_CHAIN
     compiled: list[int] = []
-    real_step = CompiledDecodeStep.step
+    real_forward = CompiledForward.forward
 
-    def step(self: CompiledDecodeStep, token: mx.array, cache: list) -> mx.array:
+    def forward(self: CompiledForward, tokens: mx.array, cache: list,
+                last: int | None = None) -> mx.array:  # fmt: skip
         compiled.append(cache[0].offset)
         clock.now += 0.25e-3
-        return real_step(self, token, cache)
+        return real_forward(self, tokens, cache, last)
 
-    monkeypatch.setattr(CompiledDecodeStep, "step", step)
+    monkeypatch.setattr(CompiledForward, "forward", forward)
     target = tiny_llama(vocab=128)
     draft = charged(tiny_llama(layers=1, vocab=128, seed=1), clock, lambda _: 1e-3)
     plain = calibrate(target, draft, rows=[1, 2], repeats=5, context=8)
     assert plain.draft_step_s == pytest.approx(1e-3) and compiled == []
+    assert plain.step == "eager"
     assert plain.draft_step_sampled_s == pytest.approx(1e-3)  # the fake clock charges the model
     assert set(plain.accept_s) == {"greedy", "sampled"}
     assert set(plain.accept_s["sampled"]) == {1, 2}  # the acceptance at the rows asked for
-    fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, fused_draft=True)
+    fused = calibrate(target, draft, rows=[1, 2], repeats=5, context=8, step="compiled")
     assert fused.draft_step_s == pytest.approx(0.25e-3)
+    assert fused.step == "compiled"
     # every pass (warm-up included) proposes DRAFT_CHAIN compiled steps greedy, then sampled,
     # the first feeding the prompt's last token (the cache trimmed back after each proposal)
     assert compiled == list(range(7, 7 + chain)) * (2 * (1 + 5))

@@ -1,4 +1,4 @@
-"""The compiled decode step (core/primitives/compiled.py) must change speed only, never a logit or a token."""
+"""The compiled forward (core/primitives/compiled.py) must change speed only, never a logit or a token."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 from core.decode.engine import Engine
 from core.events import RunSummary
-from core.primitives.compiled import CompiledDecodeStep, supports
+from core.primitives.compiled import BUCKETS, CompiledForward, bucket, supports
 from core.settings import Settings
 
 VOCAB = 128
@@ -48,7 +48,7 @@ def test_fused_step_logits_and_cache_equal_the_model_forward(mod, qwen_shape, qu
     """Step by step over 300 tokens (past a buffer growth), with a trim in the middle as after
     a rejection: logits agree to float tolerance and the caches hold the same keys/values."""
     m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
-    fused = CompiledDecodeStep(m)
+    fused = CompiledForward(m)
     ref, fast = make_prompt_cache(m), make_prompt_cache(m)
     prompt = mx.array([[3, 5, 7, 11, 13, 17]])
     m(prompt, cache=ref)
@@ -80,13 +80,14 @@ def _run(engine: Engine, settings: Settings) -> RunSummary:
 
 @pytest.mark.parametrize(("mod", "qwen_shape", "quantize"), CASES)
 @pytest.mark.parametrize("rule", ["greedy", "lossless", "mentored"])
-def test_engine_tokens_identical_with_and_without_the_fused_draft(mod, qwen_shape, quantize, rule):
-    """A multi-round speculative run (k varies with the policy, rejections rewind the draft)
-    gives the same tokens, acceptance and cache state with fused_draft on and off."""
+def test_engine_tokens_identical_eager_and_compiled(mod, qwen_shape, quantize, rule):
+    """A multi-round speculative run (k varies with the policy, rejections rewind both
+    caches) gives the same tokens, acceptance and cache state with step eager and compiled:
+    the draft's steps and the target's verifications both run the compiled forward."""
     target = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
     draft = _model(mod, 1, 1, qwen_shape=qwen_shape, quantize=quantize)
     out = []
-    for fused in (False, True):
+    for step in ("eager", "compiled"):
         engine = Engine(target, draft, vocab_size=VOCAB, eos_ids=())
         s = Settings(
             rule=rule,
@@ -97,27 +98,33 @@ def test_engine_tokens_identical_with_and_without_the_fused_draft(mod, qwen_shap
             max_tokens=40,
             ignore_eos=True,
             traced=False,
-            fused_draft=fused,
+            step=step,
             seed=7,
         )
         summary = _run(engine, s)
         state = engine.cache_state()
         assert state["draft_offset"] == len(state["draft_seq"])
-        out.append((summary.token_ids, summary.accepted, summary.proposed, state["draft_seq"]))
+        assert state["target_offset"] == len(state["target_seq"])
+        out.append((summary.token_ids, summary.accepted, summary.proposed, state["draft_seq"],
+                    state["target_seq"]))
+        report = engine.step_report()
+        assert report["step"] == step
+        assert (report["graphs"] > 0) == (step == "compiled")  # it really ran compiled
     assert out[0] == out[1]
     assert out[0][2] > out[0][0].__len__() // 4  # really speculative: many drafts proposed
 
 
-def test_target_only_and_draft_only_fused_match_unfused():
+def test_target_only_and_draft_only_compiled_match_eager():
     target = _model(llama, 2, 0, qwen_shape=False, quantize=True)
     draft = _model(llama, 1, 1, qwen_shape=False, quantize=True)
     for mode in ("target-only", "draft-only"):
         runs = []
-        for fused in (False, True):
+        for step in ("eager", "compiled"):
             engine = Engine(target, draft, vocab_size=VOCAB)
             s = Settings(mode=mode, temperature=0.8, max_tokens=24, ignore_eos=True,
-                         traced=False, fused_draft=fused, seed=3)
+                         traced=False, step=step, seed=3)
             runs.append(_run(engine, s).token_ids)
+            assert (engine.step_report()["graphs"] > 0) == (step == "compiled")
         assert runs[0] == runs[1], mode
 
 
@@ -126,29 +133,30 @@ def test_unsupported_layouts_are_refused_with_a_reason():
         pass
 
     assert supports(Bare()) is not None
-    with pytest.raises(ValueError, match="fused decode step unavailable"):
-        CompiledDecodeStep(Bare())
+    with pytest.raises(ValueError, match="compiled step unavailable"):
+        CompiledForward(Bare())
 
 
 @pytest.mark.real_model
-def test_default_pair_greedy_identical_with_the_fused_draft(default_pair):
-    """The real SmolLM2 pair: greedy speculative output is the same token for token.
+def test_default_pair_greedy_identical_eager_and_compiled(default_pair):
+    """The real SmolLM2 pair, 256 greedy tokens: the same token for token with step eager and
+    compiled (the draft's steps and the target's verifications of 1..5 rows compiled).
 
-    One engine for both runs: the fused run starts from the caches the unfused one left (the
+    One engine for both runs: the compiled run starts from the caches the eager one left (the
     engine keeps the prompt both share, its multi-turn rule), so it prefills neither model
-    again, ~70 rows at ~0.2 s a row on this CPU. Its draft steps still all go through the
-    fused step (built on the first fused request), over the same mlx-lm KV caches."""
+    again; every forward past the prompt then runs compiled, over the same mlx-lm KV caches."""
     from core.models import chat_prompt_ids
 
     ids = chat_prompt_ids(default_pair.target.tokenizer,
-                          [{"role": "user", "content": "Name three colours."}])
+                          [{"role": "user", "content": "Write a short story about a lighthouse."}])
     engine = Engine.from_pair(default_pair)
     runs = []
-    for fused in (False, True):
-        s = Settings(rule="greedy", temperature=0.0, k=3, max_tokens=12, traced=False,
-                     fused_draft=fused)
+    for step in ("eager", "compiled"):
+        s = Settings(rule="greedy", temperature=0.0, k=4, max_tokens=256, ignore_eos=True,
+                     traced=False, step=step)
         runs.append([it for it in engine.generate(ids, s)][-1].token_ids)
-    assert engine.drafter("model").state_.compiled  # the fused step was built and ran
+    assert engine.step_report()["graphs"] > 0  # the compiled forwards were built and ran
+    assert len(runs[0]) == 256
     assert runs[0] == runs[1]
 
 
@@ -158,7 +166,7 @@ def test_projections_are_merged_and_exact(mod, qwen_shape, quantize):
     from core.primitives.compiled import merge_linears
 
     m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
-    step = CompiledDecodeStep(m)
+    step = CompiledForward(m)
     assert all(f is not None for f in step._qkv) and all(f is not None for f in step._gate_up)
     attn = m.model.layers[0].self_attn
     x = mx.random.normal((1, 1, m.args.hidden_size), key=mx.random.key(0))
@@ -166,3 +174,98 @@ def test_projections_are_merged_and_exact(mod, qwen_shape, quantize):
     for got, proj in ((q, attn.q_proj), (k, attn.k_proj), (v, attn.v_proj)):
         assert mx.allclose(got, proj(x), atol=1e-5).item()
     assert merge_linears([attn.q_proj, nn.Linear(4, 4)]) is None  # inputs differ: no stacking
+
+
+@pytest.mark.parametrize(("mod", "qwen_shape", "quantize"), CASES)
+def test_every_row_count_1_to_33_matches_the_model_forward(mod, qwen_shape, quantize):
+    """Forwards of 1..33 rows (every bucket, padded rows masked out), one after another over a
+    growing cache: each row's logits equal the model's own forward to float tolerance, and
+    the caches hold the same keys/values. Graphs: one per bucket per buffer size, none on a
+    replay of a shape already traced."""
+    m = _model(mod, 2, 0, qwen_shape=qwen_shape, quantize=quantize)
+    fwd = CompiledForward(m)
+    ref, fast = make_prompt_cache(m), make_prompt_cache(m)
+    prompt = mx.array([[3, 5, 7, 11]])
+    m(prompt, cache=ref)
+    m(prompt, cache=fast)
+    worst = 0.0
+    for rows in range(1, 34):
+        toks = mx.random.randint(0, VOCAB, (rows,), key=mx.random.key(rows)).astype(mx.uint32)
+        a = m(toks[None], cache=ref)[0]
+        b = fwd.forward(toks, fast)
+        assert b.shape == a.shape
+        worst = max(worst, mx.abs(a - b).max().item())
+    assert worst < 1e-4
+    n = ref[0].offset
+    assert fast[0].offset == n == 4 + sum(range(1, 34))
+    for c_ref, c_fast in zip(ref, fast, strict=True):
+        assert mx.allclose(c_ref.keys[..., :n, :], c_fast.keys[..., :n, :], atol=1e-5).item()
+    assert len(BUCKETS) <= fwd.graphs <= 3 * len(BUCKETS)  # buckets x the buffer sizes seen
+    trim_prompt_cache(fast, 40)  # a rewind is the offset moved back: no copy
+    buffer = fast[0].keys
+    for rows in (1, 5, 12, 20, 33):  # every bucket at the buffer's size now: traced once
+        fwd.forward(mx.zeros((rows,), mx.uint32), fast)
+        trim_prompt_cache(fast, rows)
+    traced = fwd.graphs
+    for rows in (1, 5, 12, 20, 33):  # replays: no new graph
+        fwd.forward(mx.zeros((rows,), mx.uint32), fast)
+        trim_prompt_cache(fast, rows)
+    assert fwd.graphs == traced
+    assert fast[0].keys.shape == buffer.shape  # no growth, no copy of the buffer
+
+
+def test_buckets_pad_to_the_next_size_and_wider_forwards_run_eager():
+    assert [bucket(r) for r in (1, 2, 8, 9, 16, 17, 32, 33, 64)] == [1, 8, 8, 16, 16, 32, 32, 64, 64]
+    assert bucket(65) is None
+
+
+def test_padded_rows_are_masked_out_of_the_real_rows():
+    """The rows padded into a bucket change no real row's logits: three real rows after
+    different padding tokens (the same graph) give the same logits."""
+    m = _model(llama, 2, 0, qwen_shape=False, quantize=False)
+    fwd = CompiledForward(m)
+    outs = []
+    for pad in (0, 7):
+        cache = make_prompt_cache(m)
+        m(mx.array([[3, 5, 7, 11]]), cache=cache)
+        toks = mx.array([9, 4, 2] + [pad] * 5, dtype=mx.uint32)
+        width = fwd.forward(toks, cache)  # 8 rows: the 8-row bucket, no padding of its own
+        assert width.shape[0] == 8
+        trim_prompt_cache(cache, 8)
+        outs.append(fwd.forward(toks[:3], cache))  # 3 rows padded to 8 with zeros
+    assert mx.array_equal(outs[0], outs[1]).item()
+    trim_prompt_cache(cache, 3)
+    last = fwd.forward(toks[:3], cache, last=2)  # the last rows alone: one slice
+    assert mx.array_equal(last, outs[1][1:]).item()
+
+
+def test_layouts_it_does_not_reproduce_say_why():
+    """A rotating (sliding-window) cache is not reproduced: supports() says so in words."""
+    from mlx_lm.models import gemma2
+
+    args = gemma2.ModelArgs(model_type="gemma2", hidden_size=32, num_hidden_layers=2,
+                            intermediate_size=64, num_attention_heads=2, head_dim=16,
+                            rms_norm_eps=1e-6, vocab_size=VOCAB, num_key_value_heads=1)
+    why = supports(gemma2.Model(args))
+    assert why is not None and " " in why
+
+
+def test_step_auto_runs_what_the_pair_s_curve_chose_and_a_sharded_target_runs_eager():
+    """auto: compiled where the engine's curve chose it (core/dispatch/curve.py `run_step`),
+    eager where it did not or without one; every run's summary says which ran."""
+    from core.dispatch.curve import VerifyCostCurve
+
+    target = _model(llama, 2, 0, qwen_shape=False, quantize=False)
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=6, ignore_eos=True,
+                 traced=False, step="auto")  # fmt: skip
+    engine = Engine(target, vocab_size=VOCAB)
+    assert _run(engine, s).step == "eager"  # no calibration yet
+    for chosen in ("compiled", "eager"):
+        engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: 1e-3},
+                                                              "compiled": {1: 1e-3}}, step=chosen))
+        summary = _run(engine, s)
+        assert summary.step == chosen
+    assert summary.graphs > 0  # the compiled run's graphs stay counted
+    engine.spmd = object()  # a sharded target: its collectives are not traced
+    engine._use_step(s.replace(step="compiled"))
+    assert engine.step_report()["step"] == "eager"

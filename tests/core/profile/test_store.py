@@ -38,7 +38,16 @@ from core.profile import (
     rounds_csv,
     shipped_presets_dir,
 )
-from core.settings import DISPATCH, MAX_K, MODES, POLICIES, RULES, VERIFY_ATTENTION, Settings
+from core.settings import (
+    DISPATCH,
+    MAX_K,
+    MODES,
+    POLICIES,
+    RULES,
+    STEPS,
+    VERIFY_ATTENTION,
+    Settings,
+)
 from tests.helpers import REPO
 from tests.helpers.profile import ENV, SEED, make_run
 
@@ -90,7 +99,7 @@ def valid_settings(draw: st.DrawFn) -> Settings:
         bonus=draw(st.booleans()),
         dispatch=draw(st.sampled_from(DISPATCH)),
         verify_attention=draw(st.sampled_from(VERIFY_ATTENTION)),
-        fused_draft=draw(st.booleans()),
+        step=draw(st.sampled_from(STEPS)),
         prefill_chunk=draw(st.integers(1, 2**16)),  # MAX_PREFILL_CHUNK
     )
 

@@ -60,7 +60,7 @@ def test_the_first_round_set_of_a_speculative_run(settings, verify_rows):
 def test_target_only_and_draft_only_warm_only_their_model():
     assert _plan(first_round_sizes(GREEDY.replace(mode="target-only"), 100)) == [
         ("verify", 1, "auto", False), ("prefill", 128, "auto", False)]  # fmt: skip
-    assert _plan(first_round_sizes(GREEDY.replace(mode="draft-only", fused_draft=True), 5)) == [
+    assert _plan(first_round_sizes(GREEDY.replace(mode="draft-only", step="compiled"), 5)) == [
         ("draft", 1, "auto", True), ("draft-prefill", 8, "auto", False)]  # fmt: skip
     # no draft loaded: a speculative run falls back to target steps
     assert _plan(first_round_sizes(GREEDY, 3, has_draft=False)) == [

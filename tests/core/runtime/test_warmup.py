@@ -182,3 +182,26 @@ def test_warm_up_leaves_the_engine_s_caches_alone(engine):
     before = engine.cache_state()
     record = warm_up_engine(engine, prompt_tokens=4, rows=[1, 2], force=True)
     assert record.ran and engine.cache_state() == before
+
+
+def test_the_compiled_mode_warms_the_compiled_forward_of_every_row_count(tiny_pair, monkeypatch):
+    """Mode "compiled" (a step other than eager) runs each row count through the compiled
+    forward, no model call: its graphs and fused kernels are built before anything is timed."""
+    from core.primitives.compiled import CompiledForward
+
+    compiled: list[int] = []
+    real = CompiledForward.forward
+
+    def forward(self, tokens, cache, last=None):  # noqa: ANN001, ANN202
+        compiled.append(int(tokens.shape[0]))
+        return real(self, tokens, cache, last)
+
+    monkeypatch.setattr(CompiledForward, "forward", forward)
+    target = tiny_pair.target.model
+    with forward_rows(target=target) as calls:
+        record = warm_up(target, None, vocab=tiny_pair.vocab_size, rows=[1, 2, 9],
+                         prompt_tokens=20, chunk=8, modes=("auto", "compiled"),
+                         backend=H200)  # fmt: skip
+    settle = len(record.settle_s)
+    assert compiled == [1, 2, 9]
+    assert calls["target"] == [8, 8, 4] + [1, 2, 9] + [1] * settle  # "auto" alone called it

@@ -13,7 +13,7 @@ import mlx.core as mx
 
 from core.cost.stepcost import _prefilled
 from core.models import load_model
-from core.primitives.compiled import CompiledDecodeStep
+from core.primitives.compiled import CompiledForward
 from core.primitives.sampling import LogitsConfig, penalize, sample, to_probs
 
 spec = sys.argv[1] if len(sys.argv) > 1 else "shape:qwen2.5-0.5b"
@@ -22,7 +22,7 @@ V = int(m.model.embed_tokens.weight.shape[0])
 cache = _prefilled(m, 64, V)
 base = cache[0].offset
 cfg = LogitsConfig(temperature=0.7, repetition_penalty=1.1, repetition_context=20)
-fused = CompiledDecodeStep(m)
+fused = CompiledForward(m)
 
 
 def build(n: int, kind: str) -> float:
