@@ -1,7 +1,7 @@
 """docs/benchmarks/real-pair.md and README.md's headline of it, held to the committed H200 sweep.
 
 The page is written whole by docs/benchmarks/real-pair/make_page.py from the raw sweeps in
-docs/benchmarks/data/h200-real-pair-sweep/; these tests render it again from that data and
+docs/benchmarks/data/h200-real-pair-judged/; these tests render it again from that data and
 compare, so an edited number, a stale page or a machine path in it fails here, and README's
 headline paragraph must be the one the script computes.
 """
@@ -18,7 +18,7 @@ from tests.helpers import REPO as ROOT
 from tests.helpers.scripts import load_script
 
 PAGE = ROOT / "docs" / "benchmarks" / "real-pair.md"
-SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-sweep"
+SWEEPS = ROOT / "docs" / "benchmarks" / "data" / "h200-real-pair-judged"
 # An absolute path of a machine (the GPU's staging folder, a home, a temporary folder).
 MACHINE_PATH = re.compile(r"(?<![\w.:/-])/(?:root|home|tmp|Users|work|var|opt)/")
 
@@ -29,7 +29,7 @@ make_page = load_script("docs/benchmarks/real-pair/make_page.py", "make_page")
 @pytest.fixture(scope="module")
 def sweep() -> dict:
     docs = make_page.load_sweeps(SWEEPS)
-    assert len(docs) == 1, "one merged sweep (parts 3 and 4) expected in the data folder"
+    assert len(docs) == 1, "one sweep (real-pair-judged.sh) expected in the data folder"
     return docs[0]
 
 
@@ -98,3 +98,20 @@ def test_a_greedy_part_leaves_the_headline_at_the_sampled_temperature(sweep):
     assert make_page.headline(doc, curves) == make_page.headline(sweep, curves)
     lines = make_page.per_prompt_lines(doc)
     assert "### Per prompt, T = 0\n" in lines and "### Per prompt, T = 0.7\n" in lines
+
+
+def test_the_page_quotes_where_each_tv_step_first_leaves_target_only(sweep):
+    """One passage per TV step, the same seed's two texts split where they first differ: the
+    shared text plus each continuation is each whole text, the continuations start apart, and
+    the page quotes them."""
+    found = make_page.departures(sweep)
+    assert [d.cell["tv"] for d in found] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    texts = {(b["prompt"], r["name"]): r for b in sweep["texts"] for r in b["rows"]}
+    page = PAGE.read_text(encoding="utf-8")
+    for d in found:
+        mine = next(t for t in texts[(d.prompt, d.cell["name"])]["texts"] if t["seed"] == d.seed)
+        base = next(t for t in texts[(d.prompt, "target-only")]["texts"] if t["seed"] == d.seed)
+        assert d.shared + d.mine == "".join(mine["pieces"])
+        assert d.shared + d.theirs == "".join(base["pieces"])
+        assert mine["ids"][: d.at] == base["ids"][: d.at] and mine["ids"][d.at] != base["ids"][d.at]
+        assert f"**TV = {d.cell['tv']:g}** ({d.cell['name']}; {d.prompt}, seed {d.seed};" in page

@@ -28,6 +28,13 @@
 # request, as run 4's sweep measured) plus the first load's GGUF conversion and compiles
 # (~2 min): the main sweep ~8.5 min, the cost-aware cells ~2 min.
 #
+# Run on 2026-12-06 (main at d54ac77, an nvidia-h200 lease): the set-up calls took 0.3 and 7 s,
+# each staging call ~4 s of device time (not 10), the pair's first load with the GGUF conversion
+# and the compiles ~100 s (the carried kernel cache restored first), a prompt block ~38 s: the
+# main sweep's six prompts finished in 330 s of one call. The cost-aware sweep did not run: eight
+# machine starts failed (810 s of device time), eleven calls were refused (15 s each) and one
+# machine was taken back mid-staging (~200 s lost), which left 435 s for the last call. Plan for such losses: the data
+# (docs/benchmarks/data/h200-real-pair-judged/) is what one clean lease of ~11 minutes gives.
 # The calls (after pack.sh's two set-up calls and the staging calls but the last):
 #   carry [".device/stage/029", ".device/kcache"]:
 #     cat .device/stage/029/part >> /root/stage/blob && bash .device/stage/029/unpack.sh &&
