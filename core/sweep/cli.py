@@ -408,15 +408,18 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
 
 def read_saved(args: argparse.Namespace, console: Any) -> int:
     """`sweep --read RESULT.json [--out PATH]`: the reading page of a saved sweep, no models
-    loaded and nothing run. The page and its Markdown are checked by the one output rule
+    loaded and nothing run, its cells judged again (core/sweep/judge.py `rejudge`). The page and its Markdown are checked by the one output rule
     (never the result itself, an existing file only with --force) and written all or none."""
     from rich.text import Text
 
     from core.io.atomic import OutputPathError, check_outputs, publish_all
+    from core.sweep.judge import rejudge
     from core.sweep.last import read_sweep
     from core.sweep.reading_page import reading_html, reading_markdown, reading_paths
 
-    data = read_sweep(Path(args.read).expanduser())
+    # judged again by today's checks and measures (a file a former version wrote reads as one
+    # written now), under the file's own bounds
+    data = rejudge(read_sweep(Path(args.read).expanduser()))
     if args.out is not None:
         html = Path(args.out).expanduser()
         md = html.with_suffix(".md")

@@ -115,3 +115,23 @@ def test_the_page_quotes_where_each_tv_step_first_leaves_target_only(sweep):
         assert d.shared + d.theirs == "".join(base["pieces"])
         assert mine["ids"][: d.at] == base["ids"][: d.at] and mine["ids"][d.at] != base["ids"][d.at]
         assert f"**TV = {d.cell['tv']:g}** ({d.cell['name']}; {d.prompt}, seed {d.seed};" in page
+
+
+def test_the_committed_reading_pages_are_what_sweep_read_renders(tmp_path):
+    """docs/benchmarks/real-pair-reading.html and .md (every seed's text beside target-only's)
+    are `specdec-tui sweep --read` of the raw sweep, judged again by today's checks."""
+    import lzma
+
+    from core.cli import main
+
+    (raw,) = SWEEPS.glob("*.json.xz")
+    saved = tmp_path / "sweep.json"
+    saved.write_bytes(lzma.decompress(raw.read_bytes()))
+    out = tmp_path / "reading.html"
+    assert main(["sweep", "--read", str(saved), "--out", str(out)]) == 0
+    for page in ("real-pair-reading.html", "real-pair-reading.md"):
+        mine = out.with_suffix(page.rsplit(".", 1)[1] and "." + page.rsplit(".", 1)[1])
+        assert mine.read_text(encoding="utf-8") == (PAGE.parent / page).read_text(
+            encoding="utf-8"), (f"docs/benchmarks/{page} differs from its data: run "
+                                "`specdec-tui sweep --read <the data's JSON> --out "
+                                "docs/benchmarks/real-pair-reading.html --force`")

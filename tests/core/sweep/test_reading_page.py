@@ -14,6 +14,7 @@ import pytest
 
 from core.chat.palette import COMMITTED_STYLES
 from core.cli import main
+from core.sweep.judge import rejudge
 from core.sweep.reading_page import reading_html, reading_markdown, reading_paths
 from tests.helpers.chromium import chromium_path, run_chromium
 from tests.helpers.reading import MARKUP, sample_sweep
@@ -103,8 +104,9 @@ def test_sweep_read_renders_a_saved_result_beside_it_or_at_out(tmp_path, capsys)
     assert main(["sweep", "--read", str(result)]) == 0
     html, md = reading_paths(result)
     assert html.name == "result.reading.html" and md.name == "result.reading.md"
-    assert html.read_text() == reading_html(sample_sweep())
-    assert md.read_text() == reading_markdown(sample_sweep())
+    judged = rejudge(sample_sweep())  # a saved sweep is judged again by today's checks
+    assert html.read_text() == reading_html(judged)
+    assert md.read_text() == reading_markdown(judged)
     # An existing page is replaced only with --force, and neither file is touched without it.
     html.write_text("old")
     assert main(["sweep", "--read", str(result)]) == 2
