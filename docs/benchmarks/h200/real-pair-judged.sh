@@ -107,7 +107,7 @@ case "$cmd" in
       [ -f "$f" ] || { echo "$f is not staged: stage the pair first" >&2; exit 2; }
     done
     python3 -c "import mlx.core as mx, gguf; print('mlx', mx.__version__, mx.default_device())" || exit 2
-    bash docs/benchmarks/h200/kcache.sh restore
+    bash tools/device/kcache.sh restore
     rm -rf "$W" && mkdir -p "$W"
     nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader > "$W/gpu.txt"
     git rev-parse HEAD > "$W/tree-head.txt" 2>/dev/null
@@ -123,10 +123,10 @@ if os.fork() == 0:
     ;;
   _chain) chain ;;
   fg)
-    bash docs/benchmarks/h200/kcache.sh restore
+    bash tools/device/kcache.sh restore
     export -f sweep chain; export W PROMPTS EXTRA COST_AWARE TARGET DRAFT
     timeout -s INT -k 30 "$LIMIT" bash -c chain
-    pack; bash docs/benchmarks/h200/kcache.sh save "$OUT"
+    pack; bash tools/device/kcache.sh save "$OUT"
     ;;
   wait)
     t0=$(date +%s); last=0
@@ -145,7 +145,7 @@ if os.fork() == 0:
     cat "$W/chain.log"
     pack
     if [ -e "$W/ALL-DONE" ]; then
-      bash docs/benchmarks/h200/kcache.sh save "$OUT"
+      bash tools/device/kcache.sh save "$OUT"
       echo "all done ($(date +%T))"
     else
       echo "still running ($(date +%T)): call wait again"
