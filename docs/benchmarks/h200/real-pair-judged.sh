@@ -17,7 +17,7 @@
 #
 # Device plan (one 30-minute lease, ~25 minutes of device time):
 #   set-up, pack.sh without --default-model: 2 calls (carry .device/a, then .device/b);
-#   staging the pair (1.6 GB): ../shared/device/stage-files' format (one tar, split; each
+#   staging the pair (1.6 GB): the device set-up's stage-files tool (tools/device/README.md)' format (one tar, split; each
 #     call appends its part to /root/stage/blob, the last unpacks it and checks the sha256),
 #     in parts of 51.5 MiB (30 calls, ~10 s each) rather than 48 (32), as the 10.5 MiB tree
 #     leaves room for;

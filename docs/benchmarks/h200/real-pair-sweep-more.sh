@@ -36,7 +36,7 @@ W=/tmp/real-pair-more-$PART; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 SPECDEC_TUI_CACHE=${SPECDEC_TUI_CACHE:-/root/sdcache}
 T=${TOKENS:-256}
 for f in "$TARGET" "$DRAFT"; do
-  [ -f "$f" ] || { echo "$f is not staged: stage the pair first (../shared/device/stage-files)" >&2; exit 2; }
+  [ -f "$f" ] || { echo "$f is not staged: stage the pair first (the device set-up's stage-files tool (tools/device/README.md))" >&2; exit 2; }
 done
 for pkg in gguf accelerate; do
   python3 -c "import $pkg" 2>/dev/null || python3 -m pip install -q --no-deps --no-index \

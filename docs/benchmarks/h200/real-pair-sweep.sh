@@ -12,7 +12,7 @@
 # own TV row. The cost-aware rows come in real-pair-sweep-more.sh.
 #
 # Device plan (a 30-minute lease): the set-up calls of pack.sh (no --default-model), then
-# staging the pair, done by the lead (../shared/device/stage-files: ~34 calls, ~7 min; the files
+# staging the pair, done by the lead (the device set-up's stage-files tool (tools/device/README.md): ~34 calls, ~7 min; the files
 # land in /root/stage/), then five calls on the same warm machine, each cut at LIMIT seconds
 # (default 420) by SIGINT: the sweep rewrites its files after every prompt x temperature
 # block, so a cut call keeps every finished block (its JSON says "complete": false).
@@ -48,7 +48,7 @@ W=/tmp/real-pair-sweep-$PART; mkdir -p "$W"
 export PYTHONUNBUFFERED=1 SPECDEC_TUI_CACHE=${SPECDEC_TUI_CACHE:-/root/sdcache}
 mkdir -p "$SPECDEC_TUI_CACHE"
 for f in "$TARGET" "$DRAFT"; do
-  [ -f "$f" ] || { echo "$f is not staged: stage the pair first (../shared/device/stage-files)" >&2; exit 2; }
+  [ -f "$f" ] || { echo "$f is not staged: stage the pair first (the device set-up's stage-files tool (tools/device/README.md))" >&2; exit 2; }
 done
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q --no-deps --no-index \
   --target /tmp/site .whl/gguf-*.whl 2>&1 | tail -2
