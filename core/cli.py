@@ -26,7 +26,7 @@ def _add_model_arguments(p: argparse.ArgumentParser, top: bool = False) -> None:
     default = None if top else argparse.SUPPRESS
     for dest in ("target", "draft"):
         p.add_argument(f"--{dest}", default=default,
-                       help=f"{FLAG_HELP[dest]} (default {getattr(Settings, dest)})")  # fmt: skip
+                       help=f"{FLAG_HELP[dest]} (default {getattr(Settings, dest)})")
     p.add_argument(
         "--special-tokens-in-text",
         action="store_true",
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(parser, top=True)
     first_run = first_run_settings()  # the app's and chat's settings without --profile
     g = parser.add_argument_group("settings (the app's; every command that takes settings "
-                                  "takes the same flags)")  # fmt: skip
+                                  "takes the same flags)")
     add_setting_flags(g, first_run, top=True)
     parser.add_argument("--profile", default=None, help=PROFILE_HELP)
     parser.add_argument("--profiles-dir", default=None, help="where profiles are read and saved")
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="measure verify cost against rows; predict kernels")
     _add_model_arguments(p)
     p.add_argument("--profile", default=argparse.SUPPRESS,
-                   help="calibrate this profile's models (and fused draft)")  # fmt: skip
+                   help="calibrate this profile's models (and fused draft)")
     p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     calibrate_cli.add_calibrate_arguments(p)
 
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 # model, `--mode ""` ran speculative): an empty one is refused in one sentence.
 _NOT_EMPTY = ("target", "draft", "mode", "profile", "profiles_dir", "bench_profiles", "curve",
               "prompt_file", "prompt_name", "markdown", "json", "csv", "trace", "modes",
-              "draft_source")  # fmt: skip
+              "draft_source")
 
 
 def check_not_empty(args: argparse.Namespace) -> None:
@@ -135,7 +135,7 @@ def check_settings_apply(args: argparse.Namespace) -> None:
         return
     given = ["--profile"] if getattr(args, "profile", None) and args.command != "calibrate" else []
     given += [flag_name(d) for d in FLAG_FIELDS if d not in MODEL_FLAGS
-              and getattr(args, d, None) is not None]  # fmt: skip
+              and getattr(args, d, None) is not None]
     given += ["--no-bonus"] if getattr(args, "no_bonus", False) else []
     if given:
         raise UserError(f"{given[0]} does not apply to `{args.command}`, which {why}.")

@@ -25,7 +25,7 @@ PHASES = ("draft", "verify", "sample", "cache", "comm", "other")
 SHARDED_LABELS = {"verify": "verify (compute)", "comm": "comm (priced)"}
 COMM_NOTE = ("comm (priced): each collective of the sharded target is charged what a probe of "
              "its size measured, not waited for, and carved out of the phase that queued it "
-             "(mostly the verification, which is then compute alone)")  # fmt: skip
+             "(mostly the verification, which is then compute alone)")
 
 
 def phase_label(phase: str, sharded: bool) -> str:
@@ -178,4 +178,4 @@ def time_accounting(summary: RunSummary, rounds: Sequence[RoundEvent]) -> dict[s
     ttft = min(summary.ttft_s, summary.e2e_s)
     before = max(ttft - to_first, 0.0)
     return {"before the first round": before, "rounds": in_rounds,
-            "between rounds": max(summary.e2e_s - before - in_rounds, 0.0)}  # fmt: skip
+            "between rounds": max(summary.e2e_s - before - in_rounds, 0.0)}

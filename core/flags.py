@@ -57,7 +57,7 @@ FLAG_HELP: dict[str, str] = {
 _CHOICES: dict[str, tuple[str, ...]] = {
     "mode": MODES, "rule": RULES, "draft_source": registry.names(), "policy": POLICIES,
     "dispatch": DISPATCH, "verify_attention": VERIFY_ATTENTION, "step": STEPS,
-}  # fmt: skip
+}
 MODEL_FLAGS = ("target", "draft")  # core/cli.py adds them (calibrate takes them too)
 
 
@@ -65,7 +65,7 @@ def _given(value: str) -> str:
     """A string flag's value; an empty one is refused (it once meant the default silently)."""
     if not value.strip():
         raise argparse.ArgumentTypeError("was given an empty value; give one or leave the "
-                                         "flag out")  # fmt: skip
+                                         "flag out")
     return value
 
 
@@ -75,7 +75,7 @@ def flag_name(dest: str) -> str:
 
 
 def add_setting_flags(parser: Any, defaults: Settings | None, *, top: bool = False,
-                      skip: Iterable[str] = ()) -> None:  # fmt: skip
+                      skip: Iterable[str] = ()) -> None:
     """Every setting flag of FLAG_FIELDS (the model flags aside) and --no-bonus, on `parser`
     (a parser or an argument group). `defaults`: the settings the command runs without the
     flag, shown in --help (None: say nothing). `top`: the app's own flags (default None);
@@ -91,21 +91,21 @@ def add_setting_flags(parser: Any, defaults: Settings | None, *, top: bool = Fal
             text += f" (default {'on' if value is True else 'off' if value is False else value})"
         if field_type(name) is bool:
             parser.add_argument(flag_name(dest), dest=dest, action="store_true",
-                                default=default, help=text)  # fmt: skip
+                                default=default, help=text)
             continue
         kind = _given if field_type(name) is str else field_type(name)
         parser.add_argument(flag_name(dest), dest=dest, type=kind, default=default,
-                            choices=_CHOICES.get(dest), help=text)  # fmt: skip
+                            choices=_CHOICES.get(dest), help=text)
     if "bonus" not in skipped:
         on = defaults is None or defaults.bonus
         parser.add_argument("--no-bonus", action="store_true",
                             default=False if top else argparse.SUPPRESS,
                             help="no bonus token (the seed's engine)"
-                            + ("" if defaults is None else f" (default: bonus {'on' if on else 'off'})"))  # fmt: skip
+                            + ("" if defaults is None else f" (default: bonus {'on' if on else 'off'})"))
 
 
 PROFILE_HELP = ("start from this saved profile or preset, with overrides: "
-                "NAME[:key=value,...] (the flags given win over it)")  # fmt: skip
+                "NAME[:key=value,...] (the flags given win over it)")
 
 
 # --------------------------------------------------------------------------- --profile NAME:k=v
@@ -171,7 +171,7 @@ def _override_pieces(spec: str, rest: str) -> list[tuple[str, str]]:
             after = rest[close + 1 :].lstrip() if close >= 0 else ""
             if close < 0 or not (after == "" or after.startswith(",")):
                 raise SettingsError(f"--profile {spec}: the quoted value of {key} is not closed "
-                                    "before the next comma.")  # fmt: skip
+                                    "before the next comma.")
             pieces.append((key, rest[start:close]))
             i = rest.find(",", close) + 1 if after else len(rest)
             continue
@@ -189,7 +189,7 @@ def _override_pieces(spec: str, rest: str) -> list[tuple[str, str]]:
 
 
 def profile_settings(spec: str, profiles_dir: str | None = None,
-                     with_run: bool = True) -> tuple[Any, Settings]:  # fmt: skip
+                     with_run: bool = True) -> tuple[Any, Settings]:
     """(the Profile, its settings with the spec's overrides) of `--profile NAME[:key=value]`;
     an override out of range is one sentence naming the spec."""
     from core.profile import load_profile
@@ -203,7 +203,7 @@ def profile_settings(spec: str, profiles_dir: str | None = None,
 
 
 def command_settings(args: argparse.Namespace,
-                     default: Settings) -> tuple[Any, Settings, str | None]:  # fmt: skip
+                     default: Settings) -> tuple[Any, Settings, str | None]:
     """(the Profile or None, the settings, a notice or None) a command line asks for:
     --profile NAME[:key=value,...]'s settings (else `default`), the setting flags on top. A
     profile whose recorded run cannot be read still gives its settings; the notice says why."""

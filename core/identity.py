@@ -79,7 +79,7 @@ class ModelIdentity:
                  f"{human_count(self.parameters)} parameters",
                  "? layers" if self.layers is None
                  else f"{self.layers} layer{'' if self.layers == 1 else 's'}",
-                 self.quantization, self.origin]  # fmt: skip
+                 self.quantization, self.origin]
         return f"{self.spec} ({', '.join(parts)})"
 
     # -- (de)serialising ----------------------------------------------------------------------
@@ -116,7 +116,7 @@ def identities_from_dict(d: Any) -> dict[str, ModelIdentity | None] | None:
     if not isinstance(d, dict):
         return None
     return {role: ModelIdentity.from_dict(v) if isinstance(v, dict) else None
-            for role, v in d.items()}  # fmt: skip
+            for role, v in d.items()}
 
 
 def identities_to_dict(models: dict[str, ModelIdentity | None] | None) -> dict[str, Any] | None:

@@ -144,7 +144,7 @@ def main() -> int:
         rows.append(
             dict(spec=spec, **per, mean=alpha, c_cpu=c_cpu, c_mem=c_mem,
                  s_cpu=s_cpu, k_cpu=k_cpu, s_mem=s_mem, k_mem=k_mem)
-        )  # fmt: skip
+        )
         print(f"{spec}: {per} mean {alpha:.3f}", file=sys.stderr)
         del draft
 
@@ -157,7 +157,7 @@ def main() -> int:
             f"{r['c_mem']:.2f} | {r['s_mem']:.2f}, k={r['k_mem']} |"
         )
     print(f"\ntarget step {t_step * 1e3:.0f} ms; V(r) on this CPU: "
-          + ", ".join(f"V({r})={v:.2f}" for r, v in verify.items()))  # fmt: skip
+          + ", ".join(f"V({r})={v:.2f}" for r, v in verify.items()))
     print("tokens per prompt: " + ", ".join(f"{k} {len(v[1])}" for k, v in cases.items()))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "verify": verify, "t_step": t_step}, indent=2))

@@ -26,13 +26,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(ROOT / name, src / name)
     for folder in ("core", "tui", "profiles"):
         shutil.copytree(ROOT / folder, src / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+                        ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "--no-index", "-w", str(out), str(src)],
         capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (whl,) = out.glob("*.whl")
     return whl
@@ -42,7 +42,7 @@ def test_the_wheel_carries_every_module_prompt_style_and_preset(wheel: Path) -> 
     names = set(zipfile.ZipFile(wheel).namelist())
     want = {p.relative_to(ROOT).as_posix()
             for pattern in ("core/**/*.py", "tui/**/*.py", "core/prompts/*.txt", "tui/*.tcss")
-            for p in ROOT.glob(pattern) if "__pycache__" not in p.parts}  # fmt: skip
+            for p in ROOT.glob(pattern) if "__pycache__" not in p.parts}
     assert want - names == set()  # a package left out of pyproject's list shows here
     presets = {p.name for p in (ROOT / "profiles").glob("*.toml")}
     assert presets and {f"specdec_tui_presets/{n}" for n in presets} <= names
@@ -53,7 +53,7 @@ def test_an_installed_copy_lists_the_presets_and_saves_to_the_user_data_folder(
 ) -> None:
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--target", str(site), str(wheel)], check=True, timeout=300)  # fmt: skip
+                    "--target", str(site), str(wheel)], check=True, timeout=300)
     elsewhere = tmp_path / "elsewhere"  # no profiles/ here
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("SPECDEC_TUI_PROFILES", "PYTHONPATH")}
@@ -61,7 +61,7 @@ def test_an_installed_copy_lists_the_presets_and_saves_to_the_user_data_folder(
 
     def run(code: str) -> str:
         proc = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+                              capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc.stdout
 
@@ -89,13 +89,13 @@ def test_building_says_nothing_about_the_licence(tmp_path: Path) -> None:
         shutil.copy(ROOT / name, tmp_path / name)
     for folder in ("core", "tui", "profiles"):
         shutil.copytree(ROOT / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+                        ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "out").mkdir()
     proc = subprocess.run(
         [sys.executable, "-c", "from setuptools.build_meta import "
          "prepare_metadata_for_build_wheel as p; p('out')"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "licen" not in (proc.stdout + proc.stderr).lower(), proc.stderr[-2000:]
 
@@ -107,12 +107,12 @@ def test_building_the_wheel_warns_of_no_package_left_out(tmp_path: Path) -> None
         shutil.copy(ROOT / name, tmp_path / name)
     for folder in ("core", "tui", "profiles"):
         shutil.copytree(ROOT / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+                        ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "out").mkdir()
     proc = subprocess.run(
         [sys.executable, "-c", "from setuptools.build_meta import build_wheel as b; b('out')"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     said = proc.stdout + proc.stderr
     assert "absent from" not in said, said[-2000:]

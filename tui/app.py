@@ -265,7 +265,7 @@ class SpecDecApp(RunsFeature, CalibrationFeature, BenchFeature, ProfilesFeature,
             forms = " / ".join(k for k in (key.bare_display, key.typing_display) if k)
             title = key.help[:1].upper() + key.help[1:]  # "TV budget", not "Tv budget"
             yield SystemCommand(title, f"key: {forms}" if forms else "palette only (no key)",
-                                callback)  # fmt: skip
+                                callback)
 
 
 def build_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> SpecDecApp:

@@ -189,7 +189,7 @@ class EngineBridge:
         self._queue.put(
             _Command("generate", {"messages": [dict(m) for m in messages], "settings": settings,
                                   "entered": self.clock()}, PacedCancel(STOP_WITHIN_S),
-                     run_id=run_id)  # fmt: skip
+                     run_id=run_id)
         )
         return run_id
 

@@ -24,7 +24,7 @@ class _Forward(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         notice = getattr(record, "compile_notice", None)  # from core.runtime.compile_watch's timer thread
         self.post(KernelsCompiling(notice) if notice is not None
-                  else EngineNotice(record.getMessage()))  # fmt: skip
+                  else EngineNotice(record.getMessage()))
 
 
 @contextlib.contextmanager

@@ -188,7 +188,7 @@ class MLXSession:
         from core.runtime.warmer import first_round_sizes
 
         first = first_round_sizes(settings, 0, curve=self.engine.cost_curve,
-                                  has_draft=self.pair.draft is not None)  # fmt: skip
+                                  has_draft=self.pair.draft is not None)
         return self.warmer.idle_next(first)
 
     def warm_idle(self, settings: Settings) -> Any:

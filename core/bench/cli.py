@@ -54,21 +54,21 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """`specdec-tui bench` flags: protocol, settings (profiles or flags), prompt, outputs, peer."""
     g = parser.add_argument_group("protocol")
     g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=256,
-                   help="new tokens per request, EOS ignored (default 256)")  # fmt: skip
+                   help="new tokens per request, EOS ignored (default 256)")
     g.add_argument("--seeds", type=int, default=3, help="seeds per invocation (default 3)")
     g.add_argument("--invocations", type=int, default=3,
-                   help="timed invocations per setting (default 3)")  # fmt: skip
+                   help="timed invocations per setting (default 3)")
     g.add_argument("--warmup", type=int, default=1,
-                   help="warm-up requests per setting (default 1)")  # fmt: skip
+                   help="warm-up requests per setting (default 1)")
     g.add_argument("--no-traced", action="store_true", help="skip the traced run (no phase split)")
     g.add_argument("--no-quality", action="store_true", help="skip NLL scoring and greedy check")
     g.add_argument("--no-predict", action="store_true",
                    help="skip the predicted speedup (and the calibration it needs when the "
-                   "engine has none)")  # fmt: skip
+                   "engine has none)")
     g.add_argument("--curve", default=None, metavar="PATH",
                    help="price k choices and predictions with this verify-cost curve (calibrate "
                    "--json, or a bench --json report's) instead of measuring one here: the "
-                   "policy then chooses as on the machine that measured it")  # fmt: skip
+                   "policy then chooses as on the machine that measured it")
 
     g = parser.add_argument_group(
         "settings",
@@ -78,7 +78,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "A target-only baseline is always measured.",
     )
     g.add_argument("--profile", dest="bench_profiles", action="append", default=[],
-                   metavar="NAME", help="a saved profile or preset (repeatable)")  # fmt: skip
+                   metavar="NAME", help="a saved profile or preset (repeatable)")
     # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
     g.add_argument("--profiles-dir", default=argparse.SUPPRESS, help="where profiles are read")
     # the app's and chat's setting flags (core/flags.py); new tokens are --tokens above
@@ -89,35 +89,35 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt", default=None, help="the user message")
     src.add_argument("--prompt-file", default=None, help="a file holding the user message")
     src.add_argument("--prompt-name", default=None,
-                     help=f"a shipped prompt (default {DEFAULT_PROMPT}); see --list-prompts")  # fmt: skip
+                     help=f"a shipped prompt (default {DEFAULT_PROMPT}); see --list-prompts")
     g.add_argument("--prompt-tokens", type=int, default=None,
                    help="cut the prompt at a word so the templated prompt is at most N tokens "
-                   "(shipped prompts may set a default, e.g. creative-800)")  # fmt: skip
+                   "(shipped prompts may set a default, e.g. creative-800)")
     g.add_argument("--list-prompts", action="store_true", help="list shipped prompts and exit")
     g.add_argument("--check", nargs="+", default=None, metavar=("KIND", "ARGS"),
                    help="check each answer (in place of a shipped prompt's own): number, "
                    "contains, regex, rename, param, changed, split, rewrite, roles "
-                   "(core/bench/tasks.py); code is parsed, never run")  # fmt: skip
+                   "(core/bench/tasks.py); code is parsed, never run")
 
     g = parser.add_argument_group("outputs")
     g.add_argument("--markdown", default=None, metavar="PATH")
     g.add_argument("--json", default=None, metavar="PATH")
     g.add_argument("--csv", default=None, metavar="PATH")
     g.add_argument("--trace", default=None, metavar="PATH",
-                   help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")  # fmt: skip
+                   help="each setting's traced request as a Chrome trace (ui.perfetto.dev)")
     g.add_argument("--force", action="store_true",
-                   help="replace output files that exist (- writes one output on stdout)")  # fmt: skip
+                   help="replace output files that exist (- writes one output on stdout)")
     g.add_argument("--yes", action="store_true",
-                   help="run a plan past 500 requests without asking")  # fmt: skip
+                   help="run a plan past 500 requests without asking")
     g.add_argument("--peer", choices=PEERS, default=None,
                    help="also time mlx-lm's own loops, or transformers' prompt lookup or "
                         "assisted generation (assistant_model: the draft) on the same GGUFs "
-                        "(needs torch, transformers, gguf), greedy, paired with ours")  # fmt: skip
+                        "(needs torch, transformers, gguf), greedy, paired with ours")
     g.add_argument("--peer-k", type=int, default=None,
                    help="draft length for the peer (mlx-lm, transformers-assisted: the first "
-                        "fixed-k setting's k; transformers-pld: prompt_lookup_num_tokens, 10)")  # fmt: skip
+                        "fixed-k setting's k; transformers-pld: prompt_lookup_num_tokens, 10)")
     g.add_argument("--peer-ngram", type=int, default=None,
-                   help="transformers-pld: max_matching_ngram_size (default 3)")  # fmt: skip
+                   help="transformers-pld: max_matching_ngram_size (default 3)")
 
 
 def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any, pair: Any) -> str:
@@ -133,7 +133,7 @@ def _use_curve(args: argparse.Namespace, curve: Any, engine: Any, err: Any, pair
     if measured_elsewhere(curve):
         err.print(Text(f"k choices and predictions are priced with the curve measured on {where} "
                        f"({args.curve}); the times measured are this machine's.",
-                       style="yellow"))  # fmt: skip
+                       style="yellow"))
     other = curve.models_differ(pair.target.name,
                                 pair.draft.name if pair.draft is not None else None)
     if other is not None:
@@ -251,7 +251,7 @@ def _read_flags(args: argparse.Namespace) -> _Asked:
 
 
 def _one_pair(args: argparse.Namespace, rows: list[BenchSetting],
-              err: Any) -> tuple[str, str, list[BenchSetting]]:  # fmt: skip
+              err: Any) -> tuple[str, str, list[BenchSetting]]:
     """The pair every row runs on (--target/--draft, else the first row's), and the rows
     saying so: a profile's own target, often "default", is not what ran under --target."""
     first = rows[0].settings
@@ -265,7 +265,7 @@ def _one_pair(args: argparse.Namespace, rows: list[BenchSetting],
 
 
 def _load(args: argparse.Namespace, rows: list[BenchSetting], target: str, draft: str,
-          err: Any, log: LogLines | None) -> tuple[Any, Any, Any]:  # fmt: skip
+          err: Any, log: LogLines | None) -> tuple[Any, Any, Any]:
     """Loading: the pair (sharded over the ranks when launched so) and its engine, with a
     spinner on a terminal or a line in a log; the draft only where a row or the peer uses it."""
     from rich.text import Text
@@ -277,7 +277,7 @@ def _load(args: argparse.Namespace, rows: list[BenchSetting], target: str, draft
     spmd = current_spmd()  # launched over ranks: the target sharded, rank 0 alone reports
     check_peer_packages(args)  # before any model loads
     needs_draft = (args.peer in ("mlx-lm", "transformers-assisted")
-                   or any(b.settings.mode != "target-only" for b in rows))  # fmt: skip
+                   or any(b.settings.mode != "target-only" for b in rows))
     loading = Text(f"loading {target} / {draft}")
     if log is not None:
         log.line(loading.plain)
@@ -293,7 +293,7 @@ def _load(args: argparse.Namespace, rows: list[BenchSetting], target: str, draft
 
 
 def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSetting],
-                     pair: Any, target: str, draft: str) -> ProtocolInputs:  # fmt: skip
+                     pair: Any, target: str, draft: str) -> ProtocolInputs:
     """Peers and checks: the peer on the loaded pair, ids decoded by the target's tokenizer,
     and the check of the answer (the text before the first EOS): --check, else a shipped
     prompt's own."""
@@ -312,12 +312,12 @@ def _protocol_inputs(args: argparse.Namespace, ask: _Asked, rows: list[BenchSett
     return ProtocolInputs(
         decode=decode, peer=peer, task=check_task if check is not None else None,
         task_name=check.describe() if check is not None else None,
-    )  # fmt: skip
+    )
 
 
 def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[int],
                        rows: list[BenchSetting], inputs: ProtocolInputs, err: Any,
-                       log: LogLines | None) -> Any:  # fmt: skip
+                       log: LogLines | None) -> Any:
     """Progress: the protocol under a transient bar on a terminal (a line a step in a log),
     with a fresh GPU's compile notices shown as they come."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -328,7 +328,7 @@ def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[i
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), StepsColumn("warming up"),
         TimeElapsedColumn(), console=err, transient=True, disable=log is not None,
-    )  # fmt: skip
+    )
 
     def compile_notice(n: Any) -> None:  # a fresh GPU compiling before the first timing
         if log is not None:
@@ -340,7 +340,7 @@ def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[i
         tokens=args.tokens, seeds=args.seeds, invocations=args.invocations, warmup=args.warmup,
         traced=not args.no_traced, quality=not args.no_quality,
         predict=not getattr(args, "no_predict", False),
-    )  # fmt: skip
+    )
     with bar, notices_to(compile_notice):
         task = bar.add_task("benchmark", total=None)
 
@@ -350,16 +350,16 @@ def _run_with_progress(args: argparse.Namespace, engine: Any, prompt_ids: list[i
                 log.line(f"{done}/{total} {label}")
 
         report = run_protocol(engine, prompt_ids, rows, config,
-                              dataclasses.replace(inputs, progress=progress))  # fmt: skip
+                              dataclasses.replace(inputs, progress=progress))
     warm = report.environment.get("warmup") or {}
     if warm.get("ran") and not warm.get("settled"):
         err.print(_yellow("the compile warm-up's single-row steps did not settle: the first "
-                          "timed requests may still include compiles"))  # fmt: skip
+                          "timed requests may still include compiles"))
     return report
 
 
 def _stamp(report: Any, pair: Any, spmd: Any, curve_note: str | None, ask: _Asked,
-           used: str) -> None:  # fmt: skip
+           used: str) -> None:
     """Stamping: the command, a sharded run's comm prices, where a replayed curve came
     from, the prompt as used and the loaded models, kept in the report's protocol."""
     report.protocol["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -393,7 +393,7 @@ def _write_outputs(outputs: dict[str, Output], report: Any, console: Any) -> int
     wrote = 0
     for flag, render in (("--markdown", partial(report_markdown, report)),
                          ("--json", report.to_json),
-                         ("--csv", partial(report_csv, report))):  # fmt: skip
+                         ("--csv", partial(report_csv, report))):
         out = outputs.get(flag)
         if out is None:
             continue
@@ -420,7 +420,7 @@ def _write_outputs(outputs: dict[str, Output], report: Any, console: Any) -> int
             wrote += 1
             if not out.to_stdout:
                 console.print(Text(f"wrote {out.given} ({len(requests)} traced requests): open "
-                                   "it in ui.perfetto.dev"))  # fmt: skip
+                                   "it in ui.perfetto.dev"))
     if failed:
         rest = " (the other outputs were written)" if wrote else ""
         raise BenchError("; ".join(failed) + rest + ".")

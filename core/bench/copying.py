@@ -27,7 +27,7 @@ def words(text: str) -> list[str]:
 
 
 def copied_share(prompt: Sequence[Hashable], answer: Sequence[Hashable],
-                 run: int = COPY_RUN) -> float:  # fmt: skip
+                 run: int = COPY_RUN) -> float:
     """Share of the answer's tokens lying in runs of `run` or more tokens that repeat the
     prompt: every window of `run` answer tokens found in the prompt marks its tokens (a longer
     common run is the union of its windows). 0 for an empty answer."""
@@ -55,7 +55,7 @@ def repetition_share(answer: Sequence[Hashable], n: int = REPEAT_N) -> float:
 
 
 def text_measures(prompt: Sequence[Hashable],
-                  answers: Sequence[Sequence[Hashable]]) -> dict[str, float | None]:  # fmt: skip
+                  answers: Sequence[Sequence[Hashable]]) -> dict[str, float | None]:
     """The mean over answers (one per seed) of the copied share and the repetition share."""
     if not answers:
         return {"copied": None, "repetition": None}
@@ -67,7 +67,7 @@ def text_measures(prompt: Sequence[Hashable],
 
 def measures(prompt_ids: Sequence[int] | None, outputs: Sequence[Sequence[int]],
              prompt_text: str | None = None,
-             texts: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+             texts: Sequence[str] | None = None) -> dict[str, Any]:
     """One cell's copied share and repetition on one prompt, the mean over its seeds: on token
     ids where both the prompt's and the outputs' are known, else on the words of the texts.
     `unit` says which ("tokens", "words"; None when neither was kept)."""
@@ -83,6 +83,6 @@ def measure_rows(results: Sequence[Any], prompt_ids: Sequence[int], eos_ids: Any
     outputs up to their first EOS (what the protocol generated past it is not the answer)."""
     for r in results:
         answers = [ids[: next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))]
-                   for ids in r.outputs.values()]  # fmt: skip
+                   for ids in r.outputs.values()]
         m = measures(prompt_ids, answers)
         r.copied, r.repetition = m["copied"], m["repetition"]

@@ -50,7 +50,7 @@ def first_fixed_k(rows: list[BenchSetting], default: int) -> int:
     return next(
         (b.settings.k for b in rows
          if b.settings.mode == "speculative" and b.settings.policy == "fixed"), default,
-    )  # fmt: skip
+    )
 
 
 def mlx_peer_k(args: argparse.Namespace, rows: list[BenchSetting]) -> int:
@@ -131,7 +131,7 @@ def curve_from_args(args: argparse.Namespace, rows: list[BenchSetting]) -> Any |
 
 
 def check_from_args(args: argparse.Namespace, prompt: str,
-                    error: type[BenchError] = BenchError) -> Any:  # fmt: skip
+                    error: type[BenchError] = BenchError) -> Any:
     """--check KIND ARGS as the TaskCheck of `prompt` (None without the flag), read before any
     model loads: an unknown kind or a bad argument is one sentence (`error`, a BenchError)."""
     given = getattr(args, "check", None)
@@ -157,7 +157,7 @@ def check_counts(args: argparse.Namespace, error: type[BenchError] = BenchError)
     from core.bench.protocol import check_bounds
 
     too_many = check_bounds({k: getattr(args, k) for k in ("seeds", "invocations", "warmup")},
-                            "--")  # fmt: skip
+                            "--")
     if too_many:
         raise error(too_many)
 
@@ -169,14 +169,14 @@ def confirm_bench_plan(args: argparse.Namespace, rows: list[BenchSetting]) -> No
 
     config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
                             warmup=args.warmup, traced=not args.no_traced,
-                            quality=not args.no_quality)  # fmt: skip
+                            quality=not args.no_quality)
     baseline = 0 if any(b.settings.mode == "target-only" for b in rows) else 1
     confirm_plan(plan_requests(len(rows) + baseline, config), args.tokens,
-                 getattr(args, "yes", False))  # fmt: skip
+                 getattr(args, "yes", False))
 
 
 def confirm_plan(requests: int, tokens: int, yes: bool,
-                 error: type[BenchError] = BenchError) -> None:  # fmt: skip
+                 error: type[BenchError] = BenchError) -> None:
     """A plan past PLAN_CONFIRM requests runs with --yes, or when a terminal user says so;
     without a terminal (a script, CI) it is one sentence stating its size and time."""
     import sys
@@ -246,7 +246,7 @@ def bench_inputs(args: argparse.Namespace) -> list[tuple[str, Any]]:
     from core.profile import profile_paths
 
     found: list[tuple[str, Any]] = [("prompt file", getattr(args, "prompt_file", None)),
-                                    ("curve", getattr(args, "curve", None))]  # fmt: skip
+                                    ("curve", getattr(args, "curve", None))]
     for role in ("target", "draft"):
         found.append((f"{role} model", getattr(args, role, None)))
     specs = list(getattr(args, "bench_profiles", None) or [])

@@ -73,11 +73,11 @@ def with_peer_counterparts(
     if not any(is_peer_match(b.settings, "speculative", k, peer) for b in rows):
         if peer == "transformers-pld":
             s = base.replace(mode="speculative", draft_source="lookup", policy="cost-aware",
-                             k_min=0, k_max=32, bonus=True, **greedy)  # fmt: skip
+                             k_min=0, k_max=32, bonus=True, **greedy)
             out.append(BenchSetting("lookup greedy", s))
         else:
             s = base.replace(mode="speculative", policy="fixed", k=k, k_max=max(k, base.k_max),
-                             bonus=True, **greedy)  # fmt: skip
+                             bonus=True, **greedy)
             out.append(BenchSetting(f"speculative greedy k={k}", s))
     return out
 
@@ -90,7 +90,7 @@ def paired_counterparts(rows: Sequence[BenchSetting], peer: Any) -> dict[bool, B
         if speculative and peer.draft is None:
             continue
         match = next((b for b in rows if is_peer_match(b.settings, mode, peer.k, peer.name)),
-                     None)  # fmt: skip
+                     None)
         if match is not None:
             out[speculative] = match
     return out
@@ -126,7 +126,7 @@ def _peer_request(
     gen = speculative_generate_step(
         prompt, peer.target, peer.draft, num_draft_tokens=peer.k, max_tokens=tokens,
         sampler=sampler,
-    )  # fmt: skip
+    )
     rounds = proposed = accepted = 0
     new_round, last = True, t0
     for tok, _, from_draft in gen:
@@ -190,16 +190,16 @@ def run_peer(
         if peer.name == "transformers-pld":
             settings |= {"draft_source": "prompt-lookup", "prompt_lookup_num_tokens": peer.k,
                          "max_matching_ngram_size": peer.ngram, "dtype": peer.dtype,
-                         "device": peer.device}  # fmt: skip
+                         "device": peer.device}
             name = (f"{peer.name} k={peer.k} ngram={peer.ngram}" if speculative
-                    else f"transformers greedy ({peer.dtype})")  # fmt: skip
+                    else f"transformers greedy ({peer.dtype})")
         if peer.name == "transformers-assisted":
             settings |= {"draft_source": "assistant-model", "num_assistant_tokens": peer.k,
                          "num_assistant_tokens_schedule": "constant",
                          "assistant_confidence_threshold": 0.0, "dtype": peer.dtype,
-                         "device": peer.device}  # fmt: skip
+                         "device": peer.device}
             name = (f"{peer.name} k={peer.k}" if speculative
-                    else f"transformers greedy ({peer.dtype})")  # fmt: skip
+                    else f"transformers greedy ({peer.dtype})")
         r = BenchResult(name, name, settings, engine=peer.name)
         mine = paired.get(speculative) if ours is not None else None
         for _ in range(warmup):
@@ -233,7 +233,7 @@ def run_peer(
                         "invocation": inv, "seed": seed, "ours": mine.name,
                         "ours_e2e_s": ours_e2e, "peer_e2e_s": req.e2e_s,
                         "ratio": req.e2e_s / ours_e2e,
-                    })  # fmt: skip
+                    })
                     if after_pair is not None:
                         after_pair(mine, seed, inv, ours_e2e)
         out.append(r)
@@ -243,7 +243,7 @@ def run_peer(
 def peer_quality(
     engine: Any, prompt_ids: Sequence[int], results: dict[str, BenchResult],
     prepared: list[BenchSetting],
-) -> None:  # fmt: skip
+) -> None:
     """Peer rows: NLL of their text, and whether it equals our greedy target-only text."""
     scorer = scorer_for(engine, prompt_ids)
     ours = next(

@@ -111,7 +111,7 @@ def load_assisted_peer(target: str, draft: str, k: int = ASSISTED_K) -> PldPeer:
 
     dtype = torch.bfloat16 if peer.device == "cuda" else torch.float32
     assistant = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                     dtype=dtype).to(peer.device).eval()  # fmt: skip
+                                                     dtype=dtype).to(peer.device).eval()
     return PldPeer(peer.model, peer.device, peer.dtype, k, NGRAM, ASSISTED, True, assistant)
 
 

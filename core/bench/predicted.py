@@ -122,7 +122,7 @@ def attach_predictions(
     foreign = measured_elsewhere(curve)
     t_step = curve.t_verify(1) if foreign else 1.0 / base_tok_s
     step_from = ("the curve's one-row forward (another machine's)" if foreign
-                 else "target-only row, median decode tok/s")  # fmt: skip
+                 else "target-only row, median decode tok/s")
     for r in results:
         if r.engine != "specdec-tui" or not r.speculative or r.fallback_reason:
             continue
@@ -157,7 +157,7 @@ def attach_predictions(
         accept = r.per_position_acceptance
         k_max = s.longest_proposal
         best = predict(RoundCost(verify, prices[main], t_step, t_accept=t_accept), accept,
-                       bonus=s.bonus, k_max=k_max, k_min=0).best  # fmt: skip
+                       bonus=s.bonus, k_max=k_max, k_min=0).best
         r.prediction = {
             "t_step_s": t_step,
             "t_step_from": step_from,
@@ -174,7 +174,7 @@ def attach_predictions(
             "best_speedup": best.speedup,
             "rounds": {
                 src: {str(k): n for k, n in sorted(c.items())} for src, c in r.proposals.items()
-            },  # fmt: skip
+            },
             "phases": _phase_check(r, verify, prices, t_step, t_accept),
             "diagnosis": None,
         }
@@ -185,7 +185,7 @@ def attach_predictions(
 def _phase_check(
     r: BenchResult, verify: Callable[[int], float], prices: dict[str, Callable[[int], float]],
     t_step: float, t_accept: Callable[[int], float] | None = None,
-) -> dict[str, dict[str, float]] | None:  # fmt: skip
+) -> dict[str, dict[str, float]] | None:
     """The traced request's rounds priced phase by phase, next to what its trace measured
     (ms per request): draft, verify, and the rest (sample: the calibrated acceptance; cache and
     other: predicted 0)."""
@@ -218,7 +218,7 @@ def diagnose(r: BenchResult) -> str:
     p = r.prediction or {}
     phases = p.get("phases")
     head = (f"{r.name}: measured {p.get('measured_decode_speedup', 0.0):.2f}x against "
-            f"{p.get('speedup', 0.0):.2f}x predicted (efficiency {r.efficiency:.2f})")  # fmt: skip
+            f"{p.get('speedup', 0.0):.2f}x predicted (efficiency {r.efficiency:.2f})")
     if not phases:
         return head + "; no traced request to split the difference by phase."
     over = {name: v["measured_ms"] - v["predicted_ms"] for name, v in phases.items()}
@@ -228,7 +228,7 @@ def diagnose(r: BenchResult) -> str:
     others = ", ".join(
         f"{n} {phases[n]['measured_ms']:.1f} against {phases[n]['predicted_ms']:.1f}"
         for n in phases if n != worst
-    )  # fmt: skip
+    )
     return (
         f"{head}; {worst} took the difference: {v['measured_ms']:.1f} ms in the traced request "
         f"against {v['predicted_ms']:.1f} ms predicted ({over[worst]:+.1f} of {total:+.1f} ms "

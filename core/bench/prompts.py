@@ -99,7 +99,7 @@ def fit_prompt_ids(
 
     def ids_of(t: str) -> list[int]:
         return chat_prompt_ids(tokenizer, [{"role": "user", "content": t}], model=model,
-                               specials_in_text=specials_in_text, notice=notice)  # fmt: skip
+                               specials_in_text=specials_in_text, notice=notice)
 
     ids = ids_of(text)
     if n_tokens is None or len(ids) <= n_tokens:

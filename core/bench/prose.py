@@ -45,7 +45,7 @@ def _at(text: str, phrase: str) -> int:
 
 
 def rewritten(prompt: str, answer: str, keep: list[str], gone: list[str],
-              cut: bool = False) -> bool:  # fmt: skip
+              cut: bool = False) -> bool:
     """Every kept fact present, no gone word left, and not the prompt's text copied back. A
     `cut` answer keeps the facts up to the last one it reached (in the prompt's order)."""
     if cut:  # a fact the prompt lacks (a correction) has no place to be reached by
@@ -89,7 +89,7 @@ def parse_roles(arg: str, name: str = "the prompt") -> list[Character]:
         parts = aliases[0].split()
         extra = parts if len(parts) > 1 else []
         out.append(Character(aliases[0], tuple(dict.fromkeys([*aliases, *extra])),
-                             tuple(role_words)))  # fmt: skip
+                             tuple(role_words)))
     if len(out) < 2:
         raise BenchError(f"{name}: 'roles' needs at least two characters (NAME=ROLE; NAME=ROLE).")
     return out
@@ -97,7 +97,7 @@ def parse_roles(arg: str, name: str = "the prompt") -> list[Character]:
 
 def _alias_re(c: Character) -> str:
     return "(?:" + "|".join(r"\s+".join(map(re.escape, a.split()))
-                            for a in sorted(c.aliases, key=len, reverse=True)) + ")"  # fmt: skip
+                            for a in sorted(c.aliases, key=len, reverse=True)) + ")"
 
 
 def _role_re(c: Character) -> str:

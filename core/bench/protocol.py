@@ -271,7 +271,7 @@ def run_protocol(
             peer, prompt_ids, tokens, seeds, invocations, warmup, tick, check_cancel,
             paired=paired, ours=timed,
             after_pair=traced_after, seed_values=seed_lists,
-        )  # fmt: skip
+        )
         for row in rows_peer:
             results[row.name] = row
 
@@ -279,7 +279,7 @@ def run_protocol(
     baseline = next(r for r in out if r.settings.get("mode") == "target-only")
     if quality:
         assess_quality(engine, reference, prompt_ids, prepared, results, seed_lists, plan, tick,
-                       check_cancel, cancel)  # fmt: skip
+                       check_cancel, cancel)
         if peer is not None:
             peer_quality(engine, prompt_ids, results, prepared)
     base_med = baseline.median_e2e_s
@@ -353,7 +353,7 @@ def _with_options(
                                  **{k: v for k, v in options.items() if k in _CONFIG_FIELDS})
     inputs = dataclasses.replace(inputs or ProtocolInputs(),
                                  **{k: v for k, v in options.items() if k in _INPUT_FIELDS})
-    return config, inputs  # fmt: skip
+    return config, inputs
 
 
 def _compile_warmup(engine: Any, prompt_ids: Sequence[int], rows: list[BenchSetting],
@@ -371,7 +371,7 @@ def _compile_warmup(engine: Any, prompt_ids: Sequence[int], rows: list[BenchSett
     record = warm_up_engine(
         engine, settings, prompt_tokens=len(prompt_ids), rows=verify_rows(settings, extra),
         modes=modes, force=bool(force),
-    )  # fmt: skip
+    )
     return record.to_dict()
 
 
@@ -407,7 +407,7 @@ def _decode_texts(r: BenchResult, decode: Callable[[list[int]], str]) -> None:
             d.seed, d.position, d.target_only_token, d.speculative_token, d.logit_margin,
             decode([d.target_only_token]) if d.target_only_token >= 0 else "",
             decode([d.speculative_token]) if d.speculative_token >= 0 else "",
-        )  # fmt: skip
+        )
 
 
 def _with_baseline(rows: list[BenchSetting]) -> list[BenchSetting]:

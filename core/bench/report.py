@@ -36,7 +36,7 @@ def outside_cells(r: Any) -> tuple[str, str]:
 
     parts = time_accounting(r.traced_summary, r.traced_rounds)
     return (f"{parts['before the first round'] * 1e3:.1f}",
-            f"{parts['between rounds'] * 1e3:.1f}")  # fmt: skip
+            f"{parts['between rounds'] * 1e3:.1f}")
 
 
 def overhead_cell(r: BenchResult) -> str:
@@ -83,7 +83,7 @@ def paired_cells(r: BenchResult) -> tuple[str, str, str, str]:
     if q is None:
         return ("-", "-", "-", "0")
     return (ratio(q["median"]), f"{q['q1']:.2f}-{q['q3']:.2f}x", f"{q['min']:.2f}-{q['max']:.2f}x",
-            str(q["n"]))  # fmt: skip
+            str(q["n"]))
 
 
 def prediction_section(report: BenchReport) -> list[str]:
@@ -107,15 +107,15 @@ def prediction_section(report: BenchReport) -> list[str]:
     def cells(r: BenchResult) -> tuple[str, ...]:
         pr = r.prediction or {}
         ms = f"{pr['seconds_per_round'] * 1e3:.1f} ({pr['draft_s_per_round'] * 1e3:.1f} + " \
-             f"{pr['verify_s_per_round'] * 1e3:.1f})"  # fmt: skip
+             f"{pr['verify_s_per_round'] * 1e3:.1f})"
         best = f"{pr['best_k']} ({ratio(pr['best_speedup'])})"
         return (r.name, f"{pr['mean_k']:.1f}", f"{pr['tokens_per_round']:.2f}", ms,
                 ratio(pr["speedup"]), ratio(pr["measured_decode_speedup"]),
-                num(r.efficiency, ".2f"), best)  # fmt: skip
+                num(r.efficiency, ".2f"), best)
 
     out += md_table(("Configuration", "mean k", "tokens/round",
                      "predicted ms/round (draft + verify)", "predicted", "measured (decode)",
-                     "efficiency", "best k here (predicted)"), map(cells, rows))  # fmt: skip
+                     "efficiency", "best k here (predicted)"), map(cells, rows))
     out.append("")
     notes = [r.prediction["diagnosis"] for r in rows if (r.prediction or {}).get("diagnosis")]
     out.extend(f"- {n}" for n in notes)
@@ -148,7 +148,7 @@ def report_markdown(report: BenchReport) -> str:
     )
     if env.get("mlx_env"):
         out.append("MLX variables: " + ", ".join(f"`{k}={v}`" for k, v in env["mlx_env"].items())
-                   + ".  ")  # fmt: skip
+                   + ".  ")
     models = p.get("models") or {}
     if models:
         out.append(f"Target {models.get('target')}, draft {models.get('draft')}.  ")
@@ -170,7 +170,7 @@ def report_markdown(report: BenchReport) -> str:
           num(r.rounds_per_request, ".1f") if r.speculative else "-", secs(r.median_e2e_s),
           ratio(r.speedup_vs_target), ratio(r.predicted_speedup), num(r.efficiency, ".2f"))
          for r in report.results),
-    )  # fmt: skip
+    )
     out.append("")
     out.append("Steps: " + "; ".join(step_line(r) for r in report.results) + ".\n")
     out.extend(prediction_section(report))
@@ -181,11 +181,11 @@ def report_markdown(report: BenchReport) -> str:
         ppa = " ".join(f"{x:.2f}" for x in r.per_position_acceptance) or "-"
         return (r.name, str(r.timed_requests), secs(d["min_e2e_s"]), secs(d["max_e2e_s"]),
                 secs(d["ttft_s"]), num(d["decode_tok_s"], ".1f"),
-                num(r.mean_accepted_length, ".2f"), ppa)  # fmt: skip
+                num(r.mean_accepted_length, ".2f"), ppa)
 
     out += md_table(("Configuration", "Timed requests", "Min E2E", "Max E2E", "TTFT",
                      "Decode tok/s", "Mean accepted length", "Per-position acceptance"),
-                    map(timing, report.results))  # fmt: skip
+                    map(timing, report.results))
     out.append("")
     mixed = [r for r in report.results if len(r.per_source) > 1]
     if mixed:
@@ -194,7 +194,7 @@ def report_markdown(report: BenchReport) -> str:
                    "rate); target steps are rounds where no source proposed anything.\n")
         out += md_table(("Configuration", "Source", "Rounds", "Share", "Drafts/round",
                          "Acceptance", "Mean accepted length"),
-                        ((r.name, *row) for r in mixed for row in source_rows(r)))  # fmt: skip
+                        ((r.name, *row) for r in mixed for row in source_rows(r)))
         out.append("")
     guarded = [r for r in report.results if r.guard]
     if guarded:
@@ -204,19 +204,19 @@ def report_markdown(report: BenchReport) -> str:
                    "than target steps is not asked (core/cost/guard.py).\n")
         out += md_table(("Configuration", "Source", "Measured tok/s", "vs target steps",
                          "Decision"),
-                        ((r.name, *row) for r in guarded for row in guard_rows(r)))  # fmt: skip
+                        ((r.name, *row) for r in guarded for row in guard_rows(r)))
         out.append("")
     if any(r.phase_ms for r in report.results):
         out.append("### Phase split (ms per request, one traced request)\n")
         # comm (collectives of a sharded target, core/runtime/distributed.py) only when there was some
         shown = [x for x in PHASES if x != "comm"
-                 or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]  # fmt: skip
+                 or any((r.phase_ms or {}).get(x, 0.0) > 0 for r in report.results)]
         sharded = "comm" in shown
         if sharded:
             out.append(f"{COMM_NOTE}.\n")
         out.append("The phases, the time before the first round (the prefill) and the time "
                    "between rounds (host work, garbage collection) add up to the traced E2E "
-                   "(core.events.time_accounting).\n")  # fmt: skip
+                   "(core.events.time_accounting).\n")
         out += md_table(
             ("Configuration", *(phase_label(x, sharded) for x in shown),
              "before the first round", "between rounds", "traced E2E", "tracing overhead",
@@ -224,7 +224,7 @@ def report_markdown(report: BenchReport) -> str:
             ((r.name, *(f"{r.phase_ms.get(x, 0.0):.1f}" for x in shown), *outside_cells(r),
               secs(r.traced_e2e_s), overhead_cell(r), r.kernel or "-")
              for r in report.results if r.phase_ms),
-        )  # fmt: skip
+        )
         out.append("")
         over = [r.name for r in report.results if overhead_flagged(r)]
         if over:
@@ -232,11 +232,11 @@ def report_markdown(report: BenchReport) -> str:
                        "its phase split is of a slower run than the untraced requests timed.\n")
     out.append("### What was given up\n")
     out.append(f"NLL basis: {p['nll_basis']}. The baseline is target-only with the same "
-               "temperature, top-p and repetition penalty, same seeds.\n")  # fmt: skip
+               "temperature, top-p and repetition penalty, same seeds.\n")
     checked = p.get("task_check")
     if checked:
         out.append(f"Task success: the share of each row's outputs (text before the first EOS) "
-                   f"that pass the prompt's check ({checked}).\n")  # fmt: skip
+                   f"that pass the prompt's check ({checked}).\n")
     out.append(f"{TV_NOTE}\n")
     out += md_table(
         ("Configuration", "Target NLL/token", "Target-only NLL/token", "Difference",
@@ -247,7 +247,7 @@ def report_markdown(report: BenchReport) -> str:
           *((pct(r.task_success),) if checked else ()),
           "-" if r.greedy_match is None else ("yes" if r.greedy_match else "**no**"))
          for r in report.results),
-    )  # fmt: skip
+    )
     out.append("")
     for r in report.results:
         d = r.divergence
@@ -263,7 +263,7 @@ def report_markdown(report: BenchReport) -> str:
         who = peers[0].engine
         what = {"transformers-pld": "the same GGUF dequantized",
                 "transformers-assisted": "the same GGUFs dequantized, the draft as "
-                "assistant_model"}.get(who, "same models")  # fmt: skip
+                "assistant_model"}.get(who, "same models")
         out.append(f"\n### Against {who} (greedy, {what}, same protocol)\n")
         out.append(
             f"Paired: each of {who}'s requests ran right after one of ours with the same seed "
@@ -275,11 +275,11 @@ def report_markdown(report: BenchReport) -> str:
             ours = next((o for o in report.results if o.name == r.peer_of), None)
             return (r.name, secs(r.median_e2e_s), r.peer_of or "-",
                     secs(ours.median_e2e_s if ours else None), ratio(r.ours_vs_peer),
-                    *paired_cells(r))  # fmt: skip
+                    *paired_cells(r))
 
         out += md_table((f"{who} row", "its median E2E", "ours", "our median E2E",
                          f"ours vs {who} (medians)", f"paired ours/{who}: median", "IQR",
-                         "min-max", "pairs"), map(paired, peers))  # fmt: skip
+                         "min-max", "pairs"), map(paired, peers))
     with_text = [r for r in report.results if r.outputs]
     if with_text:
         seed = next(iter(with_text[0].outputs))
@@ -299,7 +299,7 @@ def nll_cell(r: BenchResult, report: BenchReport) -> str:
 
     base = next((b for b in report.results if b.settings.get("mode") == "target-only"), None)
     flag = (r.copied is not None and base is not None and base.copied is not None
-            and r.copied > base.copied + NLL_COPY_TOLERANCE)  # fmt: skip
+            and r.copied > base.copied + NLL_COPY_TOLERANCE)
     return num(r.nll_delta, "+.3f") + (" !" if flag else "")
 
 
@@ -328,7 +328,7 @@ CSV_COLUMNS = (
     "predicted_speedup", "efficiency", "paired_ratio_median", "paired_ratio_q1",
     "paired_ratio_q3", "paired_ratio_min", "paired_ratio_max", "paired_ratio_n",
     "target", "draft", "target_sha256", "draft_sha256",
-)  # fmt: skip
+)
 
 
 def report_csv(report: BenchReport) -> str:
@@ -371,7 +371,7 @@ def print_table(report: BenchReport, console: Any) -> None:
     for table, cols in ((speed, ("configuration", "accept", "rounds\n/req", "E2E\nmedian",
                                  "E2E\nmin-max", "TTFT", "tok/s", "vs\ntarget")),
                         (cost, ("configuration", "predicted", "effic-\niency", "NLL Δ",
-                                "TV/\ntoken", "task", "greedy", "kernel"))):  # fmt: skip
+                                "TV/\ntoken", "task", "greedy", "kernel"))):
         for col in cols:
             # the name wraps (at spaces); numbers and headers stay whole
             if col == "configuration":
@@ -414,7 +414,7 @@ def print_table(report: BenchReport, console: Any) -> None:
         by_source = Table(title="per draft source (share: of the speculative rounds)",
                           title_justify="left")
         for col in ("configuration", "source", "rounds", "share", "drafts/round", "acceptance",
-                    "mean accepted length"):  # fmt: skip
+                    "mean accepted length"):
             by_source.add_column(col, no_wrap=col == "configuration")
         for r in mixed:
             for row in source_rows(r):
@@ -423,7 +423,7 @@ def print_table(report: BenchReport, console: Any) -> None:
     peers = [r for r in report.results if r.paired_ratio is not None]
     if peers:
         paired = Table(title="against mlx-lm, paired request by request (ours/mlx-lm speed)",
-                       title_justify="left")  # fmt: skip
+                       title_justify="left")
         for col in ("mlx-lm row", "ours", "median", "IQR", "min-max", "pairs"):
             paired.add_column(col, no_wrap=col == "mlx-lm row")
         for r in peers:

@@ -109,7 +109,7 @@ def record_timed(
             g = r.guard.setdefault(name, {"measured_tok_s": [], "vs_target": [], "guard": [],
                                           "earlier_rounds": [], "plan_rounds": [],
                                           "measured_rounds": [], "stops": [],
-                                          "refused": [], "cost_scale": []})  # fmt: skip
+                                          "refused": [], "cost_scale": []})
             for key in g:
                 g[key].append(v.get(key))
     r.kernels.update(req.kernels)

@@ -49,11 +49,11 @@ from core.bench.prose import parse_rewrite, parse_roles, rewritten, roles_kept
 
 CHECK_PREFIX = "# check:"
 KINDS = ("number", "rename", "param", "changed", "split", "rewrite", "roles", "contains",
-         "regex")  # fmt: skip
+         "regex")
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _CODE_START = re.compile(r"^(?:def |class |async def |import |from |@|\"\"\"|[A-Za-z_]\w* *=)",
-                         re.M)  # fmt: skip
+                         re.M)
 MAX_CHECKED_CHARS = 200_000  # a longer answer is judged on its first 200,000 characters
 
 
@@ -151,7 +151,7 @@ _EXAMPLES = {
     "split": "split summarize_orders", "rewrite": "rewrite Marta Lind|forty-two gone nothern",
     "roles": "roles Ingrid Solheim=keeper; Kofi Mensah=agronomist", "contains": "contains 42",
     "regex": r"regex \b42\b",
-}  # fmt: skip
+}
 
 
 def parse_checks(lines: list[str], prompt: str, name: str = "the prompt") -> TaskCheck | None:
@@ -280,7 +280,7 @@ def _without(tree: ast.Module, func: str | None) -> ast.Module:
 
 
 def renamed_exactly(prompt: str, answer: str, renames: dict[str, str],
-                    skip: str | None = None, cut: bool = False) -> bool:  # fmt: skip
+                    skip: str | None = None, cut: bool = False) -> bool:
     """Whether the answer's code is the prompt's code with exactly `renames` made (and, with
     `skip`, that function present but free to differ). A `cut` answer: its complete
     statements are the prompt's first ones renamed, and it reached a renamed name (so a
@@ -330,7 +330,7 @@ def _parse_param(arg: str, name: str = "the prompt") -> tuple[str, str, object]:
         value = ...
     if not func.isidentifier() or not param.strip().isidentifier() or not sep or value is ...:
         raise BenchError(f"{name}: 'param' wants FUNC NAME=DEFAULT (a Python literal), "
-                         f"got {arg!r}.")  # fmt: skip
+                         f"got {arg!r}.")
     return func, param.strip(), value
 
 
@@ -354,7 +354,7 @@ def has_param(answer: str, func: str, name: str, default: object, cut: bool = Fa
     except ValueError:
         return False
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               for stmt in fn.body for n in ast.walk(stmt))  # fmt: skip
+               for stmt in fn.body for n in ast.walk(stmt))
 
 
 def parse_changed(arg: str, name: str = "the prompt") -> tuple[str, list[ast.AST]]:
@@ -374,7 +374,7 @@ def parse_changed(arg: str, name: str = "the prompt") -> tuple[str, list[ast.AST
 
 
 def changed_function(prompt: str, answer: str, func: str, gone: list[ast.AST] | None = None,
-                     cut: bool = False) -> bool:  # fmt: skip
+                     cut: bool = False) -> bool:
     """The answer's code parses, defines `func`, `func` is not the prompt's unchanged, and
     none of the `gone` fragments (the bugs) is left in it."""
     original = code_block(prompt)
@@ -415,5 +415,5 @@ def split_function(prompt: str, answer: str, func: str, cut: bool = False) -> bo
     ]
     nested = any(isinstance(inner, ast.For | ast.AsyncFor) and inner is not outer
                  for outer in ast.walk(got) if isinstance(outer, ast.For | ast.AsyncFor)
-                 for inner in ast.walk(outer))  # fmt: skip
+                 for inner in ast.walk(outer))
     return bool(helpers) and not nested

@@ -97,7 +97,7 @@ class TimedText:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"seed": self.seed, "invocations": list(self.invocations),
-                             "ids": list(self.ids), "origins": self.origins}  # fmt: skip
+                             "ids": list(self.ids), "origins": self.origins}
         if self.pieces is not None:
             d["pieces"] = list(self.pieces)
         return d
@@ -107,7 +107,7 @@ class TimedText:
         pieces = d.get("pieces")
         return cls(int(d.get("seed") or 0), [int(i) for i in d.get("invocations") or []],
                    [int(i) for i in d.get("ids") or []], str(d.get("origins") or ""),
-                   [str(p) for p in pieces] if isinstance(pieces, list) else None)  # fmt: skip
+                   [str(p) for p in pieces] if isinstance(pieces, list) else None)
 
 
 @dataclass

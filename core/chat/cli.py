@@ -144,7 +144,7 @@ def chat_settings(args: argparse.Namespace) -> Settings:
 
 def prepare_chat(engine: Any, settings: Settings, prompt_tokens: int, label: str,
                  say: Callable[[str], None], progress: Any = None,
-                 max_rows: int | None = None) -> Any:  # fmt: skip
+                 max_rows: int | None = None) -> Any:
     """Before a one-shot chat's first round: its curve when the policy needs one (the one kept
     for this pair and machine, else measured after a full warm-up of its rows and kept), then
     a warm-up of only what the first rounds use (core.runtime.warmer.Warmer): later sizes
@@ -202,7 +202,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     tok = pair.target.tokenizer
     ids = chat_prompt_ids(tok, [{"role": "user", "content": prompt}], model=pair.target.name,
                           specials_in_text=getattr(args, "special_tokens_in_text", False),
-                          notice=lambda t: err.print(Text(t, style="yellow")))  # fmt: skip
+                          notice=lambda t: err.print(Text(t, style="yellow")))
     check_request(len(ids), settings.max_tokens, pair_context_window(pair), pair.target.name)
     engine = Engine.from_pair(pair) if spmd is None else spmd.engine(pair)
     # First use on a GPU compiles kernels (minutes on a fresh CUDA machine): said, not silent,
@@ -221,7 +221,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
         prepare_chat(engine, settings, len(ids), pair.target.name,
                      lambda text: err.print(Text(text, style="yellow")),
                      progress=calibration_progress(err),
-                     max_rows=narrow.rows if narrow else None)  # fmt: skip
+                     max_rows=narrow.rows if narrow else None)
     err.print(legend())
     detok = tok.detokenizer
     detok.reset()

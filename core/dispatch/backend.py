@@ -122,7 +122,7 @@ def backend_info(
         if major is not None:
             b = BackendInfo.cuda((int(major), int(minor or 0)), name)
             return BackendInfo("cuda", name, arch or b.architecture, None, None, b.cuda_capability,
-                               memory_bytes=memory)  # fmt: skip
+                               memory_bytes=memory)
         return dataclasses.replace(BackendInfo.cuda(arch or "sm_00", name), memory_bytes=memory)
     if kind == "cpu":
         return BackendInfo.cpu(name, arch)

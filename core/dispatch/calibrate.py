@@ -77,7 +77,7 @@ def _row_list(rows: int | Sequence[int]) -> list[int]:
     rows = list(rows)
     if len(rows) > MAX_CALIBRATION_ROWS:
         raise CalibrationError(f"A calibration measures at most {MAX_CALIBRATION_ROWS} row "
-                               f"counts, got {len(rows):,}.")  # fmt: skip
+                               f"counts, got {len(rows):,}.")
     out = sorted({int(r) for r in rows})
     if not out or out[0] < 1:
         raise CalibrationError("Calibration rows must be positive integers.")

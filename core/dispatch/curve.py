@@ -190,7 +190,7 @@ class VerifyCostCurve:
                 if not isinstance(tab, Mapping):
                     raise TypeError(f"the times of mode {m!r} are not an object of rows")
                 times[str(m)] = {_rows(r): _seconds(t, f"the time of {m} at {r} rows")
-                                 for r, t in tab.items()}  # fmt: skip
+                                 for r, t in tab.items()}
             draft = d.get("draft_step_s")
             sampled = d.get("draft_step_sampled_s")
             pb = d.get("predicted_boundary")
@@ -442,7 +442,7 @@ def read_curve_file(path: str | Path) -> VerifyCostCurve:
                "draft_step_s": cal.get("draft_step_s"), "repeats": cal.get("repeats", 0),
                "draft_step_sampled_s": cal.get("draft_step_sampled_s"),
                "accept_s": cal.get("accept_s"),
-               "models": _report_models(protocol.get("models"))}  # fmt: skip
+               "models": _report_models(protocol.get("models"))}
     if not isinstance(doc, dict):
         raise CalibrationError(f"{p} is not a curve: it holds no JSON object.")
     curve = VerifyCostCurve.from_dict(doc, f"The curve file {p}")

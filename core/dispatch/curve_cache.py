@@ -40,7 +40,7 @@ CURVE_MAX_BYTES = 16 << 20  # a curve is a few KB: 33 row counts per mode
 # The fields of a ModelIdentity that pin its weights and their layout (not its spec: the same
 # file under another path is the same model; a self-draft's derivation is in kind and bits).
 IDENTITY_FIELDS = ("kind", "architecture", "parameters", "layers", "bits", "group_size",
-                   "tensor_bits", "sha256", "revision", "shape", "seed")  # fmt: skip
+                   "tensor_bits", "sha256", "revision", "shape", "seed")
 
 
 def identity_key(identity: Any) -> dict[str, Any] | None:
@@ -127,7 +127,7 @@ def target_dense(engine_or_model: Any, backend: Any = None) -> bool:
 
 
 def curve_key(models: dict[str, Any] | None, backend: Any, mlx_version: str,
-              settings: Any, dense: bool = False, fused: bool = False) -> dict[str, Any] | None:  # fmt: skip
+              settings: Any, dense: bool = False, fused: bool = False) -> dict[str, Any] | None:
     """Everything that decides a calibration for `settings` on this pair and machine; None
     when the pair cannot be pinned (then nothing is read or kept). `dense`: the calibration
     measures the dense copy too, `fused` the fused attention (`calibration_modes`)."""
@@ -184,7 +184,7 @@ def covers(curve: VerifyCostCurve, settings: Any, modes: Any = None) -> bool:
     does not price k = 15)."""
     need = min(getattr(settings, "k_max", 0), 32) + 1
     return all(mode in curve.times and max(curve.times[mode], default=0) >= need
-               for mode in (modes or calibration_modes(settings)))  # fmt: skip
+               for mode in (modes or calibration_modes(settings)))
 
 
 def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = None) -> Lookup:
@@ -196,13 +196,13 @@ def load_curve(key: dict[str, Any] | None, settings: Any, folder: Path | None = 
     path = key_path(key, folder)
     notices: list[str] = []
     found = read_kept(path, "kept curve", _check_kept, CURVE_MAX_BYTES,
-                      then="will be measured again", notices=notices)  # fmt: skip
+                      then="will be measured again", notices=notices)
     if found is None:
         return Lookup(None, notices[0] if notices else None, path)
     doc_key, curve, measured_at = found
     if doc_key != key:
         return Lookup(None, f"The kept curve {path} was measured for another pair or machine; "
-                            "it is ignored and will be measured again.", path)  # fmt: skip
+                            "it is ignored and will be measured again.", path)
     if not covers(curve, settings, key.get("modes")):
         return Lookup(None, path=path)  # measured for shorter proposals: measured again, kept
     return Lookup(KeptCurve(curve, measured_at, path), path=path)
@@ -227,7 +227,7 @@ def _check_kept(doc: Any) -> tuple[Any, VerifyCostCurve, float]:
 
 
 def save_curve(key: dict[str, Any] | None, curve: VerifyCostCurve,
-               folder: Path | None = None) -> Path | None:  # fmt: skip
+               folder: Path | None = None) -> Path | None:
     """Keep `curve` under `key` (atomically, replacing any older one); None when the pair
     cannot be pinned. An unwritable cache folder raises OSError for the caller's sentence."""
     if key is None:
@@ -237,7 +237,7 @@ def save_curve(key: dict[str, Any] | None, curve: VerifyCostCurve,
     path = key_path(key, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "version": VERSION, "key": key, "measured_at": curve.created,
-           "curve": curve.to_dict()}  # fmt: skip
+           "curve": curve.to_dict()}
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -253,7 +253,7 @@ def engine_key(engine: Any, settings: Any) -> dict[str, Any] | None:
 
     backend = current_backend()
     return curve_key(getattr(engine, "models", None), backend, mx.__version__, settings,
-                     target_dense(engine, backend), target_fused(backend))  # fmt: skip
+                     target_dense(engine, backend), target_fused(backend))
 
 
 def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> list[int]:
@@ -278,7 +278,7 @@ def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int
                      repeats=3, context=calibration_context(max(context, 16)),
                      modes=modes_here(settings, target_model),
                      step=settings.step,
-                     chunk=getattr(settings, "prefill_chunk", None))  # fmt: skip
+                     chunk=getattr(settings, "prefill_chunk", None))
 
 
 def capped(rows: list[int], max_rows: int) -> list[int]:

@@ -30,7 +30,7 @@ MATRIX_KERNELS = frozenset(
         "qmm_t", "qmm_t_splitk", "qmm_t_nax", "qmm_sm80", "qmm_sm90", "qmm_naive",
         "steel_gemm", "steel_gemm_splitk", "steel_gemm_nax", "steel_gemm_splitk_nax", "cublasLt",
     }
-)  # fmt: skip
+)
 
 
 # --- the linear layers of a model ------------------------------------------------------------------
@@ -63,7 +63,7 @@ class LinearShape:
 
     def key(self) -> tuple[Any, ...]:
         return (self.role, self.k, self.n, self.bits, self.group_size, self.quantized,
-                self.dtype, self.bias, self.mode)  # fmt: skip
+                self.dtype, self.bias, self.mode)
 
 
 _ATTN_PARENTS = ("attn", "attention")
@@ -71,7 +71,7 @@ _MLP_PARENTS = ("mlp", "feed_forward", "ffn", "moe", "experts")
 _ATTN_NAMES = frozenset(
     {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "wq", "wk", "wv", "wo", "query",
      "key", "value", "c_attn", "out_proj", "query_key_value"}
-)  # fmt: skip
+)
 _MLP_NAMES = frozenset(
     {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "w1", "w2", "w3", "fc1", "fc2", "c_fc"}
 )
@@ -106,11 +106,11 @@ def _shape_of(module: nn.Module, role: str, name: str) -> LinearShape | None:
         n, packed = module.weight.shape
         return LinearShape(role, packed * 32 // bits, n, bits, int(module.group_size), True,
                            _dtype_name(module.scales.dtype), "bias" in module,
-                           str(getattr(module, "mode", "affine")), 1, (name,))  # fmt: skip
+                           str(getattr(module, "mode", "affine")), 1, (name,))
     if isinstance(module, nn.Linear | nn.Embedding):
         n, k = module.weight.shape
         return LinearShape(role, k, n, None, None, False, _dtype_name(module.weight.dtype),
-                           "bias" in module, "affine", 1, (name,))  # fmt: skip
+                           "bias" in module, "affine", 1, (name,))
     return None
 
 
@@ -246,11 +246,11 @@ def _cuda_quantized(s: LinearShape, rows: int, b: BackendInfo) -> str:
     vector = "fp_qmv" if fp_qmv else "qmv"
     qmv_ok = qmv_ok or fp_qmv
     sm90 = (major == 9 and n % 4 == 0 and k % 64 == 0 and affine and bits in (4, 8)
-            and gs >= k)  # fmt: skip
+            and gs >= k)
     if sm90:
         return vector if qmv_ok and rows == 1 and n <= 16384 and k <= 16384 else "qmm_sm90"
     sm80 = (major >= 8 and n % 128 == 0 and k % max(64, gs) == 0
-            and s.dtype in ("float16", "bfloat16") and bits in (4, 8))  # fmt: skip
+            and s.dtype in ("float16", "bfloat16") and bits in (4, 8))
     if sm80:
         return vector if qmv_ok and rows < 8 else "qmm_sm80"
     if k % max(64, gs) == 0:
@@ -336,7 +336,7 @@ class KernelPredictor:
                 kern = predict_kernel(s, rows, self.backend)
                 out.append(ShapePrediction(s.role, s.name, s.k, s.n, s.bits, s.group_size,
                                            s.quantized, s.count, rows, kern,
-                                           is_matrix_kernel(kern)))  # fmt: skip
+                                           is_matrix_kernel(kern)))
             cached = self._per_shape[rows] = tuple(out)
         return list(cached)
 

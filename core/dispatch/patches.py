@@ -124,7 +124,7 @@ def _dense_weight(module: nn.Module) -> mx.array:
         return entry[1]
     w = mx.dequantize(module["weight"], module["scales"], module.get("biases"),
                       group_size=module.group_size, bits=module.bits,
-                      mode=getattr(module, "mode", "affine"))  # fmt: skip
+                      mode=getattr(module, "mode", "affine"))
     mx.eval(w)
     _dense[key] = (weakref.ref(module, lambda _r, k=key: _dense.pop(k, None)), w)
     return w
@@ -197,7 +197,7 @@ def _wrap_sdpa(original: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def scaled_dot_product_attention(
         queries: mx.array, keys: Any, values: Any, cache: Any = None, scale: float = 1.0,
         mask: Any = None, sinks: Any = None, **kw: Any,
-    ) -> mx.array:  # fmt: skip
+    ) -> mx.array:
         if queries.shape[-2] > 1 and sinks is None and not kw and not hasattr(cache, "bits"):
             if getattr(_tls, "plain", False):
                 return plain_attention(queries, keys, values, scale=scale, mask=mask)
@@ -326,7 +326,7 @@ class _VerificationPatches:
             self._undo()
             raise
         self._saved = (getattr(_tls, "linear", None), getattr(_tls, "plain", False),
-                       getattr(_tls, "bucketed", False))  # fmt: skip
+                       getattr(_tls, "bucketed", False))
         _tls.linear, _tls.plain, _tls.bucketed = self.linear, self.plain, self.bucketed
 
     def _undo(self) -> None:

@@ -264,7 +264,7 @@ def check_outputs(
             input_ids.append(((st.st_dev, st.st_ino), what, str(value)))
             if stat.S_ISDIR(st.st_mode):
                 input_folders.append((Path(os.path.realpath(Path(value).expanduser())), what,
-                                      str(value)))  # fmt: skip
+                                      str(value)))
     checked: dict[str, Output] = {}
     seen: dict[object, str] = {}
     for flag, value in outputs:
@@ -276,7 +276,7 @@ def check_outputs(
                 raise OutputPathError(f"{flag} cannot go to stdout; give a file name.")
             if STDOUT in seen:
                 raise OutputPathError(f"{seen[STDOUT]} and {flag} both go to stdout; give one "
-                                      "of them a file name.")  # fmt: skip
+                                      "of them a file name.")
             seen[STDOUT] = flag
             checked[flag] = Output(flag, given, None)
             continue
@@ -312,11 +312,11 @@ def check_outputs(
             if not force:
                 named = "" if flag.startswith("-") else f" ({flag})"  # an output no flag named
                 raise OutputPathError(f"{given}{named} already exists; pass --force to replace "
-                                      "it.")  # fmt: skip
+                                      "it.")
         key: object = (st.st_dev, st.st_ino) if st is not None else real
         if key in seen:
             raise OutputPathError(f"{seen[key]} and {flag} both name {given}; give each output "
-                                  "its own file.")  # fmt: skip
+                                  "its own file.")
         seen[key] = flag
         if not real.parent.is_dir():
             raise OutputPathError(f"{flag} {given}: the folder {real.parent} does not exist.")
@@ -335,7 +335,7 @@ def _check_writable(flag: str, given: str, folder: Path) -> None:
             pass
     except OSError as exc:
         raise OutputPathError(f"{flag} {given}: the folder {folder} cannot be written "
-                              f"({reason(exc)}).") from None  # fmt: skip
+                              f"({reason(exc)}).") from None
 
 
 def publish_all(outputs: Sequence[tuple[Output, bytes | str]]) -> None:

@@ -152,7 +152,7 @@ _SAID: set[str] = set()
 
 
 def set_aside(path: Path, what: str, why: str, *, then: str = "will be rebuilt",
-              notices: list[str] | None = None) -> str:  # fmt: skip
+              notices: list[str] | None = None) -> str:
     """Move a failing kept file out of the way (a link is moved, never what it points at) and
     say so once, on the `core` logger or into `notices` when the caller shows its own; returns
     the sentence. A folder that takes no rename leaves it in place: the caller still ignores
@@ -177,7 +177,7 @@ def set_aside(path: Path, what: str, why: str, *, then: str = "will be rebuilt",
 
 def read_kept(path: str | os.PathLike[str], what: str, check: Callable[[Any], T],
               limit: int = KEPT_MAX_BYTES, *, then: str = "will be rebuilt",
-              notices: list[str] | None = None) -> T | None:  # fmt: skip
+              notices: list[str] | None = None) -> T | None:
     """The kept JSON file at `path` as `check` returns it; None when it is absent, or when
     it fails (not a regular file, too large, not UTF-8 JSON, nested too deep, or refused by
     `check` with a KeptFileError, TypeError or ValueError): then it is set aside with one

@@ -54,13 +54,13 @@ def chat_prompt_ids(
     if template is not None:
         try:
             return _templated_ids(tokenizer, template, messages, add_generation_prompt,
-                                  specials_in_text)  # fmt: skip
+                                  specials_in_text)
         except TemplateFailure as exc:
             key = (model, template)
             if key not in _WARNED:
                 _WARNED.add(key)
                 text = (f"The chat template of {model or 'the model'} could not be used ({exc}); "
-                        "the plain 'role: content' layout is used instead.")  # fmt: skip
+                        "the plain 'role: content' layout is used instead.")
                 if notice is not None:
                     notice(text)
                 else:
@@ -87,7 +87,7 @@ def _encode(tokenizer: Any, text: str, user: bool, specials_in_text: bool) -> li
     if user and not specials_in_text:
         try:
             return [int(i) for i in tokenizer.encode(text, add_special_tokens=False,
-                                                     split_special_tokens=True)]  # fmt: skip
+                                                     split_special_tokens=True)]
         except TypeError:  # a tokenizer without the option has no special tokens to split
             pass
     return [int(i) for i in tokenizer.encode(text, add_special_tokens=False)]
@@ -116,7 +116,7 @@ def _templated_ids(
     specials = getattr(tokenizer, "special_tokens_map", None) or {}
     context = {k: v for k, v in specials.items() if isinstance(v, str)}
     rendered = render_bounded(template, messages=stand_ins, add_generation_prompt=header,
-                              **context)  # fmt: skip
+                              **context)
     ids: list[int] = []
     rest = rendered
     while (start := rest.find(_OPEN)) >= 0:
@@ -131,7 +131,7 @@ def _templated_ids(
 
 
 def render_bounded(template: str, *, seconds: float = RENDER_SECONDS,
-                   chars: int = RENDER_CHARS, **context: Any) -> str:  # fmt: skip
+                   chars: int = RENDER_CHARS, **context: Any) -> str:
     """The template rendered in the sandbox, or TemplateFailure: a syntax error, an error it
     raises, a render past `seconds` (checked on every line the template's code runs) or an
     output past `chars`."""
@@ -204,7 +204,7 @@ def _compiled(template: str) -> Any:
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, str | list | tuple) and isinstance(n, int) \
-                            and len(seq) * n > RENDER_CHARS:  # fmt: skip
+                            and len(seq) * n > RENDER_CHARS:
                         raise TemplateFailure("it repeats a text past the output bound")
             return super().call_binop(context, operator, left, right)
 
@@ -212,12 +212,12 @@ def _compiled(template: str) -> Any:
         raise jinja2.exceptions.TemplateError(message)
 
     def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
-               sort_keys: bool = False) -> str:  # fmt: skip
+               sort_keys: bool = False) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)  # fmt: skip
+                          sort_keys=sort_keys)
 
     env = Bounded(trim_blocks=True, lstrip_blocks=True,
-                  extensions=[Generation, jinja2.ext.loopcontrols])  # fmt: skip
+                  extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)

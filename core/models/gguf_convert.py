@@ -90,7 +90,7 @@ def cached_or_converted(
             return mx.load(str(weights_file)), meta, folder
         except (OSError, ValueError, RuntimeError) as exc:  # a damaged cache: convert again
             log.warning(f"The converted copy of {spec} in {folder} is damaged "
-                        f"({first_line(exc)}), so it is converted again.")  # fmt: skip
+                        f"({first_line(exc)}), so it is converted again.")
     weights, meta = convert_gguf(path, spec, progress)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ def cached_or_converted(
         write_atomic(meta_file, json.dumps(meta))  # written last: its presence means complete
     except OSError as exc:  # a read-only cache costs a conversion per load, not the load
         log.warning(f"Could not cache the converted {spec} in {folder} "
-                    f"({exc.strerror or exc}); the next load converts it again.")  # fmt: skip
+                    f"({exc.strerror or exc}); the next load converts it again.")
     return weights, meta, folder
 
 
@@ -137,7 +137,7 @@ def _check_memo(doc: Any) -> dict[str, Any]:
     if not isinstance(d.get("path"), str):
         raise KeptFileError("its path is not text")
     return {"path": d["path"], "size": count(d.get("size"), "its size"),
-            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}  # fmt: skip
+            "mtime_ns": count(d.get("mtime_ns"), "its mtime_ns"), "sha256": sha}
 
 
 # --- the conversion -------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def convert_gguf(
     types = sorted({t.tensor_type.name for t in reader.tensors} - NATIVE)
     total = sum(int(t.n_bytes) for t in reader.tensors)
     said = (f"Converting {Path(spec).name} for MLX once ({', '.join(types)} tensors; "
-            "the result is cached, so the next load is quick).")  # fmt: skip
+            "the result is cached, so the next load is quick).")
     if not progress:
         log.warning(said)  # the app shows core's warnings; the CLI has its bar instead
     weights: dict[str, mx.array] = {}
@@ -167,7 +167,7 @@ def convert_gguf(
             dims = tuple(int(d) for d in t.shape)  # ggml order: innermost first
             matrix = t.name.endswith(".weight")  # a module's weight: MLX may quantize it
             converted = convert_tensor(t.tensor_type.name, np.asarray(t.data), dims, advance,
-                                       quantize=matrix)  # fmt: skip
+                                       quantize=matrix)
             base = t.name.removesuffix(".weight")
             for suffix, value in converted.items():
                 weights[f"{base}{suffix}" if suffix else t.name] = value
@@ -295,6 +295,6 @@ def _bar(progress: bool, message: str, total: int) -> Iterator[Callable[[int], N
     with Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
         console=Console(stderr=True), transient=True,
-    ) as bar:  # fmt: skip
+    ) as bar:
         task = bar.add_task(message, total=total)
         yield lambda n: bar.advance(task, n)

@@ -37,7 +37,7 @@ VALUE_TYPES: dict[int, tuple[str, int | None]] = {
     0: ("uint8", 1), 1: ("int8", 1), 2: ("uint16", 2), 3: ("int16", 2), 4: ("uint32", 4),
     5: ("int32", 4), 6: ("float32", 4), 7: ("bool", 1), 8: ("string", None),
     9: ("array", None), 10: ("uint64", 8), 11: ("int64", 8), 12: ("float64", 8),
-}  # fmt: skip
+}
 UINT32, STRING, ARRAY, FLOAT64 = 4, 8, 9, 12
 
 def _tensor_types() -> dict[int, tuple[str, int, int]]:

@@ -48,7 +48,7 @@ def identify(loaded: Any, base: ModelIdentity | None = None) -> ModelIdentity:
         "parameters": count_parameters(loaded.model), "layers": _layers(loaded),
         "bits": bits, "group_size": group, "tensor_bits": tensor_bits,
         "random_weights": bool(loaded.random_weights),
-    }  # fmt: skip
+    }
     if kind == "shape":
         name, options = parse_options(spec, "shape:")
         out["shape"] = name
@@ -192,7 +192,7 @@ def file_sha256(path: Path) -> str:
     stored = _read_cache()
     entry = stored.get(str(path))
     if isinstance(entry, dict) and entry.get("size") == st.st_size \
-            and entry.get("mtime_ns") == st.st_mtime_ns and isinstance(entry.get("sha256"), str):  # fmt: skip
+            and entry.get("mtime_ns") == st.st_mtime_ns and isinstance(entry.get("sha256"), str):
         _HASHES[key] = entry["sha256"]
         return entry["sha256"]
     h = hashlib.sha256()
@@ -240,7 +240,7 @@ def _check_cache(doc: Any) -> dict[str, Any]:
             raise KeptFileError(f"the sha256 of {path} is not a digest")
         out[path] = {"size": count(e.get("size"), f"the size of {path}"),
                      "mtime_ns": count(e.get("mtime_ns"), f"the mtime of {path}"),
-                     "sha256": sha}  # fmt: skip
+                     "sha256": sha}
     return out
 
 

@@ -126,7 +126,7 @@ def _mismatch(folder: Path, config: dict[str, Any]) -> str | None:
     declared = config.get("num_hidden_layers")
     if held and isinstance(declared, int) and declared != len(held):
         return (f"its config.json declares {declared} layers but its weights hold "
-                f"{len(held)}")  # fmt: skip
+                f"{len(held)}")
     try:
         from mlx_lm.utils import _get_classes
 
@@ -142,7 +142,7 @@ def _mismatch(folder: Path, config: dict[str, Any]) -> str | None:
         if quantized and len(got) == len(want) and got[:-1] == want[:-1]:
             continue  # packed columns: the row count is what the config decides
         return (f"its tensor {name} is {_dims(got)} but its config.json's sizes make it "
-                f"{_dims(want)}")  # fmt: skip
+                f"{_dims(want)}")
     return None
 
 

@@ -51,7 +51,7 @@ def noise_tokenizer(family: str, size: int) -> Any:
     hf = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         chat_template=_NOISE_TEMPLATE, clean_up_tokenization_spaces=False,
-    )  # fmt: skip
+    )
     wrapped = wrap_tokenizer(hf, byte_level=True)
     _NOISE_CACHE[key] = wrapped
     return wrapped

@@ -68,7 +68,7 @@ def truncated_draft(target: LoadedModel, n_layers: int, *, spec: str | None = No
     return LoadedModel(
         draft, target.tokenizer, spec, f"{target.name} · first {n_layers}/{total} layers",
         random_weights=target.random_weights, kind="self", config=config,
-    )  # fmt: skip
+    )
 
 
 def decoder_body(model: nn.Module) -> nn.Module:
@@ -113,7 +113,7 @@ def requantized_draft(
     return LoadedModel(
         draft, target.tokenizer, spec, f"{target.name} · {bits}-bit g{group}",
         random_weights=target.random_weights, kind="self", config=config,
-    )  # fmt: skip
+    )
 
 
 def _dense_weight(m: nn.Module) -> mx.array:

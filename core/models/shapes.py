@@ -30,14 +30,14 @@ from core.models.spec import check_quantization, int_option, parse_options
 # tokenizer_size: the real tokenizer's length, so shapes of one family share a tokenizer
 # while their embeddings are padded differently (Qwen2.5 0.5B/1.5B: 151936 rows, 7B: 152064).
 _QWEN = {"model_type": "qwen2", "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
-         "max_position_embeddings": 32768, "tokenizer_family": "qwen2.5", "tokenizer_size": 151665}  # fmt: skip
+         "max_position_embeddings": 32768, "tokenizer_family": "qwen2.5", "tokenizer_size": 151665}
 # Llama 3.1 8B and 70B (Instruct): what both share; untied head, 128k context, llama3 RoPE.
 _LLAMA31 = {"model_type": "llama", "vocab_size": 128256, "rms_norm_eps": 1e-5,
             "rope_theta": 500_000.0, "max_position_embeddings": 131072,
             "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                              "original_max_position_embeddings": 8192, "rope_type": "llama3"},
             "tie_word_embeddings": False, "tokenizer_family": "llama-3",
-            "tokenizer_size": 128256}  # fmt: skip
+            "tokenizer_size": 128256}
 SHAPES: dict[str, dict[str, Any]] = {
     "qwen2.5-0.5b": {**_QWEN, "hidden_size": 896, "intermediate_size": 4864,
                      "num_attention_heads": 14, "num_key_value_heads": 2, "num_hidden_layers": 24,
@@ -79,7 +79,7 @@ SHAPES: dict[str, dict[str, Any]] = {
              "vocab_size": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
              "max_position_embeddings": 4096, "tie_word_embeddings": True,
              "tokenizer_family": "tiny", "tokenizer_size": 512},
-}  # fmt: skip
+}
 # tiny-draft is tiny's first layer (same seed family): a draft that agrees often, not always.
 SHAPES["tiny-draft"] = {**SHAPES["tiny"], "num_hidden_layers": 1, "seed_family": "tiny"}
 SHAPE_DEFAULT_BITS = 4
@@ -137,7 +137,7 @@ def load_shape(spec: str) -> LoadedModel:
     model = build_random_model(
         config, dtype=compute_dtype(mx.bfloat16), seed_name=f"{meta.get('seed_family', name)}/{seed}",
         bits=None if dense else bits, group=group,
-    )  # fmt: skip
+    )
     if not dense:
         config["quantization"] = quantization_config(model)
     config["torch_dtype"] = "bfloat16"
@@ -146,7 +146,7 @@ def load_shape(spec: str) -> LoadedModel:
     if "layers" in options:
         label += f", {config['num_hidden_layers']} layers"
     return LoadedModel(model, tokenizer, spec, f"{name} (random, {label})", random_weights=True,
-                       kind="shape", config=config)  # fmt: skip
+                       kind="shape", config=config)
 
 
 def build_random_model(

@@ -96,9 +96,9 @@ def _round_length(ev: RoundEvent) -> float:
 
 
 def _slice(name: str, cat: str, pid: int, tid: int, ts: int, dur: int,
-           args: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+           args: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
-            "args": args}  # fmt: skip
+            "args": args}
 
 
 def _metadata(pid: int, tid: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
         _metadata(pid, 0, "process_sort_index", {"sort_index": pid}),
         _metadata(pid, 0, "process_labels", {
             "labels": f"{s.mode}, {s.tokens} tokens, {ran or 'models unknown'}"}),
-    ]  # fmt: skip
+    ]
     for order, (tid, track) in enumerate(TRACKS):
         meta.append(_metadata(pid, tid, "thread_name", {"name": track}))
         meta.append(_metadata(pid, tid, "thread_sort_index", {"sort_index": order}))
@@ -172,7 +172,7 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
             "prompt_tokens": s.prompt_tokens,
             "prefill_tokens": s.prefill_tokens,
             "ms": _ms(prefill),
-        }))  # fmt: skip
+        }))
 
     # A sharded target's request (comm in some round): its slices say verify is compute alone
     # and comm a price (core.events.SHARDED_LABELS), as the Rounds panel and the bench do.
@@ -182,7 +182,7 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
     for i, ev in enumerate(rounds):
         start_us, end_us = _us(cursor), _us(cursor + lengths[i])
         events.append(_slice(f"round {ev.index}", "round", pid, HOST_TID, start_us,
-                             end_us - start_us, _round_args(ev)))  # fmt: skip
+                             end_us - start_us, _round_args(ev)))
         if ev.traced:
             inside = cursor
             for phase in PHASES:
@@ -192,7 +192,7 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
                 if b > a:
                     events.append(_slice(phase_label(phase, sharded), "phase", pid,
                                          PHASE_TRACK[phase], a, b - a,
-                                         _phase_args(ev, phase)))  # fmt: skip
+                                         _phase_args(ev, phase)))
         cursor += lengths[i]
         if i == first:
             first_token_us = end_us
@@ -220,11 +220,11 @@ def request_events(pid: int, request: TracedRequest) -> list[dict[str, Any]]:
         "models": describe_models(s.models),
         "model_identities": identities_to_dict(s.models),
         "measured_by": version_text(request.environment or {}),
-    }))  # fmt: skip
+    }))
     if first_token_us is not None:
         events.append({"name": "first token", "cat": "token", "ph": "i", "s": "t",
                        "ts": first_token_us, "pid": pid, "tid": HOST_TID,
-                       "args": {"ttft_ms": _ms(s.ttft_s)}})  # fmt: skip
+                       "args": {"ttft_ms": _ms(s.ttft_s)}})
     # Per track by time; at one instant the longer slice first, so parents precede children.
     events.sort(key=lambda e: (e["tid"], e["ts"], -e.get("dur", 0), e["ph"] == "i"))
     return meta + events
@@ -264,7 +264,7 @@ def write_trace(path: str | os.PathLike[str], requests: Iterable[TracedRequest])
     dest = Path(path).expanduser()
     if dest.is_dir():
         raise TraceError(f"The trace path {dest} is a folder; give a file name such as "
-                         f"{dest / 'trace.json'}.")  # fmt: skip
+                         f"{dest / 'trace.json'}.")
     text = trace_json(requests)
     try:
         atomic.write_atomic(dest, text)
@@ -272,5 +272,5 @@ def write_trace(path: str | os.PathLike[str], requests: Iterable[TracedRequest])
         from core.io.atomic import reason
 
         raise TraceError(f"Could not write the trace {dest}: {reason(exc)}; nothing was "
-                         "changed.") from None  # fmt: skip
+                         "changed.") from None
     return len(requests)

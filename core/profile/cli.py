@@ -39,11 +39,11 @@ def add_profiles_arguments(parser: argparse.ArgumentParser) -> None:
     actions["export"].add_argument("name", help="profile name, or a path to a .toml file")
     actions["export"].add_argument("--csv", dest="csv_path", default=None, metavar="PATH")
     actions["export"].add_argument("--force", action="store_true",
-                                   help="replace the output files when they exist")  # fmt: skip
+                                   help="replace the output files when they exist")
     actions["export"].add_argument(
         "--trace", dest="trace_path", default=None, metavar="PATH",
         help="Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)",
-    )  # fmt: skip
+    )
     for p in actions.values():
         # SUPPRESS: given here it wins; absent, the top-level --profiles-dir is kept.
         p.add_argument("--profiles-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -115,9 +115,9 @@ def _export(args: argparse.Namespace, override: str | None) -> None:
             rendered.append((outputs["--trace"], trace_json([request])))
         except ValueError as exc:  # a number JSON cannot hold; the run's check should stop it
             raise ProfileError(f"The run of {name} cannot be written as a trace ({exc}); "
-                               "nothing was written.") from None  # fmt: skip
+                               "nothing was written.") from None
         said.append(f"wrote the trace of {name} ({len(request.rounds)} rounds) to "
-                    f"{trace_path}: open it in ui.perfetto.dev")  # fmt: skip
+                    f"{trace_path}: open it in ui.perfetto.dev")
     try:
         publish_all(rendered)
     except OSError as exc:
@@ -149,7 +149,7 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
     table.add_column("description")
     for info in infos:
         description = (_text(info.description) if info.error is None
-                       else _text(info.error, "red"))  # fmt: skip
+                       else _text(info.error, "red"))
         table.add_row(
             Text(info.name),
             "yes" if info.has_run else "-",
@@ -158,7 +158,7 @@ def _print_list(console: Any, store: ProfileStore, unavailable: str | None = Non
         )
     for path, why in store.skipped():
         table.add_row(Text(user_text.shown_line(path.name)), "-", "skipped",
-                      _text(why, "yellow"))  # fmt: skip
+                      _text(why, "yellow"))
     if not infos and not store.skipped():
         console.print(Text(f"no {where}" if unavailable else f"no profiles in {store.directory}"))
         return
@@ -185,7 +185,7 @@ def _print_show(console: Any, profile: Profile) -> None:
         value, default = getattr(profile.settings, f.name), getattr(defaults, f.name)
         changed = value != default
         row = [f.name, Text(value_text(value), style="bold" if changed else ""),
-               Text(value_text(default) if changed else "")]  # fmt: skip
+               Text(value_text(default) if changed else "")]
         if ran is not None:
             at = getattr(ran, f.name)
             row.append(Text(value_text(at), style="bold yellow") if at != value else Text(""))
@@ -213,7 +213,7 @@ def _print_show(console: Any, profile: Profile) -> None:
     info.add_row("calibration", "yes" if run.calibration else "-")
     for at, changed in run.settings_changes:  # a key pressed mid-turn: not one setting's run
         info.add_row(f"settings from round {at}",
-                     Text(", ".join(f"{k} = {value_text(v)}" for k, v in changed.items())))  # fmt: skip
+                     Text(", ".join(f"{k} = {value_text(v)}" for k, v in changed.items())))
     for label, value in summary_metrics(run):
         info.add_row(label, value_text(value))
     console.print(info)
@@ -246,7 +246,7 @@ def _print_diff(console: Any, a: Profile, b: Profile) -> None:
     table.add_column(Text(f"{b.name} / {a.name}"))
     for key in ("backend", "device_name"):
         table.add_row(key, _text(value_text(a.run.environment.get(key))),
-                      _text(value_text(b.run.environment.get(key))))  # fmt: skip
+                      _text(value_text(b.run.environment.get(key))))
     from core.identity import describe_models
 
     ma, mb = describe_models(a.run.summary.models), describe_models(b.run.summary.models)

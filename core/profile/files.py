@@ -260,7 +260,7 @@ def _changes_from(
         if s is None:
             raise TypeError("settings_changes need the run's settings")
         s = _settings_from_table({**s.to_dict(), **entry["changes"]},
-                                 f"{where} (its settings change at round {at})")  # fmt: skip
+                                 f"{where} (its settings change at round {at})")
         out.append((at, dict(entry["changes"])))
     return tuple(out)
 
@@ -282,7 +282,7 @@ def _rounds_from(rounds: Any) -> tuple[RoundEvent, ...]:
             isinstance(t, list) and len(t) == 2 and isinstance(t[0], int)
             and not isinstance(t[0], bool) and isinstance(t[1], str)
             for t in tokens
-        ):  # fmt: skip
+        ):
             raise TypeError(f"round {i}'s tokens must be a list of [id, origin] pairs")
         check_round(r, i)  # types, finite numbers in range: core/profile/run_check.py
         try:
@@ -299,7 +299,7 @@ def _summary_from(summary: Any) -> RunSummary:
     fields = dataclasses.fields(RunSummary)
     missing = [f.name for f in fields if f.name not in summary
                and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]  # fmt: skip
+               and f.default_factory is dataclasses.MISSING]
     if missing:
         raise TypeError(f"the summary lacks {', '.join(missing)}")
     unknown = sorted(set(summary) - {f.name for f in fields})

@@ -41,7 +41,7 @@ def count(value: Any, what: str) -> None:
 
 
 def number(value: Any, what: str, lo: float = 0.0, hi: float = math.inf,
-           optional: bool = False) -> None:  # fmt: skip
+           optional: bool = False) -> None:
     """A finite number in [lo, hi] (None too when `optional`)."""
     if value is None and optional:
         return
@@ -124,7 +124,7 @@ def check_summary(s: dict[str, Any]) -> None:
     number(s.get("acceptance"), "the summary's acceptance", 0.0, 1.0, optional=True)
     number(s.get("mean_tv"), "the summary's mean_tv", 0.0, 1.0, optional=True)
     number(s.get("mean_accepted_length"), "the summary's mean_accepted_length", 0.0, 1e6,
-           optional=True)  # fmt: skip
+           optional=True)
     number(s.get("tracing_overhead"), "the summary's tracing_overhead", -1e6, 1e6, optional=True)
     text(s.get("fallback_reason"), "the summary's fallback_reason", optional=True)
     ppa = s.get("per_position_acceptance", [])

@@ -152,7 +152,7 @@ class CompileWatch:
                             return
                         self.noticed = True
                     self._emit("started", f"compiling GPU kernels for {self.label}: first use "
-                               "on this machine")  # fmt: skip
+                               "on this machine")
                     next_at = now + self.interval_s
                     continue
             else:
@@ -161,7 +161,7 @@ class CompileWatch:
                     grew = self._growth()
                     cache = f", kernel cache +{_mb(grew)}" if grew else ""
                     self._emit("progress", f"still compiling GPU kernels for {self.label}: "
-                               f"{now - self._t0:.0f} s{cache}", grew)  # fmt: skip
+                               f"{now - self._t0:.0f} s{cache}", grew)
                     next_at = now + self.interval_s
                     continue
             self._stop.wait(min(max(wait, 0.01), 0.25))

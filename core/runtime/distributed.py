@@ -52,7 +52,7 @@ from core.runtime.comm_meter import PROBE_BURSTS, PROBE_CHAIN, comm_prices, inst
 LAUNCH_ENV = ("MLX_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 # The backend the launcher set up, by the variables it left (else MLX tries them in turn).
 _BACKEND_ENV = (("NCCL_HOST_IP", "nccl"), ("MLX_JACCL_COORDINATOR", "jaccl"),
-                ("MLX_HOSTFILE", "ring"))  # fmt: skip
+                ("MLX_HOSTFILE", "ring"))
 # The backends' own error prefixes: a collective that failed because a peer went away.
 _COLLECTIVE_ERRORS = ("[ring]", "[nccl]", "[mpi]", "[jaccl]")
 

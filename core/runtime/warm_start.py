@@ -53,11 +53,11 @@ class NarrowStart:
         return (f"first use of this GPU's matrix kernels ({q}): forwards kept to {self.rows} "
                 f"rows (prefill chunks of {self.rows}, k at most {self.k_max}), which run "
                 "precompiled kernels; larger ones compile at ~30 s each, once for later "
-                "starts with `specdec-tui calibrate`")  # fmt: skip
+                "starts with `specdec-tui calibrate`")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "k_max": self.k_max,
-                "quantization": [list(q) for q in self.quantization]}  # fmt: skip
+                "quantization": [list(q) for q in self.quantization]}
 
 
 def quantized_shapes(models: Iterable[Any], backend: Any) -> list[Any]:
@@ -95,7 +95,7 @@ def cached_kinds(cache_dir: Path | None) -> set[tuple[int, int]]:
 
 
 def narrow_start(models: Iterable[Any], *, backend: Any = None,
-                 cache_dir: Path | None | str = "auto") -> NarrowStart | None:  # fmt: skip
+                 cache_dir: Path | None | str = "auto") -> NarrowStart | None:
     """The narrow start the models need on this machine, or None (a full start).
 
     None on a backend that compiles no matrix kernel at first use, for models with no
@@ -132,7 +132,7 @@ def narrowed(settings: Any, narrow: NarrowStart | None) -> Any:
     k_max = min(settings.k_max, narrow.k_max)
     return settings.replace(prefill_chunk=min(settings.prefill_chunk, narrow.rows),
                             k_max=k_max, k=min(settings.k, k_max),
-                            k_min=min(settings.k_min, k_max))  # fmt: skip
+                            k_min=min(settings.k_min, k_max))
 
 
 class NarrowGate:

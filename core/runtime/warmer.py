@@ -132,7 +132,7 @@ def first_round_sizes(
     if mode != "target-only" and has_draft:
         sizes.append(WarmSize("draft-prefill", prefill_bucket(prompt_tokens, chunk)))
         sizes.append(WarmSize("draft", 1, configs=cfgs,
-                              compiled=getattr(settings, "step", "eager") != "eager"))  # fmt: skip
+                              compiled=getattr(settings, "step", "eager") != "eager"))
     return sorted(sizes, key=WarmSize.order)
 
 
@@ -142,7 +142,7 @@ def _config_of(settings: Any) -> Any:
 
     s = settings
     return LogitsConfig(0.0 if s.greedy else 0.7, 0.9 if s.top_p < 1.0 else 1.0,
-                        1.1 if s.repetition_penalty != 1.0 else 1.0, s.repetition_context)  # fmt: skip
+                        1.1 if s.repetition_penalty != 1.0 else 1.0, s.repetition_context)
 
 
 def every_size(
@@ -162,7 +162,7 @@ def every_size(
     if has_draft:
         sizes.append(WarmSize("draft-prefill", chunk or PREFILL_CHUNK))
         for compiled in dict.fromkeys((False, any(getattr(s, "step", "eager") != "eager"
-                                                  for s in settings))):  # fmt: skip
+                                                  for s in settings))):
             sizes.append(WarmSize("draft", 1, configs=cfgs, compiled=compiled))
     sizes.append(WarmSize("prefill", chunk or PREFILL_CHUNK))
     return sorted(sizes, key=WarmSize.order)
@@ -187,7 +187,7 @@ class IdleProgress:
     def text(self) -> str:
         if self.running:
             return (f"warming kernels while idle: {self.done + 1}/{self.total} · stops when "
-                    "you type")  # fmt: skip
+                    "you type")
         if self.finished:
             return f"kernels warmed in the background ({self.total} shapes)"
         return f"kernels warmed while idle: {self.done}/{self.total}"
@@ -206,7 +206,7 @@ class Warmer:
 
     def __init__(self, engine: Any, *, label: str | None = None, backend: Any | None = None,
                  force: bool = False, chunk: int | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         from core.dispatch.backend import current_backend
         from core.primitives.cached_model import PREFILL_CHUNK
 
@@ -232,11 +232,11 @@ class Warmer:
     def pending(self, sizes: Iterable[WarmSize]) -> list[WarmSize]:
         """The sizes with something not yet warmed, smallest first."""
         return sorted((z for z in sizes if not self.done.issuperset(z.parts())),
-                      key=WarmSize.order)  # fmt: skip
+                      key=WarmSize.order)
 
     def first_round(self, settings: Any, prompt_tokens: int, *,
                     on_notice: Notify | None = None, curve: Any | None = None,
-                    threshold_s: float = THRESHOLD_S) -> WarmupRecord:  # fmt: skip
+                    threshold_s: float = THRESHOLD_S) -> WarmupRecord:
         """Warm what the first rounds of a run of `settings` on a prompt of `prompt_tokens`
         use (first_round_sizes), with the compile notices of `warm_up`. Prefills are of the
         smaller of the Warmer's chunk and the settings' own, which the engine prefills in (a
@@ -245,23 +245,23 @@ class Warmer:
             curve = getattr(self.engine, "cost_curve", None)
         chunk = min(self.chunk, getattr(settings, "prefill_chunk", None) or self.chunk)
         sizes = first_round_sizes(settings, prompt_tokens, curve=curve, chunk=chunk,
-                                  has_draft=self.has_draft)  # fmt: skip
+                                  has_draft=self.has_draft)
         return self.run(sizes, on_notice=on_notice, threshold_s=threshold_s,
-                        prompt_tokens=prompt_tokens)  # fmt: skip
+                        prompt_tokens=prompt_tokens)
 
     def run(self, sizes: Sequence[WarmSize], *, on_notice: Notify | None = None,
-            threshold_s: float = THRESHOLD_S, prompt_tokens: int = 0) -> WarmupRecord:  # fmt: skip
+            threshold_s: float = THRESHOLD_S, prompt_tokens: int = 0) -> WarmupRecord:
         """The pending ones of `sizes`, inside one CompileWatch (silent unless one stalls)."""
         if not self.enabled:
             return WarmupRecord(False, backend=self.backend.backend,
-                                reason="the CPU backend compiles no kernels at first use")  # fmt: skip
+                                reason="the CPU backend compiles no kernels at first use")
         # As a run uses them: the prefills first (they give the rest its context).
         todo = sorted(self.pending(sizes), key=lambda z: (z.kind not in PREFILLS, z.order()))
         record = WarmupRecord(True, backend=self.backend.backend, prompt_tokens=prompt_tokens,
-                              rows=sorted({z.rows for z in todo if z.kind == "verify"}))  # fmt: skip
+                              rows=sorted({z.rows for z in todo if z.kind == "verify"}))
         t0 = self.clock()
         watch = CompileWatch(self.label, on_notice=on_notice, threshold_s=threshold_s,
-                             cache_dir=kernel_cache_dir(self.backend.backend))  # fmt: skip
+                             cache_dir=kernel_cache_dir(self.backend.backend))
         with watch:
             for size in todo:
                 self._run(size, watch.progress)
@@ -314,7 +314,7 @@ class Warmer:
         # the next turn's sizes still to come count in the total (not yet in the plan)
         coming = [z for z in self.pending(first) if z.kind not in PREFILLS and z not in self.idle]
         return IdleProgress(done, self.idle_total + len(coming), size.describe(),
-                            self.clock() - t0)  # fmt: skip
+                            self.clock() - t0)
 
     def _run(self, size: WarmSize, progress: Callable[[], None]) -> None:
         shapes = self._shapes_for(progress)
@@ -341,7 +341,7 @@ class Warmer:
         if self._shapes is None:
             e = self.engine
             self._shapes = WarmShapes(e.target_model, getattr(e, "draft_model", None),
-                                   e.vocab_size, [], self.backend, progress)  # fmt: skip
+                                   e.vocab_size, [], self.backend, progress)
         self._shapes.progress = progress
         return self._shapes
 

@@ -74,7 +74,7 @@ def sampling_configs(settings: Iterable[Any] = ()) -> list[Any]:
             0.9 if s.top_p < 1.0 else 1.0,
             1.1 if s.repetition_penalty != 1.0 else 1.0,
             s.repetition_context,
-        ))  # fmt: skip
+        ))
     return sorted(out, key=lambda c: (c.temperature, c.top_p, c.repetition_penalty))
 
 
@@ -113,14 +113,14 @@ def warm_up(
     b = backend or current_backend()
     if b.backend == "cpu" and not force:
         return WarmupRecord(False, backend="cpu",
-                            reason="the CPU backend compiles no kernels at first use")  # fmt: skip
+                            reason="the CPU backend compiles no kernels at first use")
     chunk = chunk or PREFILL_CHUNK
     n_prompt = prompt_tokens if prompt_tokens > 0 else chunk
     row_list = sorted({int(r) for r in rows if int(r) >= 1}) or [1]
     record = WarmupRecord(True, backend=b.backend, rows=row_list, prompt_tokens=n_prompt)
     t0 = clock()
     watch = CompileWatch(label, on_notice=on_notice, threshold_s=threshold_s,
-                         cache_dir=kernel_cache_dir(b.backend))  # fmt: skip
+                         cache_dir=kernel_cache_dir(b.backend))
     with watch:
         cfgs = list(configs) if configs is not None else sampling_configs()
         run = WarmShapes(target, draft, vocab, cfgs, b, watch.progress)
@@ -161,14 +161,14 @@ def warm_up_engine(
         rows=rows if rows is not None else verify_rows(settings), prompt_tokens=prompt_tokens,
         modes=modes, configs=sampling_configs(settings), compiled_draft=compiled, label=name,
         lockstep=getattr(engine, "spmd", None) is not None, **kw,
-    )  # fmt: skip
+    )
 
 
 class WarmShapes:
     """The forwards of a warm-up, built from the engine's own pieces so the kernels match."""
 
     def __init__(self, target: Any, draft: Any, vocab: int, configs: list[Any], backend: Any,
-                 progress: Callable[[], None]) -> None:  # fmt: skip
+                 progress: Callable[[], None]) -> None:
         import numpy as np
 
         self.target_model, self.draft_model, self.vocab = target, draft, vocab
@@ -296,7 +296,7 @@ class WarmShapes:
             for _ in range(2):
                 logits = d.decode(x, self.vocab, compiled)
                 x = (mx.argmax(logits, axis=-1) if cfg.greedy
-                     else sample(to_probs(logits, cfg), mx.random.key(1)))  # fmt: skip
+                     else sample(to_probs(logits, cfg), mx.random.key(1)))
                 mx.async_eval(x)
                 outs.append(x)
             mx.eval(*outs)
@@ -305,7 +305,7 @@ class WarmShapes:
 
 
 def _settle(t: Any, run: WarmShapes, tries: int, tolerance: float, lockstep: bool,
-            clock: Callable[[], float]) -> tuple[list[float], bool]:  # fmt: skip
+            clock: Callable[[], float]) -> tuple[list[float], bool]:
     """Single-row target steps until two consecutive timings agree within `tolerance` (all
     `tries` under lockstep); the timings, and whether two did agree."""
     times: list[float] = []

@@ -56,21 +56,21 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     # grid's axes take a comma-separated list (the plural names are the same flags).
     suppress = argparse.SUPPRESS
     g.add_argument("--tv", dest="tv", default=suppress, metavar="LIST",
-                   help=f"TV budgets in [0, 1] (default {_csv(DEFAULT_TVS)})")  # fmt: skip
+                   help=f"TV budgets in [0, 1] (default {_csv(DEFAULT_TVS)})")
     g.add_argument("--policy", "--policies", dest="policy", default=suppress, metavar="LIST",
                    help="k policies: fixed-K, cost-aware, cost-aware-KMAX, ... (default "
-                   f"{_csv(DEFAULT_POLICIES)})")  # fmt: skip
+                   f"{_csv(DEFAULT_POLICIES)})")
     g.add_argument("--k", dest="k", default=suppress, metavar="LIST",
-                   help="shorthand for --policies fixed-K,...: '4,8' is fixed-4,fixed-8")  # fmt: skip
+                   help="shorthand for --policies fixed-K,...: '4,8' is fixed-4,fixed-8")
     g.add_argument("--draft-source", "--sources", dest="draft_source", default=suppress,
                    metavar="LIST", help="draft sources: model, lookup, hybrid (default "
-                   f"{_csv(DEFAULT_SOURCES)})")  # fmt: skip
+                   f"{_csv(DEFAULT_SOURCES)})")
     g.add_argument("--temperature", "--temperatures", dest="temperature", default=suppress,
                    metavar="LIST", help="sampling temperatures; 0 is greedy (default "
-                   f"{_csv(DEFAULT_TEMPERATURES)}, the seed's)")  # fmt: skip
+                   f"{_csv(DEFAULT_TEMPERATURES)}, the seed's)")
     g.add_argument("--mode", dest="mode", default=suppress, metavar="LIST",
                    help="the cells beside the target-only baseline: speculative, draft-only "
-                   "(default both)")  # fmt: skip
+                   "(default both)")
     g.add_argument("--no-draft-only", action="store_true", help="leave out the draft-only row")
     g.add_argument("--profile", default=suppress, help="the grid's base settings: " + PROFILE_HELP)
     g.add_argument("--profiles-dir", default=suppress, help=suppress)
@@ -79,72 +79,72 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("prompts")
     g.add_argument("--prompt-name", dest="prompt_names", action="append", default=[],
                    metavar="NAME", help=f"a shipped prompt (repeatable; default "
-                   f"{DEFAULT_SWEEP_PROMPT}); see `bench --list-prompts`")  # fmt: skip
+                   f"{DEFAULT_SWEEP_PROMPT}); see `bench --list-prompts`")
     g.add_argument("--prompt", dest="inline_prompts", action="append", default=[],
                    metavar="TEXT", help="a user message of your own (repeatable; named "
-                   "inline-1, inline-2, ...; checked with --check)")  # fmt: skip
+                   "inline-1, inline-2, ...; checked with --check)")
     g.add_argument("--all-prompts", action="store_true", help="every shipped prompt")
     g.add_argument("--prompt-tokens", type=int, default=None,
-                   help="cut each prompt at a word to at most N templated tokens")  # fmt: skip
+                   help="cut each prompt at a word to at most N templated tokens")
     g.add_argument("--check", nargs="+", default=None, metavar=("KIND", "ARGS"),
                    help="check every prompt's answers with this (in place of a shipped "
-                   "prompt's own check); kinds as `bench --check`")  # fmt: skip
+                   "prompt's own check); kinds as `bench --check`")
 
     g = parser.add_argument_group("protocol (the bench's: core/bench/protocol.py)")
     # None: not given (core/sweep/first_look.py fills them: a first look's, or the full's)
     g.add_argument("--tokens", "--max-tokens", dest="tokens", type=int, default=None,
-                   help="new tokens per request, EOS ignored (default 256; a first look 32)")  # fmt: skip
+                   help="new tokens per request, EOS ignored (default 256; a first look 32)")
     g.add_argument("--seeds", type=int, default=None,
-                   help="seeds per invocation (default 3; a first look 1)")  # fmt: skip
+                   help="seeds per invocation (default 3; a first look 1)")
     g.add_argument("--invocations", type=int, default=None,
-                   help="timed invocations per cell (default 3; a first look 1)")  # fmt: skip
+                   help="timed invocations per cell (default 3; a first look 1)")
     g.add_argument("--warmup", type=int, default=None,
-                   help="warm-up requests per cell and prompt (default 1; a first look 0)")  # fmt: skip
+                   help="warm-up requests per cell and prompt (default 1; a first look 0)")
     g.add_argument("--full", action="store_true",
                    help="the full default grid and protocol; without it and without a grid "
                    "or count flag, a first look: target-only and fixed-4 at TV 0 and 1, one "
-                   "32-token request each (minutes on a CPU), then the full one's estimate")  # fmt: skip
+                   "32-token request each (minutes on a CPU), then the full one's estimate")
     g.add_argument("--traced", action="store_true",
-                   help="also a traced request per seed (the phase split; slower)")  # fmt: skip
+                   help="also a traced request per seed (the phase split; slower)")
     g.add_argument("--predict", action="store_true",
-                   help="also the bench's predicted speedup per cell (a calibration first)")  # fmt: skip
+                   help="also the bench's predicted speedup per cell (a calibration first)")
     g.add_argument("--no-quality", action="store_true",
-                   help="skip NLL scoring (then no frontier: NLL is its quality axis)")  # fmt: skip
+                   help="skip NLL scoring (then no frontier: NLL is its quality axis)")
 
     g = parser.add_argument_group("the answer: the fastest setting within a quality bound")
     g.add_argument("--max-nll-delta", type=float, default=None, metavar="NATS",
-                   help="the most NLL per token a setting may give up against target-only")  # fmt: skip
+                   help="the most NLL per token a setting may give up against target-only")
     g.add_argument("--min-task", type=float, default=None, metavar="SHARE",
-                   help="the least task success (0-1) on the prompts with a check")  # fmt: skip
+                   help="the least task success (0-1) on the prompts with a check")
     g.add_argument("--margin", type=float, default=MARGIN, metavar="SHARE",
                    help="how much more than target-only a recommended cell may copy of the "
-                   f"prompt or repeat itself (default {MARGIN:g})")  # fmt: skip
+                   f"prompt or repeat itself (default {MARGIN:g})")
     g.add_argument("--allow", default=None, metavar="LIST",
                    help="lift default bounds: " + ", ".join(ALLOWABLE) + " (by default the "
                    "recommendation reads right: task no worse than target-only's, copying and "
                    "repetition within the margin, never draft-only or a cell that stopped "
-                   "speculating)")  # fmt: skip
+                   "speculating)")
 
     g = parser.add_argument_group("outputs (rewritten after every prompt and temperature)")
     g.add_argument("--json", default=None, metavar="PATH", help="raw blocks, cells, provenance")
     g.add_argument("--csv", default=None, metavar="PATH", help="one row per cell (and prompt)")
     g.add_argument("--markdown", default=None, metavar="PATH",
-                   help="the page; the frontier's SVG is written beside it (same name, .svg)")  # fmt: skip
+                   help="the page; the frontier's SVG is written beside it (same name, .svg)")
     g.add_argument("--svg", default=None, metavar="PATH", help="the frontier's SVG elsewhere")
     g.add_argument("--force", action="store_true", help="replace output files that exist")
     g.add_argument("--yes", action="store_true",
-                   help="run a plan past 500 requests without asking")  # fmt: skip
+                   help="run a plan past 500 requests without asking")
     g.add_argument("--no-plot", action="store_true", help="no terminal plot of the frontier")
     g.add_argument("--no-reading", action="store_true",
                    help="no reading page (by default NAME.reading.html and NAME.reading.md, "
-                   "the texts side by side, beside --json, else beside --markdown)")  # fmt: skip
+                   "the texts side by side, beside --json, else beside --markdown)")
 
     g = parser.add_argument_group("reading a saved sweep (no models, no run)")
     g.add_argument("--read", default=None, metavar="RESULT.json",
                    help="write the reading page of a saved sweep's JSON and stop: "
-                   "RESULT.reading.html and RESULT.reading.md beside it, or --out")  # fmt: skip
+                   "RESULT.reading.html and RESULT.reading.md beside it, or --out")
     g.add_argument("--out", default=None, metavar="PATH",
-                   help="with --read: the page's path (its Markdown beside it, .md)")  # fmt: skip
+                   help="with --read: the page's path (its Markdown beside it, .md)")
 
 
 # The setting flags that name a grid axis in `sweep` (each a list there).
@@ -176,7 +176,7 @@ def grid_from_args(args: argparse.Namespace) -> SweepGrid:
     modes = parse_names("--mode", _listed(args, "mode") or "speculative,draft-only")
     if not set(modes) <= {"speculative", "draft-only", "target-only"} or "speculative" not in modes:
         raise SweepError(f"--mode {','.join(modes)}: a sweep runs speculative cells (and "
-                         "draft-only where asked) beside its target-only baseline.")  # fmt: skip
+                         "draft-only where asked) beside its target-only baseline.")
     spec = getattr(args, "profile", None)
     try:
         base = profile_settings(spec, getattr(args, "profiles_dir", None))[1] if spec else Settings()
@@ -189,7 +189,7 @@ def grid_from_args(args: argparse.Namespace) -> SweepGrid:
         temperatures=parse_floats("--temperatures",
                                   _listed(args, "temperature") or _csv(DEFAULT_TEMPERATURES)),
         draft_only="draft-only" in modes and not args.no_draft_only, base=settings,
-    )  # fmt: skip
+    )
 
 
 def prompt_names_from_args(args: argparse.Namespace) -> list[str]:
@@ -214,7 +214,7 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
     from core.io.atomic import OutputPathError, check_outputs
 
     given: list[tuple[str, Any]] = [(f"--{flag}", getattr(args, flag, None))
-                                    for flag in ("json", "csv", "markdown", "svg")]  # fmt: skip
+                                    for flag in ("json", "csv", "markdown", "svg")]
     if getattr(args, "markdown", None) and not getattr(args, "svg", None):
         beside = Path(args.markdown).expanduser().with_suffix(".svg")
         given[-1] = ("the SVG beside --markdown", str(beside))
@@ -225,7 +225,7 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
         flag = "--json" if getattr(args, "json", None) else "--markdown"
         html, md = reading_paths(page_beside)
         given += [(f"the reading page beside {flag}", str(html)),
-                  (f"the reading page's Markdown beside {flag}", str(md))]  # fmt: skip
+                  (f"the reading page's Markdown beside {flag}", str(md))]
     from core.io.kept import kept_inputs
 
     inputs = [(f"{role} model", getattr(args, role, None)) for role in ("target", "draft")]
@@ -235,7 +235,7 @@ def output_paths(args: argparse.Namespace) -> dict[str, Path]:
     except OutputPathError as exc:
         raise SweepError(str(exc)) from None
     names = {"--json": "json", "--csv": "csv", "--markdown": "markdown", "--svg": "svg",
-             "the SVG beside --markdown": "svg"}  # fmt: skip
+             "the SVG beside --markdown": "svg"}
     for flag in ("--json", "--markdown"):
         names[f"the reading page beside {flag}"] = "reading_html"
         names[f"the reading page's Markdown beside {flag}"] = "reading_md"
@@ -263,7 +263,7 @@ def write_outputs(paths: dict[str, Path], data: dict[str, Any]) -> None:
                "markdown": lambda: sweep_markdown(data, md_svg),
                "svg": lambda: frontier_svg(data),
                "reading_html": lambda: reading_html(data),
-               "reading_md": lambda: reading_markdown(data)}  # fmt: skip
+               "reading_md": lambda: reading_markdown(data)}
     for flag, path in paths.items():
         try:
             write_atomic(path, renders[flag]())
@@ -289,7 +289,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         return read_saved(args, console)
     if getattr(args, "out", None) is not None:
         raise SweepError("--out names the page of --read; a sweep's files are --json, --csv, "
-                         "--markdown and --svg.")  # fmt: skip
+                         "--markdown and --svg.")
     from core.sweep.first_look import resolve
 
     look = resolve(args)  # a plain `sweep`: a first look (the full grid is hours on a CPU)
@@ -307,12 +307,12 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     names = prompt_names_from_args(args)
     asked = [(n, *read_prompt(n)) for n in names] + [
         (f"inline-{i}", prompt_text(t, "--prompt"), None)
-        for i, t in enumerate(args.inline_prompts, 1)]  # fmt: skip
+        for i, t in enumerate(args.inline_prompts, 1)]
     user_checks = {n: check_from_args(args, text, SweepError) for n, text, _ in asked}
     paths = output_paths(args)
     config = ProtocolConfig(tokens=args.tokens, seeds=args.seeds, invocations=args.invocations,
                             warmup=args.warmup, traced=args.traced,
-                            quality=not args.no_quality, predict=args.predict)  # fmt: skip
+                            quality=not args.no_quality, predict=args.predict)
     from core.bench.protocol import check_seeds
     from core.bench.results import BenchSetting
 
@@ -323,7 +323,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
 
     prompts = len(names) + len(args.inline_prompts)
     confirm_plan(plan_requests(len(cells), config, prompts), args.tokens,
-                 getattr(args, "yes", False), SweepError)  # fmt: skip
+                 getattr(args, "yes", False), SweepError)
 
     log = None if err.is_terminal else LogLines(err)
     target, draft = grid.base.target, grid.base.draft
@@ -353,11 +353,11 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
         check = user_checks[name] or (prompt_check(name) if name in names else None)
         prompts.append(SweepPrompt(name, tuple(ids), used, _task(check, answer),
                                    check.describe() if check is not None else None,
-                                   tuple(pair.eos_ids)))  # fmt: skip
+                                   tuple(pair.eos_ids)))
 
     names = [p.name for p in prompts]
     run = SweepRun(grid, config, names, max_nll_delta=args.max_nll_delta, min_task=args.min_task,
-                   margin=args.margin, allow=tuple(allow))  # fmt: skip
+                   margin=args.margin, allow=tuple(allow))
     argv = getattr(args, "argv", None)
     argv = sys.argv[1:] if argv is None else argv
     run.meta["command"] = "specdec-tui " + " ".join(shlex.quote(a) for a in argv)
@@ -370,7 +370,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
 
     bar = Progress(TextColumn("{task.description}"), BarColumn(),
                    StepsColumn("loading the first cell"), TimeElapsedColumn(), LeftColumn(),
-                   console=err, transient=True, disable=log is not None)  # fmt: skip
+                   console=err, transient=True, disable=log is not None)
     cancel = threading.Event()
     if look is not None:
         err.print(Text(look.text(), style="yellow"))
@@ -386,13 +386,13 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
                     log.line(f"{done}/{total} {label} ({left})")
 
             run_sweep(engine, prompts, grid, config, progress=progress, cancel=cancel,
-                      decode=decode, on_block=on_block, run=run)  # fmt: skip
+                      decode=decode, on_block=on_block, run=run)
     except KeyboardInterrupt:
         cancel.set()
         kept, planned = len(run.blocks), len(names) * len(grid.temperatures)
         if not kept:
             err.print(Text(f"interrupted before the first of {planned} block(s) finished: "
-                           "nothing was written"))  # fmt: skip
+                           "nothing was written"))
             return 130
         where = ", ".join(str(p) for p in paths.values()) or "no file (no output was asked for)"
         err.print(Text(f"interrupted: {kept} finished block(s) of {planned} kept in {where}"))
@@ -427,7 +427,7 @@ def read_saved(args: argparse.Namespace, console: Any) -> int:
     else:
         html, md = reading_paths(args.read)
         given = [("the reading page beside --read", str(html)),
-                 ("its Markdown beside --read", str(md))]  # fmt: skip
+                 ("its Markdown beside --read", str(md))]
     try:
         checked = check_outputs(given, force=bool(args.force), inputs=[("sweep", args.read)])
     except OutputPathError as exc:

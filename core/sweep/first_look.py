@@ -38,14 +38,14 @@ class FirstLook:
     def text(self) -> str:
         return (f"a first look: {self.cells} cells, {self.requests} request of {self.tokens} "
                 f"tokens each; --full runs the default grid ({self.full_cells} cells, "
-                f"{self.full_requests} requests of {self.full_tokens} tokens each)")  # fmt: skip
+                f"{self.full_requests} requests of {self.full_tokens} tokens each)")
 
     def full_estimate(self, took_s: float) -> str:
         """How long the full default grid would take at the pace this first look ran."""
         scale = (self.full_cells * self.full_requests * self.full_tokens) / (
-            self.cells * self.requests * self.tokens)  # fmt: skip
+            self.cells * self.requests * self.tokens)
         return (f"the first look took {duration(took_s)}; the full default grid (--full) would "
-                f"take about {duration(took_s * scale)} at this pace")  # fmt: skip
+                f"take about {duration(took_s * scale)} at this pace")
 
 
 def resolve(args: argparse.Namespace) -> FirstLook | None:

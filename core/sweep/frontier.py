@@ -100,7 +100,7 @@ def nll_untrusted(cell: Cell, base: Cell | None) -> bool:
 
 def exclusion(cell: Cell, base: Cell | None, max_nll_delta: float | None = None,
               min_task: float | None = None, margin: float = MARGIN,
-              allow: Iterable[str] = ()) -> str | None:  # fmt: skip
+              allow: Iterable[str] = ()) -> str | None:
     """Why the cell may not be recommended (one phrase, with its numbers), or None when it may.
 
     Default bounds, against the group's target-only cell: task success no lower, the share
@@ -132,7 +132,7 @@ def exclusion(cell: Cell, base: Cell | None, max_nll_delta: float | None = None,
         why.append(f"fails the task more: {task:.0%} against {b_task:.0%}")
     if min_task is not None and (task is None or task < min_task):
         why.append("no task success measured" if task is None
-                   else f"task success {task:.0%} below {min_task:.0%}")  # fmt: skip
+                   else f"task success {task:.0%} below {min_task:.0%}")
     n = _num(cell, "nll_delta")
     if max_nll_delta is not None and n is None:
         why.append("no NLL given up measured")
@@ -143,7 +143,7 @@ def exclusion(cell: Cell, base: Cell | None, max_nll_delta: float | None = None,
 
 def recommend(cells: Iterable[Cell], max_nll_delta: float | None = None,
               min_task: float | None = None, margin: float = MARGIN,
-              allow: Iterable[str] = ()) -> Cell | None:  # fmt: skip
+              allow: Iterable[str] = ()) -> Cell | None:
     """The fastest cell that reads right (`exclusion` finds no reason against it; ties: the one
     that gave up less, then by id); None when every cell is excluded. With an NLL bound alone
     the answer is on the Pareto front: anything dominating it would be feasible and at least as
@@ -151,12 +151,12 @@ def recommend(cells: Iterable[Cell], max_nll_delta: float | None = None,
     group = list(cells)
     base = baseline(group)
     ok = [c for c in group
-          if exclusion(c, base, max_nll_delta, min_task, margin, allow) is None]  # fmt: skip
+          if exclusion(c, base, max_nll_delta, min_task, margin, allow) is None]
     if not ok:
         return None
     nll = lambda c: _num(c, "nll_delta")  # noqa: E731
     return min(ok, key=lambda c: (-float(c["speedup"]),
-                                  math.inf if nll(c) is None else nll(c), str(c["id"])))  # fmt: skip
+                                  math.inf if nll(c) is None else nll(c), str(c["id"])))
 
 
 def by_temperature(cells: Sequence[Cell]) -> dict[float, list[Cell]]:
@@ -169,7 +169,7 @@ def by_temperature(cells: Sequence[Cell]) -> dict[float, list[Cell]]:
 
 def frontier_summary(cells: Sequence[Cell], max_nll_delta: float | None = None,
                      min_task: float | None = None, margin: float = MARGIN,
-                     allow: Iterable[str] = ()) -> dict[str, Any]:  # fmt: skip
+                     allow: Iterable[str] = ()) -> dict[str, Any]:
     """Per temperature: the front's ids, the recommendation (its id, or None with the reason)
     and every excluded cell's reason: what the JSON's `frontier` keeps and the renderings read."""
     allow = sorted(set(allow))
@@ -178,7 +178,7 @@ def frontier_summary(cells: Sequence[Cell], max_nll_delta: float | None = None,
         base = baseline(group)
         rec = recommend(group, max_nll_delta, min_task, margin, allow)
         excluded = {str(c["id"]): why for c in group
-                    if (why := exclusion(c, base, max_nll_delta, min_task, margin, allow))}  # fmt: skip
+                    if (why := exclusion(c, base, max_nll_delta, min_task, margin, allow))}
         groups[f"{t:g}"] = {
             "temperature": t,
             "front": pareto_front(group),
@@ -188,11 +188,11 @@ def frontier_summary(cells: Sequence[Cell], max_nll_delta: float | None = None,
             "nll_untrusted": [str(c["id"]) for c in group if nll_untrusted(c, base)],
         }
     return {"max_nll_delta": max_nll_delta, "min_task": min_task, "margin": margin,
-            "allow": allow, "groups": groups}  # fmt: skip
+            "allow": allow, "groups": groups}
 
 
 def _why_none(cells: Sequence[Cell], max_nll_delta: float | None,
-              min_task: float | None) -> str:  # fmt: skip
+              min_task: float | None) -> str:
     if min_task is not None and all(_num(c, "task_success") is None for c in cells):
         return "no prompt of the sweep has a check, so no cell can show a task success."
     bounds = ["reads right (the default bounds against target-only)"]

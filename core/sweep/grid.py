@@ -25,7 +25,7 @@ DEFAULT_TEMPERATURES = (0.7,)
 MAX_CELLS = 1_000
 # The Settings fields a cell varies: what the app applies when it takes a sweep's recommendation.
 APPLIED_FIELDS = ("mode", "rule", "tv_budget", "policy", "k", "k_max", "draft_source",
-                  "temperature")  # fmt: skip
+                  "temperature")
 
 
 class SweepError(BenchError):
@@ -54,7 +54,7 @@ class Cell:
 
     def axes(self) -> dict[str, Any]:
         return {"kind": self.kind, "policy": self.policy, "tv": self.tv, "source": self.source,
-                "temperature": self.temperature}  # fmt: skip
+                "temperature": self.temperature}
 
 
 def parse_policy(text: str) -> dict[str, Any]:
@@ -102,7 +102,7 @@ class SweepGrid:
     def __post_init__(self) -> None:
         if not self.tvs or not self.policies or not self.sources or not self.temperatures:
             raise SweepError("The grid is empty: give at least one TV budget, policy, draft "
-                             "source and temperature.")  # fmt: skip
+                             "source and temperature.")
         n = len(self.temperatures) * (1 + int(self.draft_only)
                                       + len(self.sources) * len(self.policies) * len(self.tvs))
         if n > MAX_CELLS:
@@ -125,7 +125,7 @@ class SweepGrid:
         for s in self.sources:
             if s not in registry.names():
                 raise SweepError(f"--sources {s}: not a draft source; known: "
-                                 f"{', '.join(registry.names())}.")  # fmt: skip
+                                 f"{', '.join(registry.names())}.")
 
     def cells(self, temperature: float) -> list[Cell]:
         """The rows of one temperature's block, target-only first (the bench's baseline)."""
@@ -145,7 +145,7 @@ class SweepGrid:
                 tvs: tuple[float | None, ...] = self.tvs if rule == "mentored" else (None,)
                 for tv in tvs:
                     extra: dict[str, Any] = {"mode": "speculative", "draft_source": source,
-                                             **fields}  # fmt: skip
+                                             **fields}
                     if tv is None:
                         name = f"{prefix}{pol} {rule}"
                     else:
@@ -164,7 +164,7 @@ class SweepGrid:
     def to_dict(self) -> dict[str, Any]:
         return {"tvs": list(self.tvs), "policies": list(self.policies),
                 "sources": list(self.sources), "temperatures": list(self.temperatures),
-                "draft_only": self.draft_only}  # fmt: skip
+                "draft_only": self.draft_only}
 
 
 def parse_floats(flag: str, text: str) -> tuple[float, ...]:

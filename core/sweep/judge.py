@@ -52,7 +52,7 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
 
     out = copy.deepcopy(dict(data))
     blocks = {(b.get("prompt"), float(b.get("temperature", 0.0))): b
-              for b in out.get("blocks", [])}  # fmt: skip
+              for b in out.get("blocks", [])}
     heads = ("id", "name", "kind", "policy", "tv", "source", "temperature", "apply")
     cells = []
     for c in out.get("cells", []):
@@ -72,7 +72,7 @@ def rejudge(data: Mapping[str, Any], checks: Mapping[str, Any] | None = None) ->
 
 
 def _judge_one(v: dict[str, Any], row: str, block: Mapping[str, Any],
-               checks: Mapping[str, Any] | None) -> None:  # fmt: skip
+               checks: Mapping[str, Any] | None) -> None:
     """One cell's numbers on one prompt, judged again from what its block kept."""
     prompt = ((block.get("report") or {}).get("protocol") or {}).get("prompt") or {}
     saved = _rows(block).get(row) or {}

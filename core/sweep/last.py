@@ -93,7 +93,7 @@ def check_sweep(data: Any) -> dict[str, Any]:
 # What a cell's row shows as numbers (tui/screens/sweep.py formats them: a string there was a
 # ValueError in the app).
 _CELL_NUMBERS = ("temperature", "speedup", "speedup_min", "speedup_max", "acceptance",
-                 "nll_delta", "mean_tv", "task_success")  # fmt: skip
+                 "nll_delta", "mean_tv", "task_success")
 
 
 def _finite(value: Any, where: str) -> None:

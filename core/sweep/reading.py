@@ -240,13 +240,13 @@ def passages(data: dict[str, Any], cell_ids: Sequence[str] | None = None) -> lis
             shown = chosen_cells(data, t)
         else:
             shown = [(cells[i], []) for i in cell_ids
-                     if i in cells and _num(cells[i].get("temperature")) == t]  # fmt: skip
+                     if i in cells and _num(cells[i].get("temperature")) == t]
         base_name = str(block.get("baseline") or "target-only")
         base_row = rows.get(base_name)
         if not shown or base_row is None:
             continue
         base_cell = next((c for c in cells.values() if c.get("name") == base_name
-                          and _num(c.get("temperature")) == t), {"id": base_name})  # fmt: skip
+                          and _num(c.get("temperature")) == t), {"id": base_name})
         base_texts = _row_texts(base_row)
         seeds = sorted({x.seed for x in base_texts})
         for seed in seeds:
@@ -262,7 +262,7 @@ def passages(data: dict[str, Any], cell_ids: Sequence[str] | None = None) -> lis
                 texts = _row_texts(rows.get(str(cell.get("name")), {}))
                 mine, others = _pick(texts, seed)
                 col = _column(cell, str(cell.get("name")), roles, mine, others, prompt,
-                              sorted({x.seed for x in texts}), seed)  # fmt: skip
+                              sorted({x.seed for x in texts}), seed)
                 _mark(col, mine, base)
                 cols.append(col)
             out.append(Passage(prompt, t, seed, cols))
@@ -270,12 +270,12 @@ def passages(data: dict[str, Any], cell_ids: Sequence[str] | None = None) -> lis
 
 
 def _column(cell: dict[str, Any], name: str, roles: list[str], text: TimedText | None,
-            others: int, prompt: str, seeds: list[int], seed: int) -> Column:  # fmt: skip
+            others: int, prompt: str, seeds: list[int], seed: int) -> Column:
     pp = (cell.get("per_prompt") or {}).get(prompt) or {}
     return Column(str(cell.get("id", name)), name, list(roles),
                   _tokens(text) if text is not None else [], missing=text is None,
                   check=_check_of(pp if isinstance(pp, dict) else {}, seeds, seed),
-                  other_texts=others, numbers=cell_numbers(cell, prompt))  # fmt: skip
+                  other_texts=others, numbers=cell_numbers(cell, prompt))
 
 
 def _mark(col: Column, mine: TimedText | None, base: TimedText) -> None:

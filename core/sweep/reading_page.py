@@ -53,7 +53,7 @@ def runs(col: Column) -> list[dict[str, Any]]:
             last["end"] = i
         else:
             out.append({"mark": False, "text": piece, "origin": origin, "start": i, "end": i,
-                        "after": after})  # fmt: skip
+                        "after": after})
     if col.diverge is not None and col.diverge >= len(col.tokens):
         out.append({"mark": True})  # it stops where target-only's goes on
     return out
@@ -159,14 +159,14 @@ def _md_passage(p: Passage) -> list[str]:
     about = []
     for c in cols:
         bits = [*(md_escape(r) for r in c.roles), *(md_escape(n) for n in c.numbers),
-                md_escape(c.divergence_text())]  # fmt: skip
+                md_escape(c.divergence_text())]
         if c.check is not None:
             bits.append("check passed" if c.check else "check **failed**")
         about.append("<br>".join(bits))
     return [f"### {md_escape(p.prompt)}, T = {p.temperature:g}, seed {p.seed}\n",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(cols),
             "| " + " | ".join(about) + " |",
-            "| " + " | ".join(_md_text(c) for c in cols) + " |", ""]  # fmt: skip
+            "| " + " | ".join(_md_text(c) for c in cols) + " |", ""]
 
 
 def reading_markdown(data: dict[str, Any]) -> str:
@@ -176,7 +176,7 @@ def reading_markdown(data: dict[str, Any]) -> str:
            "For each prompt and seed, target-only's text and the chosen cells' (the "
            "recommended, the fastest, the fastest at each TV budget), the same seed for every "
            "column; **▶N** marks where a text first leaves target-only's (token N). Each "
-           "token's origin is coloured in the HTML page beside this file.\n"]  # fmt: skip
+           "token's origin is coloured in the HTML page beside this file.\n"]
     found = passages(data)
     if not found:
         out.append("This sweep kept no texts to read.\n")

@@ -21,7 +21,7 @@ CSV_COLUMNS = (
     "id", "temperature", "kind", "source", "policy", "tv", "prompt", "speedup", "speedup_min",
     "speedup_max", "acceptance", "per_position_acceptance", "nll_delta", "tv_per_token",
     "mean_tv", "copied", "repetition", "task_success", "on_front",
-)  # fmt: skip
+)
 # One colour per temperature group (SVG) and its terminal style.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 STYLES = ("cyan", "red", "green", "magenta", "yellow", "blue")
@@ -86,27 +86,27 @@ def print_cells(data: dict[str, Any], console: Any) -> None:
     # Two tables, speed and what the text gave up, not one of eleven columns: at 80 columns
     # the one table squeezed the cell's name out and cut the headers.
     speed = Table(title="sweep: speed", title_justify="left", box=box.SIMPLE_HEAD,
-                  collapse_padding=True, pad_edge=False)  # fmt: skip
+                  collapse_padding=True, pad_edge=False)
     reads = Table(title="sweep: what the text gave up", title_justify="left",
-                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)  # fmt: skip
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     for table, cols in ((speed, ("", "T", "cell", "speedup", "min-max", "accept")),
                         (reads, ("", "T", "cell", "NLL +", "TV/tok", "copied", "repeat",
-                                 "task"))):  # fmt: skip
+                                 "task"))):
         for col in cols:
             table.add_column(col, overflow="fold", no_wrap=col != "cell",
                              min_width=14 if col == "cell" else None,
-                             ratio=1 if col == "cell" else None)  # fmt: skip
+                             ratio=1 if col == "cell" else None)
     share = lambda v: "-" if v is None else f"{v:.0%}"  # noqa: E731
     for c in data.get("cells", []):
         mark = Text(("R" if c["id"] in rec else "") + ("*" if c.get("on_front") else ""),
-                    style="bold green")  # fmt: skip
+                    style="bold green")
         head = (mark, f"{c.get('temperature', 0):g}", Text(c["name"]))
         lo, hi = c.get("speedup_min"), c.get("speedup_max")
         speed.add_row(*head, _f(c.get("speedup"), 2, "x"), f"{_f(lo)}-{_f(hi)}",
-                      share(c.get("acceptance")))  # fmt: skip
+                      share(c.get("acceptance")))
         reads.add_row(*head, nll_text(c, data), _f(c.get("tv_per_token"), 3),
                       share(c.get("copied")), share(c.get("repetition")),
-                      share(c.get("task_success")))  # fmt: skip
+                      share(c.get("task_success")))
     console.print(speed)
     console.print(reads)
     console.print(Text("NLL +: the target's NLL per token given up against target-only (same "
@@ -114,7 +114,7 @@ def print_cells(data: dict[str, Any], console: Any) -> None:
                        "copy is likely under the target: not to be trusted); TV/tok: the "
                        "realised TV per output token; copied: share of the text in runs of 8+ "
                        "tokens repeating the prompt; repeat: share of repeated 4-grams; * on "
-                       "the Pareto front; R recommended within the bounds", style="dim"))  # fmt: skip
+                       "the Pareto front; R recommended within the bounds", style="dim"))
     for line in recommendation_lines(data):
         console.print(Text(line))
     for line in excluded_lines(data):
@@ -146,7 +146,7 @@ def recommendation_lines(data: dict[str, Any]) -> list[str]:
         out.append(f"T={key}: fastest{within}: {c.get('name', rec)}, {speed_text(c)}, "
                    f"NLL given up {_f(c.get('nll_delta'), 3)}, task "
                    f"{pct(c.get('task_success'))}, copied {pct(c.get('copied'))}, repeated "
-                   f"{pct(c.get('repetition'))}")  # fmt: skip
+                   f"{pct(c.get('repetition'))}")
     return out
 
 
@@ -159,7 +159,7 @@ def sweep_csv(data: dict[str, Any]) -> str:
     def row(c: dict[str, Any], prompt: str, nums: dict[str, Any]) -> list[Any]:
         pos = " ".join(f"{r:.4f}" for r in (c.get("per_position_acceptance") or []))
         vals = {**c, **nums, "prompt": prompt,
-                "per_position_acceptance": pos if prompt == "all" else ""}  # fmt: skip
+                "per_position_acceptance": pos if prompt == "all" else ""}
         return ["" if vals.get(k) is None else vals.get(k) for k in CSV_COLUMNS]
 
     for c in data.get("cells", []):
@@ -175,7 +175,7 @@ def sweep_csv(data: dict[str, Any]) -> str:
 
 def _points(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in data.get("cells", [])
-            if c.get("speedup") is not None and c.get("nll_delta") is not None]  # fmt: skip
+            if c.get("speedup") is not None and c.get("nll_delta") is not None]
 
 
 def _bounds(pts: Sequence[dict[str, Any]]) -> tuple[float, float, float, float]:
@@ -195,7 +195,7 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="22" font-size="14">{xml_escape(title)}</text>']  # fmt: skip
+           f'<text x="{L}" y="22" font-size="14">{xml_escape(title)}</text>']
     if not pts:
         out.append(f'<text x="{L}" y="{H / 2}">no cell was measured on both axes yet</text>')
         return "\n".join(out + ["</svg>"]) + "\n"
@@ -214,15 +214,15 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
         out.append(f'<text x="{sx(xv):.1f}" y="{T + ph + 16}" text-anchor="middle">{xv:.3g}</text>')
         out.append(f'<text x="{L - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{yv:.2f}x</text>')
     out.append(f'<text x="{L + pw / 2}" y="{H - 12}" text-anchor="middle">NLL given up '
-               '(target nats per token, against target-only, same seeds)</text>')  # fmt: skip
+               '(target nats per token, against target-only, same seeds)</text>')
     out.append(f'<text x="16" y="{T + ph / 2}" transform="rotate(-90 16 {T + ph / 2})" '
-               'text-anchor="middle">speedup over target-only</text>')  # fmt: skip
+               'text-anchor="middle">speedup over target-only</text>')
     if y0 <= 1.0 <= y1:
         out.append(f'<line x1="{L}" x2="{L + pw}" y1="{sy(1.0):.1f}" y2="{sy(1.0):.1f}" '
-                   'stroke="#999" stroke-dasharray="4 3"/>')  # fmt: skip
+                   'stroke="#999" stroke-dasharray="4 3"/>')
     if x0 <= 0.0 <= x1:  # nothing given up: target-only's text
         out.append(f'<line x1="{sx(0.0):.1f}" x2="{sx(0.0):.1f}" y1="{T}" y2="{T + ph}" '
-                   'stroke="#999" stroke-dasharray="4 3"/>')  # fmt: skip
+                   'stroke="#999" stroke-dasharray="4 3"/>')
     rec = recommended_ids(data)
     groups = (data.get("frontier") or {}).get("groups") or {}
     temps = list(dict.fromkeys(p.get("temperature", 0.0) for p in pts))
@@ -240,11 +240,11 @@ def frontier_svg(data: dict[str, Any], title: str = "Speed against NLL given up"
             fill = col if on else "white"
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if on else 4}" fill="{fill}" '
                        f'stroke="{col}" stroke-width="1.5"><title>{xml_escape(p["id"])}: '
-                       f'{p["speedup"]:.3f}x, NLL {p["nll_delta"]:+.4f}</title></circle>')  # fmt: skip
+                       f'{p["speedup"]:.3f}x, NLL {p["nll_delta"]:+.4f}</title></circle>')
             if p["id"] in rec:
                 out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="9" fill="none" stroke="black"/>')
             out.append(f'<text x="{x + 7:.1f}" y="{y - 6:.1f}" font-size="9" fill="#333">'
-                       f'{xml_escape(p["name"])}</text>')  # fmt: skip
+                       f'{xml_escape(p["name"])}</text>')
         ly = T + 14 + gi * 18
         out.append(f'<circle cx="{W - R + 20}" cy="{ly - 4}" r="5" fill="{col}"/>')
         out.append(f'<text x="{W - R + 32}" y="{ly}">T = {t:g}, filled: front</text>')
@@ -293,11 +293,11 @@ def frontier_plot(data: dict[str, Any], width: int = 60, height: int = 16) -> An
     lines.append(Text("        +" + "-" * width))
     lines.append(Text(f"         {x0:<.3g}".ljust(width // 2 + 9) + f"{x1:.3g}".rjust(width // 2)))
     lines.append(Text("         x: NLL given up per token; y: speedup over target-only (· = 1x)",
-                      style="dim"))  # fmt: skip
+                      style="dim"))
     for key, style, p in legend:
         t = Text(f"  {key} ", style=style)
         t.append(f"{p['id']}: {p['speedup']:.2f}x, NLL {p['nll_delta']:+.3f}"
-                 + (" (front)" if p.get("on_front") else ""))  # fmt: skip
+                 + (" (front)" if p.get("on_front") else ""))
         lines.append(t)
     return Group(*lines)
 
@@ -315,7 +315,7 @@ def sweep_markdown(data: dict[str, Any], svg_name: str | None = None) -> str:
     out = ["# Sweep: speed against what the TV budget gives up\n"]
     if not data.get("complete"):
         out.append(f"**Partial**: {data.get('blocks_done')} of {data.get('blocks_planned')} "
-                   "blocks (prompt x temperature) finished; the cells cover those.\n")  # fmt: skip
+                   "blocks (prompt x temperature) finished; the cells cover those.\n")
     if data.get("command"):
         out.append(f"Command: `{scrub_paths(data['command'], data)}`\n")
     out += provenance_lines(data)
@@ -328,25 +328,25 @@ def sweep_markdown(data: dict[str, Any], svg_name: str | None = None) -> str:
                "over prompts), its range the paired per-request ratios (same seed, same "
                "invocation); NLL given up = the target's NLL per token of the cell's text "
                "minus target-only's for the same seeds (mean over prompts); task = share of "
-               "the outputs whose prompt check passed.\n")  # fmt: skip
+               "the outputs whose prompt check passed.\n")
     out.append(f"Prompts: {', '.join(data.get('prompts') or [])}.\n")
     scored = (p.get("seeds") or 0) * (p.get("tokens") or 0)
     out.append(f"Each cell's NLL is over {scored} generated tokens a prompt (its first "
                "invocation's seeds): one sampled text per seed, so at a few seeds a difference "
                "of a few tenths between cells can be the sample, not the setting; read the "
-               "texts.\n")  # fmt: skip
+               "texts.\n")
     rec = recommended_ids(data)
     out.append("| | cell | speedup (min-max) | acceptance | per-position acceptance | "
-               "NLL given up | TV per token | TV per judged draft | copied | repeated | task |")  # fmt: skip
+               "NLL given up | TV per token | TV per judged draft | copied | repeated | task |")
     out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in data.get("cells", []):
         mark = ("**R**" if c["id"] in rec else "") + (" *" if c.get("on_front") else "")
         out.append(f"| {mark} | {_md(c['id'])} | {speed_text(c)} | {pct(c.get('acceptance'))} | "
                    f"{_positions(c)} | {nll_text(c, data)} | {_f(c.get('tv_per_token'), 3)} | "
                    f"{_f(c.get('mean_tv'), 3)} | {pct(c.get('copied'))} | "
-                   f"{pct(c.get('repetition'))} | {pct(c.get('task_success'))} |")  # fmt: skip
+                   f"{pct(c.get('repetition'))} | {pct(c.get('task_success'))} |")
     out.append("\n`*` on the Pareto front of its temperature (no cell is both faster and gives "
-               "up less); **R** the fastest cell within the bounds.\n")  # fmt: skip
+               "up less); **R** the fastest cell within the bounds.\n")
     for line in recommendation_lines(data):
         out.append(f"- {line}")
     out.append("")
@@ -362,7 +362,7 @@ def sweep_markdown(data: dict[str, Any], svg_name: str | None = None) -> str:
                "repeated: the share of its 4-grams that repeat an earlier one; TV per token: "
                "the realised total-variation distance from the target's distribution, per "
                "output token (a token the target drew itself moved 0); TV per judged draft: "
-               "the same over the positions where a draft was judged.\n")  # fmt: skip
+               "the same over the positions where a draft was judged.\n")
     if svg_name:
         out.append(f"![the frontier: speed against NLL given up]({svg_name})\n")
     out += texts_markdown(data)
@@ -402,7 +402,7 @@ def provenance_lines(data: dict[str, Any]) -> list[str]:
     if env:
         out.append(f"- machine: {env.get('backend', '?')} ({env.get('device_name') or '-'}), "
                    f"{env.get('os', '?')}; mlx {env.get('mlx', '?')}, mlx-lm "
-                   f"{env.get('mlx_lm', '?')}; measured by {version_text(env)}")  # fmt: skip
+                   f"{env.get('mlx_lm', '?')}; measured by {version_text(env)}")
     return out + [""] if out else out
 
 
@@ -414,7 +414,7 @@ def texts_markdown(data: dict[str, Any]) -> list[str]:
     first = policies[0] if policies else None
     out = ["## Texts side by side\n",
            f"The same seed for every row; speculative rows at {first} (the grid's first "
-           "policy); the other cells' texts are in the JSON.\n"]  # fmt: skip
+           "policy); the other cells' texts are in the JSON.\n"]
     sources = grid.get("sources") or ["model"]
     cells = {(c.get("temperature"), c["name"]): c for c in data.get("cells", [])}
 

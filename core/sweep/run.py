@@ -82,7 +82,7 @@ class SweepRun:
     def to_dict(self) -> dict[str, Any]:
         cells = self.cell_summaries()
         front = frontier_summary(cells, self.max_nll_delta, self.min_task, self.margin,
-                                 self.allow)  # fmt: skip
+                                 self.allow)
         on_front = {i for g in front["groups"].values() for i in g["front"]}
         for c in cells:
             c["on_front"] = c["id"] in on_front
@@ -104,7 +104,7 @@ class SweepRun:
             "texts": texts(self.blocks),
             "blocks": [{"prompt": b.prompt, "temperature": b.temperature,
                         "check": b.check_name, "report": _without_texts(b.report.to_dict())}
-                       for b in self.blocks],  # fmt: skip
+                       for b in self.blocks],
         })
 
 
@@ -133,7 +133,7 @@ def run_sweep(
 
         def tick(done: int, total: int, label: str, *, _t: float = t, _i: int = i,
                  _p: str = prompt.name, _before: int = done_before,
-                 _seen: dict[str, int] = seen) -> None:  # fmt: skip
+                 _seen: dict[str, int] = seen) -> None:
             _seen["total"] = total
             sizes.setdefault(_t, total)
             rest = sum(sizes.get(tt, total) for _, tt in plan[_i + 1 :])
@@ -143,12 +143,12 @@ def run_sweep(
         report = run_protocol(engine, list(prompt.ids), rows, config, ProtocolInputs(
             progress=tick, cancel=cancel, decode=decode, task=prompt.check,
             task_name=prompt.check_name,
-        ))  # fmt: skip
+        ))
         report.protocol["prompt"] = {"name": prompt.name, "text": prompt.text,
-                                     "ids": list(prompt.ids)}  # fmt: skip
+                                     "ids": list(prompt.ids)}
         done_before += seen["total"]
         answers = {r.name: [answer_of_ids(list(ids), prompt.eos_ids, decode)
-                            for ids in r.outputs.values()] for r in report.results}  # fmt: skip
+                            for ids in r.outputs.values()] for r in report.results}
         run.blocks.append(Block(prompt.name, t, report, prompt.check_name, answers))
         if on_block is not None:
             on_block(run)
@@ -159,7 +159,7 @@ def run_sweep(
 
 
 def answer_of_ids(ids: list[int], eos_ids: Sequence[int],
-                  decode: Callable[[list[int]], str] | None) -> tuple[int, str | None]:  # fmt: skip
+                  decode: Callable[[list[int]], str] | None) -> tuple[int, str | None]:
     """(where the answer ends: its first EOS, else the end; its text where `decode` is given)."""
     end = next((i for i, t in enumerate(ids) if t in eos_ids), len(ids))
     return end, decode(ids[:end]) if decode is not None else None
@@ -211,10 +211,10 @@ def summarise_cell(cell: Cell, blocks: Sequence[Block]) -> dict[str, Any]:
             "positions": {"tries": list(t.tries), "hits": list(t.hits), "rounds": t.rounds,
                           "proposed": t.proposed, "accepted": t.accepted}
             if r.speculative else None,
-        }  # fmt: skip
+        }
     return aggregate({"id": cell.id, "name": cell.name, **cell.axes(),
                       "apply": {k: getattr(cell.settings, k) for k in APPLIED_FIELDS}},
-                     per_prompt)  # fmt: skip
+                     per_prompt)
 
 
 def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -228,7 +228,7 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
     lows = [v["speedup_min"] for v in per_prompt.values() if v.get("speedup_min") is not None]
     highs = [v["speedup_max"] for v in per_prompt.values() if v.get("speedup_max") is not None]
     nlls = [v["nll_delta"] for v in per_prompt.values()
-            if v.get("nll_delta") is not None and math.isfinite(v["nll_delta"])]  # fmt: skip
+            if v.get("nll_delta") is not None and math.isfinite(v["nll_delta"])]
     tvs = [v["mean_tv"] for v in per_prompt.values() if v.get("mean_tv") is not None]
 
     def mean(key: str) -> float | None:
@@ -241,7 +241,7 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
         pos = v.get("positions")
         if pos:
             tally.merge(PositionTally(list(pos["tries"]), list(pos["hits"]), pos["rounds"],
-                                      pos["proposed"], pos["accepted"]))  # fmt: skip
+                                      pos["proposed"], pos["accepted"]))
     speculative = head.get("kind") == "speculative"
     return {
         **head,
@@ -260,7 +260,7 @@ def aggregate(head: dict[str, Any], per_prompt: dict[str, dict[str, Any]]) -> di
         "task_success": sum(passed) / len(passed) if passed else None,
         "task_outputs": len(passed),
         "fallback_reason": next((v["fallback_reason"] for v in per_prompt.values()
-                                 if v.get("fallback_reason")), None),  # fmt: skip
+                                 if v.get("fallback_reason")), None),
         "per_prompt": per_prompt,
     }
 
@@ -279,21 +279,21 @@ def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def same(key: str) -> Any:
         ids = (first.get("models") or {}).get("identities") or {}
         return ({r: (d or {}).get("sha256") or (d or {}).get("shape") for r, d in ids.items()}
-                if key == "models" else first.get(key))  # fmt: skip
+                if key == "models" else first.get(key))
 
     for d in docs[1:]:
         ids = (d.get("models") or {}).get("identities") or {}
         theirs = {r: (v or {}).get("sha256") or (v or {}).get("shape") for r, v in ids.items()}
         if theirs != same("models") or d.get("protocol") != first.get("protocol"):
             raise SweepError("These sweeps ran different models or protocols; merge only the "
-                             "parts of one run.")  # fmt: skip
+                             "parts of one run.")
     cells: dict[str, dict[str, Any]] = {}
     heads: dict[str, dict[str, Any]] = {}
     for d in docs:
         for c in d.get("cells", []):
             heads.setdefault(c["id"], {k: c.get(k) for k in ("id", "name", "kind", "policy",
                                                                "tv", "source", "temperature",
-                                                               "apply")})  # fmt: skip
+                                                               "apply")})
             cells.setdefault(c["id"], {}).update(c.get("per_prompt") or {})
     merged = [aggregate(heads[i], pp) for i, pp in cells.items()]
     bounds = first.get("frontier") or {}
@@ -304,7 +304,7 @@ def merge_sweeps(docs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     prompts = list(dict.fromkeys(p for d in docs for p in d.get("prompts", [])))
     grid = dict(first.get("grid") or {})
     grid["temperatures"] = sorted({t for d in docs for t in (d.get("grid") or {}).get(
-        "temperatures", [])})  # fmt: skip
+        "temperatures", [])})
     return finite({
         **{k: v for k, v in first.items() if k not in ("cells", "frontier", "texts", "blocks")},
         "complete": all(d.get("complete") for d in docs),
@@ -330,9 +330,9 @@ def texts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     for b in blocks:
         rows = [{"name": r.name, "seed": next(iter(r.outputs), None), "text": r.sample_text,
                  "texts": r.texts.to_dicts()}
-                for r in b.report.results]  # fmt: skip
+                for r in b.report.results]
         out.append({"prompt": b.prompt, "temperature": b.temperature,
-                    "baseline": b.report.protocol.get("baseline"), "rows": rows})  # fmt: skip
+                    "baseline": b.report.protocol.get("baseline"), "rows": rows})
     return out
 
 
@@ -340,4 +340,4 @@ def _without_texts(report: dict[str, Any]) -> dict[str, Any]:
     """A block's bench report without its rows' timed texts: the sweep keeps them once, in
     its `texts`."""
     return {**report, "results": [{k: v for k, v in r.items() if k != "texts"}
-                                  for r in report.get("results", [])]}  # fmt: skip
+                                  for r in report.get("results", [])]}

@@ -59,7 +59,7 @@ ARRAY_METHODS = (
     "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
     "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__and__", "__or__", "__invert__",
     "__int__", "__float__", "__bool__", "__index__",
-)  # fmt: skip
+)
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
 K = 4
 
@@ -141,7 +141,7 @@ def our_rounds(engine: Any, tokens: int) -> Iterator[list[int]]:
 
     s = Settings(mode="speculative", draft_source="model", policy="fixed", k=K, k_max=8,
                  rule="greedy", temperature=0.0, bonus=True, traced=False, ignore_eos=True,
-                 max_tokens=tokens)  # fmt: skip
+                 max_tokens=tokens)
     engine.reset()
     for item in engine.generate(PROMPT, s):
         if hasattr(item, "index"):
@@ -158,7 +158,7 @@ def peer_rounds(pair: Any, tokens: int) -> Iterator[list[int]]:
     gen = speculative_generate_step(
         mx.array(PROMPT, dtype=mx.uint32), pair.target.model, pair.draft.model,
         num_draft_tokens=K, max_tokens=tokens, sampler=peer_sampler(pair.vocab_size),
-    )  # fmt: skip
+    )
     got: list[int] = []
     for tok, _, from_draft in gen:
         got.append(int(tok))
@@ -195,7 +195,7 @@ def count_side(rounds: Iterator[list[int]], counter: OpCounter) -> dict[str, Any
         "model_calls": sum(v for (op, w), v in total.items() if w == "model") / n,
         "by_call": {f"{op} @ {w}": v / n
                     for (op, w), v in sorted(loop.items(), key=lambda kv: -kv[1])},
-    }  # fmt: skip
+    }
 
 
 def _is_model(path: str) -> bool:
@@ -242,7 +242,7 @@ def host_seconds(stats: pstats.Stats) -> tuple[float, dict[str, float], int]:
             continue
         if path == "~":  # a builtin: charged to each caller outside the models
             outside = [c for (cp, _l, cn), c in callers.items()
-                       if not _is_model(cp) and cn != "device_wait"]  # fmt: skip
+                       if not _is_model(cp) and cn != "device_wait"]
             tt, nc = sum(c[2] for c in outside), sum(c[1] for c in outside)
         calls += nc
         if tt <= 0:
@@ -315,7 +315,7 @@ PAIRS = {
     "h200": (("qwen2.5-7b / qwen2.5-0.5b shapes", "shape:qwen2.5-7b", "shape:qwen2.5-0.5b"),
              ("qwen2.5-0.5b drafting itself (every draft accepted)", "shape:qwen2.5-0.5b",
               "shape:qwen2.5-0.5b")),
-}  # fmt: skip
+}
 
 
 def count(out: Path, tokens: int, repeats: int, pairs: str = "tiny") -> int:
@@ -372,12 +372,12 @@ def count(out: Path, tokens: int, repeats: int, pairs: str = "tiny") -> int:
                                         "ratio": cpu_ratios,
                                         "ratio_median": statistics.median(cpu_ratios)},
             "ours_host_us_by_frame": top,
-        })  # fmt: skip
+        })
         if wall:
             cases[-1]["wall_us_per_round"] = {
                 "ours": [w[0] for w in wall], "mlx_lm": [w[1] for w in wall],
                 "ratio": [w[0] / w[1] for w in wall],
-                "ratio_median": statistics.median(w[0] / w[1] for w in wall)}  # fmt: skip
+                "ratio_median": statistics.median(w[0] / w[1] for w in wall)}
         c = cases[-1]
         print(
             f"{label}: ours {ours['loop_calls']:.1f} loop calls, {ours['syncs']:.1f} syncs, "
@@ -398,7 +398,7 @@ def count(out: Path, tokens: int, repeats: int, pairs: str = "tiny") -> int:
                         "device": str(mx.default_device()),
                         "device_name": mx.device_info().get("device_name")},
         "cases": cases,
-    }  # fmt: skip
+    }
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
@@ -412,7 +412,7 @@ def _f(x: float, spec: str = ".1f") -> str:
 
 def _range(r: dict[str, Any]) -> str:
     return (f"{_f(r['ratio_median'], '.2f')}x ({_f(min(r['ratio']), '.2f')}-"
-            f"{_f(max(r['ratio']), '.2f')})")  # fmt: skip
+            f"{_f(max(r['ratio']), '.2f')})")
 
 
 def table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -423,18 +423,18 @@ def table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
             "the forwards | host time "
             "outside the forwards (cProfile), ours / mlx-lm | this thread's CPU, "
             "unprofiled, ours / mlx-lm | rounds (ours / mlx-lm) |",
-            "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            "|---|---|---|---|---|---|---|---|---|"]
     by_case = {c["case"]: c for c in before["cases"]}
     for a in after["cases"]:
         b = by_case.get(a["case"], a)
         cells = []
         for key in ("loop_calls", "syncs", "reads", "python_calls", "model_calls"):
             cells.append(f"{_f(b['ours'][key])} -> {_f(a['ours'][key])} / "
-                         f"{_f(a['mlx_lm'][key])}")  # fmt: skip
+                         f"{_f(a['mlx_lm'][key])}")
         for key in ("host_us_per_round", "thread_cpu_us_per_round"):
             cells.append(f"{_range(b[key])} -> {_range(a[key])}")
         rows.append(f"| {a['case']} | {' | '.join(cells)} | "
-                    f"{a['ours']['rounds']} / {a['mlx_lm']['rounds']} |")  # fmt: skip
+                    f"{a['ours']['rounds']} / {a['mlx_lm']['rounds']} |")
     return rows
 
 

@@ -90,7 +90,7 @@ def glob_json(folder: str | Path, recursive: bool = False) -> list[Path]:
     """Every `.json` and `.json.xz` in `folder`, sorted by the name they read as."""
     folder = Path(folder)
     found = [*folder.glob("**/*.json" if recursive else "*.json"),
-             *folder.glob("**/*.json.xz" if recursive else "*.json.xz")]  # fmt: skip
+             *folder.glob("**/*.json.xz" if recursive else "*.json.xz")]
     return sorted(found, key=lambda p: (str(plain_name(p)), p.suffix == ".xz"))
 
 

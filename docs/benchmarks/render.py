@@ -58,9 +58,9 @@ __all__ = ["BLOCK", "DEFAULT_PREFIX", "FIELDS", "NS_CONTROL", "NS_DEFAULT", "NS_
            "_texts", "check", "load_json", "main", "ns_names", "pages", "render_page", "row"]
 
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w.-]+) from (?P<src>[^>]*?) -->\n)(?P<body>.*?)"
-                   r"(<!-- end generated -->)", re.S)  # fmt: skip
+                   r"(<!-- end generated -->)", re.S)
 VALUE = re.compile(r"(<!-- value: (?P<src>[^|>]+?) \| (?P<row>[^|>]+?) \| (?P<field>[\w.:-]+) -->)"
-                   r"(?P<body>.*?)(<!-- /value -->)", re.S)  # fmt: skip
+                   r"(?P<body>.*?)(<!-- /value -->)", re.S)
 
 
 # -- rewriting the pages -----------------------------------------------------------------------

@@ -68,7 +68,7 @@ def install_counter() -> Counter[tuple[str, str]]:
 
 
 def case(engine: Any, seen: Counter[tuple[str, str]], name: str, prompt: list[int], s: Any,
-         source: Any = None, keep: Any = None) -> dict[str, Any]:  # fmt: skip
+         source: Any = None, keep: Any = None) -> dict[str, Any]:
     """Run `s` (after one unrecorded run), and average the counts over the rounds `keep`
     selects (a RoundEvent, its index, whether one was kept already -> bool); `source(i)`:
     the settings of round i, where they change within the run."""
@@ -112,7 +112,7 @@ def main(out: Path) -> int:
     engine = Engine.from_pair(load_pair("shape:tiny", "shape:tiny-draft"))
     step = 1e-3
     engine.set_cost_curve(VerifyCostCurve("cpu", "", 16, {"auto": {1: step, 9: 1.2 * step}},
-                                          draft_step_s=0.3 * step))  # fmt: skip
+                                          draft_step_s=0.3 * step))
     # The target's own greedy text, then a repeat of it: the lookup has something to copy
     # that the target agrees with, and new text after it.
     lead = [5, 6, 7, 8, 9, 10]
@@ -121,7 +121,7 @@ def main(out: Path) -> int:
     engine.reset()
     prompt = text[:40] + text[6:40]
     base = Settings(mode="speculative", policy="fixed", k=3, max_tokens=80, ignore_eos=True,
-                    traced=False)  # fmt: skip
+                    traced=False)
     greedy, sampled = base.replace(temperature=0.0), base.replace(temperature=0.7)
     plain = lambda ev, i, _: not ev.source and i > 0  # noqa: E731
     drafted = lambda ev, i, _: bool(ev.source) and i > 0  # noqa: E731 - after its first catch-up
@@ -141,18 +141,18 @@ def main(out: Path) -> int:
         case(engine, seen, "model round k = 3, T = 0.7", prompt, sampled, keep=drafted),
         case(engine, seen, "model round after 60 target steps, greedy", prompt, greedy,
              source=stretch, keep=first_after),
-    ]  # fmt: skip
+    ]
     doc = {
         "schema": 1,
         "what": "MLX calls per round outside the models' forwards, counted (round_ops.py)",
         "environment": {"python": platform.python_version(), "machine": platform.machine(),
                         "specdec_tui": tool_version(), "pair": "shape:tiny / shape:tiny-draft"},
         "cases": cases,
-    }  # fmt: skip
+    }
     out.write_text(json.dumps(doc, indent=1) + "\n")
     for c in cases:
         print(f"{c['case']}: {c['own_calls']} own MLX calls a round, {c['syncs']} syncs, "
-              f"{c['model_calls']} in the models ({c['rounds']} rounds)")  # fmt: skip
+              f"{c['model_calls']} in the models ({c['rounds']} rounds)")
     return 0
 
 

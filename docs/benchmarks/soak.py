@@ -63,7 +63,7 @@ async def run(args: argparse.Namespace) -> tuple[SoakReport, dict]:
     store = ProfileStore(folder, presets=None)
     base = Settings(max_tokens=args.max_tokens)
     for name, changes in (("fast", {"k": 6, "tv_budget": 1.0}), ("careful", {"k": 2}),
-                          ("solo", {"mode": "target-only"})):  # fmt: skip
+                          ("solo", {"mode": "target-only"})):
         store.save(Profile(name, base.replace(**changes)))
     sessions: list = []
     factory_class = recording_session(args.context)
@@ -81,7 +81,7 @@ async def run(args: argparse.Namespace) -> tuple[SoakReport, dict]:
             s = report.samples[-1] if report.samples else None
             mlx = f", MLX active {s.mlx_active / 2**20:.0f} MiB" if s and s.mlx_active else ""
             print(f"  turn {turn}: {time.monotonic() - started:.0f} s, last turn "
-                  f"{report.turn_seconds[-1]:.2f} s{mlx}", file=sys.stderr, flush=True)  # fmt: skip
+                  f"{report.turn_seconds[-1]:.2f} s{mlx}", file=sys.stderr, flush=True)
 
     async with app.run_test(size=(160, 45)) as pilot:
         report = await soak(
@@ -91,9 +91,9 @@ async def run(args: argparse.Namespace) -> tuple[SoakReport, dict]:
             engine_rounds=lambda: sessions[-1].rounds if sessions else 0,
             cancel_every=7, sample_every=args.sample_every, turn_timeout=300.0, mlx=True,
             on_turn=progress,
-        )  # fmt: skip
+        )
         extra = {"messages_kept": len(app.messages), "runs_kept": len(app.runs),
-                 "context_window": sessions[-1].context_window if sessions else None}  # fmt: skip
+                 "context_window": sessions[-1].context_window if sessions else None}
     return report, extra
 
 
@@ -118,7 +118,7 @@ def summary(report: SoakReport, extra: dict, args: argparse.Namespace) -> dict:
              "widgets": s.widgets, "mlx_active_mib": round((s.mlx_active or 0) / 2**20, 1),
              "textual_memo_entries": s.memo_entries}
             for s in samples
-        ],  # fmt: skip
+        ],
         "thread_errors": report.thread_errors,
         "settings": {"max_tokens": args.max_tokens, "context": args.context, "seed": args.seed},
         **extra,
@@ -139,7 +139,7 @@ def markdown(s: dict) -> str:
     ]
     for x in s["samples"]:
         lines.append(f"| {x['turn']} | {x['py_blocks']:,} | {x['py_objects']:,} | "
-                     f"{x['widgets']} | {x['mlx_active_mib']} |")  # fmt: skip
+                     f"{x['widgets']} | {x['mlx_active_mib']} |")
     return "\n".join(lines)
 
 

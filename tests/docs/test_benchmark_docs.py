@@ -39,7 +39,7 @@ def cited(page: Path) -> set[Path]:
 def pages_citing(path: Path) -> list[str]:
     """Every page that renders from `path`: the only pages a change to it can move."""
     return sorted(str(p.relative_to(BENCH)) for p in render.pages(BENCH)
-                  if path.resolve() in cited(p))  # fmt: skip
+                  if path.resolve() in cited(p))
 
 
 @pytest.fixture
@@ -99,10 +99,10 @@ def test_edition2_lookup_table_shows_medians() -> None:
     lines, statistic = render.TABLES["lookup-matrix"](
         [render.load_json(BENCH / ED2 / f"lookup-{n}.json.xz")
          for n in ("code-edit-pasted-t0.0", "code-edit-pasted-t0.7", "rewrite-paragraph-t0.0",
-                   "creative-seed-vault-t0.0")])  # fmt: skip
+                   "creative-seed-vault-t0.0")])
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
     assert [c[0] for c in cells][1:] == ["code-edit-pasted, T = 0.7", "rewrite-paragraph, greedy",
-                                         "creative-seed-vault, greedy"]  # fmt: skip
+                                         "creative-seed-vault, greedy"]
     assert cells[0][1].startswith("1.161 s (1.104-1.308)")
     assert [c[-1].split(":")[0] for c in cells] == ["0.87x", "1.37x", "1.02x", "1.13x"]
     assert "median" in statistic
@@ -221,7 +221,7 @@ def test_the_current_verdict_follows_the_latest_runs_data(copy_page) -> None:
     problems = render.check(copy)
     assert problems and all(p.startswith("never-slower.md: ") for p in problems)
     assert any("never-slower-verdict from data/h200-2026-12-04-s21/never-slower-2/" in p
-               for p in problems)  # fmt: skip
+               for p in problems)
 
 
 def test_never_slower_tally_counts_benches_unrounded() -> None:
@@ -281,7 +281,7 @@ def test_first_use_page_follows_its_files(copy_page) -> None:
     files: a later first token, or a slower import, must fail its check."""
     run = "data/h200-2026-12-01-s6/first-use/"
     assert {page for name in ("first-use.json.xz", "first-use-warm.log", "importtime-pyc.txt.xz")
-            for page in pages_citing(BENCH / run / name)} == {"first-use.md"}  # fmt: skip
+            for page in pages_citing(BENCH / run / name)} == {"first-use.md"}
     copy = copy_page("first-use.md")
     f = copy / "data/h200-2026-12-01-s6/first-use/first-use.json.xz"
     doc = render.load_json(f)
@@ -327,11 +327,11 @@ def test_never_slower_control_counts_the_floor_by_median_and_by_minima() -> None
     doc = _ns_doc("p", 0.0, {"target-only": [1.0, 1.0, 1.0],
                              render.NS_DEFAULT: [1.0, 2.0, 2.0], render.NS_LOOKUP: [0.5] * 3,
                              render.NS_HYBRID: [1.2, 1.2, 1.2],
-                             render.NS_CONTROL: [1.0, 1.1, 0.9]})  # fmt: skip
+                             render.NS_CONTROL: [1.0, 1.1, 0.9]})
     lines, stat = render.TABLES["never-slower-control"]([doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[1:] == ["1.00x", "0.91-1.11x", "1.11x", "0.50x", "1.00x", "2.00x", "2.00x",
-                         "0.83x", "0.83x"]  # fmt: skip
+                         "0.83x", "0.83x"]
     total = [c.strip() for c in lines[3].strip("|").split("|")]
     assert total == ["**below 0.97x, of 1**", "0", "", "0", "1", "0", "0", "0", "1", "1"]
     assert "A/A" in stat
@@ -379,7 +379,7 @@ def test_the_normalized_verdict_divides_out_a_slow_spell_of_a_whole_request() ->
     doc = _ns_doc("p", 0.7, {"target-only": [1.0, 1.0, 1.0, 1.0],
                              render.NS_CONTROL: [1.0, 2.0, 1.0, 1.0],
                              render.NS_DEFAULT: [1.25, 2.5, 1.25, 1.25],
-                             render.NS_LOOKUP: [1.0, 1.0, 1.0, 1.0]})  # fmt: skip
+                             render.NS_LOOKUP: [1.0, 1.0, 1.0, 1.0]})
     steps = {"target-only": [4.0, 4.0, 4.0, 4.0], render.NS_CONTROL: [4.0, 8.0, 4.0, 4.0],
              render.NS_DEFAULT: [4.0, 8.0, 4.0, 4.0], render.NS_LOOKUP: [4.0, None, 4.0, 4.0]}
     for r in doc["results"]:
@@ -413,7 +413,7 @@ def test_plan_cost_puts_each_commits_plan_side_by_side() -> None:
     def doc(commit: str, ms: float) -> dict:
         return {"commit": commit, "machine": "x86_64", "python": "3.11",
                 "results": [{"prices": "h200", "prompt": "p", "row": "default",
-                             "median_ms": ms, "mean_ms": 2 * ms}]}  # fmt: skip
+                             "median_ms": ms, "mean_ms": 2 * ms}]}
     lines, stat = render.TABLES["plan-cost"]([doc("aaa", 1.0), doc("bbb", 0.125)])
     assert lines[0] == "| prices | prompt | row | aaa: median (mean) ms | bbb: median (mean) ms |"
     assert lines[2] == "| h200 | p | default | 1.000 (2.000) | 0.125 (0.250) |"
@@ -424,18 +424,18 @@ def test_round_autopsy_reads_rounds_and_the_step_after_each() -> None:
     ev = [{"gap_ms": g, "proposed": p, "tokens": t}
           for g, p, t in [(20.0, 0, 1), (4.0, 0, 1), (9.0, 5, 3), (8.0, 0, 1), (4.0, 0, 1)]]
     doc = {"prompt": "p", "temperature": 0.7,
-           "requests": [{"row": "lookup", "seed": 0, "e2e_s": 0.045, "events": ev}]}  # fmt: skip
+           "requests": [{"row": "lookup", "seed": 0, "e2e_s": 0.045, "events": ev}]}
     lines, _ = render.TABLES["round-autopsy"]([doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     # plain steps 20, 4, 8, 4: median 6.0; one round of 3 tokens at 9 ms, the step after 8 ms
     assert cells == ["p, T = 0.7", "lookup", "45-45", "6.0 (6.0-6.0)", "1", "3.0",
-                     "9.0 (9.0-9.0)", "8.0 (8.0-8.0)"]  # fmt: skip
+                     "9.0 (9.0-9.0)", "8.0 (8.0-8.0)"]
 
 
 def test_rare_round_pools_each_stretch_and_leaves_traced_trials_out() -> None:
     trials = [{"stretch": s, "traced": tr, "round_s": r, "after_s": [a]}
               for s, tr, r, a in [(0, False, 0.010, 0.009), (0, False, 0.014, 0.011),
-                                  (0, True, 0.100, 0.1), (64, False, 0.012, 0.010)]]  # fmt: skip
+                                  (0, True, 0.100, 0.1), (64, False, 0.012, 0.010)]]
     doc = {"env": {}, "plain_step_ms_median": 4.0, "trials": trials}
     lines, _ = render.TABLES["rare-round"]([doc])
     assert lines[2] == "| default | 0 | 2 | 12.0 | 10.0-14.0 | 10.0 | 4.00 |"
@@ -461,13 +461,13 @@ def test_step_split_reads_each_requests_host_time_outside_its_step() -> None:
     def req(gap: float, timer: float, plan: float, excess: float, restarts: int) -> dict:
         return {"row": "default", "excess": excess, "stretches": 1 + restarts,
                 "restarts": restarts, "rounds": 0,
-                "steps": [{"gap": gap, "timer": timer, "plan": plan}] * 3}  # fmt: skip
+                "steps": [{"gap": gap, "timer": timer, "plan": plan}] * 3}
     doc = {"prompt": "p", "temperature": 0.7, "summary": {"default": {}},
            "requests": [req(5.0, 4.5, 0.2, 1.1, 0), req(6.0, 5.0, 0.4, 1.3, 2)]}
     lines, stat = render.TABLES["step-split"]([doc, doc])
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells == ["p, T = 0.7", "1", "default", "2", "1.200 (1.100-1.300)", "0.750",
-                     "0.300", "4", "2", "0"]  # fmt: skip
+                     "0.300", "4", "2", "0"]
     assert lines[3].split("|")[2].strip() == "2"  # the prompt's second file: the second run
     assert "in the order they ran" in stat
 
@@ -563,7 +563,7 @@ def test_step_split_ab_pairs_the_trees_in_the_order_they_ran() -> None:
             return [first] + [{"gap": 4.0 + out, "timer": 4.0, "plan": plan}] * 3
         return {"prompt": "p", "temperature": 0.7,
                 "requests": [{"row": row, "steps": steps(o, o / 2 if row != "target-only" else 0.0)}
-                             for row, o in out_ms.items()]}  # fmt: skip
+                             for row, o in out_ms.items()]}
     old, new = doc({"target-only": 0.1, "default": 0.2}), doc({"target-only": 0.08, "default": 0.15})
     lines, stat = render.TABLES["step-split-ab"]([old, new])
     cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
@@ -629,7 +629,7 @@ def test_copy_stall_reads_each_gate_and_pattern() -> None:
     doc = {"patterns": {"none": {}, "first x5": {"0": 5.0}}, "gates": {"observed": True, "lesser": False},
            "rows": [{"bench": "p-t0.0", "source": "data/x/c1/p-t0.0.json.xz", "replays": [
                run("observed", "none", 0.25, 20), run("observed", "first x5", 1.0, 1),
-               run("lesser", "none", 0.25, 20), run("lesser", "first x5", 0.5, 18)]}]}  # fmt: skip
+               run("lesser", "none", 0.25, 20), run("lesser", "first x5", 0.5, 18)]}]}
     lines, _ = render.TABLES["copy-stall"]([doc])
     cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
     assert cells == [["p (c1)", "observed", "4.00x (20)", "1.00x (1)"],
@@ -648,7 +648,7 @@ def test_copy_texts_groups_rows_by_the_text_they_wrote() -> None:
                         "rows": [row("target-only", None, "aa", 3.0, 1.0),
                                  row("target-only", None, "aa", 3.0, 0.9),
                                  row("speculative", "lookup", "bb", 6.0, 4.5),
-                                 row("speculative", "hybrid", "aa", 3.0, 2.0)]}]}  # fmt: skip
+                                 row("speculative", "hybrid", "aa", 3.0, 2.0)]}]}
     lines, _ = render.TABLES["copy-texts"]([doc])
     cells = [[c.strip() for c in x.strip("|").split("|")] for x in lines[2:]]
     assert cells == [["p", "`bbbbbbbb`", "6.00", "12.00", "-", "4.50x (s19/5)", "-"],

@@ -18,7 +18,7 @@ H200 = ROOT / "docs" / "benchmarks" / "h200"
 def _run(script: str, out: Path, **env: str) -> dict:
     e = {**os.environ, "TARGET": "shape:tiny", **env}
     p = subprocess.run([sys.executable, str(H200 / script), str(out)], cwd=ROOT, env=e,
-                       capture_output=True, text=True, timeout=240)  # fmt: skip
+                       capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(out.read_text())
 
@@ -33,19 +33,19 @@ def _rows(script: str, out: Path, rows: tuple[str, ...], **env: str) -> tuple[di
 
 def test_rare_round_times_rounds_after_each_stretch(tmp_path: Path) -> None:
     doc = _run("rare_round.py", tmp_path / "rr.json", REPS="1", STRETCHES="0 4", ROWS="3 5",
-               GROW="1")  # fmt: skip
+               GROW="1")
     untraced = [t for t in doc["trials"] if not t["traced"]]
     assert {(t["T"], t["R"], t["stretch"]) for t in untraced} == {
         (t, r, s) for t in (0.0, 0.7) for r in (3, 5) for s in (0, 4)}
     assert all(t["rows"] == t["R"] and t["round_s"] > 0 and t["after_s"] for t in untraced)
     assert all(len(t["steps_s"]) == t["stretch"] for t in untraced)
     assert all(set(t["phases"]) >= {"draft", "verify", "sample"} for t in doc["trials"]
-               if t["traced"])  # fmt: skip
+               if t["traced"])
 
 
 def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path) -> None:
     doc, reqs = _rows("round_autopsy.py", tmp_path / "ra.json", ("target-only", "lookup"),
-                      SEEDS="1", TOKENS="24", PROMPT="rewrite-paragraph")  # fmt: skip
+                      SEEDS="1", TOKENS="24", PROMPT="rewrite-paragraph")
     for r in reqs.values():
         assert r["tokens"] == 24 and sum(e["tokens"] for e in r["events"]) == 24
         assert r["e2e_s"] >= sum(e["gap_ms"] for e in r["events"]) / 1e3 * 0.99
@@ -54,7 +54,7 @@ def test_round_autopsy_clocks_every_event_of_the_benchs_requests(tmp_path: Path)
 
 def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
     doc, reqs = _rows("step_split.py", tmp_path / "ss.json", ("target-only", "lookup"),
-                      SEEDS="1", TOKENS="20", PROMPT="rewrite-paragraph")  # fmt: skip
+                      SEEDS="1", TOKENS="20", PROMPT="rewrite-paragraph")
     for r in reqs.values():
         assert r["steps"], r["row"]
         for x in r["steps"]:
@@ -71,7 +71,7 @@ def test_step_split_clocks_each_plain_steps_host_pieces(tmp_path: Path) -> None:
 
 def test_forward_split_times_each_mode_and_row_count(tmp_path: Path) -> None:
     doc = _run("forward_split.py", tmp_path / "fs.json", ROWS="1 3", MODES="auto fused",
-               REPEATS="1", CHAIN="2", CONTEXT="16")  # fmt: skip
+               REPEATS="1", CHAIN="2", CONTEXT="16")
     assert set(doc["ms"]) == {"auto", "fused"}
     for by_r in doc["ms"].values():
         assert set(by_r) == {"1", "3"}
@@ -85,7 +85,7 @@ def test_step_ab_runs_every_part_and_pairs_its_arms_per_seed(tmp_path: Path) -> 
     tiny = "shape:tiny shape:tiny-draft"
     doc = _run("step_ab.py", tmp_path / "ab.json", TARGETS="shape:tiny", PAIR=tiny,
                LOOKUP_PAIR=tiny, SEEDS="2", TOKENS="32", CHAIN="2", PROMPT="rewrite-paragraph",
-               PROMPT_LOOKUP="rewrite-paragraph")  # fmt: skip
+               PROMPT_LOOKUP="rewrite-paragraph")
     target = doc["parts"]["target"]["shape:tiny"]
     assert {(r["arm"], r["seed"]) for r in target["requests"]} == {
         (a, s) for a in ("eager", "compiled", "mlx-lm") for s in (0, 1)}

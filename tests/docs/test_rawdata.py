@@ -17,7 +17,7 @@ rawdata = load_script("docs/benchmarks/rawdata.py", "bench_rawdata", register=Tr
 def test_the_data_folder_keeps_its_json_compressed() -> None:
     plain = [str(p.relative_to(ROOT)) for p in rawdata.uncompressed(rawdata.DATA)]
     assert plain == [], ("raw JSON left uncompressed (it travels with every device call): run "
-                         f"`python docs/benchmarks/rawdata.py compress`: {plain}")  # fmt: skip
+                         f"`python docs/benchmarks/rawdata.py compress`: {plain}")
 
 
 def test_rawdata_reads_both_and_compresses_in_place(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_every_page_cites_data_that_exists() -> None:
 
 
 def test_a_benchs_markdown_twin_is_compressed_unless_a_page_cites_it(tmp_path: Path,
-                                                                   monkeypatch) -> None:  # fmt: skip
+                                                                   monkeypatch) -> None:
     """x.md beside x.json(.xz) is raw output too (the JSON holds its numbers): compressed,
     unless a page names it; a summary or a README with no JSON twin stays plain."""
     data = tmp_path / "data"
@@ -78,7 +78,7 @@ def test_a_log_no_page_cites_is_compressed(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     elsewhere = {"data/earlier/call.log"}
     assert [p.name for p in rawdata.uncompressed(Path("data/run"), elsewhere)] == [
-        "call.log", "cited.log"]  # fmt: skip
+        "call.log", "cited.log"]
     page = tmp_path / "page.md"
     page.write_text("<!-- generated: x from data/run/cited.log -->\n[log](data/run/other.log)\n")
     assert rawdata.linked_names([page]) == {"data/run/cited.log", "data/run/other.log"}

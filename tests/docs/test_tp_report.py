@@ -44,7 +44,7 @@ def test_both_checks_from_hand_made_files(tmp_path: Path) -> None:
     tp2 = [{"name": "target-only", "decode_tok_s": 100.0, "tracing_overhead": 0.04,
             "traced_ratios": [1.03, 1.05], "phase_ms": phases},
            {"name": "fixed-8", "decode_tok_s": 150.0, "tracing_overhead": 0.12,
-            "traced_ratios": [1.12], "phase_ms": None}]  # fmt: skip
+            "traced_ratios": [1.12], "phase_ms": None}]
     shard = [{"name": "target-only", "decode_tok_s": 125.0}]
     for name, rows, priced in (("tp2", tp2, True), ("shard", shard, False)):
         (tmp_path / f"{name}.json").write_text(json.dumps(_report(rows, priced)))

@@ -46,11 +46,11 @@ def fake_models(target: str, draft: str | None) -> dict[str, ModelIdentity | Non
     sha = hashlib.sha256(target.encode()).hexdigest()
     kind = "default" if target == "default" else "gguf"
     t = ModelIdentity(target, kind, "SmolLM2-135M (fake)", "llama", 134_515_008, 30, 4, 32,
-                      (("4", 210), ("8", 1)), sha)  # fmt: skip
+                      (("4", 210), ("8", 1)), sha)
     d = None
     if draft:
         d = ModelIdentity(draft, "self", "self:bits=3 (fake)", "llama", 134_515_008, 30, 4, 32,
-                          (("4", 211),), sha, base=target)  # fmt: skip
+                          (("4", 211),), sha, base=target)
     return {"target": t, "draft": d}
 
 

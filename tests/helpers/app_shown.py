@@ -21,15 +21,15 @@ from tui.app import SpecDecApp
 
 
 def app_on(factory: Callable[[str, str | None], FakeSession], profiles: Path,
-           settings: Settings | None = None) -> SpecDecApp:  # fmt: skip
+           settings: Settings | None = None) -> SpecDecApp:
     """An app whose engine thread builds its session with `factory`, saving profiles into
     `profiles` (no shipped presets: a test sees only its own)."""
     return SpecDecApp(settings or Settings(), factory, profiles_dir=profiles,
-                      profile_store=ProfileStore(profiles, presets=None))  # fmt: skip
+                      profile_store=ProfileStore(profiles, presets=None))
 
 
 def app_with(script: Script, profiles: Path, settings: Settings | None = None,
-             **info_changes: object) -> SpecDecApp:  # fmt: skip
+             **info_changes: object) -> SpecDecApp:
     """An app on the scripted engine whose pair info carries `info_changes`."""
 
     def factory(target: str, draft: str | None) -> FakeSession:

@@ -15,7 +15,7 @@ def chromium_path() -> str | None:
     """The Chromium binary, or None (the tests then skip, saying so)."""
     for name in CANDIDATES:
         found = shutil.which(name) if not name.startswith("/") else (
-            name if Path(name).is_file() else None)  # fmt: skip
+            name if Path(name).is_file() else None)
         if found:
             return found
     return None
@@ -31,4 +31,4 @@ def run_chromium(page: Path, *args: str, timeout: float = 120) -> subprocess.Com
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", f"--user-data-dir={profile}", *args, page.resolve().as_uri()],
             capture_output=True, text=True, timeout=timeout, check=False,
-        )  # fmt: skip
+        )

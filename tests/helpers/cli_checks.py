@@ -8,7 +8,7 @@ from core import cli
 
 TINY = ["--target", "shape:tiny", "--draft", "shape:tiny-draft"]
 QUICK = ["--prompt", "hi", "--tokens", "4", "--seeds", "1", "--invocations", "1", "--warmup",
-         "0", "--no-quality", "--no-predict", *TINY]  # fmt: skip
+         "0", "--no-quality", "--no-predict", *TINY]
 
 
 def last_error(capsys) -> str:  # noqa: ANN001

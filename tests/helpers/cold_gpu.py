@@ -15,7 +15,7 @@ from core.dispatch.backend import BackendInfo, backend_info
 
 A100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA A100",
                                             "compute_capability_major": 8,
-                                            "compute_capability_minor": 0}))  # fmt: skip
+                                            "compute_capability_minor": 0}))
 
 
 def record_rows(monkeypatch: pytest.MonkeyPatch, cls: type) -> list[int]:

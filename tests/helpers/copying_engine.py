@@ -59,7 +59,7 @@ class CopyingEngine:
     target-only's speed. Speculative requests report full-acceptance rounds of 8 drafts."""
 
     def __init__(self, prompt: Sequence[int], honest: str, copies: Callable[[Settings], bool],
-                 speed: Callable[[Settings], float]) -> None:  # fmt: skip
+                 speed: Callable[[Settings], float]) -> None:
         self.prompt = list(prompt)
         self.honest = encode(honest) + [EOS]
         self.copies, self.speed = copies, speed
@@ -70,7 +70,7 @@ class CopyingEngine:
         pass
 
     def generate(self, prompt_ids: Sequence[int], s: Settings,
-                 cancel: object = None) -> Iterator[RoundEvent | RunSummary]:  # fmt: skip
+                 cancel: object = None) -> Iterator[RoundEvent | RunSummary]:
         n = s.max_tokens
         text = self.prompt if s.mode == "speculative" and self.copies(s) else self.honest
         ids = (text + [ord("\n")] * n)[:n]
@@ -84,7 +84,7 @@ class CopyingEngine:
             rounds += 1
             yield RoundEvent(index=rounds, tokens=tuple(CommittedToken(t, "draft") for t in chunk),
                              proposed=k, accepted=k, rows=k + 1, tv=tv if k else None,
-                             source="model" if k else "")  # fmt: skip
+                             source="model" if k else "")
         e2e = 1.0 / self.speed(s)
         yield RunSummary(
             mode=s.mode, tokens=n, rounds=rounds, prompt_tokens=len(prompt_ids),
@@ -93,4 +93,4 @@ class CopyingEngine:
             mean_accepted_length=8.0 if spec else None, e2e_s=e2e, ttft_s=0.01,
             decode_tok_s=n / e2e, phase_s={}, mean_tv=tv, traced=s.traced,
             stop_reason="length", token_ids=tuple(ids),
-        )  # fmt: skip
+        )

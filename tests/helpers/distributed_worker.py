@@ -36,7 +36,7 @@ from tests.helpers.tiny import (  # noqa: E402
     noisy_copy,
     softmax,
     tiny_llama,
-)  # fmt: skip
+)
 
 # A prompt with a repeat, so the lookup (and hybrid) sources have something to copy.
 REPEATING = [*PROMPT, 11, 12, 13, 14, 15, 16, 17, *PROMPT, 11, 12]
@@ -82,7 +82,7 @@ def job_engine() -> dict[str, Any]:
     out["greedy"] = {}
     for source in ("model", "lookup", "hybrid"):
         s = Settings(mode="speculative", rule="greedy", temperature=0.0, k=4, max_tokens=24,
-                     ignore_eos=True, draft_source=source, traced=False)  # fmt: skip
+                     ignore_eos=True, draft_source=source, traced=False)
         sharded.reset()
         ref.reset()
         got = summary(sharded.generate(REPEATING, s))
@@ -90,17 +90,17 @@ def job_engine() -> dict[str, Any]:
         out["greedy"][source] = {
             "sharded": list(got.token_ids), "unsharded": list(want.token_ids),
             "per_source": got.per_source,
-        }  # fmt: skip
+        }
 
     # Traced rounds time the collectives; untraced ones split nothing.
     s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=12,
-                 ignore_eos=True, seed=5)  # fmt: skip
+                 ignore_eos=True, seed=5)
     out["traced"] = dict(summary(sharded.generate(PROMPT, s.replace(traced=True))).phase_s)
     out["untraced"] = dict(summary(sharded.generate(PROMPT, s.replace(traced=False))).phase_s)
 
     # A cancelled turn, then a new turn on the same caches: every rank's caches stay equal.
     s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=30,
-                 ignore_eos=True, draft_source="hybrid", seed=11, traced=False)  # fmt: skip
+                 ignore_eos=True, draft_source="hybrid", seed=11, traced=False)
     sharded.reset()
     cancel = threading.Event()
     first: list[int] = []
@@ -119,7 +119,7 @@ def job_engine() -> dict[str, Any]:
 
     # Lossless: the first token of many seeded runs follows the target's law (unsharded p).
     s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=4,
-                 ignore_eos=True, draft_source="model", traced=False)  # fmt: skip
+                 ignore_eos=True, draft_source="model", traced=False)
     firsts = []
     for seed in range(LAW_RUNS):
         stop = threading.Event()  # one round per run: the first token is all that is tested
@@ -184,7 +184,7 @@ def job_comm(runs: int) -> dict[str, Any]:
     for i in range(runs):
         comm.reset_comm_prices()  # at the same point of the loop on every rank
         s = Settings(mode="speculative", rule="lossless", temperature=1.0, k=3, max_tokens=4,
-                     ignore_eos=True, seed=100 + i, traced=True)  # fmt: skip
+                     ignore_eos=True, seed=100 + i, traced=True)
         rounds: list[dict[str, float]] = []
         t0 = time.perf_counter()
         for item in sharded.generate(PROMPT, s):
@@ -196,7 +196,7 @@ def job_comm(runs: int) -> dict[str, Any]:
                     "tokens": list(item.token_ids),
                     "prices": sorted([n, v] for n, v in comm._prices.items()),
                     "seconds": time.perf_counter() - t0,
-                })  # fmt: skip
+                })
     return out
 
 

@@ -12,7 +12,7 @@ from core.dispatch.backend import backend_info
 
 H200 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
                                             "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
+                                            "compute_capability_minor": 0}))
 CPU = backend_info(query=lambda: ("cpu", {}))
 
 

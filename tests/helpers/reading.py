@@ -14,15 +14,15 @@ BASE = ["def ", "total", "(", "items", "):", "\n    ", "return ", "sum", "(", "i
 
 
 def _text(seed: int, pieces: list[str], origins: str, invocations: list[int] | None = None,
-          offset: int = 0) -> dict[str, Any]:  # fmt: skip
+          offset: int = 0) -> dict[str, Any]:
     """A timed text: ids are the pieces' positions in BASE (100 + index) unless changed."""
     ids = [100 + BASE.index(p) if p in BASE else 900 + i + offset for i, p in enumerate(pieces)]
     return {"seed": seed, "invocations": invocations or [0], "ids": ids, "origins": origins,
-            "pieces": pieces}  # fmt: skip
+            "pieces": pieces}
 
 
 def _cell(cid: str, kind: str, speedup: float, tv: float | None = None,
-          passed: list[bool] | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
+          passed: list[bool] | None = None, **extra: Any) -> dict[str, Any]:
     name = cid.split(" ", 1)[1]
     pp = {"speedup": speedup, "acceptance": 0.8 if kind == "speculative" else None,
           "nll_delta": 0.1, "mean_tv": 0.05, "task_passed": passed or [True, True], **extra}
@@ -30,7 +30,7 @@ def _cell(cid: str, kind: str, speedup: float, tv: float | None = None,
              "k": 8, "policy": "fixed", "rule": "mentored", "draft_source": "model"}
     return {"id": cid, "name": name, "kind": kind, "tv": tv, "temperature": 0.7, "apply": apply,
             "policy": "fixed" if kind == "speculative" else None, "source": "model",
-            "speedup": speedup, "nll_delta": 0.1, "per_prompt": {"rename": pp}}  # fmt: skip
+            "speedup": speedup, "nll_delta": 0.1, "per_prompt": {"rename": pp}}
 
 
 def sample_sweep(lines: int = 0) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def sample_sweep(lines: int = 0) -> dict[str, Any]:
     taller than the screen)."""
     t = "t" * len(BASE)
     tv0 = encode_origins(["accepted", "accepted", "corrected", "accepted", "bonus", "accepted",
-                          "accepted", "accepted", "corrected", "accepted", "bonus"])  # fmt: skip
+                          "accepted", "accepted", "corrected", "accepted", "bonus"])
     ca = [*BASE[:3], MARKUP, *BASE[4:]]
     fx = [*BASE[:5], " # copied", *BASE[6:]]
     rows = [
@@ -57,7 +57,7 @@ def sample_sweep(lines: int = 0) -> dict[str, Any]:
                    _text(1, ca, "aaaaaaaaaab")]},
         {"name": "fixed-8 TV=1", "seed": 0, "text": "".join(fx),
          "texts": [_text(0, fx, "aaaaacaaaab")]},
-    ]  # fmt: skip
+    ]
     for row in rows:
         for t in row["texts"]:
             t["pieces"] += [f"\n    # line {i}" for i in range(lines)]
@@ -80,4 +80,4 @@ def sample_sweep(lines: int = 0) -> dict[str, Any]:
             "excluded": {"T=0.7 fixed-8 TV=1": "copies the prompt: 91% against 0%"}}}},
         "texts": [{"prompt": "rename", "temperature": 0.7, "baseline": "target-only",
                    "rows": rows}],
-    }  # fmt: skip
+    }

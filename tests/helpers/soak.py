@@ -33,11 +33,11 @@ from tui.widgets.composer import Composer
 # Actions a user presses between turns (their bare keys are looked up in tui.app.KEYS).
 SOAK_ACTIONS = ("tv_step(-0.05)", "tv_step(0.05)", "tv_step(-0.25)", "tv_step(0.25)",
                 "tv_set(0.0)", "tv_set(1.0)", "k_step(-1)", "k_step(1)", "cycle_mode",
-                "cycle_rule", "cycle_policy", "toggle_rejected")  # fmt: skip
+                "cycle_rule", "cycle_policy", "toggle_rejected")
 BARE = {k.action: k.bare.split(",")[0] for k in KEYS if k.action in SOAK_ACTIONS}
 TYPING = {k.action: k.typing for k in KEYS if k.action in SOAK_ACTIONS and k.typing}
 PROMPTS = ("Write a scene.", "And then?", "Say it in one line.", "Why?", "List three things.",
-           "Go on.", "Shorter, please.", "What happened next?")  # fmt: skip
+           "Go on.", "Shorter, please.", "What happened next?")
 
 
 @dataclass
@@ -127,7 +127,7 @@ def sample(turn: int, app: Any, mlx: bool) -> Sample:
 
         active = int(mx.get_active_memory())
     return Sample(turn, sys.getallocatedblocks(), len(gc.get_objects()),
-                  len(list(app.query("*"))), active, memo)  # fmt: skip
+                  len(list(app.query("*"))), active, memo)
 
 
 async def _wait(pilot: Any, condition: Callable[[], bool], timeout: float) -> None:

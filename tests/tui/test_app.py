@@ -237,7 +237,7 @@ def test_help_lists_palette_only_actions_as_such() -> None:
     console.print(help_content())
     lines = console.export_text().splitlines()
     assert sum("ctrl+p" in line for line in lines if "command palette" not in line and
-               "Every action" not in line) == 0, [ln for ln in lines if "ctrl+p" in ln]  # fmt: skip
+               "Every action" not in line) == 0, [ln for ln in lines if "ctrl+p" in ln]
     assert sum(line.lstrip().startswith("palette only") for line in lines) == 5
 
 
@@ -557,7 +557,7 @@ async def test_a_start_profile_whose_run_is_edited_opens_with_its_settings(profi
 
     spoil_run(profiles, "bad", "nan timing")
     args = argparse.Namespace(profile=str(profiles / "bad.toml"), profiles_dir=str(profiles),
-                              target=None, draft=None)  # fmt: skip
+                              target=None, draft=None)
     app = build_app(args, lambda target, draft: FakeSession(Script(), target, draft))
     assert app.profiles_state.start_notices and "bad.run.json" in app.profiles_state.start_notices[0]
     async with app.run_test(size=SIZE, notifications=True) as pilot:

@@ -99,7 +99,7 @@ class FakeClock:
 
 
 async def test_a_first_turn_counts_from_enter_with_the_calibration_on_its_own_line(
-        make_app, script: Script) -> None:  # fmt: skip
+        make_app, script: Script) -> None:
     """A first cost-aware turn calibrates before its first round: TTFT and E2E from Enter
     include it (they reported 62 s for a 7-minute wait), and a line names it."""
     script.needs_curve, script.calibrate_gate = True, threading.Event()
@@ -149,7 +149,7 @@ async def test_the_prefill_counts_only_what_the_cache_does_not_hold(make_app, sc
 
 
 async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
-        make_app, script: Script) -> None:  # fmt: skip
+        make_app, script: Script) -> None:
     """A pasted file's prefill took 30 s on this CPU and Esc waited for all of it: now the
     prefill stops between its chunks (core/primitives/cached_model.py `prefill`). Esc as a
     terminal sends it: the turn ends cancelled with no round, the toast says the prefill
@@ -166,7 +166,7 @@ async def test_esc_during_a_long_prefill_cancels_the_turn_and_keeps_the_message(
         footer = app.query_one(AssistantMessage).footer_text(None).plain
         assert "TTFT -" in footer and "cancelled" in footer  # no token: no time to it
         assert any("the prefill stops after its chunk under way" in n
-                   for n in notices(app, "information"))  # fmt: skip
+                   for n in notices(app, "information"))
         assert app.runs_state.messages[0] == {"role": "user", "content": "def f():\n    return 1"}
         script.prefill_gate.set()
         await chat(pilot, "again")
@@ -335,7 +335,7 @@ async def test_ctrl_q_with_an_unsent_message_asks_first(make_app) -> None:
 
 
 async def test_the_status_says_a_turn_warms_its_first_kernels_before_its_prefill(
-        script: Script, profiles) -> None:  # noqa: ANN001  # fmt: skip
+        script: Script, profiles) -> None:  # noqa: ANN001
     """27 s of a first turn said "prefilling 32 prompt tokens": most of it warmed the kernels
     of the first rounds (MLXSession.generate), which the status now names."""
     gate = threading.Event()

@@ -155,7 +155,7 @@ def test_without_a_kept_curve_the_turn_calibrates_first():
     class Missing(FakeSession):
         def kept_curve(self, settings: Settings) -> tuple[CurveInfo | None, tuple[str, ...]]:
             return None, ("The kept curve /x/curve.json is damaged (bad); it is ignored and "
-                          "will be measured again.",)  # fmt: skip
+                          "will be measured again.",)
 
     from tui.messages import EngineNotice
 
@@ -205,7 +205,7 @@ def test_the_status_says_which_idle_size_runs_while_it_runs_and_typing_pauses_it
 
     target = _Target()
     bridge = EngineBridge(target, lambda t, d: Announcing(script, t, d),  # type: ignore[arg-type]
-                          lambda: Settings())  # fmt: skip
+                          lambda: Settings())
     bridge.pause_idle(0.5)  # typing as the models load
     bridge.start()
     try:

@@ -9,7 +9,7 @@ from core.settings import first_run_settings
 
 
 def test_a_first_start_calibration_counts_to_the_plan_s_total_and_shows_its_rows(
-        tmp_path, monkeypatch):  # fmt: skip
+        tmp_path, monkeypatch):
     from tui.session import MLXSession
 
     # kept in a folder of its own: a covering curve in the suite's folder would spare a later

@@ -33,7 +33,7 @@ SIZE = (160, 45)
 
 def test_curve_series_marks_the_boundaries_and_this_rounds_rows() -> None:
     curve = CurveInfo(t_verify={1: 0.010, 2: 0.020, 4: 0.030, 8: 0.032}, boundary=4,
-                      predicted_boundary=8)  # fmt: skip
+                      predicted_boundary=8)
     s = curve_series(curve, 4)
     assert s.rows == (1, 2, 4, 8) and s.ms == (10.0, 20.0, 30.0, 32.0)
     assert (s.boundary, s.predicted_boundary, s.current, s.current_ms) == (4, 8, 4, 30.0)
@@ -46,7 +46,7 @@ def test_position_series_keeps_positions_never_reached() -> None:
 
     stats = RoundStats()
     stats.add(RoundEvent(0, (CommittedToken(1, "accepted"), CommittedToken(2, "corrected")),
-                         proposed=4, accepted=1, rows=5, source="model"))  # fmt: skip
+                         proposed=4, accepted=1, rows=5, source="model"))
     s = position_series(stats)
     assert s.positions == (1, 2, 3, 4)
     assert s.rates == (1.0, 0.0, 0.0, 0.0) and s.reached == (1, 1, 0, 0)
@@ -101,7 +101,7 @@ async def test_plot_follows_the_rows_of_the_latest_round(make_app) -> None:
 
 def _run(label: str, settings: Settings, summary) -> ComparedRun:  # noqa: ANN001
     return ComparedRun(f"live:{label}", label, settings, summary, {"backend": "cpu",
-                                                                   "device_name": "x"})  # fmt: skip
+                                                                   "device_name": "x"})
 
 
 def test_settings_and_results_highlight_what_differs() -> None:
@@ -146,7 +146,7 @@ async def test_compare_screen_from_key_panel_and_palette(make_app, profiles) -> 
         settings = screen.query_one("#cmp-settings", DataTable)
         assert settings.row_count > 20
         differing = [str(settings.get_row_at(i)[0]) for i in range(settings.row_count)
-                     if str(settings.get_row_at(i)[0]).startswith("≠")]  # fmt: skip
+                     if str(settings.get_row_at(i)[0]).startswith("≠")]
         assert differing == ["≠ tv_budget", "≠ k"]
         assert screen.query_one("#cmp-phases", DataTable).row_count == 5
 
@@ -209,7 +209,7 @@ async def test_compare_highlights_runs_of_different_models(make_app, profiles) -
         await pilot.pause()
         shown = " ".join(str(app.query_one("#profile-models").render()).split())
         assert ("target default (default, llama, 135M parameters, 30 layers, 4-bit g32 + "
-                "8-bit x1, sha256 37a8eec1ce19)") in shown  # fmt: skip
+                "8-bit x1, sha256 37a8eec1ce19)") in shown
         assert "draft self:bits=4 (self, llama" in shown and "specdec-tui 0.1.0 at 0123456789ab" in shown
         app.switch_profile("other")
         await pilot.pause()
@@ -269,7 +269,7 @@ async def test_at_80_columns_the_compare_view_stacks_a_b_and_the_ratio(make_app)
         assert tokens.startswith("A ") and "\nB " in tokens
         settings = screen.query_one("#cmp-settings", DataTable)
         k_row = next(settings.get_row_at(i) for i in range(settings.row_count)
-                     if settings.get_row_at(i)[0].plain.strip("≠ ") == "k")  # fmt: skip
+                     if settings.get_row_at(i)[0].plain.strip("≠ ") == "k")
         assert k_row[1].plain == "A 4\nB 6"
         await pilot.resize_terminal(200, 50)
         await pilot.pause()

@@ -70,7 +70,7 @@ import pytest  # noqa: E402
 
 
 @pytest.mark.parametrize(("first", "then"), [("speculative", "target-only"),
-                                             ("target-only", "speculative")])  # fmt: skip
+                                             ("target-only", "speculative")])
 def test_the_real_engine_tells_the_watch_which_round_took_the_change(first, then) -> None:
     """On the real loop, where a pipelined target step reads the settings ahead of its round:
     the recorded change starts at the first round that ran in the new mode."""

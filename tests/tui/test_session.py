@@ -14,7 +14,7 @@ from core.settings import MAX_K, Settings
 
 CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
                                             "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
+                                            "compute_capability_minor": 0}))
 GREEDY = Settings(temperature=0.0, rule="greedy", k=2, max_tokens=3)
 
 
@@ -64,7 +64,7 @@ def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):
 
 
 def test_a_hostile_kept_curve_is_a_notice_and_the_next_calibration_rebuilds_it(tmp_path,
-                                                                                monkeypatch) -> None:  # fmt: skip
+                                                                                monkeypatch) -> None:
     """The app's side of the kept-file faults: a kept curve that is a FIFO, a /dev/zero link,
     200 MB of nothing, NaN, inf or strings in every number, or cut in half is, for a session
     started on that pair, one notice naming the file (never a hang, never "error: ValueError"
@@ -99,7 +99,7 @@ def test_a_second_turn_prefills_only_what_the_cache_does_not_hold():
     items = list(s.generate(ids, GREEDY, threading.Event(), lambda: GREEDY))
     answer = s.decode(items[-1].token_ids)
     second = s.prompt_ids([*first, {"role": "assistant", "content": answer},
-                           {"role": "user", "content": "and again"}])  # fmt: skip
+                           {"role": "user", "content": "and again"}])
     held = s.cached_tokens(second, GREEDY)
     assert 0 < held < len(second) - 1
     assert second[:held] == ids[:held]

@@ -17,7 +17,7 @@ from tests.helpers.cold_gpu import cold_gpu
 
 REPEAT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] * 6
 RUN = Settings(draft_source="hybrid", policy="fixed", k=16, k_max=16, temperature=0.0,
-               rule="greedy", max_tokens=32, ignore_eos=True)  # fmt: skip
+               rule="greedy", max_tokens=32, ignore_eos=True)
 
 
 @pytest.fixture

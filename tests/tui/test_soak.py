@@ -33,7 +33,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
     store = ProfileStore(profiles, presets=None)
     base = Settings(max_tokens=16)
     for name, changes in (("fast", {"k": 6, "tv_budget": 1.0}), ("careful", {"k": 2}),
-                          ("solo", {"mode": "target-only"})):  # fmt: skip
+                          ("solo", {"mode": "target-only"})):
         store.save(Profile(name, base.replace(**changes)))
 
     def factory(target: str, draft: str | None) -> FakeSession:
@@ -53,7 +53,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
             engine_settings=lambda: script.seen[-1] if script.seen else None,
             engine_rounds=lambda: len(script.seen), sample_every=20,  # after before_turn
             before_turn=before_turn,
-        )  # fmt: skip
+        )
         assert report.turns == TURNS and report.cancels >= TURNS // 8
         assert report.keys >= TURNS // 2 and report.switches >= 5 and report.trims > 0
         # Memory: once the chat shows its last MAX_SHOWN messages (tui.widgets.chat) and the
@@ -61,7 +61,7 @@ async def test_200_turns_with_random_keys(profiles: Path, monkeypatch) -> None:
         # (Objects and blocks are counted with Textual's and Rich's lru memos emptied first:
         # bounded tables that were still filling after turn 100; tests/helpers/soak.py says more.)
         print("soak:", report.seconds, [(s.turn, s.blocks, s.objects, s.widgets, s.memo_entries)
-                                        for s in report.samples])  # fmt: skip
+                                        for s in report.samples])
         settled = [s for s in report.samples if s.turn >= 60]
         assert len({s.widgets for s in settled}) == 1, [s.widgets for s in settled]
         # After turn 100 the runs kept for comparing (tui.app.MAX_RUNS) are full too: the

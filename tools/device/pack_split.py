@@ -70,7 +70,7 @@ class Part:
 
 
 def calls_for(tree: int, sizes: dict[str, int], margin_mib: float = MARGIN_MIB,
-              call_bytes: int = CALL_BYTES) -> int:  # fmt: skip
+              call_bytes: int = CALL_BYTES) -> int:
     """The fewest set-up calls (3 or 4) whose plan fits and leaves the room the fit test asks
     for (`spare` at least a margin a call), so the tree can still grow a little after pack.sh.
     Raises NoFit (with the four calls' sentence) when even four do not fit."""
@@ -91,7 +91,7 @@ def budget(tree: int, margin_mib: float = MARGIN_MIB, call_bytes: int = CALL_BYT
 
 
 def plan(tree: int, sizes: dict[str, int], margin_mib: float = MARGIN_MIB,
-         call_bytes: int = CALL_BYTES, calls: int | None = None) -> list[Part]:  # fmt: skip
+         call_bytes: int = CALL_BYTES, calls: int | None = None) -> list[Part]:
     """The parts over `calls` set-up calls (None: `calls_for`'s), filling them in order
     (wheels whole in call 1, then the CUDA backend, then the model), each blob whole by its
     last call. Raises NoFit with a sentence.
@@ -104,7 +104,7 @@ def plan(tree: int, sizes: dict[str, int], margin_mib: float = MARGIN_MIB,
     room = budget(tree, margin_mib, call_bytes)
     if room <= 0:
         raise NoFit(f"the working tree ({tree / 2**20:.1f} MiB) leaves no room in a call of "
-                    f"{call_bytes / 2**20:.0f} MiB: make the tree smaller")  # fmt: skip
+                    f"{call_bytes / 2**20:.0f} MiB: make the tree smaller")
     even = -(-sum(sizes.values()) // calls)
     if even < room:
         try:
@@ -115,7 +115,7 @@ def plan(tree: int, sizes: dict[str, int], margin_mib: float = MARGIN_MIB,
 
 
 def _fill(tree: int, sizes: dict[str, int], limit: int, margin_mib: float,
-          room: int, calls: int) -> list[Part]:  # fmt: skip
+          room: int, calls: int) -> list[Part]:
     used = [0] * calls
     parts: list[Part] = []
     for blob in ("wheels", "cuda", "model"):
@@ -125,7 +125,7 @@ def _fill(tree: int, sizes: dict[str, int], limit: int, margin_mib: float,
         if blob == "wheels":  # wheels are whole files: they do not split
             if size > room:
                 raise NoFit(f"the wheels ({size / 2**20:.1f} MiB) do not fit beside the "
-                            f"{tree / 2**20:.1f} MiB tree in one call")  # fmt: skip
+                            f"{tree / 2**20:.1f} MiB tree in one call")
             parts.append(Part(blob, 0, 0, 0, size))
             used[0] += size
             continue
@@ -158,7 +158,7 @@ def per_call(tree: int, parts: Sequence[Part]) -> list[int]:
 
 
 def spare(tree: int, sizes: dict[str, int], call_bytes: int = CALL_BYTES,
-          calls: int = FEWEST) -> int:  # fmt: skip
+          calls: int = FEWEST) -> int:
     """Bytes left over in `calls` calls once everything is packed, margins not counted."""
     return calls * (call_bytes - tree - SCRIPTS_BYTES) - sum(sizes.values())
 
@@ -166,7 +166,7 @@ def spare(tree: int, sizes: dict[str, int], call_bytes: int = CALL_BYTES,
 def tree_bytes(root: str | Path) -> int:
     """The working tree a device call carries: tracked and untracked, not ignored, files."""
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
-                         capture_output=True, check=True).stdout  # fmt: skip
+                         capture_output=True, check=True).stdout
     total = 0
     for name in out.split(b"\0"):
         if name:
@@ -191,7 +191,7 @@ def write_parts(parts: Sequence[Part], blobs: dict[str, Path], device: Path) -> 
 
 def _check_recorded(sizes: dict[str, int]) -> None:
     over = [f"{b} {n:,} bytes (recorded {PAYLOAD[b]:,})" for b, n in sizes.items()
-            if n > PAYLOAD[b]]  # fmt: skip
+            if n > PAYLOAD[b]]
     if over:
         raise NoFit("the payload grew past what pack_split.py records, so the fit test no "
                     f"longer holds it: {', '.join(over)}; record the new sizes in PAYLOAD")
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tree = tree_bytes(Path.cwd()) if args.tree is None else args.tree
             sizes = {"wheels": sum(p.stat().st_size for p in args.wheels.glob("*.whl")),
                      "cuda": args.cuda.stat().st_size,
-                     "model": args.model.stat().st_size if args.model else 0}  # fmt: skip
+                     "model": args.model.stat().st_size if args.model else 0}
             _check_recorded(sizes)
             blobs = {"cuda": args.cuda, **({"model": args.model} if args.model else {})}
         parts = plan(tree, sizes, args.margin_mib)

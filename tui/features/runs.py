@@ -209,12 +209,12 @@ class RunsFeature(Feature):
             return
         if message.warming:  # a first use of these sizes: seconds on a busy CPU
             self._run(waiting=("warming the kernels of this turn's first rounds",
-                               time.monotonic()))  # fmt: skip
+                               time.monotonic()))
             return
         held = f" ({message.cached:,} cached)" if message.cached else ""
         self._run(waiting=(f"{PREFILLING} {message.tokens:,} new prompt tokens{held}"
                            if held else f"{PREFILLING} {message.tokens:,} prompt tokens",
-                           time.monotonic()))  # fmt: skip
+                           time.monotonic()))
 
     def _run_started(self, message: RunStarted) -> None:
         if message.run_id == self.run_id:

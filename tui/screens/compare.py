@@ -51,7 +51,7 @@ class ComparedRun:
 def live_run(index: int, record: Any, environment: dict[str, Any] | None = None) -> ComparedRun:
     """A run of this session (tui.records.RunRecord)."""
     return ComparedRun(f"live:{index}", f"{record.label} (this session)", record.settings,
-                       record.summary, dict(environment or {}))  # fmt: skip
+                       record.summary, dict(environment or {}))
 
 
 def profile_run(profile: Any) -> ComparedRun:
@@ -60,7 +60,7 @@ def profile_run(profile: Any) -> ComparedRun:
     if run is None:
         return ComparedRun(f"profile:{profile.name}", profile.name, profile.settings, None)
     return ComparedRun(f"profile:{profile.name}", profile.name, run.settings or profile.settings,
-                       run.summary, dict(run.environment), profile.run_is_stale)  # fmt: skip
+                       run.summary, dict(run.environment), profile.run_is_stale)
 
 
 def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text]]:
@@ -71,7 +71,7 @@ def settings_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text
         va, vb = getattr(a.settings, f.name), getattr(b.settings, f.name)
         if f.name in differ:
             rows.append((Text("≠ " + f.name, DIFF_STYLE), Text(value_text(va), DIFF_STYLE),
-                         Text(value_text(vb), DIFF_STYLE)))  # fmt: skip
+                         Text(value_text(vb), DIFF_STYLE)))
         else:
             rows.append((Text("  " + f.name, "dim"), Text(value_text(va)), Text(value_text(vb))))
     return rows
@@ -147,7 +147,7 @@ def model_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, T
     rows = []
     cells = [(role, label, va, vb) for role in ("target", "draft")
              for label, va, vb in zip(("", " weights", " size", " bits"), model_cells(a, role),
-                                      model_cells(b, role), strict=True)]  # fmt: skip
+                                      model_cells(b, role), strict=True)]
     cells.append(("measured by", "", _tool(a.environment), _tool(b.environment)))
     for role, label, va, vb in cells:
         style = DIFF_STYLE if va != vb and "unknown" not in (va, vb) else ""
@@ -178,7 +178,7 @@ def result_rows(a: ComparedRun, b: ComparedRun) -> list[tuple[Text, Text, Text, 
                 style = "green3" if better else "red1"
             ratio = Text(f"{r:.3g}x", style)
         differs = va != vb and not (va is not None and vb is not None
-                                    and abs(va - vb) <= 1e-9 * max(abs(va), abs(vb)))  # fmt: skip
+                                    and abs(va - vb) <= 1e-9 * max(abs(va), abs(vb)))
         style = "bold" if differs else ""
         rows.append((Text(label, "dim"), Text(value_text(va), style), Text(value_text(vb), style), ratio))
     return rows
@@ -216,7 +216,7 @@ def share_cell(share: float | None, colour: str) -> Any:
     grid.add_column(width=BAR_WIDTH)
     grid.add_column(justify="right", width=4)
     grid.add_row(Bar(1.0, 0.0, share, width=BAR_WIDTH, color=colour, bgcolor="grey27"),
-                 f"{share:.0%}")  # fmt: skip
+                 f"{share:.0%}")
     return grid
 
 
@@ -240,7 +240,7 @@ class CompareScreen(Screen[None]):
     """
 
     def __init__(self, live: list[ComparedRun], store: Any, a: str | None = None,
-                 b: str | None = None) -> None:  # fmt: skip
+                 b: str | None = None) -> None:
         super().__init__()
         self._live = {run.key: run for run in live}
         self._store = store
@@ -248,7 +248,7 @@ class CompareScreen(Screen[None]):
         keys = [key for _, key in self._choices]
         # Unnamed sides: B the latest run (or the last profile), A the first other choice.
         self._b = b if b in keys else (keys[len(self._live) - 1] if self._live else
-                                       keys[-1] if keys else None)  # fmt: skip
+                                       keys[-1] if keys else None)
         others = [k for k in keys if k != self._b] or keys
         self._a = a if a in keys else (others[0] if others else None)
         self.pair: tuple[ComparedRun, ComparedRun] | None = None
@@ -265,19 +265,19 @@ class CompareScreen(Screen[None]):
             if info.error is None:
                 kind = "preset" if info.preset else "profile"
                 out.append((f"{info.name} ({kind}{', recorded run' if info.has_run else ''})",
-                            f"profile:{info.name}"))  # fmt: skip
+                            f"profile:{info.name}"))
         return out
 
     def compose(self) -> ComposeResult:
         yield Static("compare two runs: A and B, settings and results side by side",
-                     id="compare-title")  # fmt: skip
+                     id="compare-title")
         with Horizontal(id="compare-pickers"):
             yield Label(Text("A", A_STYLE))
             yield Select(self._choices, value=self._a or Select.NULL, id="pick-a",
-                         prompt="run or profile A", allow_blank=self._a is None)  # fmt: skip
+                         prompt="run or profile A", allow_blank=self._a is None)
             yield Label(Text("B", B_STYLE))
             yield Select(self._choices, value=self._b or Select.NULL, id="pick-b",
-                         prompt="run or profile B", allow_blank=self._b is None)  # fmt: skip
+                         prompt="run or profile B", allow_blank=self._b is None)
         yield Static(id="compare-note")
         with Container(id="compare-body"):
             with VerticalScroll(id="compare-left"):
@@ -309,7 +309,7 @@ class CompareScreen(Screen[None]):
         stack = Text.assemble(*heads[:1], " · ", heads[1], " · B/A")
         columns = {"cmp-settings": ("setting", stack) if self.narrow else ("setting", *heads),
                    "cmp-results": ("metric", stack) if self.narrow else ("metric", *heads, "B / A"),
-                   "cmp-phases": ("phase", *heads)}  # fmt: skip
+                   "cmp-phases": ("phase", *heads)}
         for name, heads_of in columns.items():
             table = self.query_one(f"#{name}", DataTable)
             table.clear(columns=True)
@@ -342,13 +342,13 @@ class CompareScreen(Screen[None]):
         a, b = self._resolve(self._a), self._resolve(self._b)
         note = self.query_one("#compare-note", Static)
         tables = [self.query_one(f"#{t}", DataTable)
-                  for t in ("cmp-settings", "cmp-results", "cmp-phases")]  # fmt: skip
+                  for t in ("cmp-settings", "cmp-results", "cmp-phases")]
         for table in tables:
             table.clear()
         if a is None or b is None:
             self.pair = None
             note.update(Text("nothing to compare yet: chat once, or save a profile with "
-                             "ctrl+s", "dim"))  # fmt: skip
+                             "ctrl+s", "dim"))
             return
         self.pair = (a, b)
         note.update(self._note(a, b))
@@ -365,7 +365,7 @@ class CompareScreen(Screen[None]):
                 continue  # collectives: only runs of a sharded target have them
             colour = PHASE_COLOURS[p]
             phases.add_row(Text(p, colour), share_cell(None if sa is None else sa[p], colour),
-                           share_cell(None if sb is None else sb[p], colour))  # fmt: skip
+                           share_cell(None if sb is None else sb[p], colour))
 
     @staticmethod
     def _note(a: ComparedRun, b: ComparedRun) -> Text:
@@ -385,7 +385,7 @@ class CompareScreen(Screen[None]):
         differ = models_differ(a, b)
         if differ:
             warnings.append(f"they ran different models ({' and '.join(differ)}): the numbers "
-                            "compare models, not settings")  # fmt: skip
+                            "compare models, not settings")
         ea, eb = a.environment.get("device_name"), b.environment.get("device_name")
         if ea and eb and ea != eb:
             warnings.append("they ran on different devices")

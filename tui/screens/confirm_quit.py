@@ -30,7 +30,7 @@ class ConfirmQuitScreen(ModalScreen[bool]):
         size = f"{self._lines} lines" if self._lines != 1 else "1 line"
         with Vertical(id="quit-box", classes="modal-box"):
             yield Static(Text(f"The message box holds an unsent message ({size}). "
-                              "Quit and drop it?"))  # fmt: skip
+                              "Quit and drop it?"))
             yield Label("enter / ctrl+q quits · esc stays (the message is kept)", classes="hint")
 
     def action_answer(self, quit_: bool) -> None:

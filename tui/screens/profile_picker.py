@@ -21,7 +21,7 @@ class ProfilePickerScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "cancel", show=False)]
 
     def __init__(self, names: list[str], active: str | None,
-                 presets: frozenset[str] = frozenset()) -> None:  # fmt: skip
+                 presets: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self._names = names
         self._active = active

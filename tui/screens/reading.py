@@ -79,7 +79,7 @@ class ReadingScreen(Screen[None]):
         temperature = self.passages[0].temperature if self.passages else None
         # why a reader might come here: the cell is the recommended, the fastest, a TV step
         self.roles = next((r for c, r in chosen_cells(data, temperature) if c["id"] == cell_id),
-                          []) if temperature is not None else []  # fmt: skip
+                          []) if temperature is not None else []
         self.shown = 1  # the column shown when one fits: the cell's, what the reader came for
         self.narrow = False
 

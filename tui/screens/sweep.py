@@ -29,7 +29,7 @@ def _num(v: Any, fmt: str) -> str:
 
 
 def cell_row(c: dict[str, Any], rec: set[str], untrusted: set[str] | None = None
-             ) -> tuple[Text, ...]:  # fmt: skip
+             ) -> tuple[Text, ...]:
     """One table row: mark (R recommended, * on the front), T, cell, speed, range, acceptance,
     NLL given up ("!" where the cell copies more than target-only: core/sweep/frontier.py
     `nll_untrusted`), TV per token, copied from the prompt, repeated 4-grams, task; a front
@@ -42,7 +42,7 @@ def cell_row(c: dict[str, Any], rec: set[str], untrusted: set[str] | None = None
             _num(c.get("speedup"), ".2f") + ("x" if c.get("speedup") is not None else ""),
             f"{_num(lo, '.2f')}-{_num(hi, '.2f')}", pct(c.get("acceptance")), nll,
             _num(c.get("tv_per_token"), ".3f"), pct(c.get("copied")), pct(c.get("repetition")),
-            pct(c.get("task_success")))  # fmt: skip
+            pct(c.get("task_success")))
     return tuple(Text(x, style=style) for x in cols)
 
 
@@ -51,7 +51,7 @@ NAME_CUT = 24  # columns the task column was off the screen
 
 
 def narrow_row(c: dict[str, Any], rec: set[str], temperatures: int,
-               untrusted: set[str] | None = None) -> tuple[Text, ...]:  # fmt: skip
+               untrusted: set[str] | None = None) -> tuple[Text, ...]:
     """cell_row for a narrow screen: no min-max, acceptance, TV or repetition columns (the
     reading view and the wide table have them), T in the name only when the sweep ran more
     than one, a long name cut at NAME_CUT."""
@@ -81,20 +81,20 @@ class SweepScreen(Screen[None]):
     """
 
     def __init__(self, data: dict[str, Any], apply: Callable[[dict[str, Any]], bool],
-                 source: str = "") -> None:  # fmt: skip
+                 source: str = "") -> None:
         super().__init__()
         self.data = data
         self._apply = apply
         self._source = source
         self.cells: list[dict[str, Any]] = [c for c in data.get("cells", [])
-                                            if isinstance(c, dict) and "id" in c]  # fmt: skip
+                                            if isinstance(c, dict) and "id" in c]
         self.recommended = recommended_ids(data)
         groups = (data.get("frontier") or {}).get("groups") or {}
         groups = groups.values() if isinstance(groups, dict) else ()
         self.untrusted = {str(i) for g in groups if isinstance(g, dict)
-                          for i in g.get("nll_untrusted") or []}  # fmt: skip
+                          for i in g.get("nll_untrusted") or []}
         self.excluded = {str(k): str(v) for g in groups if isinstance(g, dict)
-                         for k, v in (g.get("excluded") or {}).items()}  # fmt: skip
+                         for k, v in (g.get("excluded") or {}).items()}
         self.narrow = False  # below NARROW columns: the short table (narrow_row)
 
     def compose(self) -> ComposeResult:
@@ -130,10 +130,10 @@ class SweepScreen(Screen[None]):
             table.add_columns("", "cell", "speed", "NLL+", "copied", "task")
         else:
             table.add_columns("", "T", "cell", "speedup", "min-max", "acceptance",
-                              "NLL given up", "TV/token", "copied", "repeated", "task")  # fmt: skip
+                              "NLL given up", "TV/token", "copied", "repeated", "task")
         for c in self.cells:
             row = (narrow_row(c, self.recommended, temperatures, self.untrusted) if narrow
-                   else cell_row(c, self.recommended, self.untrusted))  # fmt: skip
+                   else cell_row(c, self.recommended, self.untrusted))
             table.add_row(*row, key=c["id"])
         first = next((i for i, c in enumerate(self.cells) if c["id"] in self.recommended), 0)
         if self.cells:

@@ -71,7 +71,7 @@ def accounting_line(stats: RoundStats) -> str:
     parts = time_accounting(stats.summary, stats.rounds)
     return (f"E2E {stats.summary.e2e_s:.2f} s = " + " + ".join(
         f"{name} {seconds:.2f} s" for name, seconds in parts.items())
-        + " (host work, the UI, GC)")  # fmt: skip
+        + " (host work, the UI, GC)")
 
 
 class RoundsPanel(VerticalScroll):
@@ -122,5 +122,5 @@ class RoundsPanel(VerticalScroll):
             note = "untraced: only the round total is known"
         if stats.summary is not None:  # the measured guard's decisions (core.cost.guard)
             note = "\n".join([note, accounting_line(stats),
-                               *guard_lines(stats.summary.per_source)])  # fmt: skip
+                               *guard_lines(stats.summary.per_source)])
         self.query_one("#rounds-note", Static).update(Text(note, "dim"))

@@ -64,13 +64,13 @@ def first_use(docs: list[Doc]) -> tuple[list[str], str]:
     doc, *logs = docs
     parts = doc.get("parts") or {}
     names = [str(lg.get("name", "")).removeprefix("first-use-").removesuffix(".log")
-             for lg in logs]  # fmt: skip
+             for lg in logs]
     out = []
     for label, needle in MILESTONES:
         cells = []
         for lg in logs:
             at = next((s for s, t in _stamps(str(lg.get("text", ""))) if t.startswith(needle)
-                       or needle in t[:40]), None)  # fmt: skip
+                       or needle in t[:40]), None)
             cells.append(f"{at:.2f}" if at is not None else "-")
         if any(c != "-" for c in cells):
             out.append([label, *cells])

@@ -242,7 +242,7 @@ def _log_pairs(doc: Doc, r: Row) -> list[float]:
 
     b = baseline(doc)
     return [math.log(x / y) for x, y in zip(e2e(b) if b else [], e2e(r), strict=False)
-            if x > 0 and y > 0]  # fmt: skip
+            if x > 0 and y > 0]
 
 
 def _norm_pairs(doc: Doc, r: Row) -> list[float]:
@@ -257,19 +257,19 @@ def _norm_pairs(doc: Doc, r: Row) -> list[float]:
         return []
     out = []
     for x, sx, y, sy in zip(e2e(b), b.get("step_ms") or [], e2e(r), r.get("step_ms") or [],
-                            strict=False):  # fmt: skip
+                            strict=False):
         if x > 0 and y > 0 and sx and sy:
             out.append(math.log((x / sx) / (y / sy)))
     return out
 
 
 def aa_sigma(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[float]] = _log_pairs
-             ) -> tuple[float | None, int]:  # fmt: skip
+             ) -> tuple[float | None, int]:
     """The host's noise on one pair, from the A/A control: the root mean square of its
     per-seed log ratios over every bench (its true ratio is 1, so the mean is not fitted),
     and how many pairs that is."""
     pairs = [x for d in docs for r in rows(d) if r.get("name") == NS_CONTROL
-             for x in pairs_of(d, r)]  # fmt: skip
+             for x in pairs_of(d, r)]
     if len(pairs) < 2:
         return None, len(pairs)
     return (sum(x * x for x in pairs) / len(pairs)) ** 0.5, len(pairs)
@@ -277,7 +277,7 @@ def aa_sigma(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[float]] = _log
 
 def _verdict(logs: list[float], sigma: float, against: float = FLOOR,
              words: tuple[str, str, str] = ("held", "**broken**", "undecided"),
-             ) -> tuple[str, str]:  # fmt: skip
+             ) -> tuple[str, str]:
     """The geometric mean of the per-seed ratios with its 95% interval (the A/A noise over
     root n), and what it says against `against` (the floor, 0.97x): held (the interval above
     it), broken (below), or undecided (the interval holds it); `words` name the three."""
@@ -291,7 +291,7 @@ def _verdict(logs: list[float], sigma: float, against: float = FLOOR,
 
 
 def never_slower_verdict(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[float]] = _log_pairs,
-                         what: str = "target-only's E2E over the row's") -> tuple[list[str], str]:  # fmt: skip
+                         what: str = "target-only's E2E over the row's") -> tuple[list[str], str]:
     """Issue 28's floor judged with the noise the control measured, instead of against a
     bare 0.97x: per bench and row (the A/A control, the default, the lookup, the hybrid, the
     model alone), the geometric mean of the per-seed paired ratios and its 95% interval, whose
@@ -330,7 +330,7 @@ def never_slower_verdict(docs: list[Doc], pairs_of: Callable[[Doc, Row], list[fl
         out.append([label, *cells])
     out.append(["**benches held / broken / undecided**",
                 *(f"{c['held']} / {c['**broken**']} / {c['undecided']}"
-                  for c in (counts[n] for n in parts))])  # fmt: skip
+                  for c in (counts[n] for n in parts))])
     stat = (f"each cell = the geometric mean over seeds of {what}, the "
             f"same seed's pair ({_seeds(docs)}), with its 95% interval: ±{Z95:.2f} σ/√n in log, "
             f"σ = {sigma:.3f}, the A/A control's per-seed log ratio (true ratio 1), root mean "
@@ -361,7 +361,7 @@ def _step_pairs(doc: Doc, r: Row) -> list[float]:
     if b is None:
         return []
     return [math.log(sx / sy) for sx, sy in zip(b.get("step_ms") or [], r.get("step_ms") or [],
-                                                 strict=False) if sx and sy]  # fmt: skip
+                                                 strict=False) if sx and sy]
 
 
 def never_slower_steps(docs: list[Doc]) -> tuple[list[str], str]:
@@ -385,7 +385,7 @@ def never_slower_tally(docs: list[Doc]) -> tuple[list[str], str]:
         sp = {k: speedup(d, names[k]) if k in names else None for k in NS_ROWS}
         ok = {k: sp[name] is not None and sp[name] >= FLOOR
               for k, name in (("default", NS_DEFAULT), ("lookup", NS_LOOKUP),
-                              ("hybrid", NS_HYBRID))}  # fmt: skip
+                              ("hybrid", NS_HYBRID))}
         counts["default"] += ok["default"]
         counts["lookup"] += ok["lookup"]
         counts["hybrid"] += ok["hybrid"]
@@ -508,7 +508,7 @@ def never_slower_runs(docs: list[Doc]) -> tuple[list[str], str]:
         cells = []
         for ds in runs.values():
             xs = sorted(x for d in ds for r in rows(d) if ns_key(r) == n
-                        if (x := speedup(d, r)) is not None)  # fmt: skip
+                        if (x := speedup(d, r)) is not None)
             cells.append((f"{sum(x < FLOOR for x in xs)} of {len(xs)}",
                           ratio(statistics.median(xs)) if xs else "-",
                           f"{xs[0]:.2f}-{xs[-1]:.2f}x" if xs else "-"))
@@ -551,7 +551,7 @@ def lookup_round_cost(docs: list[Doc]) -> tuple[list[str], str]:
             continue
         out.append([f"{name}, T = {temp:g}", str(lk["rounds"]), f"{lk['proposed'] / lk['rounds']:.1f}",
                     f"{per_round:.1f}", f"{min(ms):.0f}-{max(ms):.0f}",
-                    f"{min(step):.1f}-{max(step):.1f}"])  # fmt: skip
+                    f"{min(step):.1f}-{max(step):.1f}"])
     stat = ("the lookup row of each bench; ms a lookup round = its tokens a lookup round (accepted "
             "plus one, over the row's requests) over the guard's measured lookup rate, per request "
             "(the JSON's guard.lookup.measured_tok_s: the rounds' seconds with the pipeline breaks "
@@ -563,7 +563,7 @@ def lookup_round_cost(docs: list[Doc]) -> tuple[list[str], str]:
 def _drafted(r: Row) -> int:
     """Drafting rounds of a row over its timed requests (every source but plain steps)."""
     return sum(int(v.get("rounds") or 0) for k, v in (r.get("per_source") or {}).items()
-               if k != "none")  # fmt: skip
+               if k != "none")
 
 
 def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
@@ -582,7 +582,7 @@ def step_excess(docs: list[Doc]) -> tuple[list[str], str]:
             n = (r or {}).get("tokens_per_request") or 0
             ex = [] if r is None or not n else [
                 e * 1e3 / (n * m) for e, m in zip(e2e(r), r.get("step_ms") or [], strict=False)
-                if m]  # fmt: skip
+                if m]
             cells.append(f"{statistics.median(ex):.3f} ({_drafted(r)})" if ex else "-")
         out.append([_ns_label(d), *cells])
     stat = ("each cell = the median over the row's timed requests of E2E over (tokens a request x "
@@ -611,7 +611,7 @@ def overlap_ab(docs: list[Doc]) -> tuple[list[str], str]:
         for x in rows(d):
             name = str(x.get("name"))
             state = ("overlap_round=true" in name or
-                     (bare_on and "overlap_round=false" not in name))  # fmt: skip
+                     (bare_on and "overlap_round=false" not in name))
             if state != on or ("verify_attention=fused" in name) != fused:
                 continue
             bare = re.sub(r"^([^:,+]+),", r"\1:", tag.sub("", name))
@@ -726,7 +726,7 @@ def guard_rates(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str
         out.append([_ns_label(d), f"`{r.get('name')}`",
                     f"{statistics.median(rate):.0f} ({min(rate):.0f}-{max(rate):.0f})",
                     f"{statistics.median(vs):.2f}" if vs else "-",
-                    f"{stopped} of {len(g.get('guard') or [])}"])  # fmt: skip
+                    f"{stopped} of {len(g.get('guard') or [])}"])
     stat = (f"the JSON's guard.{source}: measured_tok_s and vs_target as each timed request "
             "ended, median (min-max) over the requests; not asked = requests whose guard "
             "had stopped the source at their end")
@@ -748,16 +748,16 @@ def guard_plan(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]
             return "/".join("-" if x is None else format(x, fmt) for x in xs)
 
         asked = "/".join("stopped" if str(x).startswith("not asked") else "asked"
-                         for x in g.get("guard") or [])  # fmt: skip
+                         for x in g.get("guard") or [])
         out.append([_ns_label(d), f"`{r.get('name')}`", seq("earlier_rounds", "d"),
-                    seq("plan_rounds", "d"), seq("vs_target", ".2f"), asked])  # fmt: skip
+                    seq("plan_rounds", "d"), seq("vs_target", ".2f"), asked])
     stat = (f"the JSON's guard.{source}, one value per timed request in seed order (the warm-up "
             "came before the first): carried = the rounds its kept guard had counted before the "
             "request; plan rounds = its rounds left out so far because their verification built "
             "an attention plan (core/cost/guard.py); vs target steps and asked/stopped as the "
             "request ended")
     return md_table(("Prompt, T", "row", "carried rounds", "plan rounds", "vs target steps",
-                     "at the end"), out), stat  # fmt: skip
+                     "at the end"), out), stat
 
 
 def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], str]:
@@ -778,13 +778,13 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
             return "/".join("-" if x is None else f"{x:d}" for x in xs)
 
         speed = "/".join(f"{t / o:.2f}x" if o > 0 else "-"
-                         for t, o in zip(theirs, ours, strict=False))  # fmt: skip
+                         for t, o in zip(theirs, ours, strict=False))
         scales = g.get("cost_scale") or [None] * n
         drafted = "/".join(f"{x[1]:.2f}" if x else "-" for x in scales)
         steps = ((r.get("guard") or {}).get("none") or {}).get("measured_rounds") or [None] * n
         out.append([_ns_label(d), f"`{r.get('name')}`", speed, seq("measured_rounds"),
                     "/".join("-" if x is None else f"{x:d}" for x in steps),
-                    seq("stops"), seq("refused"), drafted, _texts(d, r)])  # fmt: skip
+                    seq("stops"), seq("refused"), drafted, _texts(d, r)])
     stat = (f"one value per timed request in seed order: vs target-only = target-only's E2E "
             f"over the row's, the same seed's pair; then the JSON's guard.{source}: rounds = "
             "its measured rounds in the request, pipelined steps = the target arm's (guard."
@@ -798,7 +798,7 @@ def guard_requests(docs: list[Doc], source: str = "lookup") -> tuple[list[str], 
             "of first appearance, target-only's requests first, so A is target-only's first "
             "seed's text")
     return md_table(("Prompt, T", "row", "vs target-only", "rounds", "pipelined steps",
-                     "stops", "refused", "round cost", "text"), out), stat  # fmt: skip
+                     "stops", "refused", "round cost", "text"), out), stat
 
 
 def text_letters(doc: Doc) -> dict[str, str]:
@@ -880,14 +880,14 @@ def one_row_price(docs: list[Doc]) -> tuple[list[str], str]:
         if "fused" in one and one["fused"] < a:
             saved += a - one["fused"]
         curve = VerifyCostCurve.from_dict({"times": times, "backend": "cuda",
-                                           "context_len": int(ec.get("context") or 0)})  # fmt: skip
+                                           "context_len": int(ec.get("context") or 0)})
         base = baseline(d) or {}
         step = statistics.median(base.get("step_ms") or [0.0]) or None
         out.append([_ns_label(d), *(num(one[m] * 1e3, ".2f") if m in one else "-"
                                     for m in ("auto", "dense", "fused")),
                     num(max(a - saved, 0.0) * 1e3, ".2f"),
                     num(verify_cost(curve, "auto")(1) * 1e3, ".2f"),
-                    num(step, ".2f")])  # fmt: skip
+                    num(step, ".2f")])
     stat = ("ms; each mode's cell = the calibration's median of its timed one-row forwards "
             "(the JSON's protocol.engine_curve.t_verify_s); measured step = the median over "
             "target-only's timed requests of each request's median plain step (step_ms)")

@@ -36,7 +36,7 @@ def round_autopsy(docs: list[Doc]) -> tuple[list[str], str]:
             mm = lambda xs: f"{statistics.median(xs):.1f} ({min(xs):.1f}-{max(xs):.1f})" if xs else "-"  # noqa: E731
             out.append([f"{d.get('prompt')}, T = {d.get('temperature'):g}", row_name,
                         f"{min(e2es):.0f}-{max(e2es):.0f}", mm(steps), str(len(rounds)),
-                        f"{sum(toks) / len(toks):.1f}" if toks else "-", mm(rounds), mm(after)])  # fmt: skip
+                        f"{sum(toks) / len(toks):.1f}" if toks else "-", mm(rounds), mm(after)])
     stat = ("untraced requests of the bench's rows (engine reset, the kept calibration, one warm-up "
             "request each, rows rotated per seed), clocked by the consumer between events: E2E "
             "min-max (ms); plain step = each request's median gap between consecutive steps, "
@@ -60,7 +60,7 @@ def rare_round(docs: list[Doc]) -> tuple[list[str], str]:
             env = ", ".join(f"{k}={v}" for k, v in sorted((d.get("env") or {}).items())) or "default"
             out.append([env, str(st), str(len(mine)), f"{statistics.median(rs):.1f}",
                         f"{min(rs):.1f}-{max(rs):.1f}", f"{statistics.median(af):.1f}",
-                        f"{d.get('plain_step_ms_median'):.2f}"])  # fmt: skip
+                        f"{d.get('plain_step_ms_median'):.2f}"])
     stat = ("each row = the untraced trials after that many plain target steps (0: back to back), "
             "pooled over T (0, 0.7) and R (3, 12, 25, 33 rows), shuffled; a round's ms = its call, "
             "host sync included, median and min-max; the step after = the first plain step's "
@@ -81,14 +81,14 @@ def step_split(docs: list[Doc]) -> tuple[list[str], str]:
             reqs = [r for r in d.get("requests") or [] if r["row"] == row]
             ex = [r["excess"] for r in reqs if r.get("excess")]
             outside = [statistics.fmean([x["gap"] - x["timer"] for x in r["steps"]])
-                       for r in reqs if r.get("steps")]  # fmt: skip
+                       for r in reqs if r.get("steps")]
             plan = [statistics.fmean([x["plan"] for x in r["steps"]]) for r in reqs if r.get("steps")]
             out.append([f"{d.get('prompt')}, T = {d.get('temperature')}", str(seen[d.get("prompt")]),
                         row, str(len(reqs)),
                         f"{statistics.median(ex):.3f} ({min(ex):.3f}-{max(ex):.3f})",
                         f"{statistics.median(outside):.3f}", f"{statistics.median(plan):.3f}",
                         *(str(sum(r.get(k, 0) for r in reqs))
-                          for k in ("stretches", "restarts", "rounds"))])  # fmt: skip
+                          for k in ("stretches", "restarts", "rounds"))])
     stat = ("run = the prompt's files in the order they ran (one device call); each row = the "
             "row's requests (one warm-up each before, rows rotated per seed); E2E over tokens x "
             "the request's median plain step (`excess`: the bench's step_ms statistic), median "
@@ -122,7 +122,7 @@ def step_split_ab(docs: list[Doc]) -> tuple[list[str], str]:
     for label, row in dict.fromkeys((k[0], k[1]) for k in pooled):
         cells = []
         for key, fn, fmt in (("gap", statistics.median, "{:.2f}"), ("out", statistics.fmean, "{:.0f}"),
-                             ("plan", statistics.fmean, "{:.0f}")):  # fmt: skip
+                             ("plan", statistics.fmean, "{:.0f}")):
             a, b = (pooled.get((label, row, v), {}).get(key) for v in ("old", "new"))
             cells.append(f"{fmt.format(fn(a))} → {fmt.format(fn(b))}" if a and b else "-")
         extra = []
@@ -159,7 +159,7 @@ def forward_split(docs: list[Doc]) -> tuple[list[str], str]:
                 ratio = f"{med['chain'] / one:.2f}" if one else "-"
                 out.append([str(d.get("device")), mode, r, f"{med['build']:.2f}",
                             f"{med['eval']:.2f}", f"{med['build'] + med['eval']:.2f}",
-                            f"{med['chain']:.2f}", ratio])  # fmt: skip
+                            f"{med['chain']:.2f}", ratio])
     d0 = docs[0] if docs else {}
     stat = (f"ms, medians over {d0.get('repeats')} timed passes after one warm-up (modes and R "
             f"interleaved, the KV length advancing by one a forward from a {d0.get('context')}-"
@@ -195,7 +195,7 @@ def curve_modes(docs: list[Doc]) -> tuple[list[str], str]:
         for mode in ("auto", "fused"):
             out.append([label, mode, *(num(times[mode][r] * 1e3, ".1f") if r in times[mode]
                                               else "-" for r in CURVE_ROWS),
-                        f"{cheaper} of {len(rows)}" if mode == "fused" else ""])  # fmt: skip
+                        f"{cheaper} of {len(rows)}" if mode == "fused" else ""])
     stat = ("ms, the calibration's median of its timed forwards at each R (the KV length "
             "advancing by one a call); auto = MLX's kernels with the backend's attention (plain "
             "on CUDA), fused = MLX's fused attention as the engine asks for it; fused cheaper = "
@@ -213,7 +213,7 @@ def curve_buckets(docs: list[Doc], mode: str = "auto") -> tuple[list[str], str]:
     out = []
     for d in docs:
         times = (((d.get("protocol") or {}).get("engine_curve") or {}).get("t_verify_s")
-                 or {}).get(mode) or {}  # fmt: skip
+                 or {}).get(mode) or {}
         if "1" not in times:
             continue
         cells = [num(times["1"] * 1e3, ".1f")]
@@ -224,13 +224,13 @@ def curve_buckets(docs: list[Doc], mode: str = "auto") -> tuple[list[str], str]:
                 continue
             rmin, rmax = min(xs, key=xs.get), max(xs, key=xs.get)
             cells += [f"{xs[rmin]:.1f} / {statistics.median(xs.values()):.1f} / {xs[rmax]:.1f}",
-                      f"{rmin} / {rmax}"]  # fmt: skip
+                      f"{rmin} / {rmax}"]
         out.append([_ns_label(d), *cells])
     stat = (f"ms, the JSON's protocol.engine_curve.t_verify_s[{mode}] (the calibration's median "
             "of its timed forwards at each R, before the bench); min / median / max over the R "
             "of each row bucket, and the R where its min and max fell")
     return md_table(("Prompt, T", "R = 1", "R 2-16: min / median / max", "at R",
-                     "R 17-33: min / median / max", "at R"), out), stat  # fmt: skip
+                     "R 17-33: min / median / max", "at R"), out), stat
 
 
 def _catch_up(t: list[dict[str, Any]], src: str) -> list[int]:
@@ -262,20 +262,20 @@ def traced_k(docs: list[Doc]) -> tuple[list[str], str]:
             if not drafted:
                 continue
             first = next((i + 1 for i, x in enumerate(drafted) if x.get("proposed", 0) + 1 > 16),
-                         None)  # fmt: skip
+                         None)
             proposed = sum(x.get("proposed", 0) for x in drafted)
             kept = sum(x.get("accepted", 0) for x in drafted)
             out.append([_ns_label(d), ns_row_label(r, code=False), secs(r.get("traced_e2e_s")),
                         str(len(drafted)), str(len(t) - len(drafted)),
                         "-" if first is None else f"{first} of {len(drafted)}",
                         num(sum(x.get("tokens", 0) for x in drafted) / len(drafted), ".1f"),
-                        pct(kept / proposed if proposed else None)])  # fmt: skip
+                        pct(kept / proposed if proposed else None)])
     stat = ("one traced request a row (the first seed's, right after its timed request; its k "
             "policy fresh, as each request's is; each round synced, so slower than untraced): E2E; drafting rounds and plain steps; the first drafting round "
             "proposing more than 15 (verified past the 16-row bucket); tokens a drafting round "
             "committed, mean; drafts kept of drafts proposed")
     return md_table(("Prompt, T", "row", "traced E2E", "drafting rounds", "plain steps",
-                     "k > 15 from", "tokens a round", "kept"), out), stat  # fmt: skip
+                     "k > 15 from", "tokens a round", "kept"), out), stat
 
 
 def traced_rounds(docs: list[Doc]) -> tuple[list[str], str]:

@@ -20,7 +20,7 @@ def plan_cost(docs: list[Doc]) -> tuple[list[str], str]:
     out = []
     for key in keyed[0] if keyed else []:
         cells = [f"{k[key]['median_ms']:.3f} ({k[key]['mean_ms']:.3f})" if key in k else "-"
-                 for k in keyed]  # fmt: skip
+                 for k in keyed]
         out.append([key[0], key[1], key[2], *cells])
     machine = ", ".join(sorted({f"{d.get('machine')} Python {d.get('python')}" for d in docs}))
     stat = (f"each cell = the engine's `_plan` after each of an answer's tokens (the prompt's text "
@@ -78,7 +78,7 @@ def copy_stall(docs: list[Doc]) -> tuple[list[str], str]:
                 x = next(x for x in r["replays"] if (x["gate"], x["stalls"]) == (gate, p))
                 cells.append(f"{x['target_only_s'] / x['broken_s']:.2f}x ({x['drafting_rounds']})")
             out.append([r["bench"].removesuffix("-t0.0") + (f" ({call})" if call else ""),
-                        gate, *cells])  # fmt: skip
+                        gate, *cells])
     stat = ("greedy, each bench's seed-0 answer of target-only, teacher-forced, replayed as "
             "after_round.py's default (match 2+); each cell = the predicted speedup (the "
             "replayed rounds at the bench's calibrated prices, each pipeline break charged, over "
@@ -103,18 +103,18 @@ def copy_texts(docs: list[Doc]) -> tuple[list[str], str]:
         for r in b["rows"]:
             t = texts.setdefault((prompt, r["output_sha"]), {
                 "bound": r["copy_tokens_per_round"], "oracle": r["oracle_tokens_per_round"],
-                "target-only": [], "lookup": [], "default": []})  # fmt: skip
+                "target-only": [], "lookup": [], "default": []})
             kind = ("target-only" if r["mode"] == "target-only"
-                    else "lookup" if r["draft_source"] == "lookup" else "default")  # fmt: skip
+                    else "lookup" if r["draft_source"] == "lookup" else "default")
             t[kind].append(label if kind == "target-only"
-                           else f"{r['vs_target_only']:.2f}x ({label})")  # fmt: skip
+                           else f"{r['vs_target_only']:.2f}x ({label})")
     out = []
     for (prompt, sha), t in sorted(texts.items(), key=lambda kv: (kv[0][0], -kv[1]["bound"])):
         calls = Counter(t["target-only"])  # target-only and its A/A twin, by call
         wrote = ", ".join(c if n == 1 else f"{c} (x{n})" for c, n in calls.items())
         out.append([prompt, f"`{sha[:8]}`", f"{t['bound']:.2f}", f"{t['oracle']:.2f}", wrote or "-",
                     ", ".join(t["lookup"]) or "-",
-                    ", ".join(t["default"]) or "-"])  # fmt: skip
+                    ", ".join(t["default"]) or "-"])
     stat = ("greedy; one line per distinct seed-0 text (`output_sha`, its first 8 hex digits) "
             "that a row of these calls wrote; copy bound = tokens a round when every repeat of "
             "2+ tokens is copied, up to 32 drafts, teacher-forced on that text (lookup/"
@@ -130,7 +130,7 @@ def copy_texts(docs: list[Doc]) -> tuple[list[str], str]:
             "kept: a row's other seeds may have written another text")
     return md_table(("Prompt", "text", "lookup copy (tokens a round)", "any copy",
                      "target-only wrote it in",
-                     "lookup rows", "default rows"), out), stat  # fmt: skip
+                     "lookup rows", "default rows"), out), stat
 
 
 def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
@@ -146,7 +146,7 @@ def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
                     f"{r.get('substitution_tokens_per_round', 0):.2f}",
                     f"{r['oracle_tokens_per_round']:.2f}", f"{r['bench_lookup_tokens_per_round']:.2f}",
                     f"{r['ceiling_x']:.2f}x", f"{r['ceiling_own_x']:.2f}x",
-                    f"{r['bench_lookup_ratio']:.2f}x"])  # fmt: skip
+                    f"{r['bench_lookup_ratio']:.2f}x"])
     stat = (f"greedy, 256 tokens, k = {d['k']}, repeats of {d['min_match']}+ tokens; tokens a "
             "round = the answer's tokens over its rounds, teacher-forced on the seed-0 answer of "
             "target-only (\"always\") or of the lookup row (\"own answer\"); the policy's k = "
@@ -160,7 +160,7 @@ def lookup_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
     return md_table(("Prompt", "always, tokens a round", "always, own answer",
                      "the policy's k", "substitution skip (dropped)", "copy bound",
                      "bench's lookup", "ceiling", "ceiling, own answer", "bench's lookup, measured"),
-                    out), stat  # fmt: skip
+                    out), stat
 
 
 def round_ops(docs: list[Doc]) -> tuple[list[str], str]:
@@ -172,11 +172,11 @@ def round_ops(docs: list[Doc]) -> tuple[list[str], str]:
     for name in names:
         got = [c.get(name) or {} for c in cases]
         cells = [" -> ".join(num(g.get(k), ".1f") for g in got)
-                 for k in ("own_calls", "syncs")]  # fmt: skip
+                 for k in ("own_calls", "syncs")]
         out.append([name, *cells, num(got[-1].get("model_calls"), ".0f"),
-                    str(got[-1].get("rounds", "-"))])  # fmt: skip
+                    str(got[-1].get("rounds", "-"))])
     commits = " -> ".join(str(((d.get("environment") or {}).get("specdec_tui") or {})
-                              .get("commit", "?"))[:7] for d in docs)  # fmt: skip
+                              .get("commit", "?"))[:7] for d in docs)
     head = ("Round", "own MLX calls a round", "host syncs a round",
             "MLX calls in the models' forwards", "rounds counted")
     return md_table(head, out), (f"mean per round; a -> b: the code at {commits} "

@@ -126,7 +126,7 @@ def main(out: Path) -> int:
         "platform": platform.platform(),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "ms": {m: {str(r): {k: [round(x * 1e3, 6) for x in v] for k, v in tab.items()}
-                   for r, tab in by_r.items()} for m, by_r in samples.items()},  # fmt: skip
+                   for r, tab in by_r.items()} for m, by_r in samples.items()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
@@ -134,7 +134,7 @@ def main(out: Path) -> int:
         for r in row_list:
             med = {k: statistics.median(v) * 1e3 for k, v in samples[m][r].items()}
             print(f"{m:6s} R={r:3d} build {med['build']:.2f} eval {med['eval']:.2f} "
-                  f"chain {med['chain']:.2f} ms")  # fmt: skip
+                  f"chain {med['chain']:.2f} ms")
     return 0
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 # Fields every row gets from the call's flags (or the pair loaded), not from its profile.
 FLAGGED = ("target", "draft", "temperature", "repetition_penalty", "seed", "max_tokens",
-           "ignore_eos", "traced")  # fmt: skip
+           "ignore_eos", "traced")
 
 
 def default_row() -> str:
@@ -54,7 +54,7 @@ def default_row() -> str:
 
     base, want = load_profile("target-only").settings, first_run_settings()
     diff = [(f.name, getattr(want, f.name)) for f in dataclasses.fields(want)
-            if f.name not in FLAGGED and getattr(base, f.name) != getattr(want, f.name)]  # fmt: skip
+            if f.name not in FLAGGED and getattr(base, f.name) != getattr(want, f.name)]
     text = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in diff)
     return f"target-only:{text}" if text else "target-only"
 
@@ -146,7 +146,7 @@ def main(out: Path) -> int:
             print(f"{tag}: {type(exc).__name__}: {exc}", flush=True)
             rc = 1
         print(f"{tag}: exit {rc} in {time.perf_counter() - t0:.0f} s "
-              f"({time.perf_counter() - start:.0f} s in all)", flush=True)  # fmt: skip
+              f"({time.perf_counter() - start:.0f} s in all)", flush=True)
         done.append(tag)
         (out / "summary.md").write_text(summary(out, done))  # kept if the call is cut
     (out / "skipped.txt").write_text("".join(f"{t}\n" for t in skipped))
@@ -177,14 +177,14 @@ def part_of(benches: list[tuple[str, str]], part: str) -> list[tuple[str, str]]:
 
 
 def method(tokens: str, seeds: str, traced: bool, fresh: bool,
-           benches: list[tuple[str, str]]) -> str:  # fmt: skip
+           benches: list[tuple[str, str]]) -> str:
     """What the call ran, in words, kept beside its data (the report's method reads it)."""
     guard = ("a fresh measured guard every request (FRESH_GUARD=1)" if fresh else
              "the engine's measured guard kept across each row's requests: the warm-up and "
-             "the seeds before a seed are what it starts from (issue 28)")  # fmt: skip
+             "the seeds before a seed are what it starts from (issue 28)")
     return (f"{len(benches)} benches: {' '.join(f'{n}@T{tp}' for n, tp in benches)}\n"
             f"{tokens} tokens, {seeds} seeds, 1 warm-up, interleaved by seed, "
-            f"{'with' if traced else 'no'} traced request per seed\nguard: {guard}\n")  # fmt: skip
+            f"{'with' if traced else 'no'} traced request per seed\nguard: {guard}\n")
 
 
 def summary(out: Path, tags: list[str]) -> str:
@@ -209,11 +209,11 @@ def summary(out: Path, tags: list[str]) -> str:
             sp = r.get("speedup_vs_target")
             guard = {s: g for s, g in (r.get("guard") or {}).items() if s != "none"}
             said = "; ".join(f"{src}: {'/'.join(sorted({str(x) for x in g['guard'] if x}))}"
-                             for src, g in guard.items())  # fmt: skip
+                             for src, g in guard.items())
             carried = "; ".join(f"{src}: {_carried(g)}" for src, g in guard.items())
             meds = f"{_median(r['e2e_s']):.3f} / {_median(base['e2e_s']):.3f} s"
             lines.append(f"| {tag} | {r['name']} | {'-' if sp is None else f'{sp:.2f}x'} | "
-                         f"{span} | {meds} | {said or '-'} | {carried or '-'} |")  # fmt: skip
+                         f"{span} | {meds} | {said or '-'} | {carried or '-'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -84,9 +84,9 @@ def worker(name: str, out: Path) -> int:
             "--invocations", "1", "--warmup", "1", "--temperature", os.environ.get("TEMPERATURE", "0.0"),
             "--repetition-penalty", "1.0", "--no-quality", "--no-predict", "--no-traced",
             "--profile", "target-only", "--profile", "target-only:top_p=1.0",
-            "--json", str(out / "aa.json"), "--markdown", str(out / "aa.md")]  # fmt: skip
+            "--json", str(out / "aa.json"), "--markdown", str(out / "aa.md")]
     clocks = ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,power.draw,pstate,temperature.gpu",
-              "--format=csv,noheader"]  # fmt: skip
+              "--format=csv,noheader"]
     before, gpu0, load0 = resource.getrusage(resource.RUSAGE_SELF), _run(clocks), os.getloadavg()
     if name.endswith("nogc"):
         gc.collect()
@@ -104,7 +104,7 @@ def worker(name: str, out: Path) -> int:
            "gpu_before": gpu0.strip(), "gpu_after": _run(clocks).strip(),
            "involuntary_switches": after.ru_nivcsw - before.ru_nivcsw,
            "voluntary_switches": after.ru_nvcsw - before.ru_nvcsw,
-           "user_s": after.ru_utime - before.ru_utime, "system_s": after.ru_stime - before.ru_stime}  # fmt: skip
+           "user_s": after.ru_utime - before.ru_utime, "system_s": after.ru_stime - before.ru_stime}
     (out / "worker.json").write_text(json.dumps(doc, indent=1) + "\n")
     return rc
 
@@ -115,7 +115,7 @@ def summary(out: Path, placements: list[str]) -> str:
     the involuntary context switches a worker took."""
     lines = ["| placement | CPUs | requests | median E2E s | min-max s | CV | A/A per-seed min-max | "
              "A/A median ratio per round | involuntary switches per worker |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in placements:
         times, pairs, meds, switches, cpus = [], [], [], [], "-"
         for d in sorted(out.glob(f"{name}-r*")):
@@ -139,7 +139,7 @@ def summary(out: Path, placements: list[str]) -> str:
         lines.append(f"| {name} | {cpus} | {len(times)} | {statistics.median(times):.3f} | "
                      f"{min(times):.3f}-{max(times):.3f} | {cv:.3f} | "
                      f"{min(pairs):.2f}-{max(pairs):.2f}x | {' '.join(f'{m:.2f}' for m in meds)} | "
-                     f"{' '.join(map(str, switches))} |")  # fmt: skip
+                     f"{' '.join(map(str, switches))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,14 +155,14 @@ def main(dest: Path) -> int:
     host = ["nproc: " + _run(["nproc"]), "allowed: " + str(sorted(os.sched_getaffinity(0))) + "\n",
             "gpu-local: " + str(gpu_local_cpus()) + "\n", _run(["lscpu"]),
             _run(["numactl", "--hardware"]), _run(["nvidia-smi", "topo", "-m"]),
-            "loadavg: " + str(os.getloadavg()) + "\n"]  # fmt: skip
+            "loadavg: " + str(os.getloadavg()) + "\n"]
     (out / "host.txt").write_text("".join(host))
     print("".join(host[:3]), flush=True)
     for r in range(int(os.environ.get("ROUNDS", "3"))):
         for name in placements:
             t0 = time.perf_counter()
             rc = subprocess.call([sys.executable, __file__, "--worker", name, str(out / f"{name}-r{r}")],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+                                 cwd=ROOT, stdout=subprocess.DEVNULL)
             print(f"{name} round {r}: exit {rc} in {time.perf_counter() - t0:.0f} s", flush=True)
             (out / "summary.md").write_text(summary(out, placements))  # kept if the call is cut
     text = summary(out, placements)

@@ -104,7 +104,7 @@ def main(out: Path) -> int:
 
     def settings(temp: float, traced: bool) -> Settings:
         return Settings(target=target, mode="speculative", draft_source="lookup",
-                        temperature=temp, traced=traced, max_tokens=10_000)  # fmt: skip
+                        temperature=temp, traced=traced, max_tokens=10_000)
 
     # A warm start: the prompt, then 96 answer tokens the model writes itself, so every trial's
     # context is a real one (its answer so far) of the same length.
@@ -112,7 +112,7 @@ def main(out: Path) -> int:
     s0 = settings(0.0, False)
     engine._prefill(seq, s0, False)
     for _ev in engine._single_model_rounds(seq, s0, "target-only", key, 0, 96,
-                                           lambda: s0, None):  # fmt: skip
+                                           lambda: s0, None):
         pass
     engine._settle(seq)
     start_len = len(seq)
@@ -132,7 +132,7 @@ def main(out: Path) -> int:
             return True
 
         return [ev.timings.total for ev in engine._single_model_rounds(
-            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]  # fmt: skip
+            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]
 
     def trial(temp: float, r: int, stretch: int, traced: bool) -> dict[str, Any]:
         s = settings(temp, traced)
@@ -151,7 +151,7 @@ def main(out: Path) -> int:
             "accepted": ev.accepted,
             "phases": ev.timings.as_ms() if traced else None,
             "steps_s": steps, "after_s": after, "context": len(seq),
-        }  # fmt: skip
+        }
         engine._settle(seq)  # every cache to seq[:-1]: the next stretch has a token to feed
         if not grow or len(seq) > start_len + 600:
             del seq[start_len:]
@@ -176,13 +176,13 @@ def main(out: Path) -> int:
         for r in rows:
             for st in stretches:
                 xs = [x["round_s"] * 1e3 for x in trials
-                      if (x["T"], x["R"], x["stretch"], x["traced"]) == (t, r, st, False)]  # fmt: skip
+                      if (x["T"], x["R"], x["stretch"], x["traced"]) == (t, r, st, False)]
                 ys = [x["after_s"][0] * 1e3 for x in trials
-                      if (x["T"], x["R"], x["stretch"], x["traced"]) == (t, r, st, False)]  # fmt: skip
+                      if (x["T"], x["R"], x["stretch"], x["traced"]) == (t, r, st, False)]
                 summary[f"T={t} R={r} S={st}"] = {
                     "round_ms_median": statistics.median(xs), "round_ms_min": min(xs),
                     "round_ms_max": max(xs), "after_ms_median": statistics.median(ys),
-                }  # fmt: skip
+                }
     steps = [s * 1e3 for x in trials for s in x["steps_s"][1:]]
     doc = {
         "what": "a speculative round of R rows after S plain steps (docs/benchmarks/h200/rare_round.py)",
@@ -192,12 +192,12 @@ def main(out: Path) -> int:
         "warm_s": warm_s, "wall_s": time.perf_counter() - t_start, "start_context": start_len,
         "plain_step_ms_median": statistics.median(steps) if steps else None,
         "summary": summary, "trials": trials,
-    }  # fmt: skip
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
     for name, v in summary.items():
         print(f"{name:18s} round {v['round_ms_median']:7.2f} ms ({v['round_ms_min']:.2f}-"
-              f"{v['round_ms_max']:.2f})  next step {v['after_ms_median']:6.2f} ms")  # fmt: skip
+              f"{v['round_ms_max']:.2f})  next step {v['after_ms_median']:6.2f} ms")
     print(f"plain step median {doc['plain_step_ms_median']} ms; wall {doc['wall_s']:.1f} s")
     traced = [x for x in trials if x["traced"]]
     for x in traced:

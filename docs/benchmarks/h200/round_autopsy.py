@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 
 def row_settings(row: str, target: str = "default", temp: float = 0.7, tokens: int = 256,
-                 seed: int = 0) -> Any:  # fmt: skip
+                 seed: int = 0) -> Any:
     """A never-slower row's settings ("default": the app's first run, else a profile) with
     the bench's flags as docs/benchmarks/h200/never_slower.py passes them: exactly `tokens`,
     untraced, no repetition penalty. Shared by the probes beside this and policy/plan_cost.py.
@@ -46,7 +46,7 @@ def row_settings(row: str, target: str = "default", temp: float = 0.7, tokens: i
     base = first_run_settings() if row == "default" else load_profile(row).settings
     return dataclasses.replace(base, target=target, temperature=temp, max_tokens=tokens,
                                ignore_eos=True, traced=False, seed=seed,
-                               repetition_penalty=1.0)  # fmt: skip
+                               repetition_penalty=1.0)
 
 
 class Clocks:
@@ -117,13 +117,13 @@ def main(out: Path) -> int:
             events.append({"gap_ms": (now - last) * 1e3, "source": item.source or "none",
                            "rows": item.rows, "proposed": item.proposed,
                            "accepted": item.accepted, "tokens": len(item.tokens),
-                           "total_ms": item.timings.total * 1e3})  # fmt: skip
+                           "total_ms": item.timings.total * 1e3})
             last = now
         e2e = time.perf_counter() - t0
         calls = {k: [round(x * 1e3, 3) for x in v] for k, v in clocks.calls.items()}
         guard = None if summary is None else summary.per_source  # the guard's rates, verdicts
         return {"row": row, "seed": seed, "e2e_s": e2e, "events": events, "calls_ms": calls,
-                "guard": guard, "tokens": sum(e["tokens"] for e in events)}  # fmt: skip
+                "guard": guard, "tokens": sum(e["tokens"] for e in events)}
 
     for row in rows:  # one warm-up request each, as the bench's --warmup 1
         request(row, 99)
@@ -139,7 +139,7 @@ def main(out: Path) -> int:
         "curve": None if engine.cost_curve is None else {
             "modes": sorted(getattr(engine.cost_curve, "times", {}) or {})},
         "wall_s": time.perf_counter() - t_start, "requests": reqs,
-    }  # fmt: skip
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=str))
     for r in reqs:

@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     def from_pair(cls: type[Engine], pair: Any) -> Engine:
         shard_model(pair.target.model, group, pair.target.name)
         print(f"shardstep: the target sharded as rank {rank} of {shards}, no collectives",
-              file=sys.stderr)  # fmt: skip
+              file=sys.stderr)
         return plain(cls, pair)
 
     Engine.from_pair = classmethod(from_pair)  # type: ignore[method-assign,assignment]

@@ -51,16 +51,16 @@ STEPS = ("eager", "compiled")
 def interleaved(arms: list[str], seeds: int) -> list[tuple[str, int]]:
     """(arm, seed) in the order they run: per seed every arm, the order rotated by the seed."""
     return [(arm, seed) for seed in range(seeds)
-            for arm in arms[seed % len(arms):] + arms[: seed % len(arms)]]  # fmt: skip
+            for arm in arms[seed % len(arms):] + arms[: seed % len(arms)]]
 
 
 def ratios(reqs: list[dict[str, Any]], key: str, num: str, den: str) -> dict[str, Any]:
     """Per seed, arm `num`'s `key` over arm `den`'s, with their median and range."""
     by = {(r["arm"], r["seed"]): r[key] for r in reqs}
     per = [by[(num, s)] / by[(den, s)] for s in sorted({r["seed"] for r in reqs})
-           if by.get((num, s)) and by.get((den, s))]  # fmt: skip
+           if by.get((num, s)) and by.get((den, s))]
     return {"per_seed": per, "median": statistics.median(per) if per else None,
-            "min": min(per, default=None), "max": max(per, default=None)}  # fmt: skip
+            "min": min(per, default=None), "max": max(per, default=None)}
 
 
 def prompt_ids(pair: Any, name: str) -> list[int]:
@@ -82,7 +82,7 @@ def ours(engine: Any, ids: list[int], s: Any) -> dict[str, Any]:
         if isinstance(item, RunSummary):
             return {"e2e_s": time.perf_counter() - t0, "decode_tok_s": item.decode_tok_s,
                     "tokens": item.tokens, "step": item.step, "graphs": item.graphs,
-                    "eager_because": item.eager_because, "events": events}  # fmt: skip
+                    "eager_because": item.eager_because, "events": events}
         events.append(item)
     raise RuntimeError("generate ended without a summary")
 
@@ -96,7 +96,7 @@ def mlx_lm(model: Any, ids: list[int], tokens: int) -> dict[str, Any]:
     first = None
     n = 0
     for _tok, _ in generate_step(mx.array(ids), model, max_tokens=tokens,
-                                 sampler=lambda lp: mx.argmax(lp, axis=-1)):  # fmt: skip
+                                 sampler=lambda lp: mx.argmax(lp, axis=-1)):
         n += 1
         if first is None:
             first = time.perf_counter()
@@ -126,7 +126,7 @@ def one_target(target: str, seeds: int, tokens: int, prompt: str) -> dict[str, A
         if arm == "mlx-lm":
             return mlx_lm(pair.target.model, ids, tokens)
         s = Settings(mode="target-only", temperature=0.0, max_tokens=tokens,
-                     ignore_eos=True, traced=False, seed=seed, step=arm)  # fmt: skip
+                     ignore_eos=True, traced=False, seed=seed, step=arm)
         r = ours(engine, ids, s)
         r.pop("events")
         return r
@@ -175,23 +175,23 @@ def part_pair(specs: list[str], seeds: int, tokens: int, chain: int, prompt: str
         chain_ms(models[role], ids, step, 4)  # warm-up, traced
     steps = [{"arm": arm, "seed": seed, "step_ms": chain_ms(models[arm.split("-")[0]], ids,
                                                              arm.split("-")[1], chain)}
-             for arm, seed in interleaved(arms, seeds)]  # fmt: skip
+             for arm, seed in interleaved(arms, seeds)]
     out: dict[str, Any] = {"steps": steps}
     for step in STEPS:
         out[f"step ms draft/target {step}"] = ratios(steps, "step_ms", f"draft-{step}",
-                                                     f"target-{step}")  # fmt: skip
+                                                     f"target-{step}")
     for role in ("target", "draft"):
         out[f"step ms {role} compiled/eager"] = ratios(steps, "step_ms", f"{role}-compiled",
-                                                       f"{role}-eager")  # fmt: skip
+                                                       f"{role}-eager")
     engine = Engine.from_pair(pair)
     base = load_profile("fixed-8-tv0.5").settings.replace(max_tokens=tokens, ignore_eos=True,
-                                                           traced=False)  # fmt: skip
+                                                           traced=False)
     e2e_arms = [f"{row}-{step}" for step in STEPS for row in ("target-only", "fixed-8-tv0.5")]
 
     def run(arm: str, seed: int) -> dict[str, Any]:
         row, step = arm.rsplit("-", 1)
         s = base.replace(seed=seed, step=step, **({"mode": "target-only"} if row == "target-only"
-                                                   else {}))  # fmt: skip
+                                                   else {}))
         r = ours(engine, ids, s)
         r.pop("events")
         return r
@@ -220,9 +220,9 @@ def part_lookup(specs: list[str], seeds: int, tokens: int, prompt: str) -> dict[
     def run(arm: str, seed: int) -> dict[str, Any]:
         row, step = arm.rsplit("-", 1)
         extra = {"target-only": {"mode": "target-only"}, "lookup": {"draft_source": "lookup"},
-                 "default": {}}[row]  # fmt: skip
+                 "default": {}}[row]
         s = Settings(temperature=0.0, max_tokens=tokens, ignore_eos=True, traced=True,
-                     seed=seed, step=step, **extra)  # fmt: skip
+                     seed=seed, step=step, **extra)
         r = ours(engine, ids, s)
         events = r.pop("events")
         plain = [e.timings.total for e in events if not e.proposed and e.rows == 1]
@@ -241,12 +241,12 @@ def part_lookup(specs: list[str], seeds: int, tokens: int, prompt: str) -> dict[
     for step in STEPS:
         for row in ("lookup", "default"):
             out[f"{row}/target-only {step}"] = ratios(reqs, "decode_tok_s", f"{row}-{step}",
-                                                      f"target-only-{step}")  # fmt: skip
+                                                      f"target-only-{step}")
         costs = [r["round_in_steps"] for r in reqs
-                 if r["arm"] == f"lookup-{step}" and r["round_in_steps"]]  # fmt: skip
+                 if r["arm"] == f"lookup-{step}" and r["round_in_steps"]]
         out[f"lookup round in plain steps {step}"] = statistics.median(costs) if costs else None
     print("lookup", {k: (v["median"] if isinstance(v, dict) else v) for k, v in out.items()
-                     if k != "requests"})  # fmt: skip
+                     if k != "requests"})
     return out
 
 
@@ -261,14 +261,14 @@ def main(out: Path) -> int:
         "what": "compiled vs eager step vs mlx-lm (docs/benchmarks/h200/step_ab.py)",
         "mlx": mx.__version__, "device": str(mx.default_device()),
         "device_name": mx.device_info().get("device_name"), "host": platform.node(),
-        "seeds": seeds, "tokens": tokens, "prompt": prompt, "parts": {}}  # fmt: skip
+        "seeds": seeds, "tokens": tokens, "prompt": prompt, "parts": {}}
     if "target" in parts:
         targets = os.environ.get("TARGETS", "default shape:qwen2.5-7b").split()
         doc["parts"]["target"] = part_target(targets, seeds, tokens, prompt)
     if "pair" in parts:
         specs = os.environ.get("PAIR", "shape:qwen2.5-1.5b shape:qwen2.5-0.5b").split()
         doc["parts"]["pair"] = part_pair(specs, seeds, tokens, int(os.environ.get("CHAIN", "64")),
-                                         prompt)  # fmt: skip
+                                         prompt)
     if "lookup" in parts:
         doc["parts"]["lookup"] = part_lookup(
             os.environ.get("LOOKUP_PAIR", "default self:bits=4").split(), seeds, tokens,

@@ -152,7 +152,7 @@ def main(out: Path) -> int:
         step = statistics.median([x["timer"] for x in steps]) if steps else None
         return {"row": row, "seed": seed, "e2e_s": e2e, "steps": steps, "rounds": rounds,
                 "tokens": tokens, **counts,
-                "excess": e2e * 1e3 / (tokens * step) if step else None}  # fmt: skip
+                "excess": e2e * 1e3 / (tokens * step) if step else None}
 
     for row in rows:
         request(row, 99)  # a warm-up request each
@@ -173,7 +173,7 @@ def main(out: Path) -> int:
     doc = {"what": "a plain step's host pieces (docs/benchmarks/h200/step_split.py)",
            "target": target, "prompt": prompt, "temperature": temp, "tokens": tokens,
            "mlx": mx.__version__, "device": str(mx.default_device()), "host": platform.node(),
-           "summary": summary, "requests": reqs}  # fmt: skip
+           "summary": summary, "requests": reqs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc))
     return 0

@@ -56,12 +56,12 @@ def bench_curve(doc: dict[str, Any]) -> Any:
     c = doc["protocol"]["engine_curve"]
     return VerifyCostCurve.from_dict({"times": c["t_verify_s"], "backend": "cuda",
                                       "context_len": c.get("context", 0),
-                                      "draft_step_s": c.get("draft_step_s")})  # fmt: skip
+                                      "draft_step_s": c.get("draft_step_s")})
 
 
 def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
            after_round: int = 0, charged: bool = True,
-           stalls: dict[int, float] | None = None) -> dict[str, Any]:  # fmt: skip
+           stalls: dict[int, float] | None = None) -> dict[str, Any]:
     """The default's copy policy (first_run_settings, greedy, lossless) choosing each round's
     k over `out`, teacher-forced, with the lookup copying from repeats of `min_match`+
     tokens (`after_round`+ right after a drafting round; 0: min_match): its rounds, what they
@@ -93,7 +93,7 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
         if match is not None and match.length >= least:
             period = len(index) - (match.end + 1)
             policy.consider(Offer("lookup", None if match.length >= period else period,
-                                  match_kind(match.length)))  # fmt: skip
+                                  match_kind(match.length)))
             k = policy.next_k(limit=len(out) - i)
         n = 0
         if k > 0:
@@ -120,7 +120,7 @@ def replay(prompt: list[int], out: list[int], curve: Any, min_match: int,
     return {"min_match": min_match, "after_round": after_round, "charged": charged, "rounds": rounds, "drafting_rounds": drafting,
             "plain_steps": rounds - drafting, "proposed": proposed, "accepted": accepted,
             "tokens_per_round": len(out) / rounds, "curve_s": curve_s,
-            "breaks": breaks, "broken_s": curve_s + breaks * step, "target_only_s": len(out) * step}  # fmt: skip
+            "breaks": breaks, "broken_s": curve_s + breaks * step, "target_only_s": len(out) * step}
 
 
 def bench_answers(benches: list[str]) -> Any:
@@ -148,14 +148,14 @@ def main(argv: list[str]) -> int:
                      "answer_tokens": len(answer),
                      "measured_lookup_x": (base["median_e2e_s"] / lk["median_e2e_s"]
                                            if lk else None),
-                     "replays": [replay(prompt, answer, curve, m, a) for m, a in CONFIGS]})  # fmt: skip
+                     "replays": [replay(prompt, answer, curve, m, a) for m, a in CONFIGS]})
         r = rows[-1]
         print(r["bench"], " ".join(
             f"mm{x['min_match']}/{x['after_round']}: {x['tokens_per_round']:.2f} t/r "
-            f"{x['target_only_s'] / x['broken_s']:.2f}x" for x in r["replays"]))  # fmt: skip
+            f"{x['target_only_s'] / x['broken_s']:.2f}x" for x in r["replays"]))
     doc = {"what": "the default's copy policy replayed on each bench's seed-0 greedy answer at "
                    "each (lookup_min_match, lookup_min_match_after_round), priced by the bench's "
-                   "own calibration", "configs": [list(c) for c in CONFIGS], "rows": rows}  # fmt: skip
+                   "own calibration", "configs": [list(c) for c in CONFIGS], "rows": rows}
     Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

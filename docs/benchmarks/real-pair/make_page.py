@@ -44,7 +44,7 @@ EARLIER = DATA / "h200-real-pair-sweep"
 # real shapes): what this pair's agreement would buy where a draft step is cheap against a
 # target step. 7B: the first edition's calibration; 72B: the third edition's bench.
 BIG_CURVES = (("7B", DATA / "h200-calibrate.json.xz"),
-              ("72B", DATA / "h200-2026-12-01c" / "key72-256.json.xz"))  # fmt: skip
+              ("72B", DATA / "h200-2026-12-01c" / "key72-256.json.xz"))
 TVS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -62,7 +62,7 @@ def pct(x: float | None) -> str:
 
 def table(head: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-            *("| " + " | ".join(r) + " |" for r in rows), ""]  # fmt: skip
+            *("| " + " | ".join(r) + " |" for r in rows), ""]
 
 
 def load_reports(folder: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -81,7 +81,7 @@ def rows_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def spec_row(doc: dict[str, Any], rule: str, temperature: float, tv: float | None = None
-             ) -> dict[str, Any] | None:  # fmt: skip
+             ) -> dict[str, Any] | None:
     for r in rows_of(doc):
         s = r["settings"]
         if s.get("mode") != "speculative" or s.get("rule") != rule:
@@ -105,7 +105,7 @@ def predicted(row: dict[str, Any], curve: Any) -> tuple[float, int, float] | Non
     s = row["settings"]
     k = int(s["k"])
     cost = RoundCost(verify_cost(curve, s.get("dispatch", "auto")), model_draft_price(curve),
-                     curve.t_verify(1))  # fmt: skip
+                     curve.t_verify(1))
     accept = row["per_position_acceptance"]
     bonus = bool(s.get("bonus", True))
     at_k = predict(cost, accept, bonus=bonus, k_max=k, k_min=k).best
@@ -131,7 +131,7 @@ def scrub(text: str) -> str:
 
 
 def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path,
-         data: Path, heading: str = "#") -> str:  # fmt: skip
+         data: Path, heading: str = "#") -> str:
     first = reports[0][1]
     proto, env, models = first["protocol"], first["environment"], first["protocol"]["models"]
     h = heading
@@ -151,25 +151,25 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
            f"{proto['seed_values']}, {proto['invocations']} invocation(s), k = "
            f"{spec_row(first, 'greedy', 0.0)['settings']['k'] if spec_row(first, 'greedy', 0.0) else '?'}"
            " drafts per round, repetition penalty off. NLL basis: "
-           f"{proto['nll_basis']}.\n"]  # fmt: skip
+           f"{proto['nll_basis']}.\n"]
 
     out.append(f"{h}# Acceptance by position\n")
     out.append("P(draft i accepted | drafts 1..i-1 were), pooled over the seeds' rounds: greedy "
-               "at T = 0, and the lossless rule (TV budget 0) at T = 0.7.\n")  # fmt: skip
+               "at T = 0, and the lossless rule (TV budget 0) at T = 0.7.\n")
     k = max((len(r.get("per_position_acceptance") or []) for _, d in reports for r in rows_of(d)),
-            default=0)  # fmt: skip
+            default=0)
     body = []
     for name, doc in reports:
         for label, row in (("T = 0, greedy", spec_row(doc, "greedy", 0.0)),
-                           ("T = 0.7, lossless", spec_row(doc, "mentored", 0.7, 0.0))):  # fmt: skip
+                           ("T = 0.7, lossless", spec_row(doc, "mentored", 0.7, 0.0))):
             if row is None:
                 continue
             acc = row.get("per_position_acceptance") or []
             body.append([name, label, pct(row.get("acceptance")),
                          num(row.get("mean_accepted_length"), ".2f"),
-                         *(pct(acc[i]) if i < len(acc) else "-" for i in range(k))])  # fmt: skip
+                         *(pct(acc[i]) if i < len(acc) else "-" for i in range(k))])
     out += table(["Prompt", "Sampling", "Acceptance", "Accepted per round",
-                  *(f"Position {i + 1}" for i in range(k))], body)  # fmt: skip
+                  *(f"Position {i + 1}" for i in range(k))], body)
 
     out.append(f"{h}# The TV sweep at T = 0.7\n")
     out.append("Mentored rule, TV budget D (0 is lossless, 1 accepts every draft). NLL: the "
@@ -178,14 +178,14 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
                "TV distance between what the row sampled from and the target. Task: share of "
                "outputs the prompt's check passed (checkable prompts only). Predicted H200 "
                "speedup: core.cost.prediction with the row's per-position acceptance at its k "
-               "and the H200's curve for these shapes; best k in brackets.\n")  # fmt: skip
+               "and the H200's curve for these shapes; best k in brackets.\n")
     n_scored = len(proto["seed_values"]) * proto["tokens"]
     out.append(f"Each row's NLL is over {n_scored} generated tokens ({len(proto['seed_values'])} "
                f"seed(s) x {proto['tokens']}): one sampled text per seed, so a difference of a "
-               "few tenths between rows can be the sample, not the budget.\n")  # fmt: skip
+               "few tenths between rows can be the sample, not the budget.\n")
     if curve is None:
         out.append(f"The H200 curve ({rel(curve_path)}) "
-                   "is not here yet: the predicted column says so.\n")  # fmt: skip
+                   "is not here yet: the predicted column says so.\n")
     body = []
     for name, doc in reports:
         for tv in TVS:
@@ -202,10 +202,10 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
                 num(q.get("mean_tv")), pct(q.get("task_success")),
                 "not yet measured" if curve is None else (
                     "-" if pred is None else f"{pred[0]:.2f}x (k={pred[1]}: {pred[2]:.2f}x)"),
-            ])  # fmt: skip
+            ])
     out += table(["Prompt", "TV budget", "Acceptance", "Accepted per round", "NLL/token",
                   "Target-only NLL/token", "NLL given up", "Mean TV", "Task success",
-                  "Predicted H200 speedup"], body)  # fmt: skip
+                  "Predicted H200 speedup"], body)
 
     summary = []
     for tv in TVS:
@@ -214,20 +214,20 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
             continue
         deltas = [r["quality"]["target_nll"] - r["quality"]["target_nll_baseline"] for r in rows
                   if r["quality"].get("target_nll") is not None
-                  and r["quality"].get("target_nll_baseline") is not None]  # fmt: skip
+                  and r["quality"].get("target_nll_baseline") is not None]
         tasks = [r["quality"]["task_success"] for r in rows
-                 if r["quality"].get("task_success") is not None]  # fmt: skip
+                 if r["quality"].get("task_success") is not None]
         accs = [r["acceptance"] for r in rows if r.get("acceptance") is not None]
         preds = [p[0] for r in rows if (p := predicted(r, curve)) is not None]
         summary.append([num(tv, ".2f"), str(len(rows)), pct(statistics.mean(accs) if accs else None),
                         num(statistics.mean(deltas) if deltas else None, "+.3f"),
                         pct(statistics.mean(tasks) if tasks else None),
                         "not yet measured" if curve is None else
-                        num(statistics.mean(preds) if preds else None, ".2f")])  # fmt: skip
+                        num(statistics.mean(preds) if preds else None, ".2f")])
     out.append(f"{h}# Speed against quality given up (the seed's table), over the prompts\n")
     out.append("Means over the prompts measured at each budget (unweighted).\n")
     out += table(["TV budget", "Prompts", "Mean acceptance", "Mean NLL given up",
-                  "Mean task success", "Mean predicted H200 speedup"], summary)  # fmt: skip
+                  "Mean task success", "Mean predicted H200 speedup"], summary)
 
     out.append(f"{h}# Task outputs\n")
     for name, doc in reports:
@@ -240,7 +240,7 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
             passed = q.get("task_passed") or []
             text = ((r.get("sample_output") or {}).get("text") or "").split("<|im_end|>")[0]
             out.append(f"- `{r['name']}`: passed {sum(passed)} of {len(passed)}; seed "
-                       f"{(r.get('sample_output') or {}).get('seed')}: {json.dumps(text[:300])}")  # fmt: skip
+                       f"{(r.get('sample_output') or {}).get('seed')}: {json.dumps(text[:300])}")
         out.append("")
 
     from core.bench import prompt_names
@@ -249,7 +249,7 @@ def page(reports: list[tuple[str, dict[str, Any]]], curve: Any, curve_path: Path
     if missing:
         out.append(f"{h}# Not measured yet\n")
         out.append("Shipped prompts with no report in the data folder (run_cpu.sh PROMPT adds "
-                   f"one): {', '.join(missing)}.\n")  # fmt: skip
+                   f"one): {', '.join(missing)}.\n")
     out.append(f"{h}# Commands\n")
     out.append("```")
     for _, doc in reports:
@@ -275,7 +275,7 @@ def load_sweeps(folder: Path) -> list[dict[str, Any]]:
         doc = json.loads(text)
         if isinstance(doc, dict) and doc.get("kind") == "specdec-tui sweep":
             key = json.dumps([doc.get("command"), (doc.get("environment") or {}).get("timestamp"),
-                              doc.get("blocks_done")])  # fmt: skip
+                              doc.get("blocks_done")])
             if key not in seen:
                 seen.add(key)
                 docs.append(doc)
@@ -329,7 +329,7 @@ def predicted_cell(cell: dict[str, Any], curve: Any) -> float | None:
 def at_temperature(doc: dict[str, Any], t: float) -> dict[str, Any]:
     """The sweep with only its cells at temperature t (a cell's name repeats across them)."""
     return {**doc, "cells": [c for c in doc.get("cells", [])
-                             if abs(float(c.get("temperature") or 0.0) - t) < 1e-9]}  # fmt: skip
+                             if abs(float(c.get("temperature") or 0.0) - t) < 1e-9]}
 
 
 def _cell(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -371,16 +371,16 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
     best = max(spec, key=lambda c: c.get("speedup") or 0.0)
     above = [(name, c["name"], x) for name in doc.get("prompts") or [] for c in spec
              if (x := ((c.get("per_prompt") or {}).get(name) or {})).get("speedup") is not None
-             and x["speedup"] > 1.0]  # fmt: skip
+             and x["speedup"] > 1.0]
     faster_text = ("On single prompts a budget does pass 1.00x: " + "; ".join(
         f"{name} {cell} {speed_of(x)}" for name, cell, x in above) + ". "
-        if above else "No prompt's median passes 1.00x at any budget. ")  # fmt: skip
+        if above else "No prompt's median passes 1.00x at any budget. ")
     task_text = task_sentence(doc, base)
     noise = (f"; TV 0 keeps the target's distribution, so its {num(tv0.get('nll_delta'), '+.3f')} "
              "is the spread of one sampled text per seed, the scale below which the NLL "
-             "differences here are noise" if tv0.get("mean_tv") == 0.0 else "")  # fmt: skip
+             "differences here are noise" if tv0.get("mean_tv") == 0.0 else "")
     verdict = ("no TV budget makes this pair faster" if (best.get("speedup") or 0.0) <= 1.0
-               else "a TV budget does make this pair faster")  # fmt: skip
+               else "a TV budget does make this pair faster")
     n = len(doc.get("prompts") or [])
     return (f"Measured on {where} ({n} prompts, T = {', '.join(f'{t:g}' for t in temps)}, "
             f"{p.get('tokens')} tokens, {p.get('seeds')} seeds; speedup over target-only: the "
@@ -408,7 +408,7 @@ def _cut_answers(doc: dict[str, Any], prompt: str) -> tuple[int, int]:
             continue
         for row in block.get("rows") or []:
             answers = (((cells.get(row.get("name")) or {}).get("per_prompt") or {}).get(prompt)
-                       or {}).get("answers") or []  # fmt: skip
+                       or {}).get("answers") or []
             texts = sorted(row.get("texts") or [], key=lambda x: x.get("seed", 0))
             for a, x in zip(answers, texts, strict=False):
                 total += 1
@@ -426,7 +426,7 @@ def task_sentence(doc: dict[str, Any], base: dict[str, Any]) -> str:
     if not checked:
         return ""
     passed = {n: [((c.get("per_prompt") or {}).get(n) or {}).get("task_passed") or [] for c in cells]
-              for n in checked}  # fmt: skip
+              for n in checked}
     every = [n for n in checked if all(all(p) for p in passed[n])]
     never = [n for n in checked if not any(any(p) for p in passed[n])]
     differ = [n for n in checked if n not in every and n not in never]
@@ -435,7 +435,7 @@ def task_sentence(doc: dict[str, Any], base: dict[str, Any]) -> str:
         out += "; the cells differ on " + "; ".join(
             f"{n} (seeds passed: " + ", ".join(
                 f"{c['name']} {sum(p)} of {len(p)}" for c, p in zip(cells, passed[n], strict=True))
-            + ")" for n in differ)  # fmt: skip
+            + ")" for n in differ)
     else:
         out += "; no prompt's check tells the cells apart"
     if every:
@@ -444,7 +444,7 @@ def task_sentence(doc: dict[str, Any], base: dict[str, Any]) -> str:
         cuts = [(n, *_cut_answers(doc, n)) for n in never]
         out += (f"; {', '.join(never)} failed in every cell and seed (answers the "
                 f"{(doc.get('protocol') or {}).get('tokens')}-token limit cut before an end of "
-                "turn: " + ", ".join(f"{n} {c} of {t}" for n, c, t in cuts) + ")")  # fmt: skip
+                "turn: " + ", ".join(f"{n} {c} of {t}" for n, c, t in cuts) + ")")
     return out + ". "
 
 
@@ -470,30 +470,30 @@ def per_prompt_table(doc: dict[str, Any], t: float) -> list[str]:
     out = [f"### Per prompt, T = {t:g}\n",
            "Speedup over target-only on each prompt: target-only's median E2E over the cell's, "
            "in brackets the paired per-request ratios' range; target-only's median E2E in "
-           "seconds.\n"]  # fmt: skip
+           "seconds.\n"]
     rows = []
     for name in doc.get("prompts") or []:
         b = ((base or {}).get("per_prompt") or {}).get(name) or {}
         rows.append([name, num(b.get("median_e2e_s"), ".2f") + " s",
-                     *(speed_of(((c.get("per_prompt") or {}).get(name)) or {}) for c in others)])  # fmt: skip
+                     *(speed_of(((c.get("per_prompt") or {}).get(name)) or {}) for c in others)])
     out += table(["prompt", "target-only E2E", *(c["name"] for c in others)], rows)
     spec = [c for c in others if c.get("kind") == "speculative"]
     out.append("Acceptance / NLL given up (nats per token against target-only's text of the same "
-               "seeds), per prompt:\n")  # fmt: skip
+               "seeds), per prompt:\n")
     rows = []
     for name in doc.get("prompts") or []:
         pp = [((c.get("per_prompt") or {}).get(name)) or {} for c in spec]
         d = ((_cell(doc, "draft-only") or {}).get("per_prompt") or {}).get(name) or {}
         rows.append([name, num(d.get("nll_delta"), "+.3f"),
-                     *(f"{pct(x.get('acceptance'))} / {num(x.get('nll_delta'), '+.3f')}" for x in pp)])  # fmt: skip
+                     *(f"{pct(x.get('acceptance'))} / {num(x.get('nll_delta'), '+.3f')}" for x in pp)])
     out += table(["prompt", "draft-only NLL given up", *(c["name"] for c in spec)], rows)
     checked = [n for n in doc.get("prompts") or []
                if ((base or {}).get("per_prompt") or {}).get(n, {}).get("task_success") is not None]
     if checked:
         out.append("Task success on the prompts with a check (share of the seeds' outputs that "
-                   "passed):\n")  # fmt: skip
+                   "passed):\n")
         rows = [[n, *(pct((((c.get("per_prompt") or {}).get(n)) or {}).get("task_success"))
-                      for c in cells)] for n in checked]  # fmt: skip
+                      for c in cells)] for n in checked]
         out += table(["prompt", *(c["name"] for c in cells)], rows)
     return out
 
@@ -518,7 +518,7 @@ def not_run_lines(docs: list[dict[str, Any]]) -> list[str]:
     missing = []
     if gone := [t for t in PLANNED_TEMPERATURES if t not in temps]:
         missing.append("temperature " + ", ".join(f"{t:g}" for t in gone)
-                       + (" (greedy)" if 0.0 in gone else ""))  # fmt: skip
+                       + (" (greedy)" if 0.0 in gone else ""))
     if gone := [s for s in PLANNED_SOURCES if s not in sources]:
         missing.append("the " + " and ".join(gone) + " draft sources")
     if "cost-aware" not in policies:
@@ -534,7 +534,7 @@ def not_run_lines(docs: list[dict[str, Any]]) -> list[str]:
             + "; ".join(missing) + ". docs/benchmarks/h200/real-pair-sweep-more.sh runs the "
             "lookup and hybrid rows (PART=A), the transformers peers (PART=B, C) and the "
             "cost-aware rows (PART=D); docs/benchmarks/h200/real-pair-sweep.sh the greedy "
-            "blocks (PART=1, 2) and, with ONLY, a prompt left out.\n"]  # fmt: skip
+            "blocks (PART=1, 2) and, with ONLY, a prompt left out.\n"]
 
 
 # The prompt a TV step's passage comes from when no check tells the cells apart: the seed's own
@@ -550,7 +550,7 @@ def _tv_steps(doc: dict[str, Any]) -> tuple[float, dict[float, dict[str, Any]]]:
     steps: dict[float, dict[str, Any]] = {}
     for c in at_temperature(doc, t).get("cells", []):
         if c.get("kind") == "speculative" and c.get("tv") is not None \
-                and c.get("policy") == policy:  # fmt: skip
+                and c.get("policy") == policy:
             steps.setdefault(float(c["tv"]), c)
     return t, steps
 
@@ -668,7 +668,7 @@ def departure_table(doc: dict[str, Any]) -> list[str]:
         won = sum(d.base_check is False and d.check is True for d in deps)
         rows.append([deps[0].cell["name"], str(len(deps)), str(len(deps) - len(at)),
                      f"{statistics.median(at):g} ({min(at)}-{max(at)}) {deps[0].unit}s"
-                     if at else "-", f"{lost} / {won}"])  # fmt: skip
+                     if at else "-", f"{lost} / {won}"])
     if not rows:
         return []
     return ["Over every prompt and seed, each TV step's text against target-only's of the same "
@@ -676,7 +676,7 @@ def departure_table(doc: dict[str, Any]) -> list[str]:
             "in brackets the range), and how many lost a check target-only's text passed / won "
             "one it failed:\n",
             *table(["cell", "texts", "same as target-only", "first leaves it at",
-                    "checks lost / won"], rows)]  # fmt: skip
+                    "checks lost / won"], rows)]
 
 
 def _fence(text: str) -> list[str]:
@@ -699,14 +699,14 @@ def departure_lines(doc: dict[str, Any]) -> list[str]:
            "prompt's check and the cell's failed; where none did, the seed's own prompt "
            f"({SEED_PROMPT}). TV 0 is lossless: its text is another draw from the target's own "
            "distribution, so its departure is the sampler's, not the budget's.\n",
-           *departure_table(doc)]  # fmt: skip
+           *departure_table(doc)]
     for d in found:
         check = ("" if d.base_check is None or d.check is None else
                  f"; check: target-only's text {'passed' if d.base_check else 'failed'}, "
-                 f"this cell's {'passed' if d.check else 'failed'}")  # fmt: skip
+                 f"this cell's {'passed' if d.check else 'failed'}")
         where = f"at {d.unit} {d.at}" if d.shared else f"from its first {d.unit}"
         out.append(f"**TV = {d.cell['tv']:g}** ({d.cell['name']}; {d.prompt}, seed {d.seed}; "
-                   f"leaves target-only's text {where}{check}).\n")  # fmt: skip
+                   f"leaves target-only's text {where}{check}).\n")
         if d.shared:
             out.append("Shared text just before:\n")
             out += _fence(("…" if len(d.shared) > QUOTE_BEFORE else "") + d.shared[-QUOTE_BEFORE:])
@@ -735,10 +735,10 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
     env = doc.get("environment") or {}
     where = env.get("device_name") or env.get("backend") or "?"
     out = [f"## Measured on {where}: {', '.join(g.get('sources', []))} drafts, "
-           f"{', '.join(g.get('policies', []))}\n"]  # fmt: skip
+           f"{', '.join(g.get('policies', []))}\n"]
     if not doc.get("complete"):
         out.append(f"**Partial**: {doc.get('blocks_done')} of {doc.get('blocks_planned')} "
-                   "blocks (prompt x temperature) finished in their calls.\n")  # fmt: skip
+                   "blocks (prompt x temperature) finished in their calls.\n")
     out += provenance_lines(doc)
     out.append(f"{p.get('tokens')} new tokens per request (EOS ignored), {p.get('warmup')} "
                f"warm-up request(s) per cell and prompt, {p.get('invocations')} invocation(s) x "
@@ -750,7 +750,7 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
                "checked prompts' outputs whose check passed. The predicted columns are not "
                "measurements: the speedup core/cost/prediction.py expects for this row's "
                "measured per-position acceptance if the target were a 7B or a 72B on the "
-               "H200 (their measured verify-cost curves, the 0.5B draft's step).\n")  # fmt: skip
+               "H200 (their measured verify-cost curves, the 0.5B draft's step).\n")
     out.append(f"**What it says.** {headline(doc, curves)}\n")
     rec = recommended_ids(doc)
     labels = [label for label, _ in curves]
@@ -764,9 +764,9 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
                    pct(c.get("repetition")),
                    *(num(predicted_cell(c, cv), ".2f") + ("x" if predicted_cell(c, cv) else "")
                      for _, cv in curves)]
-                  for c in doc.get("cells", [])])  # fmt: skip
+                  for c in doc.get("cells", [])])
     out.append("`*` on the Pareto front of its temperature; **R** the fastest cell within the "
-               "bounds.\n")  # fmt: skip
+               "bounds.\n")
     out += [f"- {line}" for line in recommendation_lines(doc)] + [""]
     out.append(f"![speed against NLL given up, measured on {where}]({svg_name})\n")
     out += per_prompt_lines(doc)
@@ -785,7 +785,7 @@ def main() -> int:
     ap.add_argument("--curve", type=Path, default=CURVE, help="the H200 verify-cost curve")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--sweep", type=Path, default=SWEEP,
-                    help="the H200 sweeps' folder (JSON files or the calls' .tgz parts)")  # fmt: skip
+                    help="the H200 sweeps' folder (JSON files or the calls' .tgz parts)")
     args = ap.parse_args()
     data = args.data or max(DATA.glob("real-pair-cpu-*"), default=None)
     if data is None or not (reports := load_reports(data)):
@@ -813,19 +813,19 @@ def main() -> int:
                             for role, d in ((sweeps[0].get("models") or {}).get("identities")
                                             or {}).items()
                             if isinstance(d, dict) and d.get("sha256"))
-                + ".\n"]  # fmt: skip
+                + ".\n"]
         for i, doc in enumerate(sweeps):
             svg = args.out.with_name(f"{args.out.stem}-frontier{'' if i == 0 else f'-{i + 1}'}.svg")
             where = (doc.get("environment") or {}).get("device_name") or "measured"
             svg.write_text(frontier_svg(doc, f"Speed against NLL given up ({where})"),
-                           encoding="utf-8")  # fmt: skip
+                           encoding="utf-8")
             head += sweep_section(doc, curves, svg.name)
         head += not_run_lines(sweeps)
         if EARLIER.is_dir() and EARLIER.resolve() != args.sweep.resolve():
             head.append("The pair's first H200 sweep (issue 30: eight prompts, two of them "
                         "checked, no copied or repetition measure, one text per cell kept) is "
                         f"raw in {rel(EARLIER)}/; this page showed it before the sweep above "
-                        "replaced it (the page's history has its numbers).\n")  # fmt: skip
+                        "replaced it (the page's history has its numbers).\n")
         text = "\n".join(head) + "\n" + text
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} from {len(reports)} reports{' and the curve' if curve else ''}"

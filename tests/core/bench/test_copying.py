@@ -50,11 +50,11 @@ def test_the_benchs_nll_difference_is_marked_where_a_row_copies_more():
     from core.bench.results import BenchReport, BenchResult
 
     base = BenchResult("target-only", "Target-only", {"mode": "target-only"}, copied=0.12,
-                       target_nll=1.0, target_nll_baseline=1.0)  # fmt: skip
+                       target_nll=1.0, target_nll_baseline=1.0)
     copier = BenchResult("tv1", "TV=1", {"mode": "speculative"}, copied=0.91, target_nll=0.8,
-                         target_nll_baseline=1.0)  # fmt: skip
+                         target_nll_baseline=1.0)
     honest = BenchResult("tv0", "TV=0", {"mode": "speculative"}, copied=0.13, target_nll=1.1,
-                         target_nll_baseline=1.0)  # fmt: skip
+                         target_nll_baseline=1.0)
     report = BenchReport({}, {}, [base, copier, honest])
     assert nll_cell(copier, report) == "-0.200 !"
     assert nll_cell(honest, report) == "+0.100" and nll_cell(base, report) == "+0.000"

@@ -62,7 +62,7 @@ def test_a_users_check_is_the_benchs_task_check(tmp_path) -> None:
     for r in doc["results"]:  # copying measured on every row's answers (4 tokens: no 8-run)
         assert r["quality"]["copied"] == 0.0 and 0.0 <= r["quality"]["repetition"] <= 1.0
     argv = ["bench", *QUICK, "--check", "contains", "no such words here", "--json", str(out),
-            "--force"]  # fmt: skip
+            "--force"]
     assert cli.main(argv) == 0
     doc = json.loads(out.read_text())
     assert all(r["quality"]["task_passed"] == [False] for r in doc["results"])

@@ -18,7 +18,7 @@ HAVE_HF = not peer_pld.missing_packages()
 def test_the_peer_is_refused_in_one_sentence_where_a_package_is_missing(monkeypatch) -> None:
     monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch", "gguf"])
     with pytest.raises(UserError, match=r"needs torch, transformers, gguf and accelerate; torch, gguf will "
-                       r"not import here\.$"):  # fmt: skip
+                       r"not import here\.$"):
         run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-pld"])
     with pytest.raises(peer_pld.PeerUnavailable, match=r"torch, gguf do not import here"):
         peer_pld.load_pld_peer("default")
@@ -42,7 +42,7 @@ def test_our_lookup_row_is_its_counterpart() -> None:
 
 @pytest.mark.real_model
 @pytest.mark.skipif(not HAVE_HF, reason="torch, transformers, gguf or accelerate is not installed here "
-                    "(optional: only the transformers-pld peer uses them)")  # fmt: skip
+                    "(optional: only the transformers-pld peer uses them)")
 def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
     from core.bench import run_protocol
     from core.decode.engine import Engine
@@ -57,7 +57,7 @@ def test_a_short_real_run_on_the_default_gguf(default_pair) -> None:
         engine, ids, [("target-only", Settings(mode="target-only", temperature=0.0))],
         tokens=12, seeds=1, invocations=1, warmup=0, traced=False, peer=peer,
         predict=False,  # nothing here reads a prediction: no calibration of this CPU first
-    )  # fmt: skip
+    )
     pld = report.result("transformers-pld k=10 ngram=3")
     plain = next(r for r in report.results if r.name.startswith("transformers greedy"))
     for r in (pld, plain):
@@ -81,5 +81,5 @@ def test_assisted_generation_is_paired_with_our_fixed_k_model_row() -> None:
 def test_the_assisted_peer_is_refused_in_one_sentence_where_a_package_is_missing(monkeypatch):
     monkeypatch.setattr(peer_pld, "missing_packages", lambda: ["torch"])
     with pytest.raises(UserError, match=r"^--peer transformers-assisted needs torch, transformers, "
-                       r"gguf and accelerate; torch will not import here\.$"):  # fmt: skip
+                       r"gguf and accelerate; torch will not import here\.$"):
         run_cli(["--target", TINY[0], "--tokens", "4", "--peer", "transformers-assisted"])

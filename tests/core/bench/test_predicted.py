@@ -65,9 +65,9 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
     monkeypatch.setattr(D, "calibrate", counting)
     base = Settings(temperature=0.7, tv_budget=1.0)
     rows = [("k2", base.replace(k=2)), ("k3-nobonus", base.replace(k=3, bonus=False)),
-            ("cost", base.replace(policy="cost-aware", k_max=4))]  # fmt: skip
+            ("cost", base.replace(policy="cost-aware", k_max=4))]
     report = bench.run_protocol(engine, prompt_ids, rows, tokens=12, seeds=2, invocations=1,
-                                warmup=0, quality=False)  # fmt: skip
+                                warmup=0, quality=False)
     assert len(calls) == 1
     assert calls[0]["rows"] == 5 and calls[0]["repeats"] == 3
     # the prompt's 62 tokens on a GPU; on this CPU the calibration prefills 16 (row_plan.py's
@@ -91,7 +91,7 @@ def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, 
         assert r.efficiency == pytest.approx(measured / r.predicted_speedup)
         assert sum(sum(c.values()) for c in r.proposals.values()) == sum(r.rounds)
         assert p["phases"] is not None and set(p["phases"]) == {
-            "draft", "verify", "sample, cache and other"}  # fmt: skip
+            "draft", "verify", "sample, cache and other"}
         assert (p["diagnosis"] is not None) == (r.efficiency < EFFICIENCY_FLOOR)
     # JSON, CSV, markdown and the terminal table all carry both numbers
     doc = json.loads(report.to_json())
@@ -118,7 +118,7 @@ def test_prediction_is_the_formula_on_the_row_s_own_numbers(engine, prompt_ids):
     engine.set_cost_curve(fake_curve())
     report = bench.run_protocol(engine, prompt_ids, [("k3", Settings(k=3, tv_budget=1.0))],
                                 tokens=14, seeds=1, invocations=1, warmup=0, traced=False,
-                                quality=False)  # fmt: skip
+                                quality=False)
     assert report.protocol["calibration"]["from"] == "the engine's calibration"
     r, base = report.result("k3"), report.result("target-only")
     assert r.acceptance == 1.0
@@ -163,7 +163,7 @@ def test_a_row_below_the_floor_says_which_phase_took_the_difference():
     assert "draft took the difference: 120.0 ms in the traced request against 30.0 ms" in d
     md = report_markdown(bench.BenchReport(
         {}, {"calibration": {"from": "test"}, "tokens": 1, "seeds": 1, "invocations": 1,
-             "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}, [base, r]))  # fmt: skip
+             "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}, [base, r]))
     assert f"- {d}" in md
     # a lookup row: drafting is free, so its rounds are priced at their verification alone
     look = _row("lookup", s.replace(draft_source="lookup"), [150.0])
@@ -212,11 +212,11 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
             yield from self.inner.generate(ids, s, cancel=cancel)
 
     peer = bench.Peer(tiny_pair.target.model, tiny_pair.draft.model, k=2,
-                      vocab_size=tiny_pair.vocab_size)  # fmt: skip
+                      vocab_size=tiny_pair.vocab_size)
     report = bench.run_protocol(
         Logging(engine), prompt_ids, [("tv1", Settings(tv_budget=1.0, k=2, temperature=0.7))],
         tokens=8, seeds=2, invocations=2, warmup=1, traced=True, peer=peer, quality=False,
-    )  # fmt: skip
+    )
     w = log.index("peer-tgt")  # mlx-lm's warm-up: the pairs follow it
     before, after = log[:w], log[w + 1 :]
     # Before: every row's warm-up, then the unpaired rows' timed requests, as without a peer.
@@ -226,7 +226,7 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
     assert after[8] == "peer-spec"  # its warm-up
     assert after[9:] == ["ours-speculative-greedy", "peer-spec"] * 4
     for name, ours in (("mlx-lm target-only", "target-only greedy"),
-                       ("mlx-lm speculative k=2", "speculative greedy k=2")):  # fmt: skip
+                       ("mlx-lm speculative k=2", "speculative greedy k=2")):
         r = report.result(name)
         q = r.paired_ratio
         assert q is not None and q["n"] == 4 and len(r.pairs) == 4
@@ -234,7 +234,7 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
         assert mine.timed_requests == 4 and mine.phase_ms is not None  # traced after pairs
         for p in r.pairs:
             assert p["ours"] == ours and p["ratio"] == pytest.approx(
-                p["peer_e2e_s"] / p["ours_e2e_s"])  # fmt: skip
+                p["peer_e2e_s"] / p["ours_e2e_s"])
         # each pair's "ours" is a timed request of our row, in order
         assert [p["ours_e2e_s"] for p in r.pairs] == mine.e2e_s
         assert q["min"] <= q["q1"] <= q["median"] <= q["q3"] <= q["max"]
@@ -243,9 +243,9 @@ def test_peer_requests_alternate_with_ours_and_each_pair_gives_a_ratio(
     row = next(x for x in doc["results"] if x["name"] == "mlx-lm target-only")
     assert row["paired_ratio"]["n"] == 4 and len(row["paired_ratio"]["pairs"]) == 4
     peer_csv = next(r for r in csv.DictReader(io.StringIO(report_csv(report)))
-                    if r["name"] == "mlx-lm target-only")  # fmt: skip
+                    if r["name"] == "mlx-lm target-only")
     assert float(peer_csv["paired_ratio_median"]) == pytest.approx(
-        report.result("mlx-lm target-only").paired_ratio["median"])  # fmt: skip
+        report.result("mlx-lm target-only").paired_ratio["median"])
     md = report_markdown(report)
     assert "paired ours/mlx-lm: median | IQR | min-max | pairs |" in md
     console = Console(file=io.StringIO(), width=220, record=True)
@@ -271,10 +271,10 @@ def test_a_sharded_row_s_phase_split_is_labelled_compute_and_priced() -> None:
     """The bench's phase split names a sharded run's verification as compute and its comm as
     priced, with the sentence that says how comm is priced; a one-process run neither."""
     meta = {"calibration": {"from": "test"}, "tokens": 1, "seeds": 1, "invocations": 1,
-            "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}  # fmt: skip
+            "warmup": 0, "prompt_tokens": 1, "nll_basis": "-"}
     row = _row("k3", Settings(k=3), [100.0])
     row.phase_ms = {"draft": 1.0, "verify": 8.0, "sample": 1.0, "cache": 1.0, "other": 0.0,
-                    "comm": 0.0}  # fmt: skip
+                    "comm": 0.0}
     md = report_markdown(bench.BenchReport({}, meta, [row]))
     assert "| verify |" in md and "priced" not in md
     row.phase_ms["comm"] = 3.0

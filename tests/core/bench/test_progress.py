@@ -26,7 +26,7 @@ def test_help_gives_the_protocol_counts_defaults(command, capsys) -> None:  # no
         build_parser().parse_args([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for flag, default in (("--tokens", 256), ("--seeds", 3), ("--invocations", 3),
-                          ("--warmup", 1)):  # fmt: skip
+                          ("--warmup", 1)):
         at = text.rindex(f"{flag} {flag.lstrip('-').upper()}")
         # the sweep's add what a first look runs: "(default 256; a first look 32)"
         assert f"(default {default}" in text[at : at + 160], (flag, text[at : at + 160])

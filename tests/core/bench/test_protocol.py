@@ -103,7 +103,7 @@ def test_tv1_accepts_everything_and_tv0_does_not(engine, prompt_ids):
     report = bench.run_protocol(
         engine, prompt_ids, [("tv1", base.replace(tv_budget=1.0)), ("tv0", base.replace(tv_budget=0.0))],
         tokens=16, seeds=2, invocations=1, warmup=0, traced=False,
-    )  # fmt: skip
+    )
     tv1, tv0 = report.result("tv1"), report.result("tv0")
     assert tv1.acceptance == 1.0
     assert tv1.per_position_acceptance == [1.0] * 4
@@ -121,9 +121,9 @@ def test_tv_per_token_is_what_the_output_tokens_moved(engine, prompt_ids):
     is not measured."""
     base = Settings(temperature=0.7, k=4)
     rows = [("tv1", base.replace(tv_budget=1.0)), ("tv0", base.replace(tv_budget=0.0)),
-            ("draft", base.replace(mode="draft-only"))]  # fmt: skip
+            ("draft", base.replace(mode="draft-only"))]
     report = bench.run_protocol(engine, prompt_ids, rows, tokens=16, seeds=2, invocations=1,
-                                warmup=0, traced=False, quality=False, predict=False)  # fmt: skip
+                                warmup=0, traced=False, quality=False, predict=False)
     tv1, tv0 = report.result("tv1"), report.result("tv0")
     assert tv1.tv_per_token is not None and 0.0 < tv1.tv_per_token < tv1.mean_tv
     assert tv0.tv_per_token is not None and tv0.tv_per_token < 1e-6
@@ -148,7 +148,7 @@ def _check_result_contract(row: dict) -> None:
     else:
         assert row["acceptance"] is None
     for key in ("rounds_per_request", "median_e2e_s", "decode_tok_s", "speedup_vs_target",
-                "min_e2e_s", "max_e2e_s", "ttft_s"):  # fmt: skip
+                "min_e2e_s", "max_e2e_s", "ttft_s"):
         assert isinstance(row[key], NUM) and row[key] >= 0, key
     assert row["min_e2e_s"] <= row["median_e2e_s"] <= row["max_e2e_s"]
     assert isinstance(row["timed_requests"], int)
@@ -186,7 +186,7 @@ def test_json_contract_keys_and_types(engine, prompt_ids, tiny_pair):
         engine, prompt_ids, [("fixed-2-tv1", s), ("greedy", s.replace(temperature=0.0))],
         tokens=8, seeds=1, invocations=2, warmup=0,
         decode=lambda ids: tiny_pair.target.tokenizer.decode(ids),
-    )  # fmt: skip
+    )
     doc = json.loads(report.to_json())  # allow_nan=False inside: no NaN leaks into the file
     assert set(doc) >= {"environment", "results"}
     assert doc["environment"]["backend"] in ("cpu", "metal", "cuda", "gpu")
@@ -229,7 +229,7 @@ def test_cli_writes_markdown_json_and_csv(tmp_path):
         "--invocations", "1", "--warmup", "0", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--prompt-name", "code-refactor", "--prompt-tokens", "120",
         "--markdown", str(md), "--json", str(js), "--csv", str(cs),
-    ])  # fmt: skip
+    ])
     assert rc == 0
     doc = json.loads(js.read_text())
     assert [r["name"] for r in doc["results"]] == ["target-only", "fixed-4-tv1"]
@@ -250,7 +250,7 @@ def test_cli_logs_a_line_a_step_when_stderr_is_not_a_terminal(capsys):
     run cut short shows what it was doing; the bar alone drew nothing there."""
     assert run_cli(["--target", TINY[0], "--draft", TINY[1], "--tokens", "4", "--seeds", "1",
                      "--invocations", "1", "--warmup", "1", "--no-quality", "--no-predict",
-                     "--profile", "fixed-4-tv1"]) == 0  # fmt: skip
+                     "--profile", "fixed-4-tv1"]) == 0
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
     assert re.match(r"\[\d\d:\d\d:\d\d \+\d+\.\d s\] loading shape:tiny / ", lines[0])
     assert lines[1].endswith("] loaded")
@@ -274,7 +274,7 @@ def test_cli_refuses_bad_input_in_one_sentence(tmp_path):
 def test_settings_from_profiles_overrides_and_flags():
     parser, head = _bench_parser()
     args = parser.parse_args([*head, "--profile", "fixed-8-tv1:dispatch=gemv,bonus=true",
-                              "--profile", "target-only"])  # fmt: skip
+                              "--profile", "target-only"])
     rows = bench.settings_from_args(args)
     assert [b.name for b in rows] == ["fixed-8-tv1:dispatch=gemv,bonus=true", "target-only"]
     assert rows[0].settings.dispatch == "gemv" and rows[0].settings.bonus is True
@@ -321,7 +321,7 @@ def test_report_splits_acceptance_by_draft_source(engine, prompt_ids):
     report = bench.run_protocol(
         engine, prompt_ids, [("hybrid", hybrid)], tokens=24, seeds=1, invocations=1,
         warmup=0, traced=False, quality=False,
-    )  # fmt: skip
+    )
     row = report.result("hybrid")
     per = row.per_source
     assert set(per) <= {"model", "lookup", "none"} and per
@@ -358,7 +358,7 @@ def test_greedy_check_reports_a_forced_divergence(engine, prompt_ids):
     report = bench.run_protocol(
         engine, prompt_ids, [("greedy", greedy)], tokens=12, seeds=1, invocations=1,
         warmup=0, traced=False, reference=other,
-    )  # fmt: skip
+    )
     r = report.result("greedy")
     assert r.greedy_match is False and r.divergence is not None
     d = r.divergence
@@ -371,7 +371,7 @@ def test_greedy_check_reports_a_forced_divergence(engine, prompt_ids):
                 prompt_ids, greedy.replace(mode="target-only", max_tokens=12, ignore_eos=True)
             )
             if isinstance(x, RunSummary)
-        ).token_ids  # fmt: skip
+        ).token_ids
     )
     assert mine[: d.position] == theirs[: d.position]
     assert (d.target_only_token, d.speculative_token) == (theirs[d.position], mine[d.position])
@@ -409,11 +409,11 @@ def test_nll_equals_a_plain_forward_over_prompt_and_text(tiny_pair, prompt_ids):
 
 def test_peer_rows_time_mlx_lm_on_the_same_models(engine, prompt_ids, tiny_pair):
     peer = bench.Peer(tiny_pair.target.model, tiny_pair.draft.model, k=2,
-                      vocab_size=tiny_pair.vocab_size)  # fmt: skip
+                      vocab_size=tiny_pair.vocab_size)
     report = bench.run_protocol(
         engine, prompt_ids, [("tv1", Settings(tv_budget=1.0, k=2))], tokens=10, seeds=2,
         invocations=1, warmup=1, traced=False, peer=peer,
-    )  # fmt: skip
+    )
     names = [r.name for r in report.results]
     assert {"mlx-lm target-only", "mlx-lm speculative k=2"} <= set(names)
     # Greedy counterparts of ours were added so the ratio compares like with like.
@@ -440,7 +440,7 @@ def test_cancel_stops_the_run(engine, prompt_ids):
 
     with pytest.raises(bench.BenchCancelled):
         bench.run_protocol(engine, prompt_ids, [Settings(k=2)], tokens=4, seeds=2,
-                           invocations=2, warmup=0, progress=progress, cancel=cancel)  # fmt: skip
+                           invocations=2, warmup=0, progress=progress, cancel=cancel)
     assert seen == [1, 2]
 
 
@@ -490,13 +490,13 @@ def test_cli_on_the_default_pair(tmp_path, default_pair, monkeypatch):
 
     got, load = [], core.models.load_pair
     monkeypatch.setattr(core.models, "load_pair",
-                        lambda *a, **kw: got.append(load(*a, **kw)) or got[-1])  # fmt: skip
+                        lambda *a, **kw: got.append(load(*a, **kw)) or got[-1])
     out = tmp_path / "out.json"
     rc = run_cli([
         "--tokens", "8", "--seeds", "2", "--invocations", "1", "--profile", "target-only",
         "--profile", "fixed-4-tv1", "--json", str(out), "--warmup", "0",
         "--prompt", SHORT_PROMPT, "--no-predict",
-    ])  # fmt: skip
+    ])
     assert rc == 0
     assert got and all(pair is default_pair for pair in got)  # loaded once, by the fixture
     doc = json.loads(Path(out).read_text())
@@ -531,7 +531,7 @@ def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
         "--invocations", "1", "--warmup", "0", "--no-quality", "--no-traced",
         "--policy", "cost-aware", "--rule", "mentored", "--tv", "1", "--k", "2",
         "--curve", str(path), "--json", str(js),
-    ])  # fmt: skip
+    ])
     assert rc == 0
     doc = json.loads(js.read_text())
     assert doc["protocol"]["calibration"]["from"] == f"{path} (measured on cuda, NVIDIA H200)"
@@ -548,7 +548,7 @@ def test_cli_prices_with_another_machine_s_curve(tmp_path, capsys):
 def test_cli_refuses_a_curve_too_short_for_the_settings(tmp_path):
     with pytest.raises(UserError, match="measured up to 3 rows in auto; these settings need 9"):
         run_cli(["--target", TINY[0], "--draft", TINY[1], "--policy", "cost-aware",
-                  "--curve", str(_curve_file(tmp_path, 3))])  # fmt: skip
+                  "--curve", str(_curve_file(tmp_path, 3))])
 
 
 def test_another_machine_s_curve_is_not_scaled_by_this_one_s_rounds(engine, prompt_ids):
@@ -556,7 +556,7 @@ def test_another_machine_s_curve_is_not_scaled_by_this_one_s_rounds(engine, prom
 
     times = {r: 0.010 for r in range(1, 10)}
     engine.set_cost_curve(VerifyCostCurve("cuda", "x", 64, {"auto": times}, draft_step_s=1e-3),
-                          observed=False)  # fmt: skip
+                          observed=False)
     s = Settings(policy="cost-aware", rule="mentored", tv_budget=1.0, max_tokens=10)
     from core.bench.requests import run_request
 
@@ -572,7 +572,7 @@ def test_each_seed_runs_every_row_in_a_rotated_order(engine, prompt_ids):
     counting = CountingEngine(engine)
     rows = [("a", Settings(k=2, traced=False)), ("b", Settings(k=3, traced=False))]
     bench.run_protocol(counting, prompt_ids, rows, tokens=4, seeds=3, invocations=1, warmup=0,
-                       traced=False, quality=False)  # fmt: skip
+                       traced=False, quality=False)
     def name(s: Settings) -> str:
         return "t" if s.mode == "target-only" else {2: "a", 3: "b"}[s.k]
 
@@ -582,7 +582,7 @@ def test_each_seed_runs_every_row_in_a_rotated_order(engine, prompt_ids):
         ("t", base), ("a", base), ("b", base),
         ("a", base + 1), ("b", base + 1), ("t", base + 1),
         ("b", base + 2), ("t", base + 2), ("a", base + 2),
-    ]  # fmt: skip
+    ]
     assert bench.protocol.rotated([], 3) == [] and bench.protocol.rotated([1, 2], 3) == [2, 1]
 
 
@@ -593,12 +593,12 @@ def test_the_phase_split_adds_up_to_the_traced_e2e(engine, prompt_ids):
 
     spec = Settings(temperature=0.0, k=2)
     report = bench.run_protocol(engine, prompt_ids, [("spec", spec)], tokens=8, seeds=1,
-                                invocations=1, warmup=0, traced=True, quality=False)  # fmt: skip
+                                invocations=1, warmup=0, traced=True, quality=False)
     row = report.result("spec")
     parts = time_accounting(row.traced_summary, row.traced_rounds)
     assert sum(parts.values()) == pytest.approx(row.traced_e2e_s, rel=0.02)
     text = report_markdown(report)
     assert "| before the first round | between rounds | traced E2E |" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("| spec |") and "ms" not in ln
-                and ln.count("|") > 10)  # fmt: skip
+                and ln.count("|") > 10)
     assert f"{parts['between rounds'] * 1e3:.1f}" in line, line

@@ -28,9 +28,9 @@ def test_the_sweep_keeps_the_same_protocol_record() -> None:
     """A sweep's JSON keeps its config's dict, and merge_sweeps compares parts by it: a knob
     left to the backend (compile_warmup None) is left out, so older parts still match."""
     config = ProtocolConfig(tokens=64, seeds=2, invocations=1, warmup=0, traced=False,
-                            quality=True, predict=False)  # fmt: skip
+                            quality=True, predict=False)
     assert config.to_dict() == {"tokens": 64, "seeds": 2, "invocations": 1, "warmup": 0,
-                                "traced": False, "quality": True, "predict": False}  # fmt: skip
+                                "traced": False, "quality": True, "predict": False}
     assert ProtocolConfig(compile_warmup=False).to_dict()["compile_warmup"] is False
     from core.sweep import ProtocolConfig as SweepConfig
 
@@ -64,7 +64,7 @@ def test_bench_and_sweep_bound_the_counts_on_the_command_line(flag, capsys, no_l
         del quick[i:i + 2]
     refused(capsys, ["bench", *quick, flag, "1000000000"], f"{flag} must be at most")
     refused(capsys, ["sweep", "--prompt", "hi", "--tokens", "2", flag, "1000000000"],
-            f"{flag} must be at most")  # fmt: skip
+            f"{flag} must be at most")
 
 
 @pytest.mark.usefixtures("wide_console")
@@ -78,7 +78,7 @@ def test_a_large_plan_states_its_size_and_needs_yes_without_a_terminal(capsys, n
     assert "hour" in msg or "minute" in msg, msg
     refused(capsys, ["bench", "--prompt", "hi", "--tokens", "8", "--seeds", "100",
                      "--invocations", "10", "--target", "shape:tiny", "--draft",
-                     "shape:tiny-draft"], "requests", "--yes")  # fmt: skip
+                     "shape:tiny-draft"], "requests", "--yes")
     # with --yes it goes on (to the load, which the fixture stops)
     with pytest.raises(AssertionError, match="models loaded"):
         cli.main(["sweep", "--all-prompts", "--tokens", "8", "--yes"])

@@ -62,7 +62,7 @@ def test_a_bench_of_shape_tiny_names_it_in_every_result(tmp_path) -> None:
         "--invocations", "1", "--warmup", "0", "--no-quality", "--no-predict",
         "--profile", "target-only", "--profile", "fixed-4-tv1",
         "--json", str(js), "--markdown", str(md), "--csv", str(cs),
-    ])  # fmt: skip
+    ])
     assert Settings().target == "default"  # what the presets would have written
     assert bench.run_bench_cli(args) == 0
     doc = json.loads(js.read_text())
@@ -82,7 +82,7 @@ def test_a_bench_of_shape_tiny_names_it_in_every_result(tmp_path) -> None:
     assert env["specdec_tui"] == tool_version()["version"] is not None
     text = md.read_text()
     assert "Target: shape:tiny (shape, llama, 107k parameters, 2 layers, 4-bit g64, " \
-           "shape tiny, seed 0)" in text  # fmt: skip
+           "shape tiny, seed 0)" in text
     assert f"Measured by {version_text(env)}" in text
     rows = list(csv.DictReader(cs.read_text().splitlines()))
     assert [(r["target"], r["draft"]) for r in rows] == [TINY, TINY]
@@ -94,7 +94,7 @@ def test_the_protocol_stamps_what_the_engine_loaded(tiny_pair) -> None:
     engine = Engine.from_pair(tiny_pair)
     report = bench.run_protocol(engine, list(range(3, 30)), [Settings(k=2)], tokens=4, seeds=1,
                                 invocations=1, warmup=0, traced=False, quality=False,
-                                predict=False)  # fmt: skip
+                                predict=False)
     for r in report.results:
         assert (r.settings["target"], r.settings["draft"]) == TINY
         assert r.models["target"] == engine.models["target"]
@@ -130,7 +130,7 @@ def test_a_target_only_run_names_no_draft(tiny_pair) -> None:
 
 
 def test_an_old_run_file_without_models_still_loads(tmp_path, tiny_pair, capsys,
-                                                   monkeypatch) -> None:  # fmt: skip
+                                                   monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # lines unwrapped, whatever the terminal
     store = ProfileStore(tmp_path)
     store.save(_recorded(tiny_pair, Settings(k=2), "old"))
@@ -186,14 +186,14 @@ def test_the_chrome_trace_names_the_models(tiny_pair) -> None:
 
 def test_identity_round_trips_and_reads_unknown_keys_and_old_records() -> None:
     m = ModelIdentity("x.gguf", "gguf", "x", "llama", 135_000_000, 30, 4, 32,
-                      (("4", 168), ("8", 1), ("dense", 2)), "ab" * 32)  # fmt: skip
+                      (("4", 168), ("8", 1), ("dense", 2)), "ab" * 32)
     assert ModelIdentity.from_dict(json.loads(json.dumps(m.to_dict()))) == m
     assert ModelIdentity.from_dict({**m.to_dict(), "added_later": 1}) == m
     assert m.quantization == "4-bit g32 + 8-bit x1 + dense x2"  # mixed bits summarised
     assert m.summary() == ("x.gguf (gguf, llama, 135M parameters, 30 layers, "
-                           "4-bit g32 + 8-bit x1 + dense x2, sha256 abababababab)")  # fmt: skip
+                           "4-bit g32 + 8-bit x1 + dense x2, sha256 abababababab)")
     summary = RunSummary.from_dict({**_summary_dict(), "models": {"target": m.to_dict(),
-                                                                   "draft": None}})  # fmt: skip
+                                                                   "draft": None}})
     assert summary.models == {"target": m, "draft": None}
     assert RunSummary.from_dict(_summary_dict()).models is None
 
@@ -203,7 +203,7 @@ def _summary_dict() -> dict:
             "prefill_tokens": 1, "proposed": 0, "accepted": 0, "acceptance": None,
             "per_position_acceptance": [], "mean_accepted_length": None, "e2e_s": 1.0,
             "ttft_s": 1.0, "decode_tok_s": 0.0, "phase_s": {}, "mean_tv": None,
-            "traced": False, "stop_reason": "length"}  # fmt: skip
+            "traced": False, "stop_reason": "length"}
 
 
 def test_self_drafts_name_the_target_they_derive_from(tiny_pair) -> None:
@@ -271,7 +271,7 @@ def test_the_default_model_is_named_by_its_pinned_sha256(default_pair) -> None:
     models = pair_identities(default_pair)
     target, draft = models["target"], models["draft"]
     assert (target.kind, target.sha256, target.architecture) == ("default", DEFAULT_GGUF_SHA256,
-                                                                 "llama")  # fmt: skip
+                                                                 "llama")
     assert target.layers == 30 and 134e6 < target.parameters < 136e6  # SmolLM2-135M
     assert draft.kind == "self" and draft.base == "default" and draft.sha256 == DEFAULT_GGUF_SHA256
     assert draft.bits == 4
@@ -306,7 +306,7 @@ def test_the_environment_names_the_tool_version_and_commit(monkeypatch) -> None:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the commit is unknown by design (an installed wheel)")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+                          text=True, check=True).stdout.strip()
     assert env["specdec_tui_commit"] == head and isinstance(env["specdec_tui_dirty"], bool)
     assert version_text(env).startswith(f"specdec-tui {project['version']} at {head[:12]}")
     assert version_text({"specdec_tui": "0.1.0", "specdec_tui_commit": None}) == "specdec-tui 0.1.0"

@@ -51,7 +51,7 @@ def test_the_number_check_reads_the_last_number():
     ("# check: param f x", "FUNC NAME=DEFAULT"),
     ("# check: roles A=b", "two characters"),
     ("# check: changed", "needs an argument"),
-])  # fmt: skip
+])
 def test_a_bad_check_line_is_one_sentence(line, words):
     with pytest.raises(BenchError, match=words):
         parse_check(line, "no code here", "p")
@@ -67,7 +67,7 @@ def test_the_protocol_reports_task_success_beside_nll(engine, tiny_pair):
 
     report = bench.run_protocol(engine, prompt_ids, [Settings(k=2)], tokens=4, seeds=2,
                                 invocations=1, warmup=0, traced=False, predict=False,
-                                task=task, task_name="number 3")  # fmt: skip
+                                task=task, task_name="number 3")
     for r in report.results:
         assert len(r.task_passed) == 2 and r.task_success == 0.5
         assert r.to_dict()["quality"]["task_success"] == 0.5
@@ -75,7 +75,7 @@ def test_the_protocol_reports_task_success_beside_nll(engine, tiny_pair):
     page = report_markdown(report)
     assert "Task success" in page and "(number 3)" in page and "50.0%" in page
     plain = bench.run_protocol(engine, prompt_ids, [Settings(k=2)], tokens=4, seeds=1,
-                               invocations=1, warmup=0, traced=False, predict=False)  # fmt: skip
+                               invocations=1, warmup=0, traced=False, predict=False)
     assert "Task success" not in report_markdown(plain)
     assert all(r.task_success is None for r in plain.results)
 
@@ -93,15 +93,15 @@ def test_the_real_pair_page_is_written_from_the_raw_reports(engine, tiny_pair, t
         Settings(k=2, rule="mentored", temperature=0.7, tv_budget=tv) for tv in (0.0, 1.0)]
     report = bench.run_protocol(engine, prompt_ids, rows, tokens=6, seeds=1, invocations=1,
                                 warmup=0, traced=False, predict=False,
-                                task=lambda ids: True, task_name="number 3")  # fmt: skip
+                                task=lambda ids: True, task_name="number 3")
     doc = json.loads(report.to_json())
     doc["protocol"].update(prompt={"name": "math-boxes"}, command="specdec-tui bench ...",
-                           models={"target": "t", "draft": "d", "vocab_size": 512})  # fmt: skip
+                           models={"target": "t", "draft": "d", "vocab_size": 512})
     (tmp_path / "math-boxes.json").write_text(json.dumps(doc))
     reports = make_page.load_reports(tmp_path)
     page = make_page.page(reports, None, tmp_path / "no-curve.json", tmp_path)
     full = next(r for r in doc["results"] if r["settings"].get("tv_budget") == 1.0
-                and r["settings"]["rule"] == "mentored")  # fmt: skip
+                and r["settings"]["rule"] == "mentored")
     line = next(s for s in page.splitlines() if s.startswith("| math-boxes | 1.00 |"))
     assert f"{full['quality']['target_nll']:.3f}" in line and "100%" in line
     assert "not yet measured" in line
@@ -189,7 +189,7 @@ for present, past in (("stops running", "stopped running"), ("repairs", "repaire
                       ("checks it twice", "checked it twice"), ("are finished", "were finished"),
                       ("ferry brings", "ferry brought"), ("who has never", "who had never"),
                       ("meet her", "met her"), ("she knows", "she knew"),
-                      ("he has never", "he had never")):  # fmt: skip
+                      ("he has never", "he had never")):
     REWRITE = REWRITE.replace(present, past)
 
 CASES = {
@@ -265,7 +265,7 @@ def test_the_seeds_failure_is_caught_on_its_own_names():
     ("regex", r"\b1,?462\b", "1,462 in all", "11462 in all"),
     ("number", "1462", "1462", "1463"),
     ("rewrite", "Marta|forty-two gone counts", "Marta counted forty-two.", "Marta counts forty-two."),
-])  # fmt: skip
+])
 def test_the_user_kinds(kind, arg, right, near):
     from core.bench.tasks import parse_check
 

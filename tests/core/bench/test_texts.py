@@ -79,7 +79,7 @@ def test_dumps_keeps_each_texts_lists_on_one_line_and_reads_back_the_same():
     texts.keep(7, 0, list(range(200)), "t" * 200)
     texts.decode(lambda ids: "".join(f"w{i} " for i in ids))
     data = {"results": [{"name": "r", "text": sneaky, "texts": texts.to_dicts(),
-                         "e2e_s": [1.0, 2.0]}], "other": {"ids": [1, 2]}}  # fmt: skip
+                         "e2e_s": [1.0, 2.0]}], "other": {"ids": [1, 2]}}
     out = dumps(data)
     assert json.loads(out) == data
     assert len(out.splitlines()) < 30  # not one line per token

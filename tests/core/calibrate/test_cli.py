@@ -22,7 +22,7 @@ def test_calibrate_past_the_context_window_is_refused_before_it_runs(capsys, mon
 
     monkeypatch.setattr(dcli, "calibrate", lambda *a, **k: pytest.fail("calibration ran"))
     msg = refused(capsys, ["calibrate", "--context", "100000", *TINY], "--context 100,000",
-                  "context window of 4,096 tokens")  # fmt: skip
+                  "context window of 4,096 tokens")
     assert "--context 4,0" not in msg  # the hint is a number a user can type
     refused(capsys, ["calibrate", "--context", "4090", *TINY], "use --context")
 
@@ -58,7 +58,7 @@ def test_calibrate_loads_the_profiles_models(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(core.models, "load_pair", load_pair)
     assert cli.main(["--profile", str(tmp_path / "tiny.toml"), "calibrate"]) == 2
     assert cli.main(["calibrate", "--profile", str(tmp_path / "tiny.toml"),
-                     "--target", "shape:other"]) == 2  # fmt: skip
+                     "--target", "shape:other"]) == 2
     assert seen == [("shape:tiny", "shape:tiny-draft"), ("shape:other", "shape:tiny-draft")]
 
 
@@ -85,7 +85,7 @@ def test_calibrate_cli_prints_the_table_and_writes_json(monkeypatch, tmp_path, c
     out = tmp_path / "curves" / "cpu.json"
     out.parent.mkdir()  # a missing folder is refused, as bench refuses one (issue 24)
     code = main(["calibrate", "--rows", "3", "--repeats", "1", "--context", "8",
-                 "--modes", "auto,plain", "--json", str(out)])  # fmt: skip
+                 "--modes", "auto,plain", "--json", str(out)])
     assert code == 0
     assert asked == [("default", None)]
     text = capsys.readouterr().out
@@ -112,7 +112,7 @@ def test_calibrate_cli_user_errors_end_in_one_sentence(monkeypatch, tmp_path, ca
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code = main(["calibrate", "--rows", "1", "--repeats", "1", "--context", "4",
-                 "--json", str(blocker / "sub" / "c.json")])  # fmt: skip
+                 "--json", str(blocker / "sub" / "c.json")])
     assert code == 2  # refused before the models load, not after the run
     assert f"the folder {blocker / 'sub'} does not exist" in capsys.readouterr().err
 

@@ -48,7 +48,7 @@ def test_chat_on_a_folder_with_a_broken_template_answers_and_says_so(
     if (folder / "chat_template.jinja").exists():
         (folder / "chat_template.jinja").write_text(bad)
     argv = ["chat", "hi", "--target", str(folder), "--draft", "shape:tiny-draft",
-            "--max-tokens", "3"]  # fmt: skip
+            "--max-tokens", "3"]
     assert cli.main(argv) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "Traceback" not in err

@@ -51,17 +51,17 @@ class World:
 
     def user_files(self) -> dict[str, bytes]:
         found = {str(p): p.read_bytes() for d in (self.profiles, self.work)
-                 for p in sorted(d.iterdir())}  # fmt: skip
+                 for p in sorted(d.iterdir())}
         found["model"] = hashlib.sha256(SHARED_MODEL.read_bytes()).digest()
         return found
 
     def chat(self, *argv: str, limit: float = 120.0) -> tuple[int, str, float]:
         env = {**os.environ, CACHE_ENV: str(self.cache), CURVES_ENV: str(self.curves),
-               PROFILES_ENV: str(self.profiles), "PYTHONPATH": str(REPO), "COLUMNS": "300"}  # fmt: skip
+               PROFILES_ENV: str(self.profiles), "PYTHONPATH": str(REPO), "COLUMNS": "300"}
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "core.cli", "chat", "Hi", "--max-tokens",
                                "2", *argv], cwd=self.work, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=limit, check=False)  # fmt: skip
+                              capture_output=True, text=True, timeout=limit, check=False)
         return proc.returncode, proc.stderr, time.perf_counter() - start
 
 
@@ -95,7 +95,7 @@ def test_chat_survives_every_fault_in_the_default_models_verified_mark(world) ->
 
     mark = world.cache / (SHARED_MODEL.name + VERDICT_SUFFIX)
     check_faults(world, mark, ("--mode", "target-only"),
-                 lambda d: d.get("sha256") == DEFAULT_GGUF_SHA256)  # fmt: skip
+                 lambda d: d.get("sha256") == DEFAULT_GGUF_SHA256)
 
 
 def test_chat_survives_every_fault_in_the_sha256_cache(world, tmp_path) -> None:
@@ -108,7 +108,7 @@ def test_chat_survives_every_fault_in_the_sha256_cache(world, tmp_path) -> None:
     kept = world.cache / HASH_CACHE_NAME
     check_faults(world, kept, ("--target", str(gguf), "--draft", "shape:tiny-draft",
                                "--mode", "target-only"),
-                 lambda d: d.get(str(gguf.resolve()), {}).get("sha256") == digest)  # fmt: skip
+                 lambda d: d.get(str(gguf.resolve()), {}).get("sha256") == digest)
 
 
 def test_chat_survives_every_fault_in_a_kept_curve(world) -> None:
@@ -129,7 +129,7 @@ def test_chat_survives_every_fault_in_a_kept_curve(world) -> None:
 
 
 def test_every_number_of_every_kept_file_alone_as_nan_or_inf_is_refused(tmp_path,
-                                                                          monkeypatch) -> None:  # fmt: skip
+                                                                          monkeypatch) -> None:
     """In this process: each number of a kept curve, a verified mark and a sha256 cache set
     to NaN or inf on its own; each reader refuses the file, or reads nothing of that number
     (a field the curve derives again), never uses it."""
@@ -143,9 +143,9 @@ def test_every_number_of_every_kept_file_alone_as_nan_or_inf_is_refused(tmp_path
     curve = VerifyCostCurve("cpu", "cpu", 16, {"auto": {r: 1e-3 * r for r in range(1, 10)}},
                             draft_step_s=2e-4, draft_step_sampled_s=3e-4,
                             accept_s={"auto": {2: 1e-5}}, predicted_boundary=4, repeats=3,
-                            context_end=20, calls=9)  # fmt: skip
+                            context_end=20, calls=9)
     key = {"target": {"sha256": "ab" * 32, "parameters": 135, "bits": 4}, "draft": None,
-           "modes": ["auto"]}  # fmt: skip
+           "modes": ["auto"]}
     settings = Settings(policy="cost-aware", k_max=8)
     path = curve_cache.save_curve(key, curve, tmp_path)
     doc = json.loads(path.read_text())

@@ -120,7 +120,7 @@ def copy_offers(speed: float, seed: int, old: bool, monkeypatch: Any) -> tuple[f
                 return copy_rounds(mean, r)
 
             t, by_arm = simulate(guard, 256, STEP, STEP, {"src": (2.2 * STEP, draw)},
-                                 lambda i, o=offered: ["src"] if o[i] else [], rng.randrange(10**6))  # fmt: skip
+                                 lambda i, o=offered: ["src"] if o[i] else [], rng.randrange(10**6))
             seconds, rounds = seconds + t, rounds + by_arm.get("src", 0)
     return seconds, rounds
 

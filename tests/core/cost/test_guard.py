@@ -78,7 +78,7 @@ def test_a_request_counts_its_stops_and_the_offers_they_refused() -> None:
     request starts both counts at zero."""
     guard = RateGuard()
     _, rounds = simulate(guard, 64, 1e-3, 0.3e-3, {"lookup": (3e-3, lambda r: 2)},
-                         lambda i: ["lookup"])  # fmt: skip
+                         lambda i: ["lookup"])
     report = guard.report()["lookup"]
     assert report["stops"] == 1
     # every round after the stop offered the lookup and was a plain step instead; the three
@@ -94,9 +94,9 @@ def test_a_request_counts_its_stops_and_the_offers_they_refused() -> None:
 def test_a_source_faster_than_target_steps_is_used_from_the_start() -> None:
     guard = RateGuard()
     t, rounds = simulate(guard, 256, 1e-3, 0.3e-3, {"lookup": (1.2e-3, lambda r: 4)},
-                         lambda i: ["lookup"])  # fmt: skip
+                         lambda i: ["lookup"])
     alone, _ = simulate(None, 256, 1e-3, 0.3e-3, {"lookup": (1.2e-3, lambda r: 4)},
-                        lambda i: ["lookup"])  # fmt: skip
+                        lambda i: ["lookup"])
     assert "lookup" not in guard.benched and guard.probes == 0
     # Only the target arm's own measurement (min_rounds pipelined steps after one break).
     assert rounds[TARGET] == guard.min_rounds + 1
@@ -115,9 +115,9 @@ def test_one_stall_does_not_stop_a_source_that_pays(at: int) -> None:
     prior = Prior(tokens=9.0, seconds=2e-3, step_s=1.5e-3)
     guard = RateGuard(prior=lambda name: prior)
     t, rounds = simulate(guard, 512, 1e-3, 0.3e-3, arms, lambda i: ["lookup"],
-                         stall=lambda i: 1.0 if i == at else 0.0)  # fmt: skip
+                         stall=lambda i: 1.0 if i == at else 0.0)
     alone, _ = simulate(RateGuard(prior=lambda name: prior), 512, 1e-3, 0.3e-3, arms,
-                        lambda i: ["lookup"])  # fmt: skip
+                        lambda i: ["lookup"])
     assert "lookup" not in guard.benched and guard.verdict("lookup").startswith("asked")
     assert rounds["lookup"] >= 512 / 4 - 4
     assert t <= alone + 1.0 + 1e-9
@@ -130,7 +130,7 @@ def test_a_source_whose_rounds_are_all_dear_still_reads_slow() -> None:
     stopped, as it was before the cut."""
     guard = RateGuard(prior=lambda name: Prior(tokens=33.0, seconds=20e-3, step_s=1e-3))
     t, rounds = simulate(guard, 512, 1e-3, 0.3e-3, {"model": (100e-3, lambda r: 33)},
-                         lambda i: ["model"])  # fmt: skip
+                         lambda i: ["model"])
     assert guard.verdict("model") == SLOWER
     assert rounds["model"] <= guard.min_rounds * (1 + guard.probes) + 1
     assert STALL < 100  # so the first rounds were cut: the verdict survives the cut
@@ -273,7 +273,7 @@ def guarded_run(tiny_pair, text, cost_s: float, tokens: int = 160, policy="cost-
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy=policy, k_max=4,
                      temperature=0.0, max_tokens=tokens, ignore_eos=True,
-                     traced=False)  # fmt: skip
+                     traced=False)
         items = list(engine.generate(PROMPT, s))
     finally:
         registry.unregister("oracle")
@@ -291,7 +291,7 @@ def target_only_s(tiny_pair) -> float:
     engine._target.model = timed(engine._target.model, clock, STEP)
     engine._clock = clock
     s = Settings(mode="target-only", temperature=0.0, max_tokens=160, ignore_eos=True,
-                 traced=False)  # fmt: skip
+                 traced=False)
     events = [x for x in engine.generate(PROMPT, s)][:-1]
     return sum(e.timings.total for e in events)
 
@@ -488,7 +488,7 @@ def test_the_step_after_a_round_is_charged_to_the_rounds_policy(
 def test_fixed_k_runs_as_asked_unguarded(tiny_pair, greedy_text) -> None:
     """The guard serves the policy that promises speed; a fixed k is an experiment."""
     events, summary, _ = guarded_run(tiny_pair, greedy_text, 40 * STEP, tokens=40,
-                                     policy="fixed")  # fmt: skip
+                                     policy="fixed")
     assert all(e.proposed for e in events[:-1])
     assert "guard" not in summary.per_source.get("oracle", {})
 
@@ -521,26 +521,26 @@ def test_the_decision_is_shown_in_words_and_carried_by_bench_rows() -> None:
 
     guard = RateGuard()
     simulate(guard, 128, 1e-3, 0.3e-3, {"model": (3e-3, lambda r: 2), "lookup": (1e-3, lambda r: 5)},
-             lambda i: ["lookup", "model"] if i % 20 < 10 else ["model"])  # fmt: skip
+             lambda i: ["lookup", "model"] if i % 20 < 10 else ["model"])
     per = {"none": {"rounds": 3}, "model": {"rounds": 2}, "lookup": {"rounds": 9}}
     for name, row in guard.report().items():
         per["none" if name == TARGET else name].update(row)
     lines = guard_lines(per)
     assert any(x.startswith("model: ") and f": {SLOWER}" in x and "x target steps" in x
-               for x in lines)  # fmt: skip
+               for x in lines)
     assert any(x.startswith("lookup: ") and "asked" in x for x in lines)
     assert lines[-1].startswith("target steps: ")
     assert guard_lines({"model": {"rounds": 4}}) == []  # an unguarded run says nothing
     assert not any("left out" in x for x in lines)  # no plan was built in the simulation
     planned = {**per, "lookup": {**per["lookup"], "plan_rounds": 2}}
     assert any(x.startswith("lookup: ") and x.endswith("(2 rounds left out: an attention plan "
-                                                       "built)") for x in guard_lines(planned))  # fmt: skip
+                                                       "built)") for x in guard_lines(planned))
     # the stopped model's offers ran as target steps: the report says how many (the guard's
     # own count, this run's), and a source never stopped says nothing of it
     refused = per["model"]["refused"]
     assert refused > 0 and per["lookup"]["refused"] == 0
     assert any(x.startswith("model: ") and f"({refused} offers run as target steps while "
-               "stopped)" in x for x in lines)  # fmt: skip
+               "stopped)" in x for x in lines)
     assert not any("while stopped" in x for x in lines if x.startswith("lookup: "))
 
     class Summary:  # what record_timed reads of a RunSummary
@@ -588,7 +588,7 @@ def test_an_untraced_round_syncs_the_host_once(tiny_pair, greedy_text, monkeypat
 
     prompt = greedy_text[:40] + greedy_text[6:40]  # something to copy, and new text after it
     s = Settings(mode="speculative", draft_source=source, policy="heuristic", k=3,
-                 temperature=0.0, max_tokens=48, ignore_eos=True, traced=False)  # fmt: skip
+                 temperature=0.0, max_tokens=48, ignore_eos=True, traced=False)
     monkeypatch.setattr(mx, "eval", counting)
     gen = engine.generate(prompt, s)
     seen: set[str] = set()

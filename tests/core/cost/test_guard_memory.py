@@ -172,7 +172,7 @@ def test_a_new_request_probes_a_cheap_stopped_source_early_and_a_dear_one_late()
     model round of 6 steps for 1-2 tokens keeps its schedule (a probe would lose ~10 steps:
     its budget gap is longer than a request)."""
     for cost, draw, early in ((1.6, lambda r: 1, True), (6.0, lambda r: 1 + (r.random() < 0.5),
-                                                         False)):  # fmt: skip
+                                                         False)):
         guard = RateGuard()
         arms = {"src": (cost * STEP, draw)}
         for seed in range(5):
@@ -238,7 +238,7 @@ def test_the_prior_stops_at_once_what_cannot_beat_even_the_curves_step() -> None
     assert row["basis"] == "calibration" and row["measured_tok_s"] is None
     lines = guard_lines({"none": {"measured_tok_s": None}, "src": row})
     assert lines == ["src: -: not asked: slower than target steps (by the calibration: its "
-                     "best round is slower)"]  # fmt: skip
+                     "best round is slower)"]
 
 
 def test_a_source_that_clearly_pays_is_asked_from_the_first_round() -> None:
@@ -347,7 +347,7 @@ def test_the_engine_keeps_a_stopped_source_stopped_in_the_next_request(tiny_pair
     registry.register("oracle", lambda res: oracle)
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
-                     temperature=0.0, max_tokens=100, ignore_eos=True, traced=False)  # fmt: skip
+                     temperature=0.0, max_tokens=100, ignore_eos=True, traced=False)
 
         def run() -> tuple[list[Any], Any]:
             engine.reset()
@@ -381,7 +381,7 @@ def test_the_engine_stops_the_model_by_the_calibrations_prior(tiny_pair) -> None
     curve = {"auto": {1: 1.5 * STEP, 9: 1.5 * STEP}}
     engine, _ = fake_clock_engine(tiny_pair, draft_step_s=1.3 * STEP, curve=curve)
     s = Settings(mode="speculative", draft_source="model", policy="cost-aware", k_max=8,
-                 temperature=0.0, max_tokens=24, ignore_eos=True, traced=False)  # fmt: skip
+                 temperature=0.0, max_tokens=24, ignore_eos=True, traced=False)
     items = list(engine.generate(PROMPT, s))
     events, summary = items[:-1], items[-1]
     assert not any(e.proposed for e in events)
@@ -405,7 +405,7 @@ def test_a_guarded_runs_summary_passes_the_run_files_checks(tiny_pair, greedy_te
     registry.register("oracle", lambda res: oracle)
     try:
         s = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
-                     temperature=0.0, max_tokens=40, ignore_eos=True, traced=False)  # fmt: skip
+                     temperature=0.0, max_tokens=40, ignore_eos=True, traced=False)
         summary = list(engine.generate(PROMPT, s))[-1]
     finally:
         registry.unregister("oracle")
@@ -428,12 +428,12 @@ def test_rates_after_a_mid_run_change_go_under_the_new_settings(tiny_pair, greed
     registry.register("oracle", lambda res: oracle)
     try:
         s0 = Settings(mode="speculative", draft_source="oracle", policy="cost-aware", k_max=4,
-                      temperature=0.0, max_tokens=60, ignore_eos=True, traced=False)  # fmt: skip
+                      temperature=0.0, max_tokens=60, ignore_eos=True, traced=False)
         s1 = s0.replace(tv_budget=0.5)
         seen: list[Any] = []
         switch = 8
         for item in engine.generate(PROMPT, s0, settings_source=lambda: s1 if len(seen) >= switch
-                                    else s0):  # fmt: skip
+                                    else s0):
             seen.append(item)
     finally:
         registry.unregister("oracle")

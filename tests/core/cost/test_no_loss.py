@@ -29,7 +29,7 @@ STEEP = {1: 1e-3, 2: 4e-3, 33: 66e-3}  # 2 ms a row: no copy pays even if all ar
 
 
 SPEC = Settings(mode="speculative", policy="cost-aware", k_max=32, temperature=0.0,
-                max_tokens=40, ignore_eos=True, traced=False)  # fmt: skip
+                max_tokens=40, ignore_eos=True, traced=False)
 
 
 def test_copies_that_cannot_pay_leave_one_pipelined_stretch(target) -> None:
@@ -131,7 +131,7 @@ def test_run_lengths_count_a_kept_proposal_as_at_least_its_length() -> None:
         [h0 := run_hazards(runs, 3, [0.5, 0.8, 0.8])[0],
          h0 * run_hazards(runs, 3, [0.5, 0.8, 0.8])[1],
          h0 * run_hazards(runs, 3, [0.5, 0.8, 0.8])[1] * run_hazards(runs, 3, [0.5, 0.8, 0.8])[2]]
-    )  # fmt: skip
+    )
 
 
 # SmolLM2 on the H200 (docs/benchmarks/data/h200-2026-12-01, rewrite-paragraph at T = 0.7):

@@ -310,7 +310,7 @@ def test_cost_aware_all_accepted_reaches_long_proposals_quickly():
 def simulate(
     p: CostAwarePolicy, rounds: int, accept: float, *, seed: int = 0,
     script: Sequence[tuple[int, int]] = (), seconds: Callable[[int], float] | None = None,
-) -> list[int]:  # fmt: skip
+) -> list[int]:
     """`rounds` rounds of `p` against a pair accepting each reached position with P = accept
     (seeded); `script` forces the first rounds' (k, accepted); `seconds(k)` times a round."""
     rng, forced, ks = random.Random(seed), list(script), []
@@ -343,7 +343,7 @@ def test_cost_aware_two_unlucky_rounds_do_not_cost_a_long_wait():
     1, the policy is back to drafting within a few rounds and stays there."""
     v = {1: 59.6, 2: 109.6, 3: 147.8, 4: 186.5, 5: 221.9, 6: 260.6, 7: 302.8}
     p = CostAwarePolicy(lambda r: v.get(r, 107.0 if r <= 16 else 147.0) * 1e-3, 6.9e-3,
-                        k_max=15)  # fmt: skip
+                        k_max=15)
     ks = simulate(p, 40, 0.88, script=[(7, 3), (7, 0)],
                   seconds=lambda k: p.priced(k) * (0.77 if k == 0 else 1.1))  # as measured
     assert ks[2] == 0, ks  # the two rounds did make k = 0 the best guess
@@ -356,7 +356,7 @@ def test_cost_aware_chooses_within_the_request_s_last_tokens():
     at 88% acceptance: the best k within the limit is 0, where clamping the best k (10) gave 5."""
     v = {1: 59.6, 2: 109.6, 3: 147.8, 4: 186.5, 5: 221.9, 6: 260.6, 7: 302.8}
     p = CostAwarePolicy(lambda r: v.get(r, 107.0 if r <= 16 else 147.0) * 1e-3, 6.9e-3,
-                        k_max=15, prior=0.88, prior_weight=1e9, probe_every=0)  # fmt: skip
+                        k_max=15, prior=0.88, prior_weight=1e9, probe_every=0)
     assert p.next_k() == 10 and p.next_k(limit=15) == 10  # a limit above k_max changes nothing
     assert p.next_k(limit=5) == 0
     a = p.acceptance()

@@ -31,10 +31,10 @@ def _curve_prices(rows: int) -> float:
 
 @settings(max_examples=60)
 @given(accepts, st.integers(1, MAX_K), st.booleans(), st.floats(0.3, 3.0), st.floats(0.3, 3.0),
-       st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+       st.sampled_from([0.0, 0.001, 0.004]))
 def test_rates_are_rate_for_every_k(a, k_max, bonus, s0, s1, draft) -> None:
     p = CostAwarePolicy(_curve_prices, draft, k_max=k_max, k_min=0, bonus=bonus,
-                        t_accept=lambda r: 0.0001 * r)  # fmt: skip
+                        t_accept=lambda r: 0.0001 * r)
     p.scale = [s0, s1]
     acc = a or [0.5]
     assert p.rates(acc, k_max) == [p.rate(k, acc) for k in range(k_max + 1)]
@@ -55,23 +55,23 @@ def test_could_pay_and_the_probe_choose_as_the_per_k_maximum_did() -> None:
 
 @settings(max_examples=60)
 @given(accepts, st.integers(0, MAX_K), st.integers(0, 3), st.booleans(), st.floats(0.3, 3.0),
-       st.floats(0.3, 3.0), st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+       st.floats(0.3, 3.0), st.sampled_from([0.0, 0.001, 0.004]))
 def test_best_is_predicts_best_k(a, k_max, k_min, bonus, s0, s1, draft) -> None:
     """The cached choice (`_best`) is core.cost.prediction.predict's best k, ties included."""
     from core.cost.prediction import predict
 
     p = CostAwarePolicy(_curve_prices, draft, k_max=MAX_K, k_min=min(k_min, k_max), bonus=bonus,
-                        t_accept=lambda r: 0.0001 * r)  # fmt: skip
+                        t_accept=lambda r: 0.0001 * r)
     p.scale = [s0, s1]
     p.acceptance = lambda: a or [0.5]  # type: ignore[method-assign]
     want = predict(p.cost, a or [0.5], bonus=bonus, k_max=k_max, k_min=p.k_min,
-                   scale=(s0, s1)).best.k  # fmt: skip
+                   scale=(s0, s1)).best.k
     assert p._best(k_max) == want
 
 
 ops = st.lists(st.tuples(st.sampled_from(["step", "round", "offer", "ask"]),
                          st.integers(0, 12), st.integers(0, 12), st.floats(0.5e-3, 40e-3),
-                         st.integers(1, 6)), min_size=1, max_size=60)  # fmt: skip
+                         st.integers(1, 6)), min_size=1, max_size=60)
 
 
 @settings(max_examples=80, deadline=None)
@@ -100,20 +100,20 @@ def test_the_kept_drafting_choice_decides_as_pricing_afresh(seq, cls, draft) -> 
 
 @settings(max_examples=60)
 @given(accepts, st.integers(1, MAX_K), st.booleans(), st.floats(0.05, 20.0),
-       st.sampled_from([0.0, 0.001, 0.004]))  # fmt: skip
+       st.sampled_from([0.0, 0.001, 0.004]))
 def test_a_plain_steps_rate_is_rate_at_k_zero(a, k_max, bonus, s0, draft) -> None:
     """The one-division rate of a plain step that could-pay and the choice compare with is
     `rate(0, ...)` to the last bit, whatever the acceptance (none enters it)."""
     for cls in (CostAwarePolicy, CopyRunPolicy):
         p = cls(_curve_prices, draft, k_max=k_max, k_min=0, bonus=bonus,
-                t_accept=lambda r: 0.0001 * r)  # fmt: skip
+                t_accept=lambda r: 0.0001 * r)
         p.scale = [s0, 1.0]
         assert p._step_rate() == p.rate(0, a or [0.5]) == p.rate(0, [1.0] * MAX_K)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 12), st.floats(0.5e-3, 40e-3)), min_size=1,
-                max_size=40))  # fmt: skip
+                max_size=40))
 def test_observing_with_the_kept_prices_scales_as_the_curve_does(seq) -> None:
     """A step's or round's observed cost against the kept calibrated seconds moves the cost
     scale exactly as reading the curve did."""
@@ -130,7 +130,7 @@ def test_observing_with_the_kept_prices_scales_as_the_curve_does(seq) -> None:
 
 @settings(max_examples=60)
 @given(st.integers(1, MAX_K), st.integers(0, MAX_K), st.floats(0.001, 0.02),
-       st.floats(0.0, 0.01), st.sampled_from([CostAwarePolicy, CopyRunPolicy]))  # fmt: skip
+       st.floats(0.0, 0.01), st.sampled_from([CostAwarePolicy, CopyRunPolicy]))
 def test_a_charged_break_prices_the_round_as_if_clocked_with_it(k, n, seconds, extra, cls) -> None:
     """`charge(k, extra)` after a round's `observe` leaves the drafted rounds' scale where
     observing the round with the extra seconds would (within the clip), and the choice is

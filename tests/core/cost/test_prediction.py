@@ -76,7 +76,7 @@ def test_against_a_fake_calibration_curve():
     rows, the matrix kernel from 8, so k = 7 (8 rows) beats k = 6 (7 rows) at full acceptance."""
     ms = {1: 8.6, 2: 15.1, 3: 18.8, 4: 25.2, 5: 26.4, 6: 31.8, 7: 35.6, 8: 21.5, 9: 20.3}
     curve = VerifyCostCurve("cuda", "H200", 800, {"auto": {r: t * 1e-3 for r, t in ms.items()}},
-                            draft_step_s=3.4e-3)  # fmt: skip
+                            draft_step_s=3.4e-3)
     cost = RoundCost.from_curve(curve, "auto")
     assert cost.step == pytest.approx(8.6e-3)
     p = predict(cost, [1.0] * 8, k_max=8, bonus=True)

@@ -96,7 +96,7 @@ def test_the_app_view_of_a_curve_prices_the_run_s_own_draft_step() -> None:
     from tui.session import curve_info
 
     curve = VerifyCostCurve("cuda", "H200", 100, {"auto": {1: 0.01, 9: 0.02}},
-                            draft_step_s=0.003, draft_step_sampled_s=0.005)  # fmt: skip
+                            draft_step_s=0.003, draft_step_sampled_s=0.005)
     assert curve_info(curve).draft_step_s == 0.003
     assert curve_info(curve, greedy=True).draft_step_s == 0.003
     assert curve_info(curve, greedy=False).draft_step_s == 0.005

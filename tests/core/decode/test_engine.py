@@ -135,7 +135,7 @@ def test_mentored_emits_pi_and_realises_min_budget_tv(target, far_draft) -> None
     s = Settings(
         mode="speculative", rule="mentored", tv_budget=budget, temperature=1.0, max_tokens=1,
         bonus=False, ignore_eos=True, traced=False,
-    )  # fmt: skip
+    )
     engine = Engine(target, far_draft, vocab_size=VOCAB)
     hist = np.zeros(VOCAB, dtype=np.int64)
     for seed in range(N_RUNS):
@@ -154,7 +154,7 @@ def test_mentored_run_stays_within_budget(budget, step, target, mid_draft) -> No
     s = Settings(
         mode="speculative", rule="mentored", tv_budget=budget, temperature=1.0, max_tokens=40,
         k=3, ignore_eos=True, traced=False, seed=3, step=step,
-    )  # fmt: skip
+    )
     events, summary = run(Engine(target, mid_draft, vocab_size=VOCAB), PROMPT, s)
     tvs = [e.tv for e in events if e.proposed]
     assert all(tv is not None and 0.0 <= tv <= budget + 1e-6 for tv in tvs), tvs
@@ -175,7 +175,7 @@ def test_budget_one_accepts_everything_and_bonus_adds_one(k, bonus, target, far_
     s = Settings(
         mode="speculative", rule="mentored", tv_budget=1.0, temperature=1.0, k=k, bonus=bonus,
         max_tokens=rounds * per_round, ignore_eos=True, traced=False, seed=1,
-    )  # fmt: skip
+    )
     engine = Engine(target, far_draft, vocab_size=VOCAB)
     events, summary = run(engine, PROMPT, s)
     assert len(events) == rounds
@@ -204,7 +204,7 @@ def test_greedy_speculative_is_target_greedy(
     s = Settings(
         mode="target-only", temperature=0.0, max_tokens=40, ignore_eos=True,
         repetition_penalty=repetition_penalty, traced=False,
-    )  # fmt: skip
+    )
     _, ref = run(Engine(target, vocab_size=VOCAB), PROMPT, s)
     engine = Engine(target, draft, vocab_size=VOCAB)
     events, spec = run(engine, PROMPT, s.replace(mode="speculative", k=k, step=step))
@@ -463,7 +463,7 @@ def test_cancel_during_the_prefill_stops_between_chunks_and_keeps_what_was_fed(
     chunks fed, and the next turn feeds only the rest and writes what a fresh engine does."""
     prompt = [(7 * i) % (VOCAB - 1) + 1 for i in range(41)]  # 40 to prefill: five chunks of 8
     s = Settings(mode=mode, temperature=0.0, k=3, max_tokens=6, ignore_eos=True,
-                 prefill_chunk=8, step=step)  # fmt: skip
+                 prefill_chunk=8, step=step)
     engine = Engine(target, close_draft, vocab_size=VOCAB)
     events, summary = run(engine, prompt, s, cancel=_SetAfter(2))
     assert summary.stop_reason == "cancelled" and events == [] and summary.token_ids == ()
@@ -498,7 +498,7 @@ def test_cancel_during_the_draft_s_first_catch_up_runs_no_round(target, close_dr
     fresh engine does."""
     prompt = [(5 * i) % (VOCAB - 1) + 1 for i in range(41)]
     s = Settings(mode="speculative", draft_source="model", policy="fixed", k=3,
-                 temperature=0.0, max_tokens=6, ignore_eos=True, prefill_chunk=8)  # fmt: skip
+                 temperature=0.0, max_tokens=6, ignore_eos=True, prefill_chunk=8)
     engine = Engine(target, close_draft, vocab_size=VOCAB)
     # Esc once the draft's cache holds two chunks (its offset moves chunk by chunk; its token
     # list is written when the prefill returns)
@@ -591,7 +591,7 @@ def test_k_change_applies_from_the_next_round(target, far_draft) -> None:
     s = Settings(
         mode="speculative", rule="mentored", tv_budget=1.0, temperature=1.0, k=4,
         max_tokens=30, ignore_eos=True, traced=False,
-    )  # fmt: skip
+    )
     current = [s]
 
     def after_round(ev, events):
@@ -701,7 +701,7 @@ def test_cost_aware_rounds_feed_their_times_to_the_policy(target, close_draft, g
         "cpu", "", 16, {"auto": {1: 1e-3, 2: 1.1e-3, 5: 1.2e-3}}, draft_step_s=1e-4
     )
     s = Settings(mode="speculative", policy="cost-aware", k_max=4, temperature=0.0,
-                 max_tokens=24, ignore_eos=True, traced=False)  # fmt: skip
+                 max_tokens=24, ignore_eos=True, traced=False)
     events, summary = run(engine, PROMPT, s)
     policy = engine.policy_of("model")
     assert isinstance(policy, CostAwarePolicy)

@@ -20,7 +20,7 @@ from tests.helpers.tiny import VOCAB, noisy_copy
 PROMPT = [5, 6, 7, 8, 9, 10, 11, 3, 5, 6, 7, 8, 9, 5, 6, 7]
 FLAT = {1: 1e-3, 2: 2e-3, 33: 2.2e-3}  # H200-like: any verification costs ~2 target steps
 SPEC = Settings(mode="speculative", policy="cost-aware", k_max=32, max_tokens=48,
-                ignore_eos=True, traced=False)  # fmt: skip
+                ignore_eos=True, traced=False)
 
 
 def curve(draft_step_s: float | None = None) -> VerifyCostCurve:
@@ -28,7 +28,7 @@ def curve(draft_step_s: float | None = None) -> VerifyCostCurve:
 
 
 @pytest.mark.parametrize(("temperature", "rule"), [(0.0, "greedy"), (1.0, "lossless"),
-                                                   (1.0, "mentored")])  # fmt: skip
+                                                   (1.0, "mentored")])
 def test_a_handed_off_round_equals_the_round_that_feeds_its_pending_token(
     target, temperature, rule
 ) -> None:
@@ -37,7 +37,7 @@ def test_a_handed_off_round_equals_the_round_that_feeds_its_pending_token(
     same verdict, the same caches after."""
     drafts = [8, 9, 10, 4, 2]
     s = Settings(mode="speculative", policy="fixed", k=len(drafts), temperature=temperature,
-                 rule=rule, tv_budget=0.3, ignore_eos=True, traced=False)  # fmt: skip
+                 rule=rule, tv_budget=0.3, ignore_eos=True, traced=False)
     outcomes = []
     for handed in (False, True):
         engine = Engine(target, vocab_size=VOCAB)
@@ -48,7 +48,7 @@ def test_a_handed_off_round_equals_the_round_that_feeds_its_pending_token(
             row0 = engine._target.decode(mx.array(seq[-1:]), VOCAB, False)
             engine._target.seq.append(seq[-1])
         ev = engine._speculative_round(seq, s, len(drafts), mx.random.key(3), 0,
-                                       FixedTokensDrafter(drafts), row0)  # fmt: skip
+                                       FixedTokensDrafter(drafts), row0)
         outcomes.append((ev, list(seq), engine.cache_state()))
     (plain, seq_a, st_a), (handed_ev, seq_b, st_b) = outcomes
     assert [t.id for t in handed_ev.tokens] == [t.id for t in plain.tokens]
@@ -80,7 +80,7 @@ def test_a_stretch_ends_only_where_a_round_drafts(target, source, temperature) -
 
 
 @pytest.mark.parametrize("after", [SPEC.replace(mode="target-only"),
-                                   SPEC.replace(draft_source="lookup", k_max=4)])  # fmt: skip
+                                   SPEC.replace(draft_source="lookup", k_max=4)])
 def test_a_handoff_no_round_takes_is_dropped_and_the_token_fed_again(target, after) -> None:
     """The settings change just after a stretch handed its step to a round (the mode to
     target-only, or another k): that step is dropped, the target rewound to the text minus
@@ -102,9 +102,9 @@ def test_a_handoff_no_round_takes_is_dropped_and_the_token_fed_again(target, aft
 
     engine._single_model_rounds = stretch  # type: ignore[method-assign]
     events, summary = run(engine, PROMPT, s0,
-                          settings_source=lambda: later if switched[0] else s0)  # fmt: skip
+                          settings_source=lambda: later if switched[0] else s0)
     assert switched[0]
     assert_caches(engine, PROMPT + list(summary.token_ids), settled=True)
     ref = run(Engine(target, vocab_size=VOCAB), PROMPT,
-              SPEC.replace(mode="target-only", temperature=0.0))[1]  # fmt: skip
+              SPEC.replace(mode="target-only", temperature=0.0))[1]
     assert list(summary.token_ids) == list(ref.token_ids)

@@ -42,7 +42,7 @@ def test_a_plain_greedy_step_splits_no_key(engine, monkeypatch, temperature) -> 
     """A greedy step draws nothing, so its key split was an op in every step's path for
     nothing; a sampled step still splits one key a step (its draw needs it)."""
     s = Settings(mode="target-only", temperature=temperature, max_tokens=24, ignore_eos=True,
-                 traced=False)  # fmt: skip
+                 traced=False)
     seen = counting(monkeypatch, ("eval",))
     gen = engine.generate(PROMPT, s)
     per_step = []
@@ -59,7 +59,7 @@ def test_a_plain_greedy_step_splits_no_key(engine, monkeypatch, temperature) -> 
 def test_greedy_text_is_unchanged_by_the_skipped_split(engine) -> None:
     """Greedy output is the target's argmax chain, whatever keys are (not) split."""
     s = Settings(mode="target-only", temperature=0.0, max_tokens=24, ignore_eos=True,
-                 traced=False)  # fmt: skip
+                 traced=False)
     a = list(engine.generate(PROMPT, s))[-1].token_ids
     engine.reset()
     b = list(engine.generate(PROMPT, s.replace(seed=5)))[-1].token_ids
@@ -71,7 +71,7 @@ def test_a_model_round_after_a_long_target_stretch_syncs_once(engine, monkeypatc
     than the old lazy limit of 32), then it drafts again: that round's catch-up joins its
     graph, so the round evaluates once, and the text is still the target's greedy text."""
     base = Settings(mode="speculative", draft_source="model", policy="fixed", k=3,
-                    temperature=0.0, max_tokens=80, ignore_eos=True, traced=False)  # fmt: skip
+                    temperature=0.0, max_tokens=80, ignore_eos=True, traced=False)
     rounds = {"n": 0}
 
     def source() -> Settings:  # speculative for 2 rounds, target-only for 60, then speculative
@@ -94,7 +94,7 @@ def test_a_model_round_after_a_long_target_stretch_syncs_once(engine, monkeypatc
     state = engine.cache_state()
     assert state["draft_seq"] == state["target_seq"][: len(state["draft_seq"])]
     target_only = Settings(mode="target-only", temperature=0.0, max_tokens=80, ignore_eos=True,
-                           traced=False)  # fmt: skip
+                           traced=False)
     engine.reset()
     expected = list(engine.generate(PROMPT, target_only))[-1].token_ids
     assert items[-1].token_ids == expected
@@ -104,7 +104,7 @@ def test_a_greedy_speculative_round_splits_no_key_and_reads_once(engine, monkeyp
     """A greedy round draws nothing, so no key is split in it (mlx-lm's loop splits none),
     and its drafts, the target's argmax rows and n come back in one eval and one read."""
     s = Settings(mode="speculative", draft_source="model", policy="fixed", k=4,
-                 temperature=0.0, max_tokens=40, ignore_eos=True, traced=False)  # fmt: skip
+                 temperature=0.0, max_tokens=40, ignore_eos=True, traced=False)
     seen = counting(monkeypatch, ("eval",))
     reads: Counter[str] = Counter()
     for name in ("tolist", "item"):
@@ -139,7 +139,7 @@ def test_after_every_draft_is_accepted_the_draft_feeds_its_lag_with_its_first_st
     draft = noisy_copy(target, 0.0, seed=1)  # the target's own weights: every draft accepted
     engine = Engine(target, draft, vocab_size=target.args.vocab_size)
     s = Settings(mode="speculative", draft_source="model", policy="fixed", k=3,
-                 temperature=0.0, max_tokens=17, ignore_eos=True, traced=False)  # fmt: skip
+                 temperature=0.0, max_tokens=17, ignore_eos=True, traced=False)
     draft_rows: list[tuple[int, list[int]]] = []
     with forward_rows(draft=draft) as rows:
         for item in engine.generate(PROMPT, s):

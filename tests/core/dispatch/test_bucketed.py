@@ -110,7 +110,7 @@ def test_a_new_plan_is_told_once_per_shape() -> None:
         b = buf[:, :, :length]
         cache = SimpleNamespace(offset=offset, keys=b, values=b)
         bucketed_attention(mx.ones((1, head, rows, d)), b[:, :, :offset],
-                           b[:, :, :offset], cache, d**-0.5, "causal")  # fmt: skip
+                           b[:, :, :offset], cache, d**-0.5, "causal")
         return bucketed.took_new_plan()
 
     assert call(3, 40, 256 + 7)

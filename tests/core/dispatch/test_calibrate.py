@@ -23,7 +23,7 @@ def test_a_calibration_stops_when_cancelled() -> None:
 
     with pytest.raises(CalibrationCancelled) as exc:
         calibrate(tiny_llama(1, seed=1), tiny_llama(1, seed=2), rows=4, repeats=3, context=8,
-                  progress=progress, cancel=cancel)  # fmt: skip
+                  progress=progress, cancel=cancel)
     assert seen == [1, 2, 3]  # not one forward more
     assert "cancelled" in one_sentence(exc.value)
 
@@ -38,7 +38,7 @@ def test_a_calibration_times_the_compiled_forward_and_auto_records_its_choice() 
 
     target, draft = tiny_llama(2, seed=1), tiny_llama(1, seed=2)
     curve = calibrate(target, draft, rows=[1, 4, 9], repeats=3, context=8,
-                      modes=("auto", "compiled"), step="auto")  # fmt: skip
+                      modes=("auto", "compiled"), step="auto")
     assert set(curve.times) == {"auto", "compiled"}
     assert set(curve.times["compiled"]) == {1, 4, 9}
     assert curve.step == ("compiled" if compiled_pays(curve) else "eager")

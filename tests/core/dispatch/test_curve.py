@@ -70,7 +70,7 @@ def test_a_plan_curve_covers_what_an_every_row_curve_covers(tmp_path):
     from core.identity import ModelIdentity
 
     ident = ModelIdentity("default", kind="default", architecture="llama", bits=4,
-                          sha256="ab" * 32)  # fmt: skip
+                          sha256="ab" * 32)
     from core.dispatch.curve_cache import curve_key
     from tests.helpers.forward_rows import H200
 
@@ -86,7 +86,7 @@ def test_a_plan_curve_covers_what_an_every_row_curve_covers(tmp_path):
 def _stepped(compiled_scale: float, step: str = "eager") -> VerifyCostCurve:
     """The CUDA-like curve with the compiled forward's rows at `compiled_scale` of eager's."""
     times = {"auto": {r: _cost(r) for r in PLAN},
-             "compiled": {r: _cost(r) * compiled_scale for r in PLAN}}  # fmt: skip
+             "compiled": {r: _cost(r) * compiled_scale for r in PLAN}}
     return VerifyCostCurve("cuda", "NVIDIA H200", 128, times, step=step)
 
 

@@ -30,21 +30,21 @@ from tests.helpers.forward_rows import H200
 
 H100 = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H100",
                                             "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
+                                            "compute_capability_minor": 0}))
 METAL = backend_info(query=lambda: ("metal", {"device_name": "Apple M2",
-                                              "architecture": "applegpu_g14s"}))  # fmt: skip
+                                              "architecture": "applegpu_g14s"}))
 COST = Settings(policy="cost-aware", temperature=0.0, rule="greedy", k_max=8)
 TARGET = ModelIdentity("default", kind="default", architecture="llama", bits=4,
-                       sha256="ab" * 32)  # fmt: skip
+                       sha256="ab" * 32)
 DRAFT = ModelIdentity("self:bits=4", kind="self", architecture="llama", bits=4,
-                      sha256="ab" * 32, base="default")  # fmt: skip
+                      sha256="ab" * 32, base="default")
 PAIR = {"target": TARGET, "draft": DRAFT}
 
 
 def _curve(rows: int = 9) -> VerifyCostCurve:
     return VerifyCostCurve("cuda", "NVIDIA H200", 128,
                            {"auto": {r: 1e-3 * (1 + 0.1 * r) for r in range(1, rows + 1)}},
-                           draft_step_s=2e-4)  # fmt: skip
+                           draft_step_s=2e-4)
 
 
 def _key(models=PAIR, backend=H200, mlx="0.32.4", settings=COST):  # noqa: ANN001, ANN202
@@ -167,12 +167,12 @@ def counted_calibrations(monkeypatch):
 def _chat_args(**kw) -> argparse.Namespace:  # noqa: ANN003
     base = dict(prompt="Say hello.", target="shape:tiny", draft="shape:tiny-draft",
                 profile="hybrid-cost-aware", profiles_dir=None, max_tokens=4, temperature=None,
-                mode=None, draft_source=None)  # fmt: skip
+                mode=None, draft_source=None)
     return argparse.Namespace(**{**base, **kw})
 
 
 def test_a_second_chat_on_the_same_pair_reuses_the_curve_and_another_misses(tmp_path, monkeypatch,
-                                                         counted_calibrations, capsys):  # fmt: skip
+                                                         counted_calibrations, capsys):
     from core.chat.cli import run_chat_cli
 
     monkeypatch.setenv("SPECDEC_TUI_CACHE", str(tmp_path))

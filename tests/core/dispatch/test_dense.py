@@ -67,7 +67,7 @@ def test_dense_routes_every_quantized_layer_once_and_restores(monkeypatch):
     seen: list[int] = []
     real = patches._dense_apply
     monkeypatch.setattr(patches, "_dense_apply",
-                        lambda m, x, how: seen.append(id(m)) or real(m, x, how))  # fmt: skip
+                        lambda m, x, how: seen.append(id(m)) or real(m, x, how))
     with verification_patches(model, "dense", "fused", 4, backend=H200):
         mx.eval(model(mx.array([[1, 2, 3, 4]])))
     quantized = {id(m) for _, m, _, s in linear_modules(model) if s.quantized}
@@ -82,13 +82,13 @@ def test_dense_leaves_a_dense_model_and_single_rows_alone():
     model = tiny_llama(quantize=False)
     assert dense_bytes(model) == 0
     assert isinstance(verification_patches(model, "dense", "fused", 4, backend=M2),
-                      type(patches._NULL))  # fmt: skip
+                      type(patches._NULL))
     # On CUDA only the attention is patched (fused at bucketed shapes): no linear layer is
     on_cuda = verification_patches(model, "dense", "fused", 4, backend=H200)
     assert on_cuda.linear is None and on_cuda.bucketed and not on_cuda.plain
     quantized = tiny_llama()
     assert isinstance(verification_patches(quantized, "dense", "fused", 1, backend=H200),
-                      type(patches._NULL))  # fmt: skip
+                      type(patches._NULL))
 
 
 def test_the_dense_copy_is_made_once_per_layer_and_freed_with_it():
@@ -133,10 +133,10 @@ def test_backend_info_reads_the_memory_each_backend_reports():
     assert cuda.memory_bytes == 150 * GB and cuda.cuda_capability == (9, 0)
     metal = backend_info(lambda: ("metal", {"architecture": "applegpu_g14g", "memory_size": 16 * GB,
                                             "max_recommended_working_set_size": 11 * GB}),
-                         environ={})  # fmt: skip
+                         environ={})
     assert metal.memory_bytes == 11 * GB and metal.metal_generation == 14
     assert backend_info(lambda: ("metal", {"architecture": "applegpu_g14g", "memory_size": 8 * GB}),
-                        environ={}).memory_bytes == 8 * GB  # fmt: skip
+                        environ={}).memory_bytes == 8 * GB
     assert backend_info(lambda: ("cpu", {"memory_size": 8 * GB})).memory_bytes is None
     assert backend_info(lambda: ("cuda", {"total_memory": "?"})).memory_bytes is None
 
@@ -144,7 +144,7 @@ def test_backend_info_reads_the_memory_each_backend_reports():
 def test_auto_takes_the_dense_copy_exactly_where_it_measured_cheaper():
     curve = _curve({1: 5.0, 2: 6.0, 8: 12.0, 33: 14.0}, {1: 5.5, 2: 6.5, 8: 7.0, 33: 8.0})
     assert [auto_dispatch(curve, r) for r in (1, 2, 8, 20, 33)] == [
-        "auto", "auto", "dense", "dense", "dense"]  # fmt: skip
+        "auto", "auto", "dense", "dense", "dense"]
     assert auto_dispatch(_curve({1: 5.0, 8: 12.0}), 8) == "auto"  # not measured: MLX's own
     assert auto_dispatch(None, 8) == "auto"
     price = verify_cost(curve, "auto")
@@ -215,12 +215,12 @@ def test_a_speculative_run_on_the_dense_copy_commits_target_only_tokens_and_says
     model = tiny_llama(vocab=96, seed=5)
     prompt = [5, 9, 2, 7, 3, 5, 9, 2, 7, 3, 5, 9, 2]
     s = Settings(rule="greedy", temperature=0.0, max_tokens=24, ignore_eos=True, traced=False,
-                 mode="speculative", draft_source="lookup", policy="fixed", k=4)  # fmt: skip
+                 mode="speculative", draft_source="lookup", policy="fixed", k=4)
     plain = run(Engine(model, None, vocab_size=96), prompt, s.replace(mode="target-only"))[1]
     calls: list[int] = []
     real = patches._dense_apply
     monkeypatch.setattr(patches, "_dense_apply",
-                        lambda m, x, how: calls.append(x.shape[-2]) or real(m, x, how))  # fmt: skip
+                        lambda m, x, how: calls.append(x.shape[-2]) or real(m, x, how))
     engine = Engine(model, None, vocab_size=96)
     engine.set_cost_curve(_curve({r: 10.0 for r in range(1, 34)}, {r: 5.0 for r in range(1, 34)}))
     events, summary = run(engine, prompt, s)
@@ -272,7 +272,7 @@ def test_a_calibration_interleaves_its_modes_call_by_call(monkeypatch):
     monkeypatch.setattr(sys.modules["core.dispatch.calibrate"], "verification_patches", spy)
     calibrate(tiny_llama(), rows=[1, 3], repeats=2, context=8, modes=("auto", "dense"), warmup=0)
     assert seen == [("auto", 1), ("dense", 1), ("auto", 3), ("dense", 3),
-                    ("dense", 1), ("auto", 1), ("dense", 3), ("auto", 3)]  # fmt: skip
+                    ("dense", 1), ("auto", 1), ("dense", 3), ("auto", 3)]
 
 
 def test_one_row_is_priced_as_the_least_of_its_modes_and_no_verification_below_it():

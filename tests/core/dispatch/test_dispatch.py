@@ -187,7 +187,7 @@ def test_backend_info_reads_the_injected_device_and_the_arch_override():
 
     def cuda():
         return "cuda", {"device_name": "NVIDIA H200", "architecture": "sm_90",
-                        "compute_capability_major": 9, "compute_capability_minor": 0}  # fmt: skip
+                        "compute_capability_major": 9, "compute_capability_minor": 0}
 
     b = backend_info(cuda, environ={"MLX_METAL_GPU_ARCH": "applegpu_g15s"})
     assert (b.backend, b.cuda_capability, b.architecture) == ("cuda", (9, 0), "sm_90")
@@ -241,7 +241,7 @@ def test_family_is_cached_per_rows(monkeypatch: pytest.MonkeyPatch):
 # --- the curve ---------------------------------------------------------------------------------
 
 H200_MS = {1: 8.45, 2: 13.4, 3: 17.3, 4: 20.8, 5: 25.0, 6: 29.3, 7: 33.0, 8: 16.3, 9: 16.7,
-           10: 16.4, 12: 17.1, 16: 17.4}  # fmt: skip
+           10: 16.4, 12: 17.1, 16: 17.4}
 
 
 def h200_curve(**kw) -> VerifyCostCurve:
@@ -279,7 +279,7 @@ def test_boundary_is_the_first_10_percent_drop():
 
 def test_curve_round_trips_through_json():
     c = h200_curve(predicted_boundary=8, kernels={1: "qmv", 8: "qmm_sm80"},
-                   role_kernels={8: {"attention": "qmm_sm80"}})  # fmt: skip
+                   role_kernels={8: {"attention": "qmm_sm80"}})
     d = json.loads(json.dumps(c.to_dict()))
     assert d["boundary"] == 8 and d["prediction_agrees"] is True
     back = VerifyCostCurve.from_dict(d)
@@ -519,7 +519,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 def charged(model: llama.Model, clock: FakeClock,
-            seconds: Callable[[mx.array], float]) -> llama.Model:  # fmt: skip
+            seconds: Callable[[mx.array], float]) -> llama.Model:
     """`model`, each call of which (a forward, not a compiled step) first moves `clock` on by
     seconds(inputs), then runs for real."""
 
@@ -548,10 +548,10 @@ def test_calibration_stores_the_timed_medians_per_rows_and_advances_the_kv_lengt
 
     target = charged(tiny_llama(hidden=256, inter=1024, vocab=512), clock, verify_ms)
     draft = charged(tiny_llama(hidden=64, inter=128, layers=1, vocab=512), clock,
-                    lambda _: 0.5e-3)  # fmt: skip
+                    lambda _: 0.5e-3)
     seen: list[tuple[int, int]] = []
     curve = calibrate(target, draft, rows=[1, 4, 8], repeats=5, context=16, warmup=1,
-                      modes=("auto", "gemv"), progress=lambda d, t, _: seen.append((d, t)))  # fmt: skip
+                      modes=("auto", "gemv"), progress=lambda d, t, _: seen.append((d, t)))
     assert curve.times["auto"] == pytest.approx({1: 7e-3, 4: 28e-3, 8: 56e-3})
     assert curve.times["gemv"] == pytest.approx({1: 8e-3, 4: 32e-3, 8: 64e-3})
     assert forwards == {16: 1, 1: 12, 4: 12, 8: 12}  # the prefill, then 2 modes x 6 passes
@@ -607,7 +607,7 @@ def test_calibration_times_the_draft_as_the_engine_runs_it_eager_or_compiled(clo
     real_forward = CompiledForward.forward
 
     def forward(self: CompiledForward, tokens: mx.array, cache: list,
-                last: int | None = None) -> mx.array:  # fmt: skip
+                last: int | None = None) -> mx.array:
         compiled.append(cache[0].offset)
         clock.now += 0.25e-3
         return real_forward(self, tokens, cache, last)
@@ -658,7 +658,7 @@ def test_a_curve_file_is_read_from_calibrate_or_from_a_bench_report(tmp_path) ->
     assert back.times == curve.times and back.draft_step_s == 0.001 and back.backend == "cuda"
     report = {"environment": {"backend": "cuda", "device_name": "NVIDIA H200"},
               "protocol": {"calibration": {"context": 629, "draft_step_s": 0.004,
-                                           "t_verify_s": {"auto": {"1": 0.0047, "2": 0.0085}}}}}  # fmt: skip
+                                           "t_verify_s": {"auto": {"1": 0.0047, "2": 0.0085}}}}}
     (tmp_path / "report.json").write_text(json.dumps(report))
     got = dp.read_curve_file(tmp_path / "report.json")
     assert got.times == {"auto": {1: 0.0047, 2: 0.0085}} and got.draft_step_s == 0.004
@@ -672,7 +672,7 @@ def test_a_curve_file_is_read_from_calibrate_or_from_a_bench_report(tmp_path) ->
     ('{"protocol": {"calibration": null}}', "carries no calibration"),
     ('{"backend": "cpu", "context_len": 1}', "is malformed"),
     ('{"backend": "cpu", "context_len": 1, "times": {}}', "holds no measurements"),
-])  # fmt: skip
+])
 def test_a_bad_curve_file_is_one_sentence(tmp_path, content: str | None, says: str) -> None:
     path = tmp_path / "c.json"
     if content is not None:

@@ -23,9 +23,9 @@ from core.settings import MAX_K, Settings
 from tests.helpers.forward_rows import CPU, H200, forward_rows
 
 M2 = backend_info(query=lambda: ("metal", {"device_name": "Apple M2",
-                                           "architecture": "applegpu_g14g"}))  # fmt: skip
+                                           "architecture": "applegpu_g14g"}))
 M3_MAX = backend_info(query=lambda: ("metal", {"device_name": "Apple M3 Max",
-                                               "architecture": "applegpu_g15s"}))  # fmt: skip
+                                               "architecture": "applegpu_g15s"}))
 
 # The default target's weight shapes (SmolLM2-135M, Q4_1 GGUF as MLX loads it: 4-bit group 32
 # with float32 scales, its tied head 8-bit), as core.dispatch.kernels.linear_shapes reads them.
@@ -61,7 +61,7 @@ def test_the_default_model_s_predicted_kernel_changes_per_machine():
         (16, [*ONE_TO_9, 17], list(range(1, 18)), list(range(1, 18))),
         (32, [*ONE_TO_9, 33], list(range(1, 34)), list(range(1, 34))),
     ],
-)  # fmt: skip
+)
 def test_the_plan_for_the_default_model_exactly(k_max, cpu, h200, m2):
     assert _plan(k_max, CPU) == cpu
     assert _plan(k_max, H200) == h200
@@ -81,9 +81,9 @@ def _backends(draw):  # noqa: ANN001, ANN202
 
 @settings(max_examples=300, deadline=None)
 @given(k_max=st.integers(0, MAX_K), boundaries=st.sets(st.integers(1, 64), max_size=8),
-       backend=st.sampled_from(["cpu", "cuda", "metal"]))  # fmt: skip
+       backend=st.sampled_from(["cpu", "cuda", "metal"]))
 def test_every_plan_is_sorted_starts_at_one_ends_at_need_and_brackets_each_boundary(
-        k_max, boundaries, backend):  # fmt: skip
+        k_max, boundaries, backend):
     plan = row_plan(k_max, boundaries, backend)
     need = plan_need(k_max)
     assert need == min(k_max, MAX_K) + 1
@@ -114,7 +114,7 @@ _shapes = st.builds(
 
 @settings(max_examples=150, deadline=None)
 @given(shapes=st.lists(_shapes, min_size=1, max_size=5), backend=_backends(),
-       k_max=st.integers(0, MAX_K))  # fmt: skip
+       k_max=st.integers(0, MAX_K))
 def test_a_plan_brackets_every_kernel_change_the_rules_predict(shapes, backend, k_max):
     """Any weight shapes on any faked machine: wherever some shape's kernel at R is not its
     kernel at R - 1 (MLX's rules, core/dispatch/kernels.py), R - 1 and R are both timed."""
@@ -154,7 +154,7 @@ def test_curve_for_warms_and_times_exactly_the_plan_s_rows(engine, tmp_path, as_
     seen = []
     with forward_rows(target=engine.target_model) as calls:
         result = curve_for(engine, s, context=16, folder=tmp_path,
-                           progress=lambda done, total, label: seen.append((done, total)))  # fmt: skip
+                           progress=lambda done, total, label: seen.append((done, total)))
     settle = len(result.warmup.settle_s)
     assert result.warmup.ran and result.warmup.rows == plan
     # on CUDA the fused attention is measured beside "auto" (plain there): two modes

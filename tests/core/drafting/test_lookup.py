@@ -92,7 +92,7 @@ REPEATING = [5, 6, 7, 8, 9, 10, 11, 3, 5, 6, 7]  # "5 6 7" repeats: the lookup c
 @pytest.mark.parametrize("k", [2, 5])
 def test_greedy_lookup_is_target_greedy(source, k, target) -> None:
     s = Settings(mode="target-only", temperature=0.0, max_tokens=40, ignore_eos=True,
-                 traced=False)  # fmt: skip
+                 traced=False)
     _, ref = run(Engine(target, vocab_size=VOCAB), REPEATING, s)
     draft = noisy_copy(target, 0.2, seed=7) if source == "hybrid" else None
     engine = Engine(target, draft, vocab_size=VOCAB)
@@ -176,7 +176,7 @@ def test_greedy_lookup_equals_target_only_on_the_default_model(default_pair) -> 
     text = SHORT_FUNCTION
     ids = chat_prompt_ids(default_pair.target.tokenizer, [{"role": "user", "content": text}])
     s = Settings(mode="target-only", temperature=0.0, max_tokens=48, ignore_eos=True,
-                 traced=False)  # fmt: skip
+                 traced=False)
     engine = Engine.from_pair(default_pair)
     _, ref = run(engine, ids, s)
     for source in ("lookup", "hybrid"):

@@ -69,7 +69,7 @@ def test_greedy_with_a_registered_source_is_target_greedy(
     s = Settings(
         mode="target-only", temperature=0.0, max_tokens=30, ignore_eos=True,
         repetition_penalty=repetition_penalty, traced=False,
-    )  # fmt: skip
+    )
     _, ref = run(Engine(target, vocab_size=VOCAB), PROMPT, s)
     engine = Engine(target, noisy_copy(target, 0.2, seed=7), vocab_size=VOCAB)
     events, spec = run(engine, PROMPT, s.replace(mode="speculative", k=k, draft_source=fixed_source))

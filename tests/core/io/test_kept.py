@@ -32,23 +32,23 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_no_output_lands_on_the_default_model_or_a_kept_file(cache, tmp_path, capsys,
-                                                             no_load) -> None:  # fmt: skip
+                                                             no_load) -> None:
     """`--json <cache>/<default model> --force` with the target left as "default" replaced
     the 98 MB model it had just read: what the specs resolve to is the input, not the text."""
     model = cache / MODEL
     before = model.read_bytes()
     untyped = [a for a in QUICK if a not in TINY]  # the default target, as a user types it
     refused(capsys, ["bench", *untyped, "--json", str(model), "--force"],
-            "inside the model cache folder")  # fmt: skip
+            "inside the model cache folder")
     refused(capsys, ["bench", *untyped, "--draft", "self:bits=3", "--csv", str(model),
-                     "--force"], "model cache folder")  # fmt: skip
+                     "--force"], "model cache folder")
     refused(capsys, ["sweep", "--prompt", "hi", "--tokens", "2", "--json", str(model),
-                     "--force"], "model cache folder")  # fmt: skip
+                     "--force"], "model cache folder")
     refused(capsys, ["calibrate", "--json", str(model), "--force"], "model cache folder")
     profiles = tmp_path / "profiles"
     ProfileStore(profiles).save(Profile("rec", SEED, "", make_run()))
     refused(capsys, ["profiles", "export", "rec", "--csv", str(model), "--force",
-                     "--profiles-dir", str(profiles)], "model cache folder")  # fmt: skip
+                     "--profiles-dir", str(profiles)], "model cache folder")
     assert model.read_bytes() == before
     # a kept curve, the verified mark and the sweep's copy are inputs too
     curve = kept.curves_dir() / "curve-0.json"
@@ -71,10 +71,10 @@ def test_an_output_inside_a_model_folder_a_command_reads_is_refused(tmp_path) ->
     (folder / "config.json").write_text("{}")
     with pytest.raises(OutputPathError, match="inside the target model"):
         check_outputs([("--json", str(folder / "config.json"))], force=True,
-                      inputs=[("target model", str(folder))])  # fmt: skip
+                      inputs=[("target model", str(folder))])
     # beside the folder is fine
     assert check_outputs([("--json", str(tmp_path / "r.json"))],
-                         inputs=[("target model", str(folder))])  # fmt: skip
+                         inputs=[("target model", str(folder))])
     assert os.listdir(folder) == ["config.json"]
 
 
@@ -161,9 +161,9 @@ def test_an_interrupted_write_leaves_no_hidden_temp_behind(tmp_path) -> None:
     code = ("import os, signal\nfrom pathlib import Path\nfrom core.io.atomic import staged_file\n"
             f"with staged_file(Path({str(tmp_path)!r}), 'report.json') as (f, tmp):\n"
             "    f.write(b'half a report')\n    f.flush()\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n")  # fmt: skip
+            "    os.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ,
-                          "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+                          "PYTHONPATH": str(REPO)}, check=False)
     assert proc.returncode == -9
     left = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert len(left) == 1, list(tmp_path.iterdir())

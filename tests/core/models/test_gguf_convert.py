@@ -24,7 +24,7 @@ from tests.helpers.models import one_sentence
 
 # Where each type without a numpy quantizer keeps its float16 scale(s), in bytes of a block.
 _F16_AT = {"Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
-           "IQ4_NL": (0,), "IQ4_XS": (0,)}  # fmt: skip
+           "IQ4_NL": (0,), "IQ4_XS": (0,)}
 EXACT = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K"]
 REQUANTIZED = ["Q2_K", "Q3_K", "Q6_K", "IQ4_NL", "IQ4_XS"]
 
@@ -44,7 +44,7 @@ def raw_tensor(type_name: str, rows: int, cols: int, seed: int = 0) -> np.ndarra
 
 
 def write_gguf(path: Path, tensors: dict[str, tuple[str, np.ndarray]], arch: str = "llama",
-               meta: dict | None = None) -> Path:  # fmt: skip
+               meta: dict | None = None) -> Path:
     """A GGUF of `tensors` (name -> (type, raw)) and `meta` (key -> value), via GGUFWriter."""
     w = gguf.GGUFWriter(str(path), arch)
     for key, value in (meta or {}).items():
@@ -144,13 +144,13 @@ def test_a_type_nothing_reads_is_unsupported_not_malformed(tmp_path):
 QWEN = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512,
         "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
         "vocab_size": 512, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
-        "max_position_embeddings": 4096, "tie_word_embeddings": False}  # fmt: skip
+        "max_position_embeddings": 4096, "tie_word_embeddings": False}
 # Per GGUF tensor kind, the type it is written as: a Q4_K_M-like mix of every exact grid.
 KINDS = {"attn_q": "Q4_K", "attn_k": "Q5_0", "attn_v": "Q8_0", "attn_output": "Q5_K",
-         "ffn_gate": "Q4_1", "ffn_up": "Q5_1", "ffn_down": "Q4_0"}  # fmt: skip
+         "ffn_gate": "Q4_1", "ffn_up": "Q5_1", "ffn_down": "Q4_0"}
 _MLX = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
         "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-        "ffn_down": "mlp.down_proj"}  # fmt: skip
+        "ffn_down": "mlp.down_proj"}
 
 
 def test_a_tiny_qwen2_gguf_gives_the_float_models_logits(tmp_path):
@@ -165,11 +165,11 @@ def test_a_tiny_qwen2_gguf_gives_the_float_models_logits(tmp_path):
     h, f, v = QWEN["hidden_size"], QWEN["intermediate_size"], QWEN["vocab_size"]
     kv = h // QWEN["num_attention_heads"] * QWEN["num_key_value_heads"]
     out_rows = {"attn_q": (h, h), "attn_k": (kv, h), "attn_v": (kv, h), "attn_output": (h, h),
-                "ffn_gate": (f, h), "ffn_up": (f, h), "ffn_down": (h, f)}  # fmt: skip
+                "ffn_gate": (f, h), "ffn_up": (f, h), "ffn_down": (h, f)}
     tensors: dict[str, tuple[str, np.ndarray]] = {}
     reference: dict[str, mx.array] = {}
     embed = gguf.quants.quantize(rng.normal(0, 0.5, (v, h)).astype(np.float32),
-                                 GGMLQuantizationType.BF16)  # fmt: skip
+                                 GGMLQuantizationType.BF16)
     tensors["token_embd.weight"] = ("BF16", embed)
     reference["model.embed_tokens.weight"] = mx.array(
         gguf.quants.dequantize(embed, GGMLQuantizationType.BF16))
@@ -189,7 +189,7 @@ def test_a_tiny_qwen2_gguf_gives_the_float_models_logits(tmp_path):
             tensors[f"blk.{i}.{kind}.bias"] = ("F32", bias)
             reference[f"model.layers.{i}.{_MLX[kind]}.bias"] = mx.array(bias)
         for kind, mlx_name in (("attn_norm", "input_layernorm"),
-                               ("ffn_norm", "post_attention_layernorm")):  # fmt: skip
+                               ("ffn_norm", "post_attention_layernorm")):
             tensors[f"blk.{i}.{kind}.weight"] = ("F32", ones)
             reference[f"model.layers.{i}.{mlx_name}.weight"] = mx.array(ones)
     meta = {
@@ -201,7 +201,7 @@ def test_a_tiny_qwen2_gguf_gives_the_float_models_logits(tmp_path):
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.token_type": [3 if i < 3 else 1 for i in range(v)],
         "tokenizer.ggml.eos_token_id": 2,
-    }  # fmt: skip
+    }
     path = write_gguf(tmp_path / "tiny-qwen2.gguf", tensors, arch="qwen2", meta=meta)
     loaded = M.load_model(str(path))
     assert loaded.kind == "gguf" and loaded.config["model_type"] == "qwen2"

@@ -120,7 +120,7 @@ def load_in_subprocess(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", LOADER, str(path)], capture_output=True, text=True, cwd=ROOT,
         timeout=120,
-    )  # fmt: skip
+    )
 
 
 def field_of(fields: list[Field], what: str) -> Field:
@@ -180,7 +180,7 @@ def test_each_kind_of_damage_is_one_sentence(tiny_gguf, tmp_path) -> None:
 # --------------------------------------------------------------------------- the fuzz test
 
 _INTERESTING = (0, 1, 2, 3, 7, 8, 9, 12, 31, 32, 255, 2**16, 2**31 - 1, 2**31, 2**32 - 1,
-                2**32, 2**63, 2**64 - 1)  # fmt: skip
+                2**32, 2**63, 2**64 - 1)
 
 
 @st.composite
@@ -194,7 +194,7 @@ def mutations(draw: st.DrawFn) -> list[tuple[str, int | str, int]]:
             st.tuples(st.just("cut"), st.integers(0, 10**6), st.just(0)),
         ),
         min_size=1, max_size=3,
-    ))  # fmt: skip
+    ))
     return edits
 
 

@@ -36,7 +36,7 @@ def no_hang():
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "lie", "wrong-type"])
 def test_a_hostile_sha256_cache_is_set_aside_and_rebuilt(tmp_path, monkeypatch, kind, caplog,
-                                                         no_hang) -> None:  # fmt: skip
+                                                         no_hang) -> None:
     """A FIFO at <cache>/sha256-cache.json hung `--target x.gguf`; an entry that says another
     digest for the file's size and mtime with the wrong type is not trusted either."""
     cache = tmp_path / "cache"

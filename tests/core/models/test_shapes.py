@@ -36,7 +36,7 @@ def test_large_shapes_have_the_published_config(name):
     c = M.shape_config(name)
     got = tuple(c[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                "num_key_value_heads", "intermediate_size", "vocab_size",
-                               "rope_theta", "tie_word_embeddings", "rms_norm_eps"))  # fmt: skip
+                               "rope_theta", "tie_word_embeddings", "rms_norm_eps"))
     assert got == (hidden, layers, heads, kv, inter, vocab, theta, tied, eps)
     if name.startswith("llama-3.1"):
         assert c["rope_scaling"]["rope_type"] == "llama3" and c["rope_scaling"]["factor"] == 8.0
@@ -87,7 +87,7 @@ def test_building_quantizes_layer_by_layer_so_peak_memory_stays_far_below_dense(
     """16 layers: a build that drew everything before quantizing would peak above the dense
     size; layer by layer it peaks near the quantized size plus one layer."""
     config = dict(M.shape_config("tiny"), hidden_size=256, intermediate_size=1024,
-                  num_hidden_layers=16, tie_word_embeddings=False)  # fmt: skip
+                  num_hidden_layers=16, tie_word_embeddings=False)
     mx.clear_cache()
     base = mx.get_active_memory()
     mx.reset_peak_memory()

@@ -148,7 +148,7 @@ def test_a_paced_prefill_stops_within_about_its_time_after_a_cancel() -> None:
     # without pacing the chunk is the settings' own (a GPU keeps its 512 rows)
     plain = _SlowModel(0.0)
     assert prefill(plain, [_Cache()], list(range(1000)), chunk=512,
-                   cancel=threading.Event()) == 1000 and plain.chunks == [512, 488]  # fmt: skip
+                   cancel=threading.Event()) == 1000 and plain.chunks == [512, 488]
     fast = _SlowModel(0.0)  # a fast backend grows back to the full chunk
     prefill(fast, [_Cache()], list(range(3000)), chunk=512, cancel=PacedCancel(1.0))
     assert fast.chunks[:4] == [16, 64, 256, 512], fast.chunks

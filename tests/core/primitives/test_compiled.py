@@ -257,7 +257,7 @@ def test_step_auto_runs_what_the_pair_s_curve_chose_and_a_sharded_target_runs_ea
 
     target = _model(llama, 2, 0, qwen_shape=False, quantize=False)
     s = Settings(mode="target-only", temperature=0.0, max_tokens=6, ignore_eos=True,
-                 traced=False, step="auto")  # fmt: skip
+                 traced=False, step="auto")
     engine = Engine(target, vocab_size=VOCAB)
     assert _run(engine, s).step == "eager"  # no calibration yet
     for chosen in ("compiled", "eager"):

@@ -103,21 +103,21 @@ def check_trace(doc: Any) -> dict[tuple[int, int], list[dict[str, Any]]]:
 
 
 def spec_round(index: int, accepted: int, k: int = 4, *, traced: bool = True,
-               source: str = "model") -> RoundEvent:  # fmt: skip
+               source: str = "model") -> RoundEvent:
     toks = [CommittedToken(10 + j, "accepted") for j in range(accepted)]
     toks.append(CommittedToken(99, "bonus" if accepted == k else "corrected"))
     phases = {"draft": 0.0121, "verify": 0.0302, "sample": 0.0041, "cache": 0.0017,
-              "other": 0.0003}  # fmt: skip
+              "other": 0.0003}
     total = sum(phases.values()) + 0.00001  # a little the timer charged to no phase
     timings = PhaseTimings(**phases, total=total) if traced else PhaseTimings(total=total)
     return RoundEvent(index, tuple(toks), rejected=tuple(range(k - accepted)), proposed=k,
                       accepted=accepted, rows=k + 1, timings=timings, kernel="qmv",
                       tv=0.1, context=20 + index, traced=traced, source=source,
-                      copied_from=3 if source == "lookup" else None)  # fmt: skip
+                      copied_from=3 if source == "lookup" else None)
 
 
 def summary_for(rounds: list[RoundEvent], ttft: float, e2e: float,
-                mode: str = "speculative") -> RunSummary:  # fmt: skip
+                mode: str = "speculative") -> RunSummary:
     proposed = sum(r.proposed for r in rounds)
     accepted = sum(r.accepted for r in rounds)
     return RunSummary(
@@ -127,13 +127,13 @@ def summary_for(rounds: list[RoundEvent], ttft: float, e2e: float,
         mean_accepted_length=None, e2e_s=e2e, ttft_s=ttft, decode_tok_s=50.0,
         phase_s={p: sum(getattr(r.timings, p) for r in rounds) for p in PHASES}, mean_tv=0.1,
         traced=True, stop_reason="length",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
 def request_() -> TracedRequest:
     rounds = [spec_round(0, 2), spec_round(1, 4, source="lookup"), spec_round(2, 0),
-              spec_round(3, 1, traced=False)]  # fmt: skip
+              spec_round(3, 1, traced=False)]
     ttft = 0.080 + rounds[0].timings.total  # 80 ms of prefill, then the first round
     return TracedRequest("fixed-4", rounds, summary_for(rounds, ttft, e2e=0.5))
 
@@ -143,14 +143,14 @@ def test_the_trace_follows_the_format_and_is_strict_json(request_: TracedRequest
     doc = _strict_json(text)
     tracks = check_trace(doc)
     assert doc == chrome_trace([request_, TracedRequest("again", request_.rounds,
-                                                        request_.summary)])  # fmt: skip
+                                                        request_.summary)])
     names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
-             if e["name"] == "process_name"}  # fmt: skip
+             if e["name"] == "process_name"}
     assert names == {1: "fixed-4", 2: "again"}  # one process per request
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
-               if e["name"] == "thread_name"}  # fmt: skip
+               if e["name"] == "thread_name"}
     assert threads == {(p, t): n for p in (1, 2)
-                       for t, n in ((1, "host"), (2, "draft"), (3, "target"))}  # fmt: skip
+                       for t, n in ((1, "host"), (2, "draft"), (3, "target"))}
     assert {pid for pid, _ in tracks} == {1, 2}
 
 
@@ -207,7 +207,7 @@ def test_prefill_request_and_first_token_are_marked(request_: TracedRequest) -> 
 def test_a_draft_only_run_prefills_the_draft() -> None:
     rounds = [RoundEvent(i, (CommittedToken(i, "draft"),), rows=1, context=i,
                          timings=PhaseTimings(draft=0.009, total=0.009), traced=True)
-              for i in range(3)]  # fmt: skip
+              for i in range(3)]
     doc = chrome_trace([TracedRequest("d", rounds, summary_for(rounds, 0.05, 0.1, "draft-only"))])
     check_trace(doc)
     prefill = next(e for e in doc["traceEvents"] if e["name"] == "prefill")
@@ -220,7 +220,7 @@ def test_a_sharded_request_names_its_verification_compute_and_its_comm_priced(
     """With comm in its rounds (a sharded target) the slices say what they hold, as the
     Rounds panel and the bench do: verification less the collectives, and their price."""
     rounds = [dataclasses.replace(ev, timings=dataclasses.replace(ev.timings, comm=0.004))
-              if ev.traced else ev for ev in request_.rounds]  # fmt: skip
+              if ev.traced else ev for ev in request_.rounds]
     doc = chrome_trace([TracedRequest("tp2", rounds, request_.summary)])
     check_trace(doc)
     names = [e["name"] for e in doc["traceEvents"] if e.get("cat") == "phase"]
@@ -247,13 +247,13 @@ def any_round(draw: Any, index: int = 0) -> RoundEvent:
     return RoundEvent(index, tuple(CommittedToken(i, draw(st.sampled_from(ORIGINS)))
                                    for i in range(n)),
                       proposed=draw(st.integers(0, 8)), rows=draw(st.integers(1, 9)),
-                      timings=timings, traced=traced)  # fmt: skip
+                      timings=timings, traced=traced)
 
 
 @given(rounds=st.lists(any_round(), max_size=12), ttft=seconds, e2e=seconds)
 @hsettings(max_examples=150, deadline=None)
 def test_any_run_gives_a_well_formed_trace(rounds: list[RoundEvent], ttft: float,
-                                           e2e: float) -> None:  # fmt: skip
+                                           e2e: float) -> None:
     rounds = [RoundEvent(**{**r.__dict__, "index": i}) for i, r in enumerate(rounds)]
     doc = _strict_json(trace_json([TracedRequest("r", rounds, summary_for(rounds, ttft, e2e))]))
     tracks = check_trace(doc)
@@ -269,7 +269,7 @@ def test_any_run_gives_a_well_formed_trace(rounds: list[RoundEvent], ttft: float
 
 
 def test_write_trace_is_atomic_and_errors_are_one_sentence(request_: TracedRequest,
-                                                           tmp_path: Path) -> None:  # fmt: skip
+                                                           tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     assert write_trace(path, [request_]) == 1
     assert path.read_text() == trace_json([request_])
@@ -300,7 +300,7 @@ def cli(tmp_path: Path):
 
 
 def test_profiles_export_trace_and_its_errors(cli, capsys, request_: TracedRequest,
-                                              tmp_path: Path) -> None:  # fmt: skip
+                                              tmp_path: Path) -> None:
     run = RecordedRun({"backend": "cpu"}, tuple(request_.rounds), request_.summary)
     cli.store.save(Profile("fixed-4", Settings(k=4), "", run))
     cli.store.save(Profile("no-run", Settings()))
@@ -362,7 +362,7 @@ def test_a_saved_profile_exports_the_trace_the_bench_wrote(cli, tmp_path: Path) 
     engine = RecordingEngine(Engine.from_pair(pair))
     spec = Settings(k=3, tv_budget=0.5, temperature=0.7)
     report = bench.run_protocol(engine, list(range(3, 40)), [("spec", spec)], tokens=10,
-                                seeds=1, invocations=1, warmup=0, quality=False)  # fmt: skip
+                                seeds=1, invocations=1, warmup=0, quality=False)
     bench_path = tmp_path / "bench.json"
     write_trace(bench_path, traced_requests(report))  # what `bench --trace` writes
     doc = _strict_json(bench_path.read_text())
@@ -385,7 +385,7 @@ def test_a_saved_profile_exports_the_trace_the_bench_wrote(cli, tmp_path: Path) 
     # ... and it is the bench file's second process, event for event (but for its number).
     def numbered_out(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{**e, "pid": 0, "args": {"sort_index": 0}} if e["name"] == "process_sort_index"
-                else {**e, "pid": 0} for e in events]  # fmt: skip
+                else {**e, "pid": 0} for e in events]
 
     exported = _strict_json(profile_path.read_text())["traceEvents"]
     assert numbered_out(exported) == numbered_out([e for e in doc["traceEvents"] if e["pid"] == 2])

@@ -809,7 +809,7 @@ def test_rounds_csv_names_each_rounds_draft_source() -> None:
         CommittedToken(5, "copied"), CommittedToken(6, "copied"), CommittedToken(9, "corrected")))
     model = dataclasses.replace(run.rounds[1], source="model")
     rows = list(csv.DictReader(io.StringIO(rounds_csv(dataclasses.replace(
-        run, rounds=(copy, model))))))  # fmt: skip
+        run, rounds=(copy, model))))))
     assert [(r["source"], r["copied"]) for r in rows] == [("lookup", "2"), ("model", "0")]
 
 

@@ -51,13 +51,13 @@ def free_port_pair() -> int:
 def launch(*command: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """Two ranks over the ring backend: `mlx.launch -n 2 -- python COMMAND...`."""
     args = [sys.executable, "-c", LAUNCH, "-n", "2", "--backend", "ring",
-            "-p", str(free_port_pair()), "--python", sys.executable, "--", *command]  # fmt: skip
+            "-p", str(free_port_pair()), "--python", sys.executable, "--", *command]
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 # The chat the engine launch ends with: the real CLI under the launcher, in the same processes.
 CHAT = ("chat", "--target", "shape:tiny,dense", "--draft", "shape:tiny-draft,dense",
-        "--max-tokens", "8", "hello")  # fmt: skip
+        "--max-tokens", "8", "hello")
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +188,7 @@ def test_the_cli_under_the_launcher_prints_once(launched: tuple[Any, str]) -> No
 def test_a_rank_that_dies_ends_the_others_with_a_sentence() -> None:
     t0 = time.monotonic()
     proc = launch(str(WORKER), "-", "cli-die", "chat", "--target", "shape:tiny,dense",
-                  "--draft", "shape:tiny-draft,dense", "--max-tokens", "48", "hello")  # fmt: skip
+                  "--draft", "shape:tiny-draft,dense", "--max-tokens", "48", "hello")
     assert time.monotonic() - t0 < TIMEOUT_S
     assert "Node with rank 1 exited with code 9" in proc.stderr
     # "lost its peers inside a collective" (the ring failed the wait) or "was stopped" (the

@@ -19,9 +19,9 @@ from tests.helpers.cold_gpu import A100, cold_gpu, record_rows
 
 CUDA = backend_info(query=lambda: ("cuda", {"device_name": "NVIDIA H200",
                                             "compute_capability_major": 9,
-                                            "compute_capability_minor": 0}))  # fmt: skip
+                                            "compute_capability_minor": 0}))
 METAL = backend_info(query=lambda: ("metal", {"architecture": "applegpu_g15s",
-                                            "device_name": "Apple M2 Max"}))  # fmt: skip
+                                            "device_name": "Apple M2 Max"}))
 CPU = backend_info(query=lambda: ("cpu", {}))
 
 
@@ -49,7 +49,7 @@ def test_the_default_model_on_a_cold_h200_starts_below_the_gemm_rows(tmp_path):
 
 
 def test_the_tiny_pair_on_an_a100_starts_at_seven_rows_and_on_hopper_not_at_all(tiny_pair,
-                                                                                 tmp_path):  # fmt: skip
+                                                                                 tmp_path):
     narrow = narrow_start(_models(tiny_pair), backend=A100, cache_dir=tmp_path)
     assert narrow is not None and narrow.rows == 7 and narrow.quantization == ((4, 64),)
     # a group as large as the row takes Hopper's qmm_sm90 from 2 rows: nothing to keep below
@@ -93,7 +93,7 @@ REPEAT = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] * 6
 @pytest.mark.parametrize("source", ["model", "hybrid"])
 def test_a_narrow_run_never_forwards_more_rows_than_its_start(engine, monkeypatch, source):
     settings = Settings(draft_source=source, policy="fixed", k=16, k_max=16, temperature=0.0,
-                        rule="greedy", max_tokens=48, ignore_eos=True)  # fmt: skip
+                        rule="greedy", max_tokens=48, ignore_eos=True)
     narrow = NarrowStart(7, ((4, 64),))
     rows = record_rows(monkeypatch, type(engine.target_model))
     out = list(engine.generate(REPEAT, narrowed(settings, narrow)))
@@ -107,7 +107,7 @@ def test_a_narrow_run_never_forwards_more_rows_than_its_start(engine, monkeypatc
 
 
 def test_a_narrow_calibration_measures_and_prefills_below_the_gemm_rows(engine, monkeypatch,
-                                                                         tmp_path: Path):  # fmt: skip
+                                                                         tmp_path: Path):
     from core.dispatch.curve_cache import covers
     from core.runtime.calibration import curve_for
 
@@ -130,7 +130,7 @@ def test_chat_on_a_cold_gpu_starts_narrow_and_says_so(monkeypatch, tmp_path, cap
     rows = cold_gpu(monkeypatch, tmp_path)
     prompt = "copy this: " + "alpha beta gamma delta " * 6
     assert cli.main(["chat", prompt, "--target", "shape:tiny", "--draft", "shape:tiny-draft",
-                     "--max-tokens", "24"]) == 0  # fmt: skip
+                     "--max-tokens", "24"]) == 0
     err = capsys.readouterr().err
     assert "forwards kept to 7 rows" in " ".join(err.split()), err
     assert rows and max(rows) <= 7, sorted(set(rows))

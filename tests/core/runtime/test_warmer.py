@@ -31,7 +31,7 @@ def _plan(sizes: list[WarmSize]) -> list[tuple[str, int, str, bool]]:
 
 def test_prefill_buckets_are_powers_of_two_up_to_the_chunk():
     assert [prefill_bucket(n, 512) for n in (0, 1, 2, 3, 20, 64, 65, 512, 5000)] == [
-        1, 1, 2, 4, 32, 64, 128, 512, 512]  # fmt: skip
+        1, 1, 2, 4, 32, 64, 128, 512, 512]
 
 
 @pytest.mark.parametrize(
@@ -59,18 +59,18 @@ def test_the_first_round_set_of_a_speculative_run(settings, verify_rows):
 
 def test_target_only_and_draft_only_warm_only_their_model():
     assert _plan(first_round_sizes(GREEDY.replace(mode="target-only"), 100)) == [
-        ("verify", 1, "auto", False), ("prefill", 128, "auto", False)]  # fmt: skip
+        ("verify", 1, "auto", False), ("prefill", 128, "auto", False)]
     assert _plan(first_round_sizes(GREEDY.replace(mode="draft-only", step="compiled"), 5)) == [
-        ("draft", 1, "auto", True), ("draft-prefill", 8, "auto", False)]  # fmt: skip
+        ("draft", 1, "auto", True), ("draft-prefill", 8, "auto", False)]
     # no draft loaded: a speculative run falls back to target steps
     assert _plan(first_round_sizes(GREEDY, 3, has_draft=False)) == [
-        ("verify", 1, "auto", False), ("prefill", 4, "auto", False)]  # fmt: skip
+        ("verify", 1, "auto", False), ("prefill", 4, "auto", False)]
 
 
 def test_a_forced_dispatch_verifies_under_its_mode_and_the_decode_step_unpatched():
     sizes = first_round_sizes(GREEDY.replace(k=2, dispatch="gemm"), 8)
     assert [(z.rows, z.mode) for z in sizes if z.kind == "verify"] == [
-        (1, "auto"), (1, "gemm"), (2, "gemm"), (3, "gemm")]  # fmt: skip
+        (1, "auto"), (1, "gemm"), (2, "gemm"), (3, "gemm")]
 
 
 def _curve(per_row: float) -> VerifyCostCurve:
@@ -78,7 +78,7 @@ def _curve(per_row: float) -> VerifyCostCurve:
     rows = range(1, 34)
     return VerifyCostCurve("cuda", "fake", 128, {"auto": {r: 1e-3 + per_row * 1e-3 * r
                                                           for r in rows}},
-                           draft_step_s=1e-4)  # fmt: skip
+                           draft_step_s=1e-4)
 
 
 def test_cost_aware_starts_at_its_first_choice_on_the_curve():
@@ -160,10 +160,10 @@ def test_bench_still_warms_every_size_before_timing(engine):
     from core import bench
 
     kw = dict(tokens=4, seeds=1, invocations=1, warmup=0, traced=False, quality=False,
-              predict=False)  # fmt: skip
+              predict=False)
     report = bench.run_protocol(engine, list(range(5, 25)),
                                 [GREEDY.replace(policy="accepted-length", k=2, k_max=6)],
-                                compile_warmup=True, **kw)  # fmt: skip
+                                compile_warmup=True, **kw)
     w = json.loads(report.to_json())["environment"]["warmup"]
     assert w["ran"] is True and w["rows"] == list(range(1, 8))  # k_max + 1, not k + 1
     assert isinstance(w["compiled"], bool)

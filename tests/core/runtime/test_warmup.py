@@ -37,7 +37,7 @@ def test_a_stall_is_said_within_a_second_then_its_time(tmp_path, caplog):
             updated.set()
 
     watch = CompileWatch("tiny", on_notice=got, threshold_s=0.05, interval_s=0.05,
-                         cache_dir=tmp_path)  # fmt: skip
+                         cache_dir=tmp_path)
     with caplog.at_level(logging.WARNING, logger="core.runtime.warmup"), watch as w:
         (tmp_path / "kernel.cubin").write_bytes(b"\0" * 2_000_000)  # MLX's cache grows
         assert updated.wait(30), "the watch never said anything"
@@ -59,7 +59,7 @@ def test_a_stall_without_cache_growth_is_not_called_a_compile(tmp_path):
     notices = []
     with CompileWatch("tiny", on_notice=lambda n: (notices.append(n), gate.set()),
                       threshold_s=0.05, interval_s=60.0, cache_dir=tmp_path,
-                      log_notices=False) as w:  # fmt: skip
+                      log_notices=False) as w:
         assert gate.wait(30)
     assert w.cache_growth_bytes == 0
     assert notices[-1].text.startswith("first use of tiny took ")
@@ -120,7 +120,7 @@ def test_warm_up_runs_every_shape_once_on_a_gpu(tiny_pair):
     with forward_rows(target=target, draft=draft) as calls:
         record = warm_up(target, draft, vocab=tiny_pair.vocab_size, rows=[1, 2, 3, 5],
                          prompt_tokens=20, chunk=8, modes=("auto", "gemv"), label="tiny",
-                         backend=H200)  # fmt: skip
+                         backend=H200)
     assert record.ran and record.backend == "cuda" and record.rows == [1, 2, 3, 5]
     assert record.prompt_tokens == 20 and record.seconds > 0
     settle = len(record.settle_s)
@@ -147,12 +147,12 @@ def test_rows_cover_the_longest_proposal_and_the_calibration():
     from core.settings import Settings
 
     spec = [Settings(mode="speculative", policy="fixed", k=4),
-            Settings(mode="speculative", policy="cost-aware", k=2, k_max=12)]  # fmt: skip
+            Settings(mode="speculative", policy="cost-aware", k=2, k_max=12)]
     assert verify_rows(spec) == list(range(1, 14))
     assert verify_rows([Settings(mode="target-only")]) == [1]
     assert verify_rows([Settings(mode="target-only")], extra=9) == list(range(1, 10))
     kinds = {(c.greedy, c.top_p < 1, c.repetition_penalty != 1)
-             for c in sampling_configs([Settings(temperature=0.7, top_p=0.9)])}  # fmt: skip
+             for c in sampling_configs([Settings(temperature=0.7, top_p=0.9)])}
     assert kinds == {(True, False, False), (False, False, False), (False, True, False)}
 
 
@@ -164,7 +164,7 @@ def test_bench_json_carries_the_warm_up_record(engine, tiny_pair):
 
     ids = list(range(5, 25))
     kw = dict(tokens=4, seeds=1, invocations=1, warmup=0, traced=False, quality=False,
-              predict=False)  # fmt: skip
+              predict=False)
     forced = bench.run_protocol(engine, ids, [Settings(k=2)], compile_warmup=True, **kw)
     doc = json.loads(forced.to_json())
     w = doc["environment"]["warmup"]
@@ -201,7 +201,7 @@ def test_the_compiled_mode_warms_the_compiled_forward_of_every_row_count(tiny_pa
     with forward_rows(target=target) as calls:
         record = warm_up(target, None, vocab=tiny_pair.vocab_size, rows=[1, 2, 9],
                          prompt_tokens=20, chunk=8, modes=("auto", "compiled"),
-                         backend=H200)  # fmt: skip
+                         backend=H200)
     settle = len(record.settle_s)
     assert compiled == [1, 2, 9]
     assert calls["target"] == [8, 8, 4] + [1, 2, 9] + [1] * settle  # "auto" alone called it

@@ -14,7 +14,7 @@ def test_a_plain_sweep_is_a_first_look_of_three_cells() -> None:
     args = build_parser().parse_args(["sweep"])
     look = resolve(args)
     assert look is not None and (args.tokens, args.seeds, args.invocations, args.warmup) == (
-        32, 1, 1, 0)  # fmt: skip
+        32, 1, 1, 0)
     cells = grid_from_args(args).all_cells()
     assert [c.name for c in cells] == ["target-only", "fixed-4 TV=0", "fixed-4 TV=1"]
     assert look.cells == len(cells)

@@ -7,10 +7,10 @@ from core.sweep.frontier import exclusion, frontier_summary, nll_untrusted, reco
 
 
 def c(i: str, speedup: float, nll: float, *, kind: str = "speculative", task: float | None = 1.0,
-      copied: float | None = 0.12, rep: float | None = 0.05, **extra: object) -> dict:  # fmt: skip
+      copied: float | None = 0.12, rep: float | None = 0.05, **extra: object) -> dict:
     return {"id": i, "name": i, "kind": kind, "speedup": speedup, "nll_delta": nll,
             "task_success": task, "copied": copied, "repetition": rep, "temperature": 0.7,
-            "acceptance": None if kind != "speculative" else 0.8, **extra}  # fmt: skip
+            "acceptance": None if kind != "speculative" else 0.8, **extra}
 
 
 BASE = c("target-only", 1.0, 0.0, kind="target-only")

@@ -11,7 +11,7 @@ def test_a_sweep_of_a_fixed_k_past_the_base_k_max_raises_k_max_with_it() -> None
     from core.sweep.grid import SweepGrid
 
     cells = [c for c in SweepGrid(tvs=(1.0,), policies=("fixed-16",), draft_only=False)
-             .cells(0.7) if c.settings.mode == "speculative"]  # fmt: skip
+             .cells(0.7) if c.settings.mode == "speculative"]
     assert cells and all((c.settings.k, c.settings.k_max) == (16, 16) for c in cells)
 
 

@@ -19,7 +19,7 @@ def saved(tmp_path_factory):
     assert main(["sweep", *TINY, "--tokens", "12", "--seeds", "2", "--invocations", "1",
                  "--warmup", "0", "--tv", "1", "--k", "2", "--temperatures", "0.7",
                  "--prompt-name", "math-boxes", "--prompt-tokens", "48", "--no-plot",
-                 "--json", str(folder / "s.json")]) == 0  # fmt: skip
+                 "--json", str(folder / "s.json")]) == 0
     return json.loads((folder / "s.json").read_text())
 
 
@@ -37,7 +37,7 @@ def test_a_saved_sweep_is_judged_again_the_same(saved):
     again = rejudge(saved)
     key = ("id", "copied", "repetition", "task_success", "on_front")
     assert [[c[k] for k in key] for c in again["cells"]] == [[c[k] for k in key]
-                                                             for c in saved["cells"]]  # fmt: skip
+                                                             for c in saved["cells"]]
     assert again["frontier"] == saved["frontier"]
 
 
@@ -71,7 +71,7 @@ def test_sweep_check_judges_a_prompt_of_ones_own(tmp_path):
     assert main(["sweep", *TINY, "--tokens", "4", "--seeds", "1", "--invocations", "1",
                  "--warmup", "0", "--tv", "1", "--k", "2", "--temperatures", "0.7",
                  "--prompt", "Say 42.", "--check", "regex", "^(?!x{99})", "--no-plot",
-                 "--json", str(out)]) == 0  # fmt: skip
+                 "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["blocks"][0]["check"] == "regex ^(?!x{99})"
     assert all(c["task_success"] == 1.0 for c in doc["cells"])
@@ -97,19 +97,19 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     check = bench.prompt_check("math-boxes")
     prompt = SweepPrompt("math-boxes", tuple(fake.encode(text)), text,
                          lambda ids: check(*fake.answer(ids)), check.describe(),
-                         (fake.EOS,))  # fmt: skip
+                         (fake.EOS,))
     copier = lambda s: s.draft_source == "hybrid" and s.tv_budget == 1.0  # noqa: E731
     speeds = {("model", 0.0): 0.9, ("model", 1.0): 1.3, ("hybrid", 0.0): 1.1,
-              ("hybrid", 1.0): 2.26}  # fmt: skip
+              ("hybrid", 1.0): 2.26}
     engine = fake.CopyingEngine(prompt.ids, honest, copier,
                                 lambda s: speeds.get((s.draft_source, s.tv_budget), 1.0)
-                                if s.mode == "speculative" else 1.0)  # fmt: skip
+                                if s.mode == "speculative" else 1.0)
     grid = SweepGrid(tvs=(0.0, 1.0), policies=("fixed-8",), sources=("model", "hybrid"),
-                     temperatures=(0.7,), draft_only=False)  # fmt: skip
+                     temperatures=(0.7,), draft_only=False)
     config = ProtocolConfig(tokens=len(prompt.ids), seeds=2, invocations=1, warmup=0,
-                            traced=False, predict=False, compile_warmup=False)  # fmt: skip
+                            traced=False, predict=False, compile_warmup=False)
     run = run_sweep(engine, [prompt], grid, config, decode=fake.decode,
-                    run=SweepRun(grid, config, [prompt.name]))  # fmt: skip
+                    run=SweepRun(grid, config, [prompt.name]))
     data = run.to_dict()
     cells = {c["id"]: c for c in data["cells"]}
     bad, good = cells["T=0.7 hybrid fixed-8 TV=1"], cells["T=0.7 fixed-8 TV=1"]
@@ -136,7 +136,7 @@ def test_a_cell_that_copies_the_prompt_is_caught_and_an_honest_one_recommended()
     shown = console.export_text()
     assert all(len(line) <= 80 for line in shown.splitlines())
     for word in ("speedup", "min-max", "accept", "NLL +", "TV/tok", "copied", "repeat", "task",
-                 "hybrid fixed-8", f"{bad['nll_delta']:.3f} !"):  # fmt: skip
+                 "hybrid fixed-8", f"{bad['nll_delta']:.3f} !"):
         assert word in shown, word
     # Judged again from the saved file alone: the same verdicts.
     again = rejudge(json.loads(json.dumps(data)))

@@ -37,7 +37,7 @@ GOOD = {"kind": "specdec-tui sweep", "cells": [{"id": "T=0 a", "speedup": 1.5}]}
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "nan", "inf", "cell-not-object",
                                   "id-not-text", "truncated"])
 def test_a_hostile_last_sweep_is_set_aside_in_one_sentence(tmp_path, monkeypatch, kind,
-                                                           no_hang) -> None:  # fmt: skip
+                                                           no_hang) -> None:
     monkeypatch.setenv("SPECDEC_TUI_SWEEP", str(tmp_path / "last.json"))
     path = last_sweep_path()
     if kind == "fifo":

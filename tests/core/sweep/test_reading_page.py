@@ -137,7 +137,7 @@ def test_sweep_read_refuses_what_is_not_a_sweep_and_reads_an_old_one(tmp_path, c
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed "
-                    "(apt-get install -y chromium)")  # fmt: skip
+                    "(apt-get install -y chromium)")
 def test_the_page_in_headless_chromium_shows_columns_and_the_mark(tmp_path):
     page = tmp_path / "reading.html"
     page.write_text(reading_html(sample_sweep()))

@@ -30,11 +30,11 @@ from tests.helpers.bench import SHORT_PROMPT
 
 
 def cell(i: str, speedup: float | None, nll: float | None, task: float | None = None,
-         t: float = 0.7) -> dict:  # fmt: skip
+         t: float = 0.7) -> dict:
     kind = next((k for k in ("target-only", "draft-only") if k in i), "speculative")
     return {"id": i, "name": i, "kind": kind, "speedup": speedup, "nll_delta": nll,
             "task_success": task, "temperature": t,
-            "acceptance": 0.5 if kind == "speculative" else None}  # fmt: skip
+            "acceptance": 0.5 if kind == "speculative" else None}
 
 
 # Recorded cells: the seed's shape (TV 1 fastest and costliest, TV 0 lossless and slow).
@@ -57,7 +57,7 @@ def test_pareto_front_on_recorded_cells():
     # slower than target-only and give up more: dominated by it.
     assert pareto_front(RECORDED) == [
         "draft-only", "fixed-8 TV=1", "cost-aware TV=0.75", "fixed-8 TV=0.75", "target-only",
-    ]  # fmt: skip
+    ]
     assert dominates(RECORDED[5], RECORDED[6]) and not dominates(RECORDED[6], RECORDED[5])
     assert not dominates(RECORDED[4], RECORDED[8]) and not dominates(RECORDED[8], RECORDED[4])
     assert pareto_front([]) == []
@@ -83,7 +83,7 @@ def test_recommendation_on_recorded_cells():
 
 def test_frontier_summary_is_per_temperature_and_says_why_none():
     cells = [cell("a", 1.0, 0.0, t=0.0), cell("b", 2.0, 0.0, t=0.0), cell("c", 3.0, 0.5, t=0.7),
-             cell("d", 1.0, 0.0, t=0.7)]  # fmt: skip
+             cell("d", 1.0, 0.0, t=0.7)]
     s = frontier_summary(cells, max_nll_delta=0.1)
     assert s["groups"]["0"]["front"] == ["b"] and s["groups"]["0"]["recommended"] == "b"
     assert s["groups"]["0.7"]["front"] == ["c", "d"]
@@ -92,9 +92,9 @@ def test_frontier_summary_is_per_temperature_and_says_why_none():
     assert none["recommended"] is None and "no prompt of the sweep has a check" in none["why_none"]
     tight = frontier_summary(cells, max_nll_delta=-1)["groups"]["0.7"]
     assert tight["why_none"] == ("no cell reads right (the default bounds against target-only) "
-                                 "and an NLL given up of at most -1.")  # fmt: skip
+                                 "and an NLL given up of at most -1.")
     assert tight["excluded"] == {"c": "gives up +0.500 nats/token, over -1",
-                                 "d": "gives up +0.000 nats/token, over -1"}  # fmt: skip
+                                 "d": "gives up +0.000 nats/token, over -1"}
 
 
 finite = st.floats(min_value=-2, max_value=8, allow_nan=False, allow_infinity=False)
@@ -102,7 +102,7 @@ cells_st = st.lists(
     st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0]) | finite, st.sampled_from([0.0, 0.1]) | finite,
               st.none() | st.sampled_from([0.0, 0.5, 1.0])),
     min_size=1, max_size=12,
-).map(lambda xs: [cell(f"c{i}", s, n, t) for i, (s, n, t) in enumerate(xs)])  # fmt: skip
+).map(lambda xs: [cell(f"c{i}", s, n, t) for i, (s, n, t) in enumerate(xs)])
 
 
 @settings(max_examples=150, deadline=None)
@@ -131,12 +131,12 @@ def test_front_and_recommendation_properties(cells, bound, task):
 
 def test_grid_cells_and_greedy_collapse():
     g = SweepGrid(tvs=(0.0, 0.5, 1.0), policies=("fixed-4", "cost-aware-16"),
-                  temperatures=(0.0, 0.7))  # fmt: skip
+                  temperatures=(0.0, 0.7))
     greedy = [c.name for c in g.cells(0.0)]
     assert greedy == ["target-only", "draft-only", "fixed-4 greedy", "cost-aware-16 greedy"]
     sampled = g.cells(0.7)
     assert [c.name for c in sampled][:4] == ["target-only", "draft-only", "fixed-4 TV=0",
-                                             "fixed-4 TV=0.5"]  # fmt: skip
+                                             "fixed-4 TV=0.5"]
     assert len(sampled) == 2 + 2 * 3
     ca = sampled[-1]
     assert (ca.settings.policy, ca.settings.k_max, ca.settings.tv_budget) == ("cost-aware", 16, 1.0)
@@ -152,7 +152,7 @@ def test_grid_cells_and_greedy_collapse():
     ({"policies": ("fixed-99",)}, "k must be between 1 and 32"),
     ({"sources": ("nowhere",)}, "not a draft source"),
     ({"temperatures": ()}, "The grid is empty"),
-])  # fmt: skip
+])
 def test_grid_refuses_in_one_sentence(kw, words):
     with pytest.raises(SweepError, match=words):
         SweepGrid(**kw)
@@ -169,7 +169,7 @@ def _sweep(tmp_path: Path, *extra: str, name: str = "s") -> int:
                  "--prompt-name", "math-boxes", "--prompt-tokens", "48", "--no-plot",
                  "--json", str(tmp_path / f"{name}.json"), "--markdown",
                  str(tmp_path / f"{name}.md"), "--csv", str(tmp_path / f"{name}.csv"),
-                 *extra])  # fmt: skip
+                 *extra])
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +187,7 @@ def test_sweep_cli_end_to_end_on_tiny(tiny_sweep):
     ids = [c["id"] for c in doc["cells"]]
     assert ids == ["T=0 target-only", "T=0 draft-only", "T=0 fixed-2 greedy",
                    "T=0.7 target-only", "T=0.7 draft-only", "T=0.7 fixed-2 TV=0",
-                   "T=0.7 fixed-2 TV=1"]  # fmt: skip
+                   "T=0.7 fixed-2 TV=1"]
     cells = {c["id"]: c for c in doc["cells"]}
     tv1 = cells["T=0.7 fixed-2 TV=1"]
     assert tv1["acceptance"] == 1.0 and set(tv1["per_position_acceptance"]) == {1.0}
@@ -199,7 +199,7 @@ def test_sweep_cli_end_to_end_on_tiny(tiny_sweep):
         assert c["apply"]["temperature"] == c["temperature"]
     for t, group in doc["frontier"]["groups"].items():
         assert group["front"] == pareto_front([c for c in doc["cells"]
-                                               if f"{c['temperature']:g}" == t])  # fmt: skip
+                                               if f"{c['temperature']:g}" == t])
         assert all(cells[i]["on_front"] for i in group["front"])
     # Provenance: models by identity, the machine, MLX, the command.
     assert doc["models"]["identities"]["target"]["shape"] == "tiny"
@@ -245,7 +245,7 @@ def test_pooled_acceptance_over_prompts_is_exact():
     a = {"speedup": 2.0, "positions": {"tries": [4, 2], "hits": [2, 1], "rounds": 4,
                                        "proposed": 8, "accepted": 3}, "task_passed": [True]}
     b = {"speedup": 0.5, "positions": {"tries": [1], "hits": [1], "rounds": 1, "proposed": 2,
-                                       "accepted": 2}, "task_passed": [False, False]}  # fmt: skip
+                                       "accepted": 2}, "task_passed": [False, False]}
     c = aggregate({"id": "x", "kind": "speculative"}, {"p": a, "q": b})
     assert c["acceptance"] == 5 / 10 and c["per_position_acceptance"] == [3 / 5, 1 / 2]
     assert c["speedup"] == pytest.approx(1.0)  # geometric mean of 2x and 0.5x
@@ -258,12 +258,12 @@ def test_merging_the_calls_of_one_sweep_gives_its_cells(tiny_sweep):
 
     doc = json.loads((tiny_sweep / "s.json").read_text())
     parts = [{**doc, "cells": [c for c in doc["cells"] if c["temperature"] == t],
-              "grid": {**doc["grid"], "temperatures": [t]}} for t in (0.0, 0.7)]  # fmt: skip
+              "grid": {**doc["grid"], "temperatures": [t]}} for t in (0.0, 0.7)]
     merged = merge_sweeps(parts)
     key = ("id", "speedup", "speedup_min", "speedup_max", "acceptance",
            "per_position_acceptance", "nll_delta", "mean_tv", "task_success", "on_front")
     assert [[c[k] for k in key] for c in merged["cells"]] == [[c[k] for k in key]
-                                                              for c in doc["cells"]]  # fmt: skip
+                                                              for c in doc["cells"]]
     assert merged["frontier"] == doc["frontier"] and merged["grid"]["temperatures"] == [0.0, 0.7]
     other = {**doc, "protocol": {**doc["protocol"], "tokens": 99}}
     with pytest.raises(SweepError, match="different models or protocols"):
@@ -305,7 +305,7 @@ def test_the_reading_page_is_an_output_like_the_others(tmp_path, capsys):
     (tmp_path / "s.reading.html").write_text("old")
     assert _sweep(tmp_path) == 2
     assert ("s.reading.html (the reading page beside --json) already exists"
-            in capsys.readouterr().err)  # fmt: skip
+            in capsys.readouterr().err)
     assert not (tmp_path / "s.json").exists()
     assert _sweep(tmp_path, "--no-reading") == 0
     assert (tmp_path / "s.reading.html").read_text() == "old"
@@ -326,7 +326,7 @@ def test_sweep_outputs_follow_the_one_output_rule(tmp_path, capsys, monkeypatch)
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     assert main(["sweep", "--target", str(model), "--prompt-name", "math-boxes",
-                 "--json", str(model), "--force"]) == 2  # fmt: skip
+                 "--json", str(model), "--force"]) == 2
     assert "is the target model this command reads" in capsys.readouterr().err
     assert model.read_bytes() == b"GGUF"
 
@@ -382,7 +382,7 @@ def test_goal_run_on_the_default_pair(tmp_path):
     rc = main(["sweep", "--tv", "0,1", "--k", "4,8", "--tokens", "16", "--seeds", "1",
                "--invocations", "1", "--warmup", "0", "--no-plot",
                "--prompt", SHORT_PROMPT,
-               "--json", str(tmp_path / "g.json"), "--markdown", str(tmp_path / "g.md")])  # fmt: skip
+               "--json", str(tmp_path / "g.json"), "--markdown", str(tmp_path / "g.md")])
     took, cpu = time.monotonic() - t0, time.process_time() - c0
     assert rc == 0
     assert cpu < 180, f"the goal run took {cpu:.0f} s of CPU time ({took:.0f} s of wall time)"
@@ -398,7 +398,7 @@ def test_goal_run_on_the_default_pair(tmp_path):
     [("--tokens", "0", "--tokens must be at least 1, got 0."),
      ("--seeds", "0", "--seeds must be at least 1, got 0."),
      ("--warmup", "-1", "--warmup must be at least 0, got -1.")],
-)  # fmt: skip
+)
 def test_sweep_refuses_bad_counts_as_the_bench_does(flag, value, sentence, capsys, monkeypatch):
     """The sweep's counts go through the bench's check_counts (core/bench/flags.py): the same
     sentence, exit 2, and nothing loaded."""

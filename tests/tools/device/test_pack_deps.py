@@ -34,7 +34,7 @@ BENCH_SCRIPTS = (ROOT / "docs" / "benchmarks" / "h200", ROOT / "docs" / "benchma
 # The device: Linux, x86-64, CPython 3.12 (pack.sh downloads for it).
 DEVICE = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux",
           "python_version": "3.12", "python_full_version": "3.12.3",
-          "platform_machine": "x86_64", "implementation_name": "cpython"}  # fmt: skip
+          "platform_machine": "x86_64", "implementation_name": "cpython"}
 
 
 def pack_lists(text: str | None = None) -> dict[str, list[str]]:
@@ -74,7 +74,7 @@ def disagreements(lists: dict[str, list[str]], deps: list[str], cuda: list[str])
     wanted = {canonicalize_name(r.name): r for r in device_requirements(deps)}
     for name, req in wanted.items():
         where = [label for label, names in (("PACK", packed), ("MACHINE", machine),
-                                            ("APP_ONLY", app)) if name in names]  # fmt: skip
+                                            ("APP_ONLY", app)) if name in names]
         if len(where) != 1:
             problems.append(f"{name} is in {where or 'no list'} of pack.sh (exactly one wanted)")
         elif name in packed and packed[name].specifier != req.specifier:
@@ -92,7 +92,7 @@ def disagreements(lists: dict[str, list[str]], deps: list[str], cuda: list[str])
 def test_pack_sh_and_pyproject_agree() -> None:
     p = project()
     assert disagreements(pack_lists(), p["dependencies"],
-                         p["optional-dependencies"]["cuda"]) == []  # fmt: skip
+                         p["optional-dependencies"]["cuda"]) == []
 
 
 def test_the_comparison_sees_a_dependency_pack_sh_was_not_told_of() -> None:
@@ -173,7 +173,7 @@ def test_what_the_cli_imports_is_packed_or_on_the_machine() -> None:
         "print(' '.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lists = pack_lists()
     allowed = {canonicalize_name(Requirement(p).name) for p in lists["PACK"]}

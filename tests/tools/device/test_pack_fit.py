@@ -92,7 +92,7 @@ def test_split_writes_parts_that_reassemble(tmp_path: Path) -> None:
     cuda.write_bytes(bytes(range(256)) * 40_000)  # 10 MB
     model.write_bytes(bytes(reversed(range(256))) * 60_000)  # 15 MB
     argv = ["split", "--tree", str(50 * MIB), "--wheels", str(device / "a"), "--cuda", str(cuda),
-            "--model", str(model), "--device", str(device)]  # fmt: skip
+            "--model", str(model), "--device", str(device)]
     assert split.main(argv) == 0
     for blob, src in (("cuda", cuda), ("model", model)):
         found = sorted(device.glob(f"*/{blob}.part.*"), key=lambda p: int(p.suffix[1:]))
@@ -108,7 +108,7 @@ def test_split_refuses_a_payload_larger_than_recorded(tmp_path: Path, capsys) ->
     with open(big, "wb") as f:
         f.truncate(split.PAYLOAD["cuda"] + 1)
     assert split.main(["split", "--tree", "0", "--wheels", str(tmp_path / "a"), "--cuda", str(big),
-                       "--device", str(tmp_path)]) == 2  # fmt: skip
+                       "--device", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "record the new sizes in PAYLOAD" in err and "cuda" in err
 

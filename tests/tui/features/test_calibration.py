@@ -26,7 +26,7 @@ async def test_esc_cancels_a_calibration_started_with_c(make_app, script: Script
         await pilot.press("escape")
         # the forward under way cannot be cut short: the app says so at once
         await wait_for(pilot, lambda: any("stops after the forward under way" in m
-                                          for m in said(app)))  # fmt: skip
+                                          for m in said(app)))
         script.calibrate_gate.set()
         await wait_for(pilot, lambda: not app.calibrating)
         assert app.curve is None and app.calibration_label is None
@@ -48,7 +48,7 @@ async def test_esc_during_a_first_use_calibration_generates_nothing(
                          lambda: "first turn waits on the calibration" in app._state_text())
         await pilot.press("escape")
         await wait_for(pilot, lambda: any("stops after the forward under way" in m
-                                          for m in said(app)))  # fmt: skip
+                                          for m in said(app)))
         script.calibrate_gate.set()
         await wait_for(pilot, lambda: app.run_id is None)
         # it used to go on to the first round and report "cancelled · TTFT ..."

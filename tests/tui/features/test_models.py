@@ -39,5 +39,5 @@ async def test_a_compile_at_load_shows_in_the_status_line_until_done(profiles: P
         await ready(pilot)
         await wait_for(pilot, lambda: any(n.message.startswith("compiled GPU kernels for fake "
                                                                "[model] in ")
-                                          for n in app._notifications))  # fmt: skip
+                                          for n in app._notifications))
         assert app.compiling is None and said not in status() and "ready" in status()

@@ -55,7 +55,7 @@ async def test_profile_text_and_model_names_with_brackets_never_crash(profiles: 
     )
     script = Script()
     app = app_with(script, profiles, target_name="Smol[/]LM [gpu]", speculation_ok=False,
-                   speculation_reason="the draft [/red] is odd")  # fmt: skip
+                   speculation_reason="the draft [/red] is odd")
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.switch_profile("odd")
@@ -92,12 +92,12 @@ async def test_an_edited_run_is_a_notification_never_a_traceback(profiles: Path)
         app.clear_notifications()
         app.push_screen(CompareScreen([], app.store(), "profile:bad0", "profile:good"))  # `x`
         await wait_for(pilot, lambda: "bad0.run.json" in toasts(app)
-                       and "profile not loaded" in toasts(app))  # fmt: skip
+                       and "profile not loaded" in toasts(app))
         assert app.is_running and app.return_code is None
 
 
 async def test_ctrl_s_then_enter_on_the_active_profile_keeps_its_description(make_app,
-                                                                             profiles) -> None:  # fmt: skip
+                                                                             profiles) -> None:
     """ctrl+s then Enter on the prefilled name of the active profile rewrote its TOML with
     `description = ""`: the hand-written description was lost."""
     from tests.helpers.terminal import send

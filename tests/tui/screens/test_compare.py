@@ -22,7 +22,7 @@ def test_escapes_in_a_recorded_run_never_reach_the_compare_rows(tmp_path: Path) 
     run = make_run()
     run = dataclasses.replace(run, environment={**run.environment, "device_name": f"cpu{ESC}",
                                                 "specdec_tui": f"0.1{ESC}"},
-                              settings=Settings(target=f"shape:tiny{ESC}"))  # fmt: skip
+                              settings=Settings(target=f"shape:tiny{ESC}"))
     store.save(Profile("esc", Settings(target=f"shape:tiny{ESC}"), "", run))
     a = profile_run(store.load("esc"))
     cells = [*settings_rows(a, a), *result_rows(a, a), *model_rows(a, a)]

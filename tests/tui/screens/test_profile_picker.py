@@ -13,7 +13,7 @@ async def test_each_entry_says_preset_or_yours() -> None:
     app: App = App()
     async with app.run_test(size=(80, 24)) as pilot:
         app.push_screen(ProfilePickerScreen(["mine", "target-only"], "mine",
-                                            frozenset({"target-only"})))  # fmt: skip
+                                            frozenset({"target-only"})))
         await pilot.pause()
         picker = app.screen.query_one(OptionList)
         shown = [str(picker.get_option_at_index(i).prompt) for i in range(picker.option_count)]

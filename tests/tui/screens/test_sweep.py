@@ -21,16 +21,16 @@ def _sweep() -> dict:
                 "speedup_min": speed * 0.9, "speedup_max": speed * 1.1, "nll_delta": nll,
                 "kind": apply.get("mode", "speculative"),
                 "apply": {"mode": "speculative", "rule": "mentored", "temperature": 0.7,
-                          "draft_source": "model", "policy": "fixed", **apply}}  # fmt: skip
+                          "draft_source": "model", "policy": "fixed", **apply}}
 
     cells = [cell("target-only", 1.0, 0.0, mode="target-only"),
              cell("fixed-8 TV=0.5", 0.9, 0.05, k=8, tv_budget=0.5),
-             cell("fixed-8 TV=1", 1.4, 0.2, k=8, tv_budget=1.0)]  # fmt: skip
+             cell("fixed-8 TV=1", 1.4, 0.2, k=8, tv_budget=1.0)]
     front = frontier_summary(cells, max_nll_delta=0.3)
     for c in cells:
         c["on_front"] = c["id"] in front["groups"]["0.7"]["front"]
     return {"kind": "specdec-tui sweep", "complete": True, "cells": cells, "frontier": front,
-            "models": {"target": "t"}}  # fmt: skip
+            "models": {"target": "t"}}
 
 
 async def test_w_shows_the_frontier_and_a_applies_the_recommendation(make_app) -> None:
@@ -65,7 +65,7 @@ async def test_no_sweep_yet_is_a_sentence(make_app) -> None:
         await pilot.pause()
         assert not isinstance(app.screen, SweepScreen)
         assert any("run `specdec-tui sweep` first" in str(n.message)
-                   for n in app._notifications)  # fmt: skip
+                   for n in app._notifications)
 
 
 async def test_a_hostile_last_sweep_is_one_notification_and_set_aside(make_app) -> None:
@@ -120,7 +120,7 @@ async def test_a_copying_row_shows_its_measures_and_why_it_was_passed_over(make_
     base.update(copied=0.1, repetition=0.05, task_success=1.0)
     half.update(copied=0.12, repetition=0.05, task_success=1.0, tv_per_token=0.02)
     fast.update(copied=0.91, repetition=0.05, task_success=0.0, nll_delta=-0.2,
-                tv_per_token=0.3)  # fmt: skip
+                tv_per_token=0.3)
     data["frontier"] = frontier_summary(data["cells"])
     remember(data)
     app = make_app(Settings())

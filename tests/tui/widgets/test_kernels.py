@@ -13,7 +13,7 @@ def _summary(**kw: object) -> RunSummary:
         accepted=4, acceptance=0.67, per_position_acceptance=(), mean_accepted_length=1.3,
         e2e_s=1.0, ttft_s=0.1, decode_tok_s=8.0, phase_s={}, mean_tv=None, traced=False,
         stop_reason="length", **kw,
-    )  # fmt: skip
+    )
 
 
 def test_the_panel_names_the_step_and_its_graphs() -> None:

@@ -17,7 +17,7 @@ from tui.widgets.prediction import SpeedupPlot, speedup_view
 
 # R=3 is not measured: t_verify(3) interpolates to 14 ms. The cost per row drops from R=4.
 CURVE = CurveInfo(t_verify={1: 0.010, 2: 0.012, 4: 0.016, 8: 0.020}, draft_step_s=0.002,
-                  boundary=4, predicted_boundary=4)  # fmt: skip
+                  boundary=4, predicted_boundary=4)
 
 
 def _round(i: int, k: int, acc: int, draft: float, verify: float, other: float) -> RoundEvent:
@@ -25,7 +25,7 @@ def _round(i: int, k: int, acc: int, draft: float, verify: float, other: float) 
     toks.append(CommittedToken(2, "bonus" if acc == k else "corrected"))
     t = PhaseTimings(draft=draft, verify=verify, other=other, total=draft + verify + other)
     return RoundEvent(i, tuple(toks), proposed=k, accepted=acc, rows=k + 1, timings=t,
-                      traced=True, source="model" if k else "")  # fmt: skip
+                      traced=True, source="model" if k else "")
 
 
 def _stats(target_step: bool) -> RoundStats:

@@ -23,7 +23,7 @@ def _summary(per_source: dict) -> RunSummary:
         proposed=12, accepted=3, acceptance=0.25, per_position_acceptance=(),
         mean_accepted_length=0.5, e2e_s=1.0, ttft_s=0.1, decode_tok_s=70.0, phase_s={},
         mean_tv=None, traced=False, stop_reason="length", per_source=per_source,
-    )  # fmt: skip
+    )
 
 async def test_the_rounds_panel_says_which_source_the_guard_stopped() -> None:
     per = {
@@ -31,7 +31,7 @@ async def test_the_rounds_panel_says_which_source_the_guard_stopped() -> None:
         "lookup": {"rounds": 6, "measured_tok_s": 900.0, "vs_target": 3.6,
                    "guard": "asked: faster than target steps"},
         "none": {"rounds": 30, "measured_tok_s": 250.0},
-    }  # fmt: skip
+    }
     app = Host()
     async with app.run_test(size=(100, 40)) as pilot:
         panel = app.query_one(RoundsPanel)
@@ -54,7 +54,7 @@ async def test_the_rounds_panel_accounts_for_every_second_of_the_run() -> None:
 
     rounds = [RoundEvent(index=i, tokens=(CommittedToken(5, "target"),), rejected=(), proposed=0,
                          accepted=0, rows=1, timings=PhaseTimings(total=0.2), kernel="qmv",
-                         tv=None, context=9 + i, traced=False) for i in range(3)]  # fmt: skip
+                         tv=None, context=9 + i, traced=False) for i in range(3)]
     app = Host()
     async with app.run_test(size=(100, 40)) as pilot:
         panel = app.query_one(RoundsPanel)
