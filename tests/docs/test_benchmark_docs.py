@@ -124,6 +124,8 @@ def test_every_table_of_a_page_is_generated() -> None:
     }
     # pages written whole by their own script from raw JSON, and checked by its own test
     whole_pages = {"real-pair.md",  # real-pair/make_page.py; tests/core/bench/test_tasks.py
+                   # `sweep --read` of the real pair's raw sweep; tests/docs/test_real_pair_page.py
+                   "real-pair-reading.md",
                    "round-overhead.md"}  # peer_ops.py page; tests/docs/test_peer_ops_page.py
     loose = []
     for page in render.pages(BENCH):

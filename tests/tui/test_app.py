@@ -115,7 +115,8 @@ KEY_CASES = [
     (["o", "o"], "policy", "accepted-length"),
     (["d"], "draft_source", "lookup"),
     (["d", "d"], "draft_source", "hybrid"),
-    (["d", "d", "d"], "draft_source", "model"),
+    (["d", "d", "d"], "draft_source", "tree"),
+    (["d", "d", "d", "d"], "draft_source", "model"),
 ]
 
 
