@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 # `make run` installs what running needs; `make test` adds the test tools (issue 29: run
 # installed pytest, ruff and the snapshot plugin too).
 RUN_STAMP := $(VENV)/.installed-run
+# setuptools says "Editable installation: be careful with folders named like your package" on
+# every editable install of a project that maps a folder to a package (profiles/ ships as
+# specdec_tui_presets); it is information, not a fault, and only that message is silenced.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: run test clean
@@ -15,11 +19,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e .
 	touch $(RUN_STAMP)
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test]'
 	touch $(TEST_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)
