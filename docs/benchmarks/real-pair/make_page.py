@@ -4,7 +4,7 @@
 Two sections, each from its raw JSON only. The H200 section (when the data folder has sweep
 files: `specdec-tui sweep --json`, written by docs/benchmarks/h200/real-pair-sweep.sh and
 real-pair-sweep-more.sh): the cells measured there (speed with its paired range, acceptance,
-NLL given up, mean TV, task success), the frontier as an SVG beside the page, the fastest cell
+NLL given up, TV per judged draft, task success), the frontier as an SVG beside the page, the fastest cell
 within the bounds, the texts side by side, and, in columns of their own, the speedup the same
 acceptance would predict with a 7B and a 72B target (the H200 curves measured on those shapes,
 priced by core.cost.prediction); above them a headline paragraph computed from the cells
@@ -343,7 +343,7 @@ def _tv_name(doc: dict[str, Any], tv: float) -> str:
 
 def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
     """The real pair's measured headline, one paragraph computed from the merged sweep: what TV
-    0.5 and TV 1 buy (speedup with its paired range) and cost (NLL given up, mean TV, task
+    0.5 and TV 1 buy (speedup with its paired range) and cost (NLL given up, TV per judged draft, task
     success) against lossless TV 0, draft-only and target-only. README.md quotes it verbatim
     (tests/docs/test_real_pair_page.py holds both to the data)."""
     where = (doc.get("environment") or {}).get("device_name") or "the GPU"
@@ -360,7 +360,7 @@ def headline(doc: dict[str, Any], curves: list[tuple[str, Any]]) -> str:
 
     def cost(c: dict[str, Any]) -> str:
         return (f"acceptance {pct(c.get('acceptance'))}, NLL given up {num(c.get('nll_delta'), '+.3f')} "
-                f"nats/token, mean TV {num(c.get('mean_tv'))}")
+                f"nats/token, TV per judged draft {num(c.get('mean_tv'))}")
 
     def pred(c: dict[str, Any]) -> str:
         parts = [f"{x:.2f}x with a {label}" for label, cv in curves
@@ -755,7 +755,7 @@ def sweep_section(doc: dict[str, Any], curves: list[tuple[str, Any]], svg_name: 
     rec = recommended_ids(doc)
     labels = [label for label, _ in curves]
     out += table(["", "T", "cell", "measured speedup (min-max)", "acceptance",
-                  "per-position acceptance", "NLL given up", "mean TV", "task", "copied",
+                  "per-position acceptance", "NLL given up", "TV per judged draft", "task", "copied",
                   "repeated 4-grams", *(f"predicted, {x} target" for x in labels)],
                  [[("**R**" if c["id"] in rec else "") + (" *" if c.get("on_front") else ""),
                    f"{c.get('temperature', 0):g}", c["name"], speed_text(c),
