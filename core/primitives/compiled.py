@@ -25,7 +25,7 @@ per growth, counted in `graphs` (each trace runs the Python body once; replays d
 
 Projections that read the same input are also merged: q/k/v into one matmul and gate/up into
 another (their weights stacked along the output rows, which leaves every product exact), so a
-llama/qwen2 layer runs 4 matmuls instead of 7.
+llama/qwen2 layer does 4 matmuls instead of 7.
 """
 
 from __future__ import annotations
