@@ -59,3 +59,25 @@ def tiny_folder(tmp_path_factory) -> object:  # noqa: ANN001
     from core import models as M
 
     return M.save_mlx_folder(M.load_model("shape:tiny"), tmp_path_factory.mktemp("m") / "tiny")
+
+
+class Blocked(BaseException):
+    """A read still blocked when the alarm rang (not an OSError, which a reader would swallow)."""
+
+
+@pytest.fixture
+def no_hang():
+    """A read that blocks (a FIFO opened) fails the test after 5 s instead of hanging it: the
+    hostile kept-file and untrusted-input tests."""
+    import signal
+
+    def fail(signum, frame):  # noqa: ANN001
+        raise Blocked("blocked for 5 s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import stat
 from pathlib import Path
 
@@ -29,20 +28,6 @@ pytestmark = pytest.mark.usefixtures("wide_console")
 
 
 
-@pytest.fixture
-def no_hang():
-    """A test that would block on a FIFO fails after 5 s instead (the alarm interrupts open)."""
-
-    def fail(signum, frame):  # noqa: ANN001
-        raise TimeoutError("blocked for 5 s: a FIFO was opened")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

@@ -178,25 +178,6 @@ def test_unreachable_index_says_so_and_names_the_offline_way(tmp_path, monkeypat
 # --- the verified mark is a kept file: read bounded, never blocking, rebuilt when bad ------
 
 
-class Blocked(BaseException):
-    """A read still blocked when the alarm rang."""
-
-
-@pytest.fixture
-def no_hang():
-    """A read that blocks (a FIFO opened) fails the test after 5 s instead of hanging it."""
-    import signal
-
-    def fail(signum, frame):  # noqa: ANN001
-        raise Blocked("blocked for 5 s")  # not an OSError, which a reader would swallow
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "nan", "wrong-type"])

@@ -6,32 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 
 import pytest
 
 from core.io.kept import CACHE_ENV
 from core.models import identify as I
-
-
-class Blocked(BaseException):
-    """A read still blocked when the alarm rang."""
-
-
-@pytest.fixture
-def no_hang():
-    """A read that blocks (a FIFO opened) fails the test after 5 s instead of hanging it."""
-
-    def fail(signum, frame):  # noqa: ANN001
-        raise Blocked("blocked for 5 s")  # not an OSError, which a reader would swallow
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "lie", "wrong-type"])

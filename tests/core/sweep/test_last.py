@@ -5,31 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 
 import pytest
 
 from core.errors import UserError
 from core.sweep.last import last_sweep_path, read_sweep, remember
-
-
-class Blocked(BaseException):
-    """A read still blocked when the alarm rang."""
-
-
-@pytest.fixture
-def no_hang():
-    def fail(signum, frame):  # noqa: ANN001
-        raise Blocked("blocked for 5 s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.setitimer(signal.ITIMER_REAL, 5.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
 
 GOOD = {"kind": "specdec-tui sweep", "cells": [{"id": "T=0 a", "speedup": 1.5}]}
 
