@@ -64,8 +64,15 @@ from bench_tables.replays import (
     tree_host_cost,
 )
 from bench_tables.rows import LOOKUP_COLS, PEER_COLS, PHASE_COLS, PRED_COLS, SEED_COLS, Doc, bench
+from bench_tables.steps import step_lookup, step_pair, step_pieces, step_target
+from bench_tables.trees import tree_ab
 
 TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
+    "step-target": step_target,
+    "step-pair": step_pair,
+    "step-lookup": step_lookup,
+    "step-pieces": step_pieces,
+    "tree-ab": tree_ab,
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
     "bench-lookup": bench(LOOKUP_COLS),

@@ -39,14 +39,17 @@ def row_settings(row: str, target: str = "default", temp: float = 0.7, tokens: i
     """A never-slower row's settings ("default": the app's first run, else a profile) with
     the bench's flags as docs/benchmarks/h200/never_slower.py passes them: exactly `tokens`,
     untraced, no repetition penalty. Shared by the probes beside this and policy/plan_cost.py.
+    A row may carry overrides as the bench's --profile does (`target-only:step=compiled`).
     """
+    from core.flags import parse_profile_spec
     from core.profile import load_profile
     from core.settings import first_run_settings
 
-    base = first_run_settings() if row == "default" else load_profile(row).settings
+    name, overrides = parse_profile_spec(row)
+    base = first_run_settings() if name == "default" else load_profile(name).settings
     return dataclasses.replace(base, target=target, temperature=temp, max_tokens=tokens,
                                ignore_eos=True, traced=False, seed=seed,
-                               repetition_penalty=1.0)
+                               repetition_penalty=1.0, **overrides)
 
 
 class Clocks:

@@ -16,7 +16,8 @@
 # penalty 1.0, untraced; the prompts are the issue's: code-refactor-pasted, code-edit-pasted,
 # code-rename, rewrite-paragraph. TEMPS (default "0.0 0.7") and PROMPTS narrow a call; a bench
 # of 3 rows x 5 seeds x 256 tokens is ~40 s on the H200 (the never-slower runs), so both
-# temperatures may fit one call of ~6 min; BUDGET_S (default 300) starts no bench after it and
+# temperatures may fit one call of ~6 min (the transformers peer adds ~100 s a prompt: PEER=0
+# leaves it out); BUDGET_S (default 300) starts no bench after it and
 # lists the rest in skipped.txt.
 # What to read from it (docs/benchmarks/lookup/tree-host-cost.md, "What the GPU run decides"):
 # the tree row's speedup against the chain's per prompt and temperature, its tokens per
@@ -37,7 +38,7 @@ for T in $TEMPS; do
   for P in $PROMPTS; do
     tag="$P-t$T"
     if (( $(date +%s) - start > BUDGET_S )); then echo "$tag" >> "$W/skipped.txt"; continue; fi
-    peer=(); [ "$T" = "0.0" ] && peer=(--peer transformers-pld)
+    peer=(); [ "$T" = "0.0" ] && [ "${PEER:-1}" = 1 ] && peer=(--peer transformers-pld)
     echo "== $tag"
     timeout 240 python3 -m core.cli bench --target default --draft self:bits=4 \
       --prompt-name "$P" --tokens 256 --seeds 5 --invocations 1 --warmup 1 \
