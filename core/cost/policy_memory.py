@@ -48,4 +48,5 @@ class PolicyMemory:
         return {name: kept[1] for name, kept in self._kept.items()}
 
     def clear(self) -> None:
+        """Forget every policy (`Engine.reset`): the next rounds learn from the start."""
         self._kept.clear()

@@ -167,26 +167,28 @@ class Engine:
         if not prompt_ids:
             raise UserError("The prompt is empty: there is nothing to continue.")
         t_start = time.perf_counter()
-        fallback = self._fallback_reason(settings)
-        if settings.mode == "draft-only" and self._draft is None:
+        # Asked before any work, so an unknown source is a sentence, not a half run.
+        s = settings
+        fallback = self.unavailable_reason(s.draft_source) if s.mode == "speculative" else None
+        if s.mode == "draft-only" and self._draft is None:
             raise UserError("Draft-only mode needs a draft model; load one with --draft.")
         cancel = threading.Event() if cancel is None else cancel  # one nobody sets
         seq = list(prompt_ids)
         # A speculative drafter catches up in its first round that drafts: the cost-aware
         # policy may never draft here (on the CPU it does not), and then the draft's prefill
         # would only double the time to the first token.
-        prefilled = self._prefill(seq, settings, settings.mode == "draft-only", cancel)
-        source = settings_source or (lambda: settings)
+        prefilled = self._prefill(seq, s, s.mode == "draft-only", cancel)
+        source = settings_source or (lambda: s)
         # A source may ask to hear which settings the loop takes for its next rounds (the app
         # records a run's settings per round: tui.settings_watch.SettingsWatch); other reads
         # (a stretch's, between its steps) only peek.
         taken = getattr(settings_source, "taken", None)
 
         def take() -> Settings:
-            s = source()
+            now = source()
             if taken is not None:
-                taken(s)
-            return s
+                taken(now)
+            return now
 
         return RunState(
             kit=self._kit, seq=seq, n_prompt=len(seq), totals=RunTotals(), source=source,
@@ -306,12 +308,7 @@ class Engine:
         if curve_missing(self.cost_curve, s):
             from core.dispatch.curve_cache import quick_curve
 
-            draft = self._draft.model if self._draft is not None else None
-            self.set_cost_curve(quick_curve(self._target.model, draft, s, context))
-
-    def _fallback_reason(self, s: Settings) -> str | None:
-        """Checked before any work, so an unknown source is a sentence, not a half run."""
-        return self.unavailable_reason(s.draft_source) if s.mode == "speculative" else None
+            self.set_cost_curve(quick_curve(self.target_model, self.draft_model, s, context))
 
     def _prefill(self, seq: list[int], s: Settings, draft_only: bool,
                  cancel: threading.Event | None = None) -> int:
