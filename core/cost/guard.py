@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.cost.arm import DECAY, ArmRate
 
@@ -358,6 +358,56 @@ class RateGuard:
                     row["basis"] = "calibration"
             out[name] = row
         return out
+
+
+class Guard(Protocol):
+    """What the decode loop asks of a guard: `RateGuard`, or `NULL_GUARD` where no clock
+    judges the rounds."""
+
+    def begin_run(self) -> None: ...
+
+    def target_probe_due(self) -> bool: ...
+
+    def asks(self, source: str) -> bool: ...
+
+    def rank(self, source: str) -> float: ...
+
+    def observe_round(self, source: str, tokens: int, seconds: float,
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None: ...
+
+    def observe_step(self, seconds: float, *, after: str | None = None) -> float: ...
+
+    def report(self) -> dict[str, dict[str, Any]]: ...
+
+
+class NullGuard:
+    """The guard of rounds no clock judges (fixed and adaptive k, another machine's curve, a
+    sharded target): every source asked, in its router's order; nothing measured or reported."""
+
+    def begin_run(self) -> None:
+        pass
+
+    def target_probe_due(self) -> bool:
+        return False
+
+    def asks(self, source: str) -> bool:
+        return True
+
+    def rank(self, source: str) -> float:
+        return 0.0
+
+    def observe_round(self, source: str, tokens: int, seconds: float,
+                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:
+        pass
+
+    def observe_step(self, seconds: float, *, after: str | None = None) -> float:
+        return 0.0
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+
+NULL_GUARD = NullGuard()
 
 
 def prior_of(policy: Any) -> Prior | None:

@@ -26,8 +26,8 @@ from core.settings import MAX_K, Settings
 
 __all__ = [  # expected_tokens and the curve readers stay importable from here
     "AcceptanceRatePolicy", "AcceptedLengthPolicy", "CopyRunPolicy", "CostAwarePolicy",
-    "FixedPolicy", "HeuristicPolicy", "Policy", "expected_tokens", "fastest_dispatch",
-    "make_policy", "verify_cost",
+    "FixedPolicy", "HeuristicPolicy", "NULL_POLICY", "NullPolicy", "Policy", "PolicyBase",
+    "expected_tokens", "fastest_dispatch", "make_policy", "verify_cost",
 ]
 
 
@@ -35,14 +35,46 @@ class Policy(Protocol):
     """What the engine needs from a policy.
 
     `limit` is the most drafts the round can use (the request's last tokens); the engine clamps
-    to it anyway, and a policy that prices rounds chooses the best k within it instead."""
+    to it anyway, and a policy that prices rounds chooses the best k within it instead.
+    `consider` hears the offer a round would draft from before `next_k` (a copy's length and
+    kind), `charge` the seconds its last drafted round cost past its own clock (the pipeline
+    break); a policy that reads neither inherits PolicyBase's, which do nothing."""
 
     def next_k(self, limit: int | None = None) -> int: ...
 
     def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None: ...
 
+    def consider(self, offer: Any) -> None: ...
 
-class FixedPolicy:
+    def charge(self, proposed: int, seconds: float) -> None: ...
+
+
+class PolicyBase:
+    """The hooks a policy may leave alone, so the loop calls them on every policy unasked."""
+
+    def consider(self, offer: Any) -> None:
+        """The next round's offer (core.drafting.base.Offer): read only by a copy's policy."""
+
+    def charge(self, proposed: int, seconds: float) -> None:
+        """A drafted round's pipeline break: read only by a policy that prices rounds."""
+
+
+class NullPolicy(PolicyBase):
+    """The policy of a source that has none yet (`Engine.policy_of` before its first round):
+    it drafts nothing (k = 0, a plain target step), and what the loop tells it changes
+    nothing. A test's policy builds on it, so it has every hook the loop calls."""
+
+    def next_k(self, limit: int | None = None) -> int:
+        return 0
+
+    def observe(self, proposed: int, accepted: int, seconds: float | None = None) -> None:
+        pass
+
+
+NULL_POLICY = NullPolicy()
+
+
+class FixedPolicy(PolicyBase):
     """Always k: the seed's fixed-4/6/8 settings."""
 
     def __init__(self, k: int) -> None:
@@ -55,7 +87,7 @@ class FixedPolicy:
         pass
 
 
-class AcceptanceRatePolicy:
+class AcceptanceRatePolicy(PolicyBase):
     """The seed engine's adaptive rule: shrink k below `lo` acceptance, grow above `hi`."""
 
     def __init__(self, k: int, lo: float, hi: float, k_min: int, k_max: int) -> None:
@@ -75,7 +107,7 @@ class AcceptanceRatePolicy:
             self.k = min(self.k_max, self.k + 1)
 
 
-class AcceptedLengthPolicy:
+class AcceptedLengthPolicy(PolicyBase):
     """k follows an EMA of the accepted length: propose one more than usually survives."""
 
     def __init__(self, k: int, alpha: float, k_min: int, k_max: int) -> None:
@@ -90,7 +122,7 @@ class AcceptedLengthPolicy:
             self.ema = (1 - self.alpha) * self.ema + self.alpha * accepted
 
 
-class HeuristicPolicy:
+class HeuristicPolicy(PolicyBase):
     """Hugging Face assisted generation's rule: +2 after a full acceptance, -1 otherwise."""
 
     def __init__(self, k: int, k_min: int, k_max: int) -> None:
@@ -113,7 +145,7 @@ STEP_DRIFT = 0.02  # a target step's scale moving less than this keeps the cache
 SCALE_CLIP = (0.2, 5.0)
 
 
-class CostAwarePolicy:
+class CostAwarePolicy(PolicyBase):
     """Pick k to maximise expected tokens per second from a measured cost curve.
 
     rate(k) = E[tokens](k, a) / (t_draft(k) + t_verify(k + 1) + t_overhead); k = 0 is a

@@ -6,11 +6,12 @@ A round reads them through two objects the engine builds, so it never reaches in
 engine:
 - `RoundKit`, one round's tools: the models with their caches, the vocabulary, the EOS ids,
   the clock, and the engine's kernel names, agreement across ranks and cost curve;
-- `RunState`, one generate() call's loop: its kit, totals, settings source and cancel, the
-  engine's planning services (bound when the run starts, so a test that replaces one on the
-  engine sees every round use it), and the loop control that lives from one stretch of
-  rounds to the next (a handed-off plan, the round whose pipeline break the next step pays,
-  the sources past their first catch-up, the measured guard of each settings).
+- `RunState`, one generate() call: the committed sequence, the totals, where settings and
+  cancel come from, how the run ends (`stop`, `fallback`), the engine's planning services
+  (bound when the run starts, so a test that replaces one on the engine sees every round use
+  it), and the loop control that lives from one stretch of rounds to the next (a handed-off
+  plan, the round whose pipeline break the next step pays, the sources past their first
+  catch-up, the measured guard of each settings).
 """
 
 from __future__ import annotations
@@ -18,66 +19,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import mlx.core as mx
 
+from core.cost.guard import NULL_GUARD, Guard
+from core.cost.policy import Policy
 from core.decode.run_totals import RunTotals
 from core.drafting.plan import Plan
 from core.events import RoundEvent
 from core.primitives.cached_model import CachedModel
 from core.primitives.sampling import LogitsConfig
 from core.settings import Settings
-
-
-class Guard(Protocol):
-    """What the loop asks of a guard: core/cost/guard.py's `RateGuard`, or `NULL_GUARD` where
-    no clock judges the rounds."""
-
-    def begin_run(self) -> None: ...
-
-    def target_probe_due(self) -> bool: ...
-
-    def asks(self, source: str) -> bool: ...
-
-    def rank(self, source: str) -> float: ...
-
-    def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0, new_plan: bool = False) -> None: ...
-
-    def observe_step(self, seconds: float, *, after: str | None = None) -> float: ...
-
-    def report(self) -> dict[str, dict[str, Any]]: ...
-
-
-class NullGuard:
-    """The guard of rounds no clock judges (fixed and adaptive k, another machine's curve, a
-    sharded target): every source asked, in its router's order; nothing measured or reported."""
-
-    def begin_run(self) -> None:
-        pass
-
-    def target_probe_due(self) -> bool:
-        return False
-
-    def asks(self, source: str) -> bool:
-        return True
-
-    def rank(self, source: str) -> float:
-        return 0.0
-
-    def observe_round(self, source: str, tokens: int, seconds: float,
-                      catch_up_s: float = 0.0, new_plan: bool = False) -> None:
-        pass
-
-    def observe_step(self, seconds: float, *, after: str | None = None) -> float:
-        return 0.0
-
-    def report(self) -> dict[str, dict[str, Any]]:
-        return {}
-
-
-NULL_GUARD = NullGuard()
 
 
 def logits_config(s: Settings) -> LogitsConfig:
@@ -128,18 +81,24 @@ class BrokeAfter:
 
     guard: Guard
     source: str
-    policy: Any
+    policy: Policy
     proposed: int
 
 
 @dataclass
 class RunState:
-    """One generate() call's loop (built by `Engine._run_state`)."""
+    """One generate() call (built by `Engine._start`)."""
 
     kit: Callable[[], RoundKit]  # the tools as they are now (a first calibration sets a curve)
+    seq: list[int]  # the conversation: the prompt, then each committed token
+    n_prompt: int
     totals: RunTotals
-    source: Callable[[], Settings]  # read once per round: a key pressed mid-run applies next
-    cancel: threading.Event | None
+    source: Callable[[], Settings]  # peeked at by a stretch: a key pressed mid-run applies next
+    take: Callable[[], Settings]  # the loop's read per round (a source may hear what it took)
+    cancel: threading.Event  # an Event nobody sets where the caller gave none
+    t_start: float
+    prefilled: int  # prompt tokens the run's model fed before its first round
+    fallback: str | None  # why a speculative run runs target-only (the summary says it)
     # The engine's services, bound at the start of the run.
     # Before a stretch: the settings' drafters built and configured, and a first calibration
     # (a round's context long), none of it a round's cost.
@@ -149,6 +108,7 @@ class RunState:
     observed_s: Callable[[RoundEvent], float | None]  # a round's seconds for its policy
     speculative_round: Callable[..., RoundEvent]
     single_model_rounds: Callable[..., Iterator[RoundEvent]]
+    stop: str = "length"  # why the run ended: "length", "eos" or "cancelled"
     # Loop control, from one stretch of rounds to the next.
     handoff: Handoff | None = None  # a stretch's last plan that drafts, its step queued
     broke_after: BrokeAfter | None = None
@@ -169,11 +129,11 @@ class RunState:
         self.guard = guard
         return guard
 
-    def drop_handoff(self, seq: list[int], round_s: Settings | None) -> None:
+    def drop_handoff(self, round_s: Settings | None) -> None:
         """Forget a handed-off step no round will take: the next round's settings
         (`round_s`; None when it is not speculative) are not those it was planned with.
         The target's cache goes back to seq[:-1], so the last token is fed again."""
-        h = self.handoff
+        h, seq = self.handoff, self.seq
         if h is not None and (round_s is None or h.settings != round_s):
             self.handoff = None
             self.kit().target.rewind(seq[:-1], max(len(seq) - 2, 0))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.cost.guard import TARGET
+from core.cost.guard import NULL_GUARD, TARGET, Guard
 from core.events import PHASES, RoundEvent, RunSummary
 from core.primitives.acceptance import PositionTally
 from core.settings import Settings
@@ -35,7 +35,7 @@ class RunTotals:
     # of docs/benchmarks/lookup/stall_replay.py) shows it without a trace.
     policies: dict[str, Any] = field(default_factory=dict)
 
-    def per_source(self, guard: Any = None) -> dict[str, dict[str, Any]]:
+    def per_source(self, guard: Guard = NULL_GUARD) -> dict[str, dict[str, Any]]:
         """The summary's per-source view; "none" counts speculative rounds with no proposal.
         Under a measured guard (core.cost.guard) each also carries its measured rate
         (`measured_tok_s`), a source its ratio to plain target steps (`vs_target`) and the
@@ -43,9 +43,8 @@ class RunTotals:
         out: dict[str, dict[str, Any]] = {n: t.summary() for n, t in self.by_source.items()}
         if out or self.speculative_steps:
             out["none"] = {"rounds": self.speculative_steps}
-        if guard is not None:
-            for name, row in guard.report().items():
-                out.setdefault("none" if name == TARGET else name, {"rounds": 0}).update(row)
+        for name, row in guard.report().items():  # the null guard's is empty
+            out.setdefault("none" if name == TARGET else name, {"rounds": 0}).update(row)
         for name, policy in self.policies.items():
             scale = getattr(policy, "scale", None)  # [plain steps, drafted rounds]: observed
             if name in out and scale is not None:  # over calibrated seconds, an EMA
@@ -81,7 +80,7 @@ class RunTotals:
         stop: str,
         fallback: str | None,
         models: dict[str, Any] | None = None,
-        guard: Any = None,
+        guard: Guard = NULL_GUARD,
     ) -> RunSummary:
         """The RunSummary of a finished run (`fallback`: why it ran target-only; `models`:
         the loaded pair's identities, of which a target-only run names the target alone;

@@ -34,7 +34,7 @@ class PipelinedSteps:
 
     def __init__(
         self, kit: RoundKit, s: Settings, mode: str, budget: int,
-        source: Callable[[], Settings], cancel: threading.Event | None,
+        source: Callable[[], Settings], cancel: threading.Event,
     ) -> None:
         self.kit, self.s, self.budget, self.source, self.cancel = kit, s, budget, source, cancel
         self.model = kit.target if mode == "target-only" else kit.draft
@@ -78,7 +78,8 @@ class PipelinedSteps:
         return now is self.s or now == self.s
 
     def stopped(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
+        """Whether the run was cancelled (Esc): checked between steps, never mid-step."""
+        return self.cancel.is_set()
 
     def rounds(
         self, seq: list[int], key: mx.array, index: int,

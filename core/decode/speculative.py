@@ -15,7 +15,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from core.decode.run_state import BrokeAfter, Guard, Handoff, RoundKit, RunState, logits_config
+from core.cost.guard import Guard
+from core.cost.policy import Policy
+from core.decode.run_state import BrokeAfter, Handoff, RoundKit, RunState, logits_config
 from core.decode.trace import RoundTimer
 from core.decode.tree_round import rejected_branches, tree_to_verify, verify_tree
 from core.dispatch.bucketed import took_new_plan
@@ -51,7 +53,7 @@ def drafting_rounds(
         return
     t_plan = kit.clock()
     plan = run.plan(seq, s, remaining, guard)
-    if plan.drafter is not None:
+    if plan.drafts:
         yield from _drafted(run, kit, guard, seq, s, key, plan, None, t_plan)
         return
     yield from _plain_steps(run, kit, guard, seq, s, key, remaining, plan.declined)
@@ -67,14 +69,13 @@ def _drafted(
     every catch-up, the first too: a request's first model round feeds the draft the whole
     prompt, and a prefill paid again at each request's probe is the source's cost."""
     drafter, policy, totals = plan.drafter, plan.policy, run.totals
-    assert drafter is not None and policy is not None
     t0 = kit.clock()  # outside the round's timer
     absorbed = drafter.catch_up(seq, s.prefill_chunk, cancel=run.cancel)
     caught_all = kit.clock() - t0
     caught = caught_all if drafter.name in run.caught_up else 0.0
     run.caught_up.add(drafter.name)
     totals.draft_catch_up = max(totals.draft_catch_up, absorbed)
-    if run.cancel is not None and run.cancel.is_set():  # Esc in a long catch-up: no round
+    if run.cancel.is_set():  # Esc in a long catch-up: no round
         return
     took_new_plan()  # what the catch-up or the steps before built is not this round's
     ev = run.speculative_round(seq, s, plan.k, key, totals.rounds, drafter, row0)
@@ -93,7 +94,7 @@ def _drafted(
 
 def _plain_steps(
     run: RunState, kit: RoundKit, guard: Guard, seq: list[int], s: Settings, key: mx.array,
-    remaining: int, asked: list[Any],
+    remaining: int, asked: list[Policy],
 ) -> Iterator[RoundEvent]:
     """Pipelined target steps until a source would draft (asked after each token, while the
     next step is queued: a yes hands that step to the round as its first row, `Handoff`).
@@ -108,7 +109,7 @@ def _plain_steps(
         t = kit.clock()
         after = run.plan(seq, s, remaining - done, guard)
         asked = after.declined
-        if after.drafter is None:
+        if not after.drafts:
             return False
         run.handoff = Handoff(after, row0, s, t)
         return True
@@ -125,9 +126,7 @@ def _plain_steps(
                 guard.observe_step(seconds)
             else:
                 extra = broke.guard.observe_step(seconds, after=broke.source)
-                charge = getattr(broke.policy, "charge", None)
-                if charge is not None:
-                    charge(broke.proposed, extra)
+                broke.policy.charge(broke.proposed, extra)
         yield ev
 
 

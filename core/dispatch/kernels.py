@@ -394,3 +394,28 @@ class KernelPredictor:
             if 2 * on > total:
                 return r
         return None
+
+
+
+def _unpredicted(rows: int) -> str:
+    """The family where the target has no predictor: none named."""
+    return ""
+
+
+class KernelNames:
+    """The predicted kernel family per row count, as rounds report it: asked of `predictor`
+    (a KernelPredictor; None where the target has none) once per count, so a round reads a
+    dict; "" where it fails (a prediction never breaks decoding)."""
+
+    def __init__(self, predictor: Any | None) -> None:
+        self._ask = _unpredicted if predictor is None else predictor.family
+        self._names: dict[int, str] = {}
+
+    def __call__(self, rows: int) -> str:
+        if rows not in self._names:
+            try:
+                family = str(self._ask(rows))
+            except Exception:  # prediction must never break decoding
+                family = ""
+            self._names[rows] = family
+        return self._names[rows]

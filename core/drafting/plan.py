@@ -22,6 +22,11 @@ class Plan:
     k: int = 0
     declined: list[Any] = field(default_factory=list)
 
+    @property
+    def drafts(self) -> bool:
+        """Whether a source drafts this round (else a plain target step)."""
+        return self.drafter is not None
+
 
 def plan_round(
     router: Any,
@@ -29,8 +34,8 @@ def plan_round(
     policy_for: Callable[[Any], Any],
     seq: Sequence[int],
     cap: int,
-    asks: Callable[[str], bool] | None = None,
-    rank: Callable[[str], float] | None = None,
+    asks: Callable[[str], bool],
+    rank: Callable[[str], float],
 ) -> Plan:
     """Each offer of `router` after `seq`, best first, goes to its source's policy (with the
     offer, where the policy takes one: a copy's length and kind); the first that wants
@@ -39,19 +44,19 @@ def plan_round(
     `asks(name)`: the measured guard (core.cost.guard.RateGuard.asks); a source it answers
     False for measured slower than plain target steps in this run and is skipped, so a
     hybrid whose model cannot pay is the lookup alone. `rank(name)`: its order among the
-    offers (stable: equal keys keep the router's order), the faster measured source first."""
+    offers (stable: equal keys keep the router's order), the faster measured source first.
+    Where no clock judges the rounds, the null guard's (core.cost.guard.NULL_GUARD) ask every
+    source in the router's order."""
     plan = Plan()
     offers = offers_of(router, seq)
-    if rank is not None and len(offers) > 1:
+    if len(offers) > 1:
         offers.sort(key=lambda o: rank(o.source))
     for offer in offers:
-        if asks is not None and not asks(offer.source):
+        if not asks(offer.source):
             continue
         drafter = source(offer.source)
         policy = policy_for(drafter)
-        consider = getattr(policy, "consider", None)
-        if consider is not None:
-            consider(offer)
+        policy.consider(offer)  # core.cost.policy.Policy: a no-op but for a copy's policy
         k = max(min(policy.next_k(cap), cap), 0)
         if k > 0:
             plan.drafter, plan.policy, plan.k = drafter, policy, k

@@ -156,7 +156,7 @@ def main(out: Path) -> int:
         if not grow or len(seq) > start_len + 600:
             del seq[start_len:]
             engine._settle(seq)
-            engine._rewind_all(seq, max(start_len - 40, 0))
+            engine.caches.rewind(seq, max(start_len - 40, 0))
         return row
 
     # Warm-up: every (T, R) round twice, back to back and after a stretch.

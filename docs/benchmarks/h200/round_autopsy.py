@@ -108,7 +108,7 @@ def main(out: Path) -> int:
         summary = None
         for item in engine.generate(list(ids), s):
             now = time.perf_counter()
-            for d in engine._drafters.values():  # built lazily per request: wrap once each
+            for d in engine.caches.drafters.values():  # built lazily per request: wrap once each
                 if id(d) not in wrapped:
                     wrapped.add(id(d))
                     for m in ("catch_up", "propose", "offers"):

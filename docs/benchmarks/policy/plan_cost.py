@@ -37,7 +37,7 @@ from rawdata import load_json  # noqa: E402
 from round_autopsy import row_settings  # noqa: E402
 
 from core.bench.prompts import load_prompt  # noqa: E402
-from core.decode.run_state import NULL_GUARD  # noqa: E402
+from core.cost.guard import NULL_GUARD  # noqa: E402
 from core.models.chat_template import chat_prompt_ids  # noqa: E402
 
 CURVE = ROOT / "docs/benchmarks/data/h200-2026-12-01-s9/calibration/default-256-interleaved.json.xz"

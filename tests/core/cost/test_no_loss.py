@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.cost.policy import CopyRunPolicy
+from core.cost.policy import CopyRunPolicy, NullPolicy
 from core.cost.prediction import RunLengths, copy_acceptance, expected_tokens, run_hazards
 from core.decode.engine import Engine
 from core.dispatch import VerifyCostCurve
@@ -79,7 +79,7 @@ def test_a_model_catch_up_after_its_first_is_charged_to_its_round(target) -> Non
     """The model's policy sees the seconds its catch-up took (after the request's first,
     which is a prefill), so a fallback that lags behind copies and target steps pays its way."""
 
-    class Recording:
+    class Recording(NullPolicy):  # the hooks the loop calls, as no-ops
         def __init__(self) -> None:
             self.schedule = [2, 0, 0, 0, 2, 2]
             self.seconds: list[float | None] = []

@@ -21,6 +21,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from core.cost.policy import NullPolicy
 from core.decode.engine import Engine
 from core.decode.run_state import logits_config
 from core.events import PHASES, RoundEvent, RunSummary
@@ -746,7 +747,7 @@ def test_the_policy_is_told_how_many_drafts_the_request_can_still_use(target, cl
     """k is capped at the request's last tokens (one fewer with the bonus), and the policy is
     asked with that cap, so a pricing policy picks the best k within it (core/cost/policy.py)."""
 
-    class Recording:
+    class Recording(NullPolicy):  # the hooks the loop calls, as no-ops
         def __init__(self) -> None:
             self.limits: list[int | None] = []
 
