@@ -60,12 +60,13 @@ class MLXSession:
         self.engine = Engine.from_pair(self.pair)
         # Compiles in the order of need: each turn warms what its first rounds use
         # (generate), and the engine thread warms the rest while idle (warm_idle), smallest
-        # first: every row count, each kind of logits processing (top-p, repetition penalty)
-        # and the compiled draft step, since settings change while the app runs. On a fresh GPU
-        # the first answer then waits for a few kernels, not for all of them.
+        # first: every row count, each kind of logits processing (top-p, repetition penalty),
+        # the compiled draft step and the tree source's verifications (`d` reaches it), since
+        # settings change while the app runs. On a fresh GPU the first answer then waits for a
+        # few kernels, not for all of them.
         self.warmer = Warmer(self.engine, label=self.pair.target.name)
         every = [Settings(), Settings(temperature=0.7, top_p=0.9, repetition_penalty=1.1,
-                                      step="auto")]
+                                      step="auto"), Settings(draft_source="tree")]
         self.warmer.plan_idle(every_size(every, rows=range(1, MAX_K + 2),
                                          has_draft=self.pair.draft is not None))
         # A GPU whose matrix kernels are not compiled yet starts narrow until the idle warm-up

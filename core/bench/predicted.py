@@ -20,7 +20,7 @@ from typing import Any
 from core.bench.results import BenchResult, BenchSetting
 from core.cost.prediction import RoundCost, predict, predict_schedule
 from core.dispatch.curve import run_step, verify_cost
-from core.settings import MAX_K, Settings
+from core.settings import Settings
 
 EFFICIENCY_FLOOR = 0.85  # below this, the report says where the time went
 CALIBRATION_REPEATS = 3
@@ -44,7 +44,11 @@ def needed_calibration(rows: Sequence[BenchSetting]) -> dict[str, Any] | None:
     step = steps.pop() if len(steps) == 1 else "auto"  # mixed rows: both measured
     if step != "eager":
         modes.append("compiled")
-    return {"rows": min(longest, MAX_K) + 1, "modes": tuple(dict.fromkeys(modes)), "step": step}
+    from core.dispatch.curve_cache import tree_run
+    from core.dispatch.row_plan import plan_need
+
+    tree = any(tree_run(s) for s in spec)  # a tree source verifies up to its node budget + 1
+    return {"rows": plan_need(longest, tree), "modes": tuple(dict.fromkeys(modes)), "step": step}
 
 
 def _covers(curve: Any, need: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.dispatch.curve import CalibrationError, VerifyCostCurve
+from core.dispatch.row_plan import plan_need
 from core.io.kept import (  # noqa: F401 (CURVES_ENV, curves_dir: where kept curves live)
     CURVES_ENV,
     KeptFileError,
@@ -86,11 +87,20 @@ def modes_here(settings: Any, target_model: Any, backend: Any = None) -> tuple[s
 def curve_missing(curve: Any, settings: Any) -> bool:
     """Whether a run of `settings` lacks the curve it reads: none, or one without the mode
     its dispatch needs (fastest: the padded kernel; dense: the dense copy), or without the
-    compiled forward's rows a step other than eager prices and decides by."""
+    compiled forward's rows a step other than eager prices and decides by, or, for a tree
+    source, one short of the tree's rows (a run switched to the tree, the app's `d`, whose
+    curve was measured for a chain: the tree would be capped at the chain's k_max nodes)."""
     need = {"fastest": "gemm", "dense": "dense"}.get(settings.dispatch)
     compiled = getattr(settings, "step", "eager") != "eager"
     return curve is None or (need is not None and need not in curve.modes) or (
-        compiled and "compiled" not in curve.modes)
+        compiled and "compiled" not in curve.modes) or (
+        tree_run(settings) and (not curve.times or max(curve.rows) < plan_need(0, tree=True)))
+
+
+def tree_run(settings: Any) -> bool:
+    """Whether a run of `settings` drafts token trees (core/drafting/tree.py), whose widest
+    verification is the tree's, not the chain's k_max + 1 (core/dispatch/row_plan.py)."""
+    return getattr(settings, "draft_source", None) == "tree"
 
 
 def curve_wanted(curve: Any, settings: Any) -> bool:
@@ -181,8 +191,8 @@ class Lookup:
 def covers(curve: VerifyCostCurve, settings: Any, modes: Any = None) -> bool:
     """Whether the curve measured every row count a run of `settings` can verify, in each mode
     it needs (`modes`, else `calibration_modes(settings)`; a curve measured for k_max = 8
-    does not price k = 15)."""
-    need = min(getattr(settings, "k_max", 0), 32) + 1
+    does not price k = 15, one measured for chains does not price a tree's 65 rows)."""
+    need = plan_need(getattr(settings, "k_max", 0), tree_run(settings))
     return all(mode in curve.times and max(curve.times[mode], default=0) >= need
                for mode in (modes or calibration_modes(settings)))
 
@@ -260,11 +270,12 @@ def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> l
     """The row counts a calibration for `settings` times on this target and machine: the plan
     of core/dispatch/row_plan.py (on a GPU every R up to k_max + 1; on the CPU 1..9, both
     sides of every predicted kernel change, always k_max + 1 capped at MAX_K + 1): a first start
-    at k_max = 32 then times 10 row counts on the CPU, not 33.
+    at k_max = 32 then times 10 row counts on the CPU, not 33. A tree source's run reaches
+    the tree's 65 rows (`tree_run`; every row to 65 on a GPU, 65 beside the CPU's plan).
     The engine's own calibration (core/decode/engine.py) and `curve_for` both read it."""
     from core.dispatch.row_plan import plan_for
 
-    return plan_for(settings.k_max, target_model, backend)
+    return plan_for(settings.k_max, target_model, backend, tree_run(settings))
 
 
 def quick_curve(target_model: Any, draft_model: Any, settings: Any, context: int) -> Any:

@@ -14,7 +14,11 @@ by `VerifyCostCurve.t_verify`, which interpolates linearly between measured rows
   weight shape of this target runs another kernel than at R - 1: the cost jumps there, and R - 1
   and R both measured keep the interpolation from drawing a slope across the jump;
 - always k_max + 1 (capped at MAX_K + 1), so `covers()` (core/dispatch/curve_cache.py) still
-  means "measured up to k_max + 1".
+  means "measured up to k_max + 1";
+- for a run whose source verifies token trees (draft_source "tree", core/drafting/tree.py),
+  also the tree's widest verification, NODE_BUDGET nodes and their root: 65 rows. The tree's
+  nodes are sized by the curve and never past its largest measured rows (a flat curve's
+  extrapolation is noise), so a curve to k_max + 1 would cap a tree at k_max nodes.
 
 That sparse plan is the CPU's: there no rule depends on R (one loop over rows), the cost is
 linear in rows (docs/dispatch.md) and a row of the default model costs ~0.2 s, so the plan is
@@ -46,29 +50,33 @@ COMMON_ROWS = 9  # every R up to here: the common k, and CUDA's matrix kernel fr
 CPU_CONTEXT = 16
 
 
-def plan_need(k_max: int) -> int:
+def plan_need(k_max: int, tree: bool = False) -> int:
     """The widest verification a run with this k_max can ask for: k_max + 1, capped at
-    MAX_K + 1 (the engine never verifies more)."""
+    MAX_K + 1 (the engine never verifies more a chain); for a `tree` run at least a whole
+    tree's rows, NODE_BUDGET + 1."""
+    from core.drafting.tree import NODE_BUDGET
     from core.settings import MAX_K
 
-    return min(max(int(k_max), 0), MAX_K) + 1
+    need = min(max(int(k_max), 0), MAX_K) + 1
+    return max(need, NODE_BUDGET + 1) if tree else need
 
 
-def row_plan(k_max: int, boundaries: Iterable[int], backend: str) -> list[int]:
+def row_plan(k_max: int, boundaries: Iterable[int], backend: str, tree: bool = False) -> list[int]:
     """The row counts a calibration for `k_max` times on a `backend` ("cpu", "cuda",
     "metal"), given the R at which the dispatch rules predict a kernel change (`boundaries`:
     the kernel at R differs from the one at R - 1; those beyond k_max + 1 are not reached).
 
     Sorted, unique, 1..min(9, need) first, need = k_max + 1 last, and every boundary R within
-    reach has R - 1 and R in it; on a GPU every R in 1..need (the module's docstring says why)."""
-    need = plan_need(k_max)
+    reach has R - 1 and R in it; on a GPU every R in 1..need (the module's docstring says why).
+    A `tree` run's need is the tree's rows (`plan_need`); the chain's k_max + 1 stays in."""
+    need = plan_need(k_max, tree)
     if backend != "cpu":
         return list(range(1, need + 1))
     rows = set(range(1, min(COMMON_ROWS, need) + 1))
     for b in boundaries:
         if 2 <= int(b) <= need:
             rows.update((int(b) - 1, int(b)))
-    rows.add(need)
+    rows.update((plan_need(k_max), need))
     return sorted(rows)
 
 
@@ -87,18 +95,19 @@ def kernel_changes(predictor: Any, top: int) -> list[int]:
     return out
 
 
-def plan_for(k_max: int, target_model: Any, backend: Any = None) -> list[int]:
+def plan_for(k_max: int, target_model: Any, backend: Any = None, tree: bool = False) -> list[int]:
     """The plan for this target on this machine (`backend`: a BackendInfo; the process's own
-    when None): on the CPU the target's linear shapes under MLX's dispatch rules give the
-    boundaries; a GPU times every row, so no prediction is made for it."""
+    when None; `tree`: a tree source's run): on the CPU the target's linear shapes under
+    MLX's dispatch rules give the boundaries; a GPU times every row, so no prediction is
+    made for it."""
     from core.dispatch.backend import current_backend
     from core.dispatch.kernels import KernelPredictor
 
     b = backend or current_backend()
     if b.backend != "cpu":
-        return row_plan(k_max, (), b.backend)
+        return row_plan(k_max, (), b.backend, tree)
     predictor = KernelPredictor(target_model, b)
-    return row_plan(k_max, kernel_changes(predictor, plan_need(k_max)), b.backend)
+    return row_plan(k_max, kernel_changes(predictor, plan_need(k_max, tree)), b.backend, tree)
 
 
 def calibration_context(context: int, backend: Any = None) -> int:

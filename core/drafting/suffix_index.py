@@ -199,16 +199,21 @@ class Occurrences:
         n = self._n
         if n < 3:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        ends = self._ends.get((int(self._buf[n - 2]), int(self._buf[n - 1])), [])
-        e = np.asarray(ends[-candidates - 1 :], dtype=np.int64)
-        e = e[e < n - 1][::-1]  # earlier ends only, most recent first
+        buf = self._buf
+        ends = self._ends.get((int(buf[n - 2]), int(buf[n - 1])), [])
+        e = np.asarray(ends[-candidates - 1 :], dtype=np.int64)[::-1]
+        if e.size and e[0] == n - 1:
+            e = e[1:]  # earlier ends only, most recent first
         if e.size == 0:
             return e, e
-        back = np.arange(longest, dtype=np.int64)
-        idx = e[:, None] - back[None, :]
-        ok = idx >= 0
-        same = (self._buf[np.maximum(idx, 0)] == self._buf[n - 1 - back][None, :]) & ok
-        same &= (n - 1 - back >= 0)[None, :]
-        lengths = np.cumprod(same, axis=1).sum(axis=1)
+        # Compare `span` tokens back from each end (n - 1 - back stays >= 1). An index below
+        # 0 wraps to the buffer's end and may compare equal: the cap at e + 1 (an occurrence
+        # cannot agree on more tokens than precede it) discards those comparisons.
+        span = min(longest, n - 1)
+        back = np.arange(span)
+        same = np.empty((e.size, span + 1), dtype=bool)  # a last column unequal: every run ends
+        np.equal(buf[e[:, None] - back], buf[n - 1 - back], out=same[:, :span])
+        same[:, span] = False
+        lengths = np.minimum(same.argmin(axis=1), e + 1)
         order = np.argsort(-lengths, kind="stable")
         return e[order], lengths[order]

@@ -33,6 +33,10 @@ class TokenTree:
     def __post_init__(self) -> None:
         if len(self.parents) != len(self.tokens):
             raise ValueError("a tree needs one parent per token")
+        if not self.scores:
+            object.__setattr__(self, "scores", (1,) * len(self.tokens))
+        if self._depth:  # `preordered`: a builder that numbered the tree knows its depths
+            return
         depth: list[int] = []
         path: list[int] = []  # the path to the previous node: a preorder's parent is on it
         preorder = True
@@ -46,8 +50,23 @@ class TokenTree:
             path.append(i)
         object.__setattr__(self, "_depth", tuple(depth))
         object.__setattr__(self, "_preorder", preorder)
-        if not self.scores:
-            object.__setattr__(self, "scores", (1,) * len(self.tokens))
+
+    @classmethod
+    def preordered(cls, tokens: tuple[int, ...], parents: tuple[int, ...],
+                   scores: tuple[int, ...], depths: tuple[int, ...],
+                   seen: np.ndarray | None = None) -> TokenTree:
+        """A tree its builder numbered in preorder and whose depths (and optionally its
+        `ancestors` matrix, `seen`) it knows: the merge of the continuations
+        (core.drafting.tree). Taken as given, without the per-node walk that derives and
+        checks the depths (a Python loop over the nodes) or the ancestors' [N + 1, N + 1]
+        pass: at 64 nodes each is a sixth of a round's host work."""
+        if not len(depths) == len(tokens) > 0:
+            return cls(tokens, parents, scores)
+        tree = cls(tokens, parents, scores, _depth=depths, _preorder=True)
+        if seen is not None:
+            seen.flags.writeable = False
+            tree._anc.append(seen)
+        return tree
 
     @classmethod
     def chain(cls, tokens: list[int] | tuple[int, ...]) -> TokenTree:
@@ -96,23 +115,29 @@ class TokenTree:
 
 def ancestors(tree: TokenTree) -> np.ndarray:
     """[N + 1, N + 1] bool over rows (row 0 the root, row i + 1 node i): row r sees row c
-    where c is r or an ancestor of r, the root included. Built once per tree: in preorder a
-    node's descendants are the run of deeper nodes right after it (one NumPy pass)."""
+    where c is r or an ancestor of r, the root included. Built once per tree (read-only): in
+    preorder a node's descendants are the run of deeper nodes right after it, so node c is
+    an ancestor of r where c <= r < end(c), end(c) the first later node no deeper than c."""
     if tree._anc:
         return tree._anc[0]
     n = tree.size
-    seen = np.zeros((n + 1, n + 1), dtype=bool)
-    seen[:, 0] = True
     if tree._preorder and n:
         d = np.asarray(tree.depths)
-        later = np.triu(d[None, :] <= d[:, None], 1)  # [j, k]: k after j, not below it
-        end = np.where(later.any(axis=1), later.argmax(axis=1), n)
-        idx = np.arange(n)
-        seen[1:, 1:] = (idx[None, :] <= idx[:, None]) & (idx[:, None] < end[None, :])
+        idx = np.arange(n + 1)
+        after = np.empty((n, n + 1), dtype=bool)  # [c, k]: k after c and no deeper (k = n: end)
+        np.less_equal(d[None, :], d[:, None], out=after[:, :n])
+        after[:, :n] &= idx[None, :n] > idx[:n, None]
+        after[:, n] = True
+        end = after.argmax(axis=1) + 1  # in rows
+        seen = (idx[None, 1:] <= idx[:, None]) & (idx[:, None] < end[None, :])
+        seen = np.concatenate([np.ones((n + 1, 1), dtype=bool), seen], axis=1)
     else:
+        seen = np.zeros((n + 1, n + 1), dtype=bool)
+        seen[:, 0] = True
         for i, p in enumerate(tree.parents):
             seen[i + 1] = seen[p + 1]
             seen[i + 1, i + 1] = True
+    seen.flags.writeable = False
     tree._anc.append(seen)
     return seen
 
@@ -131,6 +156,8 @@ def visible(tree: TokenTree, pending: int = 1) -> np.ndarray:
     the pending rows causally, each node its ancestors and itself among the nodes (every row
     also sees the whole cached context, which the forward prepends on the device, so this
     host work does not grow with the conversation)."""
+    if pending == 1:  # the root is the pending row: the mask is the ancestors' matrix
+        return ancestors(tree)
     n = tree.size
     rows = pending + n
     mask = np.zeros((rows, rows), dtype=bool)
@@ -138,26 +165,3 @@ def visible(tree: TokenTree, pending: int = 1) -> np.ndarray:
     mask[pending:, :pending] = True
     mask[pending:, pending:] = ancestors(tree)[1:, 1:]  # row 0 is the root, the last pending
     return mask
-
-
-def earlier_siblings(tree: TokenTree) -> np.ndarray:
-    """[N, N] bool: E[i, j] where j is a sibling tried before i (same parent, j < i)."""
-    par = np.asarray(tree.parents)
-    idx = np.arange(tree.size)
-    return (par[:, None] == par[None, :]) & (idx[None, :] < idx[:, None])
-
-
-def children_table(tree: TokenTree) -> np.ndarray:
-    """[N + 1, C] int32: row r lists the tokens of row r's children in order (row 0 the
-    root), padded with -1 (C the widest fan-out, at least 1)."""
-    n = tree.size
-    out_rows = np.asarray(tree.parents, dtype=np.int64) + 1
-    if n == 0:
-        return np.full((1, 1), -1, dtype=np.int32)
-    order = np.argsort(out_rows, kind="stable")
-    counts = np.bincount(out_rows, minlength=n + 1)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    col = np.arange(n) - starts[out_rows[order]]
-    out = np.full((n + 1, max(1, int(counts.max()))), -1, dtype=np.int32)
-    out[out_rows[order], col] = np.asarray(tree.tokens, dtype=np.int32)[order]
-    return out

@@ -25,32 +25,40 @@ import mlx.core as mx
 import numpy as np
 
 from core.primitives.sampling import sample
-from core.primitives.token_tree import TokenTree, ancestors, children_table, earlier_siblings
+from core.primitives.token_tree import TokenTree, ancestors
 
 
 @dataclass(frozen=True)
 class TreeArrays:
-    """A tree's structure on the device, built once per round from host NumPy."""
+    """A tree's structure on the device, built once per round from the tree's tuples and
+    its ancestors' matrix (the rest is device ops, evaluated with the verification)."""
 
     tokens: mx.array  # [N] node tokens
     parent_rows: mx.array  # [N] the row of each node's parent (0: the root)
     path_of: mx.array  # [N, N] float: path_of[i, j] = 1 where j is i or an ancestor of i
     depths: mx.array  # [N] depth of each node
     earlier: mx.array | None  # [N, N] float: earlier siblings (the lossless rule's only)
-    kids: mx.array | None  # [N + 1, C] children's tokens per row, -1 padded (lossless only)
 
     @classmethod
     def of(cls, tree: TokenTree, sampled: bool = True) -> TreeArrays:
         """The arrays; `sampled` False (greedy) leaves out what only the lossless rule reads."""
-        anc = ancestors(tree)[1:, 1:].astype(np.float32)
-        return cls(
-            mx.array(np.asarray(tree.tokens, np.int32)),
-            mx.array(np.asarray(tree.parents, np.int32) + 1),
-            mx.array(anc),
-            mx.array(np.asarray(tree.depths, np.int32)),
-            mx.array(earlier_siblings(tree).astype(np.float32)) if sampled else None,
-            mx.array(children_table(tree)) if sampled else None,
+        parents = mx.array(tree.parents, dtype=mx.int32)
+        return cls(  # from the tuples directly: a NumPy copy first costs a few µs each
+            mx.array(tree.tokens, dtype=mx.int32),
+            parents + 1,
+            mx.array(ancestors(tree)[1:, 1:]).astype(mx.float32),
+            mx.array(tree.depths, dtype=mx.int32),
+            _earlier(parents) if sampled else None,
         )
+
+
+def _earlier(parents: mx.array) -> mx.array:
+    """[N, N] float: E[i, j] = 1 where j is a sibling tried before i (same parent, j < i).
+    Device ops, evaluated with the verification: the same on the host over [N, N] costs
+    ~10 µs a round at 64 nodes."""
+    idx = mx.arange(parents.size)
+    same = parents[:, None] == parents[None, :]
+    return (same & (idx[None, :] < idx[:, None])).astype(mx.float32)
 
 
 def _deepest(ok: mx.array, arrays: TreeArrays) -> mx.array:
@@ -75,7 +83,7 @@ def accept_tree_greedy_packed(logits: mx.array, arrays: TreeArrays) -> mx.array:
 def accept_tree_lossless_packed(p: mx.array, arrays: TreeArrays, key: mx.array) -> mx.array:
     """[the accepted path's last row, the next token], by recursive rejection over each row's
     children (p: [N + 1, V] target probabilities per row)."""
-    assert arrays.earlier is not None and arrays.kids is not None, "built with sampled=True"
+    assert arrays.earlier is not None, "built with sampled=True"
     k_u, k_r = mx.random.split(key, 2)
     if arrays.tokens.size == 0:
         return mx.stack([mx.array(0, dtype=mx.int32), sample(p[:1], k_r)[0].astype(mx.int32)])
@@ -87,8 +95,10 @@ def accept_tree_lossless_packed(p: mx.array, arrays: TreeArrays, key: mx.array) 
     first = (accepted > 0) & ((arrays.earlier @ accepted) == 0)  # tried and kept first
     best = _deepest(first, arrays)
     row = mx.take(p, best, axis=0)
-    kids = mx.take(arrays.kids, best, axis=0)
-    tried = (mx.arange(p.shape[-1])[None, :] == kids[:, None]).any(axis=0)
+    # the tokens of `best`'s children (the others scatter into a slot past the vocabulary)
+    vocab = p.shape[-1]
+    kids = mx.where(arrays.parent_rows == best, arrays.tokens, vocab)
+    tried = mx.zeros((vocab + 1,), dtype=mx.float32).at[kids].add(1.0)[:vocab] > 0
     res = mx.where(tried, 0.0, row)
     s = res.sum()
     res = mx.where(s > 0, res / mx.where(s > 0, s, 1.0), row)

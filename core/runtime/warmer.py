@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.runtime.compile_watch import THRESHOLD_S, CompileWatch, Notify, kernel_cache_dir
-from core.runtime.warmup import WarmShapes, WarmupRecord, sampling_configs
+from core.runtime.warmup import WarmShapes, WarmupRecord, sampling_configs, tree_rows
 
 PREFILLS = ("prefill", "draft-prefill")
 
@@ -28,7 +28,9 @@ class WarmSize:
     kind "prefill" / "draft-prefill": the target's / the draft's prefill of `rows` tokens (a
     power of two up to the chunk: the matmul tile classes a prompt's length picks); "verify":
     a verification of `rows` rows under calibration mode `mode` with each config's processing
-    and acceptance; "draft": two chained draft steps per config, `compiled` or plain.
+    and acceptance; "tree": a tree source's verification of `rows` rows (its tree forward and
+    tree rules, core/runtime/warmup.py WarmShapes.tree); "draft": two chained draft steps per
+    config, `compiled` or plain.
     `configs` are core.primitives.sampling.LogitsConfig.
     """
 
@@ -47,7 +49,7 @@ class WarmSize:
     def order(self) -> tuple[Any, ...]:
         """Smallest first: fewer rows first; at equal rows a draft step, then a verification,
         then a prefill; configs as sampling_configs sorts them."""
-        rank = {"draft": 0, "verify": 1, "draft-prefill": 2, "prefill": 3}[self.kind]
+        rank = {"draft": 0, "verify": 1, "tree": 2, "draft-prefill": 3, "prefill": 4}[self.kind]
         cfg = [(c.temperature, c.top_p, c.repetition_penalty) for c in self.configs]
         return (self.rows, rank, self.mode, self.compiled, cfg)
 
@@ -58,7 +60,8 @@ class WarmSize:
         if self.kind == "draft":
             return "compiled draft step" if self.compiled else "draft step"
         mode = "" if self.mode == "auto" else f" ({self.mode})"
-        return f"verification of {self.rows} row{'s' if self.rows != 1 else ''}{mode}"
+        what = "tree verification" if self.kind == "tree" else "verification"
+        return f"{what} of {self.rows} row{'s' if self.rows != 1 else ''}{mode}"
 
 
 def prefill_bucket(prompt_tokens: int, chunk: int) -> int:
@@ -154,11 +157,14 @@ def every_size(
     has_draft: bool = True,
 ) -> list[WarmSize]:
     """Everything a session of these settings can use (what `warm_up` runs at once), one
-    size per row count, mode and draft variant, smallest first."""
+    size per row count, mode and draft variant, smallest first; a tree source's settings add
+    its tree verifications (`tree_rows`)."""
     from core.primitives.cached_model import PREFILL_CHUNK
 
     cfgs = tuple(sampling_configs(settings))
     sizes = [WarmSize("verify", int(r), m, cfgs) for m in dict.fromkeys(modes) for r in rows]
+    sizes += [WarmSize("tree", r, m, cfgs) for m in dict.fromkeys(modes)
+              for r in tree_rows(settings)]
     if has_draft:
         sizes.append(WarmSize("draft-prefill", chunk or PREFILL_CHUNK))
         for compiled in dict.fromkeys((False, any(getattr(s, "step", "eager") != "eager"
@@ -258,7 +264,8 @@ class Warmer:
         # As a run uses them: the prefills first (they give the rest its context).
         todo = sorted(self.pending(sizes), key=lambda z: (z.kind not in PREFILLS, z.order()))
         record = WarmupRecord(True, backend=self.backend.backend, prompt_tokens=prompt_tokens,
-                              rows=sorted({z.rows for z in todo if z.kind == "verify"}))
+                              rows=sorted({z.rows for z in todo if z.kind == "verify"}),
+                              tree_rows=sorted({z.rows for z in todo if z.kind == "tree"}))
         t0 = self.clock()
         watch = CompileWatch(self.label, on_notice=on_notice, threshold_s=threshold_s,
                              cache_dir=kernel_cache_dir(self.backend.backend))
@@ -324,11 +331,12 @@ class Warmer:
             self._target = shapes.target_cache(shapes.prompt(size.rows), self.chunk)
         elif size.kind == "draft-prefill":
             self._drafts = {False: shapes.draft_cache(shapes.prompt(size.rows), self.chunk)}
-        elif size.kind == "verify":
+        elif size.kind in ("verify", "tree"):
             if self._target is None:
                 self._target = shapes.target_cache(shapes.prompt(1), self.chunk)
             configs = [p[-1] for p in todo]
-            shapes.verify(self._target, size.rows, size.mode, configs)
+            run = shapes.verify if size.kind == "verify" else shapes.tree
+            run(self._target, size.rows, size.mode, configs)
         else:
             d = self._drafts.get(size.compiled)
             if d is None:  # a context of one token (a prefilled cache: the fused step needs one)

@@ -10,7 +10,8 @@ first paid for compiles it should never have measured. So:
 - `CompileWatch` (core/runtime/compile_watch.py) says when a first use stalls on a compile.
 - `warm_up` runs, on fresh caches (the engine's are untouched), the target's prefill at the
   prompt's length in the engine's chunks (one chunk when unknown), its decode step, verifications of every row count asked for (per calibration
-  mode) with the acceptance rules, the draft's prefill and decode steps (greedy and
+  mode) with the acceptance rules, a tree source's tree verifications (their own forward,
+  mask and acceptance) of every tree row count, the draft's prefill and decode steps (greedy and
   sampled, compiled when asked), inside one watch; then a settle check repeats a single-row target step
   until two consecutive timings agree within `settle_tolerance`. On the CPU backend it does
   nothing unless forced. It only runs before timed work: decode rounds are never touched.
@@ -42,6 +43,7 @@ class WarmupRecord:
     backend: str = ""
     reason: str | None = None  # why it did not run
     rows: list[int] = field(default_factory=list)
+    tree_rows: list[int] = field(default_factory=list)  # a tree source's verifications
     prompt_tokens: int = 0
     settle_s: list[float] = field(default_factory=list)  # the settle check's step timings
 
@@ -60,6 +62,18 @@ def verify_rows(settings: Iterable[Any], extra: int = 0) -> list[int]:
             longest = max(longest, s.k if s.policy == "fixed" else max(s.k, s.k_max))
     top = max(min(longest, MAX_K) + 1, extra, 1)
     return list(range(1, top + 1))
+
+
+def tree_rows(settings: Iterable[Any]) -> list[int]:
+    """2..NODE_BUDGET + 1: every row count a tree verification of these settings can run
+    (the tree's nodes, from the depth up to the budget as the curve sizes them, and its root;
+    a handed-off round feeds the nodes alone), or none when no setting drafts trees."""
+    from core.dispatch.curve_cache import tree_run
+    from core.dispatch.row_plan import plan_need
+
+    if not any(s.mode == "speculative" and tree_run(s) for s in settings):
+        return []
+    return list(range(2, plan_need(0, tree=True) + 1))
 
 
 def sampling_configs(settings: Iterable[Any] = ()) -> list[Any]:
@@ -84,6 +98,7 @@ def warm_up(
     *,
     vocab: int,
     rows: Sequence[int] = (1,),
+    tree_rows: Sequence[int] = (),
     prompt_tokens: int = 0,
     chunk: int | None = None,
     modes: Sequence[str] = ("auto",),
@@ -101,7 +116,8 @@ def warm_up(
 ) -> WarmupRecord:
     """Run every shape the timed work will use once, on fresh caches, inside a CompileWatch.
 
-    `rows`: the verification row counts; `prompt_tokens`: the prefill's length (the timed
+    `rows`: the verification row counts; `tree_rows`: a tree source's (`tree_rows()`),
+    each a tree forward per mode; `prompt_tokens`: the prefill's length (the timed
     work's prompt, prefilled in `chunk`s as the engine does; one chunk when not known); `modes`: calibration modes whose dispatch and
     attention overrides the verifications run under. `lockstep` (a sharded target: every rank
     must run the same forwards) runs all `settle_tries` steps instead of stopping when settled.
@@ -117,7 +133,9 @@ def warm_up(
     chunk = chunk or PREFILL_CHUNK
     n_prompt = prompt_tokens if prompt_tokens > 0 else chunk
     row_list = sorted({int(r) for r in rows if int(r) >= 1}) or [1]
-    record = WarmupRecord(True, backend=b.backend, rows=row_list, prompt_tokens=n_prompt)
+    trees = sorted({int(r) for r in tree_rows if int(r) >= 2})
+    record = WarmupRecord(True, backend=b.backend, rows=row_list, tree_rows=trees,
+                          prompt_tokens=n_prompt)
     t0 = clock()
     watch = CompileWatch(label, on_notice=on_notice, threshold_s=threshold_s,
                          cache_dir=kernel_cache_dir(b.backend))
@@ -126,6 +144,7 @@ def warm_up(
         run = WarmShapes(target, draft, vocab, cfgs, b, watch.progress)
         prompt = run.prompt(n_prompt)
         t_cache = run.target(prompt, chunk, row_list, modes)
+        run.trees(t_cache, trees, modes)
         if draft is not None:
             run.draft(prompt, chunk, compiled_draft)
         record.settle_s, record.settled = _settle(
@@ -158,7 +177,8 @@ def warm_up_engine(
     compiled = any(getattr(s, "step", "eager") != "eager" for s in settings)
     return warm_up(
         target, getattr(engine, "draft_model", None), vocab=engine.vocab_size,
-        rows=rows if rows is not None else verify_rows(settings), prompt_tokens=prompt_tokens,
+        rows=rows if rows is not None else verify_rows(settings),
+        tree_rows=tree_rows(settings), prompt_tokens=prompt_tokens,
         modes=modes, configs=sampling_configs(settings), compiled_draft=compiled, label=name,
         lockstep=getattr(engine, "spmd", None) is not None, **kw,
     )
@@ -248,6 +268,57 @@ class WarmShapes:
             with verification_patches(t.model, dispatch, attention, r, backend=self.backend):
                 logits = t.forward(toks, self.vocab)
         mx.eval(logits, *self._process(logits, toks[1:], hist, configs))
+        trim_prompt_cache(t.cache, r)
+        self.progress()
+
+    def trees(self, t: Any, rows: Sequence[int], modes: Sequence[str]) -> None:
+        """A tree verification of each of `rows` under each mode, as a tree round runs it
+        (core/decode/tree_round.py): the tree forward with its mask, under the mode's
+        patches (none for "compiled": that step's rounds run the tree unpatched), then the
+        greedy and lossless tree rules; taken back after."""
+        for mode in dict.fromkeys(modes):
+            for r in rows:
+                self.tree(t, r, mode, self.configs)
+
+    def tree(self, t: Any, r: int, mode: str, configs: Sequence[Any]) -> None:
+        """One tree verification of `r` rows (the root and r - 1 nodes in two branches) with
+        each config's tree rule. Nothing where the target has no tree forward (its tree
+        rounds verify the chain, which `verify` warms)."""
+        import contextlib
+
+        import mlx.core as mx
+        from mlx_lm.models.cache import trim_prompt_cache
+
+        from core.dispatch.calibrate import MODE_SETTINGS
+        from core.dispatch.patches import verification_patches
+        from core.primitives import tree_forward
+        from core.primitives.sampling import to_probs
+        from core.primitives.token_tree import TokenTree
+        from core.primitives.tree_sampling import (
+            TreeArrays,
+            accept_tree_greedy_packed,
+            accept_tree_lossless_packed,
+        )
+
+        if tree_forward.supports_tree(t) is not None:
+            return
+        n = r - 1
+        half = (n + 1) // 2  # a chain of half the nodes, then a second branch from the root
+        parents = tuple(-1 if i in (0, half) else i - 1 for i in range(n))
+        tree = TokenTree(tuple(int(x) for x in self.rng.integers(0, self.vocab, n)), parents)
+        dispatch, attention = MODE_SETTINGS[mode]
+        patch = (contextlib.nullcontext() if mode == "compiled" else
+                 verification_patches(t.model, dispatch, attention, r, backend=self.backend))
+        with patch:
+            logits = tree_forward.forward_tree(t, self.prompt(1), tree, self.vocab)
+        out = []
+        for cfg in configs:
+            if cfg.greedy:
+                out.append(accept_tree_greedy_packed(logits, TreeArrays.of(tree, False)))
+            else:
+                out.append(accept_tree_lossless_packed(to_probs(logits, cfg),
+                                                       TreeArrays.of(tree), mx.random.key(0)))
+        mx.eval(logits, *out)
         trim_prompt_cache(t.cache, r)
         self.progress()
 

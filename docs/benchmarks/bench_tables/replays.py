@@ -191,7 +191,8 @@ def tree_host_cost(docs: list[Doc]) -> tuple[list[str], str]:
         out.append([f"{r['context']:,}", f"{r['median_nodes']:.0f}",
                     f"{r['share_at_budget']:.0%}",
                     *(f"{r[f'{p}_median_us']:.0f} / {r[f'{p}_p90_us']:.0f}"
-                      for p in ("index", "tree", "flatten", "round", "flatten_sampled"))])
+                      if f"{p}_median_us" in r else "-"
+                      for p in ("index", "tree", "flatten", "round", "round_sampled"))])
     env = d.get("environment") or {}
     load = env.get("loadavg_before_after") or [[None], [None]]
     stat = (f"median / p90 µs over {env.get('rounds', '?')} rounds, depth "
@@ -200,4 +201,4 @@ def tree_host_cost(docs: list[Doc]) -> tuple[list[str], str]:
             f"machine whose 1-minute load was {num(load[0][0], '.1f')} before and "
             f"{num(load[1][0], '.1f')} after")
     return md_table(("context", "nodes (median)", "rounds at the budget", "index", "tree",
-                     "flatten + mask", "round (greedy)", "lossless arrays, more"), out), stat
+                     "flatten + mask", "round (greedy)", "round (lossless)"), out), stat

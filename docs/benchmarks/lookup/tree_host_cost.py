@@ -5,7 +5,10 @@ automaton and the pair occurrences), find the earlier occurrences and merge thei
 continuations into a tree (build_tree), and flatten it for the verification: the rows'
 positions by depth, the mask over the tree's own rows (the cached context's part is
 prepended on the device) and the greedy rule's arrays (TreeArrays.of); the round is those
-three. The lossless rule's two more arrays are timed apart (flatten_sampled). This times each
+three. A lossless round builds the lossless rule's arrays instead (two more: the earlier
+siblings and the children's tokens), timed on the same tree (flatten_sampled,
+round_sampled). The tree's size is given (the drafter looks tree_nodes up once per depth
+and curve, TreeDrafter.nodes_for), so no curve is read per round. This times each
 part on a text built to fork a lot: a pasted passage repeated many times with 5% of its words
 changed each time (a rename, an edit), so every round merges up to 16 occurrences into a
 64-node tree, the worst case of the node budget. The device arrays are made (mx.array) but
@@ -27,7 +30,7 @@ import time
 from core.drafting.base import DraftRequest
 from core.drafting.tree import TreeDrafter, build_tree
 from core.primitives.sampling import LogitsConfig
-from core.primitives.token_tree import TokenTree, row_positions, visible
+from core.primitives.token_tree import row_positions, visible
 from core.primitives.tree_sampling import TreeArrays
 
 CONTEXTS = (1024, 8192, 32768)
@@ -55,7 +58,8 @@ def time_rounds(ctx: int) -> dict[str, list[float]]:
     d.catch_up(seq)  # the prompt: once per turn
     cfg = LogitsConfig(temperature=0.0)
     parts: dict[str, list[float]] = {"index": [], "tree": [], "flatten": [], "round": [],
-                                     "flatten_sampled": [], "nodes": []}
+                                     "flatten_sampled": [], "round_sampled": [],
+                                     "nodes": []}
     for r in range(ROUNDS):
         seq.extend(text[ctx + NEW_PER_ROUND * r : ctx + NEW_PER_ROUND * (r + 1)])
         t0 = time.perf_counter()
@@ -68,13 +72,17 @@ def time_rounds(ctx: int) -> dict[str, list[float]]:
             row_positions(tree, len(seq) - 1, 1)
             visible(tree, 1)
         t3 = time.perf_counter()
-        if tree.size:  # the lossless rule's arrays on a fresh tree (its ancestors not kept)
-            TreeArrays.of(TokenTree(tree.tokens, tree.parents, tree.scores), sampled=True)
-        parts["flatten_sampled"].append(time.perf_counter() - t3)
+        if tree.size:  # what a lossless round builds instead, on the same tree
+            TreeArrays.of(tree, sampled=True)
+            row_positions(tree, len(seq) - 1, 1)
+            visible(tree, 1)
+        t4 = time.perf_counter()
         parts["index"].append(t1 - t0)
         parts["tree"].append(t2 - t1)
         parts["flatten"].append(t3 - t2)
         parts["round"].append(t3 - t0)
+        parts["flatten_sampled"].append(t4 - t3)
+        parts["round_sampled"].append(t2 - t0 + t4 - t3)
         parts["nodes"].append(tree.size)
     # the drafter's own propose (what the round calls), for the record
     t0 = time.perf_counter()
@@ -94,7 +102,7 @@ def main() -> int:
         row = {"context": ctx, "depth": DEPTH, "node_budget": NODES,
                "median_nodes": statistics.median(parts["nodes"]),
                "share_at_budget": sum(n >= NODES for n in parts["nodes"]) / ROUNDS}
-        for name in ("index", "tree", "flatten", "round", "flatten_sampled"):
+        for name in ("index", "tree", "flatten", "round", "flatten_sampled", "round_sampled"):
             t = sorted(parts[name])
             row[f"{name}_median_us"] = statistics.median(t) * 1e6
             row[f"{name}_p90_us"] = t[int(0.9 * len(t))] * 1e6

@@ -124,3 +124,34 @@ def test_a_curve_keeps_its_step_through_a_file():
     back = VerifyCostCurve.from_dict(curve.to_dict())
     assert back.step == "compiled" and back.times["compiled"] == curve.times["compiled"]
     assert VerifyCostCurve.from_dict(_curve(PLAN).to_dict()).step == "eager"  # older files too
+
+
+def test_a_tree_run_needs_the_tree_s_rows_and_an_old_curve_still_loads(tmp_path):
+    """A tree source verifies up to 65 rows: a curve to 33 (what every kept curve before the
+    tree holds) does not cover a tree run, one to 65 does, and covers every chain run too.
+    The format is the same: a 33-row curve kept before still loads for a chain run, and for
+    a tree run is a miss with no notice (measured again to 65, then kept), never an error."""
+    from core.dispatch.curve_cache import curve_key, curve_missing
+    from core.identity import ModelIdentity
+    from tests.helpers.forward_rows import H200
+
+    chain = Settings(mode="speculative", policy="cost-aware", draft_source="lookup", k_max=32)
+    tree = chain.replace(draft_source="tree")
+    assert covers(_curve(range(1, 34)), chain) and not covers(_curve(range(1, 34)), tree)
+    assert covers(_curve(range(1, 66)), tree) and covers(_curve(range(1, 66)), chain)
+    assert not covers(_curve([*range(1, 10), 33, 64]), tree.replace(k_max=8))
+    # a run switched to the tree with a short curve calibrates first (the app's `d`)
+    assert curve_missing(_curve(range(1, 34)), tree)
+    assert not curve_missing(_curve(range(1, 34)), chain)
+    assert not curve_missing(_curve(range(1, 66)), tree)
+    ident = ModelIdentity("default", kind="default", architecture="llama", bits=4,
+                          sha256="ab" * 32)
+    key = curve_key({"target": ident}, H200, "0.32.4", chain)
+    assert key == curve_key({"target": ident}, H200, "0.32.4", tree)  # one file for both
+    save_curve(key, _curve(range(1, 34)), tmp_path)
+    assert load_curve(key, chain, tmp_path).kept is not None
+    missed = load_curve(key, tree, tmp_path)
+    assert missed.kept is None and missed.notice is None
+    save_curve(key, _curve(range(1, 66)), tmp_path)
+    assert load_curve(key, tree, tmp_path).kept.curve.rows == list(range(1, 66))
+    assert load_curve(key, chain, tmp_path).kept is not None

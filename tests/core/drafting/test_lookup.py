@@ -198,3 +198,89 @@ def test_a_round_just_run_keeps_the_threshold() -> None:
     lk.configure(Settings(lookup_min_match=1))
     (offer,) = lk.offers(seq)  # the control: the same repeat at a one-token threshold
     assert offer.source == "lookup" and offer.kind == 1
+
+
+# -- vLLM's n-gram proposer as lookup settings ------------------------------------------------
+
+# vLLM's `ngram` method (vllm/v1/spec_decode/ngram_proposer.py, config in
+# vllm/config/speculative.py): its docs' example (num_speculative_tokens 5, prompt_lookup_max
+# 4, so prompt_lookup_min 4 too) and its default lengths (min = max = 5; k has no default, the
+# docs' 5), as the lookup's own settings: a fixed k and the shortest repeat it copies from.
+VLLM_NGRAM = {
+    "lookup:policy=fixed,k=5,lookup_min_match=4": (4, 4, 5),  # (min_n, max_n, k)
+    "lookup:policy=fixed,k=5,lookup_min_match=5": (5, 5, 5),
+}
+
+
+def vllm_ngram(tokens: list[int], min_n: int, max_n: int, k: int) -> list[int]:
+    """vLLM's rule, as its proposer's docstring and code state it (a scan, not its KMP): the
+    longest n in [min_n, max_n] whose last n tokens occur earlier (ending before the last
+    token), the earliest such occurrence, and up to k tokens after it, cut at the text's end."""
+    total = len(tokens)
+    for n in range(min(max_n, total - 1), min_n - 1, -1):
+        tail = tokens[total - n :]
+        for s in range(0, total - n):  # s + n <= total - 1
+            if tokens[s : s + n] == tail:
+                return tokens[s + n : s + n + k]
+    return []
+
+
+def _ours(spec: str, tokens: list[int]) -> list[int]:
+    from core.drafting.base import DraftRequest
+    from core.flags import parse_profile_spec
+    from core.primitives.sampling import LogitsConfig
+
+    _, over = parse_profile_spec(spec)
+    s = Settings(mode="speculative", draft_source="lookup", **over)
+    d = LookupDrafter()
+    d.configure(s)
+    if not d.offers(tokens):
+        return []
+    ids = d.propose(DraftRequest(tokens, s.k, VOCAB, LogitsConfig(temperature=0.0), None)).tokens
+    return [int(x) for x in np.array(ids)]
+
+
+def test_vllm_s_own_example_and_where_the_rules_part() -> None:
+    """vLLM's docstring example ([1,2,3,4,2,3], min 2, max 3, k 4: [4,2,3]); a fork, where
+    vLLM copies the earliest occurrence and the lookup the most recent; its cap at max_n,
+    where a longer match counts no more; a run into the text's end, where vLLM stops and the
+    lookup's fixed k copies on with the period."""
+    assert vllm_ngram([1, 2, 3, 4, 2, 3], 2, 3, 4) == [4, 2, 3]
+    spec = "lookup:policy=fixed,k=3,lookup_min_match=2"
+    fork = [9, 1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 8, 5, 1, 2, 3]
+    assert vllm_ngram(fork, 2, 3, 3) == [4, 5, 6] and _ours(spec, fork) == [7, 8, 5]
+    # the cap: "1 2" occurs twice, "9 1 2" once; at max_n 2 both tie and the earliest wins
+    capped = [5, 1, 2, 7, 9, 1, 2, 8, 9, 1, 2]
+    assert vllm_ngram(capped, 2, 2, 3) == [7, 9, 1] and _ours(spec, capped) == [8, 9, 1]
+    assert vllm_ngram(capped, 2, 3, 3) == [8, 9, 1]  # matched up to 3: the longer one
+    assert _ours(spec, [1, 2, 3, 4, 2, 3]) == [4, 2, 3]  # k 3: the same
+    assert _ours("lookup:policy=fixed,k=4,lookup_min_match=2", [1, 2, 3, 4, 2, 3]) == [4, 2, 3, 4]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=40), st.sampled_from(sorted(VLLM_NGRAM)))
+def test_the_vllm_ngram_settings_propose_what_vllm_s_rule_does(tokens: list[int], spec: str):
+    """Whether a proposal is made is always the same (the longest repeat against min_n; the
+    cap at max_n >= min_n never decides it); the tokens are vLLM's wherever its rule and the
+    lookup's can only agree: the last max_n tokens (or the longest repeat, if shorter) occur
+    once earlier, and the copy does not reach the text's end. Elsewhere they part as the test
+    above shows: vLLM's earliest occurrence against the lookup's most recent, and its cut at
+    the text's end against the lookup's periodic copy."""
+    min_n, max_n, k = VLLM_NGRAM[spec]
+    want, got = vllm_ngram(tokens, min_n, max_n, k), _ours(spec, tokens)
+    assert bool(want) == bool(got), (tokens, want, got)
+    if not want:
+        return
+    total = len(tokens)
+    n = next(n for n in range(min(max_n, total - 1), min_n - 1, -1)
+             if any(tokens[s : s + n] == tokens[total - n :] for s in range(total - n)))
+    starts = [s for s in range(total - n) if tokens[s : s + n] == tokens[total - n :]]
+    if len(starts) == 1 and starts[0] + n + k <= total:
+        assert got == want, (tokens, want, got)
+
+
+def test_the_vllm_ngram_rows_are_the_documented_ones() -> None:
+    from tests.helpers import REPO
+
+    page = (REPO / "docs/benchmarks/trees.md").read_text()
+    assert all(f"`{spec}`" in page for spec in VLLM_NGRAM)

@@ -13,6 +13,7 @@ from core.decode.engine import Engine
 from core.decode.run_state import logits_config
 from core.drafting.suffix_index import Occurrences
 from core.drafting.tree import TreeDrafter, build_tree, merge, tree_nodes
+from core.primitives.token_tree import TokenTree, ancestors
 from core.settings import Settings
 from tests.helpers.engine import assert_caches, exact_pair_law, run
 from tests.helpers.tiny import VOCAB, assert_matches
@@ -53,6 +54,9 @@ def test_merge_is_the_trie_of_its_rows(rows: list[list[int]], budget: int) -> No
     rows through it; siblings heaviest first (ties: the earlier row); preorder; a budget
     keeps the best nodes by (score, earliest row, depth), which is a tree."""
     tree = merge(np.array(rows), budget)
+    walked = TokenTree(tree.tokens, tree.parents, tree.scores)  # depths, ancestors derived
+    assert tree.depths == walked.depths and tree._preorder == walked._preorder
+    assert (ancestors(tree) == ancestors(walked)).all()
     prefixes: dict[tuple[int, ...], tuple[int, int]] = {}  # prefix -> (rows through, first row)
     for r, row in enumerate(rows):
         for d in range(1, len(row) + 1):
@@ -115,6 +119,38 @@ def test_nodes_by_the_curve() -> None:
 
     assert tree_nodes(curve(1.04), 8) == 32  # k_max 32's calibration: 33 rows, not past them
     assert tree_nodes(curve(1.20), 8) == 18  # 19 rows: 5% over the chain's 9 rows
+
+
+class _Counted(_Flat):
+    calls = 0
+
+    def t_verify(self, rows: int) -> float:
+        self.calls += 1
+        return super().t_verify(rows)
+
+
+def test_the_drafter_sizes_a_depth_once_per_curve() -> None:
+    """tree_nodes walks the curve once per candidate node count (~80 µs at a 64-node
+    budget): the drafter keeps its answer per depth until the curve or the budget changes."""
+    from core.drafting.base import DraftRequest
+    from core.primitives.sampling import LogitsConfig
+
+    d = TreeDrafter()
+    d.price(_Counted())
+    req = DraftRequest(FORKED, 3, VOCAB, LogitsConfig(temperature=0.0), None)
+    d.propose(req)
+    walked = d.curve.calls
+    assert walked > 0
+    d.propose(req)
+    assert d.curve.calls == walked  # the same depth: not walked again
+    d.propose(DraftRequest(FORKED, 2, VOCAB, LogitsConfig(temperature=0.0), None))
+    assert d.curve.calls > walked  # another depth is sized
+    d.budget = 4
+    assert d.propose(req).tree.size == 4  # a new budget: sized again
+    d.price(_Counted())
+    d.budget = 64
+    d.propose(req)
+    assert d.curve.calls > 0  # a new curve: sized again
 
 
 # -- in the engine -----------------------------------------------------------------------------

@@ -8,8 +8,6 @@ import pytest
 from core.primitives.token_tree import (
     TokenTree,
     ancestors,
-    children_table,
-    earlier_siblings,
     row_positions,
     visible,
 )
@@ -36,13 +34,6 @@ def test_ancestors_and_mask_rows() -> None:
     assert m[5, 2:].tolist() == [True, False, False, True, False]  # node 3: node 0 and itself
     assert m[:, :2].sum() == 1 + 2 * 6  # every later row sees both pending rows
     assert row_positions(TREE, offset=4, pending=2).tolist() == [4, 5, 6, 7, 8, 7, 6]
-
-
-def test_siblings_and_children_tables() -> None:
-    e = earlier_siblings(TREE)
-    assert np.argwhere(e).tolist() == [[3, 1], [4, 0]]
-    kids = children_table(TREE)
-    assert kids[0].tolist() == [5, 9] and kids[1].tolist() == [6, 8] and kids[3].tolist() == [-1, -1]
 
 
 def test_ancestors_of_a_tree_not_in_preorder_are_the_same() -> None:

@@ -139,3 +139,11 @@ def test_a_row_whose_mass_is_all_on_rejected_children_falls_back_to_the_row() ->
     for key in mx.random.split(mx.random.key(0), 50):
         best, nxt = accept_tree_lossless_packed(mx.array(p), TreeArrays.of(tree), key).tolist()
         assert best in (1, 2) and nxt == 0  # a child is always taken: its mass is all of p
+
+
+def test_the_earlier_siblings_on_the_device() -> None:
+    """E[i, j]: j is a sibling tried before i (root -> 5 -> {6 -> 7, 8}; root -> 9)."""
+    tree = TokenTree((5, 6, 7, 8, 9), (-1, 0, 1, 0, -1), (3, 2, 2, 1, 1))
+    e = np.array(TreeArrays.of(tree).earlier)
+    assert np.argwhere(e).tolist() == [[3, 1], [4, 0]]
+    assert TreeArrays.of(tree, sampled=False).earlier is None

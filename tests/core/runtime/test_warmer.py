@@ -167,3 +167,33 @@ def test_bench_still_warms_every_size_before_timing(engine):
     w = json.loads(report.to_json())["environment"]["warmup"]
     assert w["ran"] is True and w["rows"] == list(range(1, 8))  # k_max + 1, not k + 1
     assert isinstance(w["compiled"], bool)
+
+
+def test_a_tree_source_s_sessions_warm_its_tree_verifications_while_idle(engine, monkeypatch):
+    """Settings that draft trees add one idle size per tree row count and mode (the tree's
+    own forward and rules), after the plain verifications of the same rows; the warmer runs
+    them on its own cache, each once."""
+    import core.primitives.tree_forward as tf
+
+    fed: list[int] = []
+    real = tf.forward_tree
+
+    def forward_tree(cm, pending, tree, vocab):  # noqa: ANN001, ANN202
+        fed.append(len(pending) + tree.size)
+        return real(cm, pending, tree, vocab)
+
+    monkeypatch.setattr(tf, "forward_tree", forward_tree)
+    tree = GREEDY.replace(mode="speculative", draft_source="tree")
+    sizes = every_size([tree], rows=range(1, 4), chunk=8, has_draft=False)
+    trees = [z for z in sizes if z.kind == "tree"]
+    assert [z.rows for z in trees] == list(range(2, 66))
+    assert trees[0].describe() == "tree verification of 2 rows"
+    assert not [z for z in every_size([GREEDY], rows=range(1, 4)) if z.kind == "tree"]
+    w = Warmer(engine, backend=H200, chunk=8)
+    before = engine.cache_state()
+    record = w.run(sizes)
+    assert record.tree_rows == list(range(2, 66)) and fed == list(range(2, 66))
+    assert engine.cache_state() == before
+    fed.clear()
+    w.run(sizes)
+    assert fed == []  # each once

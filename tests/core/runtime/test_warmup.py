@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from core.runtime.compile_watch import THRESHOLD_S, CompileWatch, kernel_cache_dir, notices_to
-from core.runtime.warmup import _settle, sampling_configs, verify_rows, warm_up
+from core.runtime.warmup import _settle, sampling_configs, tree_rows, verify_rows, warm_up
 from tests.helpers.forward_rows import CPU, H200, forward_rows
 
 
@@ -205,3 +205,52 @@ def test_the_compiled_mode_warms_the_compiled_forward_of_every_row_count(tiny_pa
     settle = len(record.settle_s)
     assert compiled == [1, 2, 9]
     assert calls["target"] == [8, 8, 4] + [1, 2, 9] + [1] * settle  # "auto" alone called it
+
+
+def test_a_tree_run_warms_every_tree_row_count_under_each_mode(tiny_pair, monkeypatch):
+    """A tree's verification is its own forward (core/primitives/tree_forward.py: the tree's
+    mask, each row rotated at its depth) and its own acceptance: `tree_rows` runs one tree
+    forward per row count per mode (the compiled step's unpatched, as its rounds run it),
+    with the greedy and lossless rules, on the warm-up's cache, taken back after."""
+    import core.primitives.tree_forward as tf
+    from core.settings import Settings
+
+    fed: list[tuple[int, int]] = []
+    real = tf.forward_tree
+
+    def forward_tree(cm, pending, tree, vocab):  # noqa: ANN001, ANN202
+        fed.append((len(pending) + tree.size, cm.offset()))
+        out = real(cm, pending, tree, vocab)
+        assert out.shape[0] == len(pending) + tree.size
+        return out
+
+    monkeypatch.setattr(tf, "forward_tree", forward_tree)
+    target = tiny_pair.target.model
+    with forward_rows(target=target) as calls:
+        record = warm_up(target, None, vocab=tiny_pair.vocab_size, rows=[1, 2],
+                         tree_rows=[2, 3, 65], prompt_tokens=20, chunk=8,
+                         modes=("auto", "gemv", "compiled"), backend=H200)
+    assert [r for r, _ in fed] == [2, 3, 65] * 3
+    assert {offset for _, offset in fed} == {20}  # each taken back: the prompt's cache
+    assert record.tree_rows == [2, 3, 65]
+    settle = len(record.settle_s)
+    assert calls["target"] == [8, 8, 4] + [1, 2] * 2 + [1] * settle  # no model call by trees
+    # which settings verify trees, and how wide: the tree's nodes and root, up to 65
+    tree = Settings(mode="speculative", draft_source="tree", policy="cost-aware", k_max=8)
+    assert tree_rows([tree]) == list(range(2, 66))
+    assert tree_rows([tree.replace(draft_source="lookup"), Settings(mode="target-only")]) == []
+    assert tree_rows([tree.replace(mode="target-only")]) == []
+
+
+def test_the_bench_and_chat_warm_up_of_a_tree_run_warms_its_trees(engine):
+    """warm_up_engine (the bench's and `chat`'s warm-up) reads the tree rows from the
+    settings it is given: a tree source's run warms them, another's none."""
+    from core.runtime.warmup import warm_up_engine
+    from core.settings import Settings
+
+    tree = Settings(mode="speculative", draft_source="tree", k=2)
+    record = warm_up_engine(engine, [tree], prompt_tokens=4, rows=[1, 2], force=True)
+    assert record.ran and record.tree_rows == list(range(2, 66))
+    record = warm_up_engine(engine, [tree.replace(draft_source="lookup")], prompt_tokens=4,
+                            rows=[1, 2], force=True)
+    assert record.tree_rows == []
