@@ -83,6 +83,8 @@ class Settings:
     bonus: bool = True
     dispatch: str = "auto"
     verify_attention: str = "auto"
+    # eager | compiled | auto; compiled lost on CUDA, a run on Metal decides it there:
+    # docs/decisions/0008-compiled-step.md
     step: str = "eager"
     prefill_chunk: int = 512
 

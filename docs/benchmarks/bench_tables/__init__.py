@@ -65,7 +65,7 @@ from bench_tables.replays import (
 )
 from bench_tables.rows import LOOKUP_COLS, PEER_COLS, PHASE_COLS, PRED_COLS, SEED_COLS, Doc, bench
 from bench_tables.steps import step_lookup, step_pair, step_pieces, step_target
-from bench_tables.trees import tree_ab
+from bench_tables.trees import tree_ab, tree_primitives
 
 TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-target": step_target,
@@ -73,6 +73,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-lookup": step_lookup,
     "step-pieces": step_pieces,
     "tree-ab": tree_ab,
+    "tree-primitives": tree_primitives,
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
     "bench-lookup": bench(LOOKUP_COLS),

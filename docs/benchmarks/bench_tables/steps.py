@@ -121,13 +121,16 @@ def step_lookup(docs: list[Doc]) -> tuple[list[str], str]:
                      _spread(_per_seed(reqs, "decode_tok_s", f"default-{step}",
                                        f"target-only-{step}"))])
     head = ["Step", "plain step ms", "lookup round ms", "round in plain steps",
-            "lookup / target-only", "default / target-only"]
+            "lookup / target-only", "model drafts / target-only"]
     return md_table(head, rows), (
         f"default model on `code-refactor-pasted`, greedy, {doc.get('tokens')} tokens, traced "
         f"(a round's own time), {_where(doc)}; plain step = median 1-row round of the "
         "target-only request, lookup round = mean lookup round of the lookup request, round in "
-        "plain steps = that mean over the same request's median plain step, per seed; speed "
-        "ratios per seed (decode tok/s) as median (min-max, n); greedy on this backend is not "
+        "plain steps = that mean over the same request's median plain step, per seed; both "
+        "drafting rows at Settings()'s own policy (fixed k = 4, mentored at TV 0): lookup = "
+        "draft_source lookup, model drafts = the self:bits=4 draft (step_ab.py calls this arm "
+        "`default`: Settings()'s, not the app's first-run default, which is hybrid and "
+        "cost-aware); speed ratios per seed (decode tok/s) as median (min-max, n); greedy on this backend is not "
         "bit-stable, so rows may have written different texts")
 
 

@@ -73,3 +73,17 @@ def tree_ab(docs: list[Doc]) -> tuple[list[str], str]:
         "their median) over its drafting rounds, in plain steps: an estimate from untraced "
         "totals, no trace; texts = distinct outputs over the seeds (greedy is not bit-stable "
         "on this backend: rows of one prompt may have written different texts)")
+
+
+def tree_primitives(docs: list[Doc]) -> tuple[list[str], str]:
+    """tree_primitives.py: a verification's graph nodes, tree against chain, by row count."""
+    d = docs[0]
+    rows = [[str(c["rows"]), str(c["chain"]), str(c["tree"]),
+             ", ".join(f"{k} {v:+d}" for k, v in c["more_in_tree"].items()) or "-"]
+            for c in d.get("cases") or []]
+    return md_table(("rows", "chain forward", "tree forward", "tree less chain, by primitive"),
+                    rows), (
+        f"graph nodes of one verification's logits, counted from MLX {d.get('mlx', '?')}'s "
+        f"graph export (mx.export_to_dot), nothing evaluated; default model, a "
+        f"{d.get('context')}-token context; the tree: the pending token's row and two "
+        "branches of equal depth; data: lookup/tree_primitives.py")

@@ -26,6 +26,7 @@ import platform
 import random
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,7 +113,7 @@ def main(out: Path) -> int:
     s0 = settings(0.0, False)
     engine._prefill(seq, s0, False)
     for _ev in engine._single_model_rounds(seq, s0, "target-only", key, 0, 96,
-                                           lambda: s0, None):
+                                           lambda: s0, threading.Event()):
         pass
     engine._settle(seq)
     start_len = len(seq)
@@ -132,7 +133,7 @@ def main(out: Path) -> int:
             return True
 
         return [ev.timings.total for ev in engine._single_model_rounds(
-            seq, s, "target-only", key, len(seq), 10_000, lambda: s, None, stop_after)]
+            seq, s, "target-only", key, len(seq), 10_000, lambda: s, threading.Event(), stop_after)]
 
     def trial(temp: float, r: int, stretch: int, traced: bool) -> dict[str, Any]:
         s = settings(temp, traced)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# NOT RUN YET: written on 2026-12-06 on a CPU-only session (no GPU time was left to it); the
-# next GPU session runs it and renders its JSON. Nothing from it is in any page yet.
+# Ran on an H100 on 2026-12-06 (PARTS="target pair" in one call, "lookup" in the next):
+# docs/benchmarks/steps.md renders its JSON.
 #
 # Issue 56: does the compiled forward (`--step compiled`, core/primitives/compiled.py: the
 # 1-row step and every verification bucket as traced graphs over a fixed-capacity KV buffer)

@@ -15,7 +15,10 @@ host's drift hits every arm alike:
   kind), then target-only against fixed-8 at TV 0.5 end to end per step kind.
 - lookup: the default model on PROMPT_LOOKUP (code-refactor-pasted) greedy, traced: a lookup
   round's time in plain target steps (its mean round over the median plain step of the same
-  request), per step kind, and the default settings' decode speed over target-only.
+  request), per step kind, and the decode speed over target-only of the lookup and of the
+  `default` arm: Settings()'s defaults (model drafts from self:bits=4, fixed k = 4, mentored
+  at TV 0), not the app's first-run default (hybrid, cost-aware: core/settings.py
+  first_run_settings); both drafting arms at fixed k = 4, so a lookup round verifies 5 rows.
 
     python3 docs/benchmarks/h200/step_ab.py OUT.json
 
