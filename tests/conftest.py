@@ -32,18 +32,20 @@ def pytest_configure() -> None:
 # `make test` passes --no-loadscope-reorder, without which xdist reorders modules by their
 # number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
-    "tests/core/chat/test_kept_faults.py",
-    "tests/core/bench/test_protocol.py",
-    "tests/core/sweep/test_run.py",
     "tests/core/primitives/test_compiled.py",
-    "tests/tui/test_soak.py",
-    "tests/core/drafting/test_lookup.py",
-    "tests/tui/test_app.py",
-    "tests/tui/test_keys.py",
     "tests/core/decode/test_engine.py",
+    "tests/core/chat/test_kept_faults.py",
+    "tests/core/sweep/test_run.py",
+    "tests/core/bench/test_protocol.py",
+    "tests/core/drafting/test_lookup.py",
+    "tests/tui/test_soak.py",
+    "tests/core/drafting/test_tree.py",
+    "tests/tui/test_app.py",
     "tests/core/runtime/test_distributed.py",
-    "tests/tui/test_snapshots.py",
+    "tests/docs/test_gpu_probes.py",
     "tests/core/models/test_loader.py",
+    "tests/tui/test_keys.py",
+    "tests/tui/test_snapshots.py",
 )
 
 
@@ -61,6 +63,18 @@ def default_pair():
     Mark tests that use it `@pytest.mark.real_model`; `make test` fetches the model first.
     """
     return pairs.default_pair()
+
+
+@pytest.fixture(scope="session")
+def default_greedy(default_pair, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
+    """(prompt ids, 256 greedy target-only tokens) of the default pair for one prompt, generated
+    once per session by whichever pytest-xdist worker asks first (tests/helpers/greedy_reference.py):
+    the compiled step's and the tree's exactness tests compare their runs to it."""
+    from tests.helpers.greedy_reference import greedy_reference
+
+    under_xdist = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    return greedy_reference(default_pair,
+                            tmp_path_factory.getbasetemp().parent if under_xdist else None)
 
 
 @pytest.fixture(autouse=True)
