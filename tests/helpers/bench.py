@@ -4,6 +4,7 @@ the real parser in this process."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from core import bench
 
@@ -17,6 +18,29 @@ TINY = ("shape:tiny", "shape:tiny-draft")
 # (the contract of every row, acceptance, rounds, the outputs written) does not depend on what
 # the prompt asks; the generated tokens are as many (EOS ignored).
 SHORT_PROMPT = "Hi."
+
+# The clause of SmolLM2's chat template that adds its default system message ("You are a
+# helpful AI assistant named SmolLM, trained by Hugging Face") before a conversation without
+# one: 21 of the 32 tokens SHORT_PROMPT templates to.
+_DEFAULT_SYSTEM = ("{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
+                   "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                   "<|im_end|>\n' }}{% endif %}")
+
+
+def without_default_system(pair: Any, monkeypatch: Any) -> None:
+    """The default pair's chat template without its default system message, for one test (the
+    pair is the session's: `monkeypatch` puts the template back). SHORT_PROMPT then templates
+    to 11 tokens, not 32: every request's prefill (the target's, and the draft's of a
+    speculative row) and the NLL scoring's forward cost ~20 rows less, each about a decode
+    step on this CPU. What the bench's and the sweep's real-model tests check does not read
+    the system message; the template still renders every request (the chat markers, the
+    generation prompt), and the full template is the app's and chat's tests' own."""
+    template = pair.target.tokenizer.chat_template
+    assert _DEFAULT_SYSTEM in template, "the default model's template changed: update this"
+    for model in (pair.target, pair.draft):  # the self-draft may share the target's tokenizer
+        if model.tokenizer.chat_template == template:
+            monkeypatch.setattr(model.tokenizer, "chat_template",
+                                template.replace(_DEFAULT_SYSTEM, ""))
 
 
 def _bench_parser() -> tuple[argparse.ArgumentParser, list[str]]:

@@ -27,7 +27,13 @@ from core.decode.engine import Engine
 from core.errors import UserError
 from core.events import PHASES, RunSummary
 from core.settings import Settings
-from tests.helpers.bench import SHORT_PROMPT, TINY, _bench_parser, run_cli
+from tests.helpers.bench import (
+    SHORT_PROMPT,
+    TINY,
+    _bench_parser,
+    run_cli,
+    without_default_system,
+)
 
 
 @pytest.fixture(scope="module")
@@ -485,9 +491,12 @@ def test_cli_on_the_default_pair(tmp_path, default_pair, monkeypatch):
     tiny pair (test_timed_requests_are_invocations_times_seeds_and_warmup_is_excluded).
     No prediction (--no-predict: it calibrates this CPU first, and nothing here reads it; the
     prediction's contract is checked on the tiny pair), and the pair is the session's one.
+    Its chat template without the default system message (tests.helpers.bench.
+    without_default_system): 11 prompt tokens, not 32, in each of the 13 prefills and scorings.
     """
     import core.models
 
+    without_default_system(default_pair, monkeypatch)
     got, load = [], core.models.load_pair
     monkeypatch.setattr(core.models, "load_pair",
                         lambda *a, **kw: got.append(load(*a, **kw)) or got[-1])
