@@ -11,9 +11,8 @@ Why this prompt: the story SmolLM2 writes for it repeats its own sentences with 
 endings ("a testament to the resilience / the human capacity / the beauty ..."), so the text
 forks (the tree builds trees of several branches and accepts them), the lookup finds phrases to
 copy within its first 48 tokens, and drafts are accepted several at a time (the compiled
-verifications run full); and the chat template makes it 38
-tokens, where a pasted module of a few hundred tokens costs a decode step a row to prefill in
-every process that runs it.
+verifications run full); and the chat template makes it 38 tokens, where a pasted module of a
+few hundred tokens costs a decode step a row to prefill in every process that runs it.
 
 The first worker to ask generates the tokens under an exclusive lock on a file in the session's
 shared temporary folder (the pattern pytest-xdist documents for session data); the others wait,
