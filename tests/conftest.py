@@ -69,7 +69,8 @@ def default_pair():
 def default_greedy(default_pair, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
     """(prompt ids, 256 greedy target-only tokens) of the default pair for one prompt, generated
     once per session by whichever pytest-xdist worker asks first (tests/helpers/greedy_reference.py):
-    the compiled step's and the tree's exactness tests compare their runs to it."""
+    the compiled step's, the drafting sources' and the engine's greedy exactness tests compare
+    their runs to it (or to its first tokens)."""
     from tests.helpers.greedy_reference import greedy_reference
 
     under_xdist = os.environ.get("PYTEST_XDIST_WORKER") is not None

@@ -1,6 +1,7 @@
 """The default model's greedy target-only tokens for one prompt, generated once per test session
-and shared by every pytest-xdist worker: the exactness tests of the compiled step and of the
-tree source compare their runs to it.
+and shared by every pytest-xdist worker: the exactness tests of the compiled step, of the tree,
+lookup and hybrid sources and of the engine's greedy speculative run compare their runs to it
+(or to its first tokens).
 
 Why shared: on this CPU the 256 tokens cost ~40 s, and each test used to generate its own. Greedy
 speculative decoding must give target-only's tokens whatever the drafts, so a run compared to
@@ -8,10 +9,10 @@ this reference is checked at least as much as against another mode's run of its 
 
 Why this prompt: the story SmolLM2 writes for it repeats its own sentences with different
 endings ("a testament to the resilience / the human capacity / the beauty ..."), so the text
-forks (the tree builds trees of several branches and accepts them) and drafts are accepted
-several at a time (the compiled verifications run full); and the chat template makes it 38
-tokens, where a pasted module of a few hundred tokens costs a decode step a row to prefill in
-every process that runs it.
+forks (the tree builds trees of several branches and accepts them), the lookup finds phrases to
+copy within its first 48 tokens, and drafts are accepted several at a time (the compiled
+verifications run full); and the chat template makes it 38 tokens, where a pasted module of a
+few hundred tokens costs a decode step a row to prefill in every process that runs it.
 
 The first worker to ask generates the tokens under an exclusive lock on a file in the session's
 shared temporary folder (the pattern pytest-xdist documents for session data); the others wait,

@@ -148,40 +148,27 @@ def test_lossless_lookup_follows_the_target_law(target) -> None:
     assert_rejects(table.sum(axis=1), 0.5 * always + 0.5 * law.sum(axis=1), "first vs half-copy")
 
 
-SHORT_FUNCTION = """Add type hints to this Python function. Reply with the whole function only.
-
-```python
-def total_paid(orders):
-    total = 0
-    for order in orders:
-        if order["status"] != "cancelled":
-            total = total + order["amount"]
-    return round(total, 2)
-```"""
-
-
 @pytest.mark.real_model
-def test_greedy_lookup_equals_target_only_on_the_default_model(default_pair) -> None:
-    """SmolLM2 asked to repeat a pasted function: lookup and hybrid output equals target-only
-    token for token, and the lookup copies from it.
+def test_greedy_lookup_equals_target_only_on_the_default_model(default_pair, default_greedy) -> None:
+    """SmolLM2's first 48 greedy tokens with the lookup and the hybrid source equal target-only's
+    (the session's shared reference, tests/helpers/greedy_reference.py), and the lookup copies
+    from the text.
 
-    A short function, not the bench's code-refactor prompt (277 tokens): on this CPU every
-    prompt row costs about a decode step, for the target and again for the hybrid's draft, and
-    the copying this checks needs only something to copy. k = 4, not 8: a verification here
-    costs its rows (k + 1), and where the reply leaves the pasted text (the type hints it adds)
-    a copy of 8 is mostly rejected; k = 4 verifies 482 rows in all instead of 595 (counted),
-    and a verification that accepts a token past the first mismatch still fails it."""
-    from core.models import chat_prompt_ids
-
-    text = SHORT_FUNCTION
-    ids = chat_prompt_ids(default_pair.target.tokenizer, [{"role": "user", "content": text}])
-    s = Settings(mode="target-only", temperature=0.0, max_tokens=48, ignore_eos=True,
-                 traced=False)
+    The reference's story repeats its own phrases ("stood as a" at token 43, copied by both
+    sources on this CPU; "the lighthouses of the world" by token 60), so there is something to
+    copy within 48 tokens, on a prompt of 38 (on this CPU every prompt row costs about a decode
+    step, for the target and again for the hybrid's draft). The test used to run target-only
+    itself, on a pasted function of ~100 prompt tokens: the same equality at 51 s of CPU, 36 s
+    now. k = 4, not 8: a verification here costs its rows (k + 1), and where the text leaves
+    the repeat a copy of 8 is mostly rejected; a verification that accepts a token past the
+    first mismatch still fails it."""
+    ids, reference = default_greedy
+    s = Settings(mode="speculative", temperature=0.0, max_tokens=48, ignore_eos=True,
+                 traced=False, k=4)
     engine = Engine.from_pair(default_pair)
-    _, ref = run(engine, ids, s)
     for source in ("lookup", "hybrid"):
-        events, spec = run(engine, ids, s.replace(mode="speculative", k=4, draft_source=source))
-        assert spec.token_ids == ref.token_ids, source
+        events, spec = run(engine, ids, s.replace(draft_source=source))
+        assert spec.token_ids == reference[: s.max_tokens], source
         assert any(t.origin == "copied" for e in events for t in e.tokens), source
 
 
