@@ -201,6 +201,12 @@ def _parse(code: str) -> ast.Module | None:
         return None
 
 
+def _prompt_tree(prompt: str) -> ast.Module | None:
+    """The prompt's code block parsed; None where it has none or it does not parse."""
+    original = code_block(prompt)
+    return _parse(original) if original is not None else None
+
+
 def answer_tree(answer: str, cut: bool = False, partial: bool = False) -> ast.Module | None:
     """The tree of the answer's code, fenced or not: its first fenced block, else the whole
     answer, else the answer from its first line that starts a Python statement (prose before
@@ -285,9 +291,8 @@ def renamed_exactly(prompt: str, answer: str, renames: dict[str, str],
     `skip`, that function present but free to differ). A `cut` answer: its complete
     statements are the prompt's first ones renamed, and it reached a renamed name (so a
     copy cut before the first rename does not pass)."""
-    original = code_block(prompt)
     got = answer_tree(answer, cut, partial=True)
-    want = _parse(original) if original is not None else None
+    want = _prompt_tree(prompt)
     if want is None or got is None:
         return False
     want = _Rename(renames).visit(want)
@@ -377,9 +382,8 @@ def changed_function(prompt: str, answer: str, func: str, gone: list[ast.AST] | 
                      cut: bool = False) -> bool:
     """The answer's code parses, defines `func`, `func` is not the prompt's unchanged, and
     none of the `gone` fragments (the bugs) is left in it."""
-    original = code_block(prompt)
     got = answer_tree(answer, cut)
-    want = _parse(original) if original is not None else None
+    want = _prompt_tree(prompt)
     if got is None or want is None:
         return False
     new, old = _function(got, func), _function(want, func)
@@ -397,9 +401,8 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 def split_function(prompt: str, answer: str, func: str, cut: bool = False) -> bool:
     """`func` kept with the prompt's parameters, at least one new helper, and no `for` loop
     nested in another anywhere in the answer's code."""
-    original = code_block(prompt)
     got = answer_tree(answer, cut)
-    want = _parse(original) if original is not None else None
+    want = _prompt_tree(prompt)
     if got is None or want is None:
         return False
     new, old = _function(got, func), _function(want, func)

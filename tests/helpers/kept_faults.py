@@ -10,6 +10,22 @@ from pathlib import Path
 from typing import Any
 
 FAULTS = ("fifo", "dev-zero", "sparse", "nan", "inf", "wrong-type", "truncated")
+# Faults of the file itself, whatever its text: a read that hangs, one without end, a huge one.
+UNREADABLE = ("fifo", "dev-zero", "sparse")
+
+
+def plant_unreadable(path: Path, kind: str) -> None:
+    """Put the UNREADABLE fault `kind` at `path` (which must not exist): a FIFO, a link to
+    /dev/zero, or a 200 MiB sparse file."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(200 << 20)
+    else:
+        raise ValueError(f"not an unreadable fault: {kind}")
 
 
 def every_number(doc: Any, f: Any) -> Any:
@@ -51,13 +67,8 @@ def spoil(path: Path, fault: str, good: str) -> None:
     """Put `fault` where the kept file `path` (whose intact text is `good`) was."""
     if os.path.lexists(path):
         path.unlink()
-    if fault == "fifo":
-        os.mkfifo(path)
-    elif fault == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif fault == "sparse":
-        with open(path, "wb") as f:
-            f.truncate(200 << 20)
+    if fault in UNREADABLE:
+        plant_unreadable(path, fault)
     elif fault == "nan":
         path.write_text(json.dumps(every_number(json.loads(good), lambda v: math.nan)))
     elif fault == "inf":

@@ -11,6 +11,7 @@ import pytest
 from core.io import kept
 from core.profile import Profile, ProfileStore
 from tests.helpers.cli_checks import QUICK, TINY, refused
+from tests.helpers.kept_faults import UNREADABLE, plant_unreadable
 from tests.helpers.profile import SEED, make_run
 
 pytestmark = pytest.mark.usefixtures("wide_console")
@@ -82,13 +83,8 @@ def test_an_output_inside_a_model_folder_a_command_reads_is_refused(tmp_path) ->
 
 
 def _hostile(path: Path, kind: str) -> None:
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "sparse":
-        with open(path, "wb") as f:
-            f.truncate(200 << 20)
+    if kind in UNREADABLE:
+        plant_unreadable(path, kind)
     elif kind == "dangling":
         path.symlink_to(path.parent / "nowhere")
     elif kind == "nan":

@@ -15,6 +15,7 @@ from core import cli
 from core import models as M
 from core.errors import UserError
 from core.models import fetch as F
+from tests.helpers.kept_faults import UNREADABLE, plant_unreadable
 from tests.helpers.models import fake_wheel, one_sentence
 
 
@@ -190,13 +191,8 @@ def test_a_hostile_verified_mark_is_set_aside_and_rebuilt(fake_default, kind, ca
     path = M.fetch_default(progress=False)
     mark = path.with_name(path.name + F.VERDICT_SUFFIX)
     mark.unlink()
-    if kind == "fifo":
-        os.mkfifo(mark)
-    elif kind == "dev-zero":
-        mark.symlink_to("/dev/zero")
-    elif kind == "sparse":
-        with open(mark, "wb") as f:
-            f.truncate(200 << 20)
+    if kind in UNREADABLE:
+        plant_unreadable(mark, kind)
     elif kind == "nan":
         mark.write_text('{"size": NaN, "mtime_ns": Infinity, "sha256": "x"}')
     else:

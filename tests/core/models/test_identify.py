@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 import pytest
 
 from core.io.kept import CACHE_ENV
 from core.models import identify as I
+from tests.helpers.kept_faults import UNREADABLE, plant_unreadable
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "sparse", "lie", "wrong-type"])
@@ -26,13 +26,8 @@ def test_a_hostile_sha256_cache_is_set_aside_and_rebuilt(tmp_path, monkeypatch, 
     weights.write_bytes(b"weights" * 100)
     st = weights.stat()
     kept = cache / I.HASH_CACHE_NAME
-    if kind == "fifo":
-        os.mkfifo(kept)
-    elif kind == "dev-zero":
-        kept.symlink_to("/dev/zero")
-    elif kind == "sparse":
-        with open(kept, "wb") as f:
-            f.truncate(200 << 20)
+    if kind in UNREADABLE:
+        plant_unreadable(kept, kind)
     elif kind == "lie":  # a digest that is not one: refused, the file hashed
         kept.write_text(json.dumps({str(weights.resolve()): {
             "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": "../../etc"}}))

@@ -10,6 +10,7 @@ import pytest
 
 from core.errors import UserError
 from core.sweep.last import last_sweep_path, read_sweep, remember
+from tests.helpers.kept_faults import UNREADABLE, plant_unreadable
 
 GOOD = {"kind": "specdec-tui sweep", "cells": [{"id": "T=0 a", "speedup": 1.5}]}
 
@@ -20,13 +21,8 @@ def test_a_hostile_last_sweep_is_set_aside_in_one_sentence(tmp_path, monkeypatch
                                                            no_hang) -> None:
     monkeypatch.setenv("SPECDEC_TUI_SWEEP", str(tmp_path / "last.json"))
     path = last_sweep_path()
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "sparse":
-        with open(path, "wb") as f:
-            f.truncate(200 << 20)
+    if kind in UNREADABLE:
+        plant_unreadable(path, kind)
     elif kind in ("nan", "inf"):
         bad = {**GOOD, "cells": [{"id": "x", "speedup": float(kind)}]}
         path.write_text(json.dumps(bad))
