@@ -16,6 +16,7 @@ engine:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +27,11 @@ import mlx.core as mx
 from core.cost.guard import NULL_GUARD, Guard
 from core.cost.policy import Policy
 from core.decode.run_totals import RunTotals
+from core.dispatch.patches import verification_patches
 from core.drafting.plan import Plan
 from core.events import RoundEvent
 from core.primitives.cached_model import CachedModel
+from core.primitives.compiled import bucket
 from core.primitives.sampling import LogitsConfig
 from core.settings import Settings
 
@@ -58,6 +61,22 @@ class RoundKit:
 
     def hit_eos(self, token: int, s: Settings) -> bool:
         return not s.ignore_eos and token in self.eos_ids
+
+    def verify_context(self, s: Settings) -> Callable[[int], contextlib.AbstractContextManager[Any]]:
+        """rows -> what a target forward of that many rows enters: a verification's dispatch
+        and attention overrides (on CUDA the fused attention at bucketed shapes, not a cuDNN
+        plan built at each new KV length), or nothing where the compiled step runs it (its
+        graph has its own kernels, traced outside any patch). A plain step that feeds
+        several pending tokens enters it too."""
+        t = self.target
+
+        def enter(rows: int) -> contextlib.AbstractContextManager[Any]:
+            if t.step == "compiled" and bucket(rows) and t.compiled_forward():
+                return contextlib.nullcontext()
+            return verification_patches(t.model, s.dispatch, s.verify_attention, rows,
+                                        curve=self.cost_curve)
+
+        return enter
 
 
 @dataclass

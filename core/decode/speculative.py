@@ -9,7 +9,6 @@ reads as its run and this as its rounds. Both take what they work on from the en
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,13 +18,12 @@ from core.cost.guard import Guard
 from core.cost.policy import Policy
 from core.decode.run_state import BrokeAfter, Handoff, RoundKit, RunState, logits_config
 from core.decode.trace import RoundTimer
-from core.decode.tree_round import rejected_branches, tree_to_verify, verify_tree
+from core.decode.tree_round import fit_rows, rejected_branches, tree_to_verify, verify_tree
 from core.dispatch.bucketed import took_new_plan
-from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch, verification_patches
+from core.dispatch.patches import DENSE_KERNEL, resolve_dispatch
 from core.drafting.base import Drafter, DraftRequest, Proposal
 from core.drafting.plan import Plan
 from core.events import CommittedToken, RoundEvent
-from core.primitives.compiled import bucket
 from core.primitives.sampling import (
     LogitsConfig,
     accept_greedy_packed,
@@ -169,12 +167,12 @@ def speculative_round(
         rows = max(k, 1)  # the forward's rows (the queued step's one without drafts)
         logits = row0
         if k:
-            with _verify_context(kit, s, rows):
+            with kit.verify_context(s)(rows):
                 logits = mx.concatenate([row0, t.forward(draft_arr, V)], axis=0)
     else:
         inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
         rows = inp.shape[0]
-        with _verify_context(kit, s, rows):
+        with kit.verify_context(s)(rows):
             logits = t.forward(inp, V, last=k + 1)
     timer.mark("verify", logits)
 
@@ -250,8 +248,9 @@ def _tree_round(
     leaf); committed and rewound as a chain round is. `proposed` is the tree's depth, or the
     path's where it ran to a leaf (the copy's run reached its end)."""
     t = kit.target
-    v = verify_tree(kit, seq, tree, cfg, key, row0, timer,
-                    lambda rows: _verify_context(kit, s, rows))
+    tree = fit_rows(tree, 0 if row0 is not None else len(seq) - len(t.seq))
+    v = verify_tree(kit, seq, tree, cfg, key, row0, timer, kit.verify_context(s),
+                    s.tree_keep == "refeed")
     ids = [tree.tokens[i] for i in v.path]
     n = len(ids)
     proposed = n if v.at_leaf else tree.depth
@@ -282,16 +281,6 @@ def _round_kernel(kit: RoundKit, s: Settings, rows: int) -> str:
     if rows > 1 and resolve_dispatch(s.dispatch, rows, kit.cost_curve) == "dense":
         return DENSE_KERNEL
     return kit.kernel(rows)
-
-
-def _verify_context(kit: RoundKit, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
-    """Dispatch and attention overrides around the multi-row verification only; none where
-    the compiled step runs it (its graph has its own kernels, traced outside any patch)."""
-    if kit.target.step == "compiled" and bucket(rows) and kit.target.compiled_forward():
-        return contextlib.nullcontext()
-    return verification_patches(
-        kit.target.model, s.dispatch, s.verify_attention, rows, curve=kit.cost_curve
-    )
 
 
 def _cut_at_eos(toks: list[CommittedToken], s: Settings, eos_ids: Any) -> list[CommittedToken]:

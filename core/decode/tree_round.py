@@ -17,6 +17,7 @@ import mlx.core as mx
 
 from core.decode.run_state import RoundKit
 from core.decode.trace import RoundTimer
+from core.dispatch.bucketed import ROW_BUCKETS
 from core.primitives.sampling import LogitsConfig, to_probs
 from core.primitives.token_tree import TokenTree
 from core.primitives.tree_forward import forward_tree, supports_tree
@@ -52,13 +53,23 @@ def tree_to_verify(tree: TokenTree | None, kit: RoundKit, s: Settings, cfg: Logi
     return tree
 
 
+def fit_rows(tree: TokenTree, pending: int) -> TokenTree:
+    """The tree's first nodes in preorder (a subtree) such that the verification's rows, the
+    `pending` committed tokens and the nodes, fit the largest row bucket: past it CUDA's
+    fused attention takes a shape of its own, a cuDNN plan built anew at each KV buffer size
+    (core/dispatch/bucketed.py)."""
+    room = max(ROW_BUCKETS[-1] - pending, 1)
+    return tree if tree.size <= room else tree.truncated(room)
+
+
 def verify_tree(
     kit: RoundKit, seq: list[int], tree: TokenTree, cfg: LogitsConfig, key: mx.array | None,
     row0: mx.array | None, timer: RoundTimer,
-    context: Callable[[int], AbstractContextManager[Any]],
+    context: Callable[[int], AbstractContextManager[Any]], refeed: bool = False,
 ) -> TreeVerdict:
     """Feed the pending committed tokens and every node (`context(rows)`: the verification's
-    dispatch patches), accept, read once, and keep the path's cache rows."""
+    dispatch patches), accept, read once, and keep the path's cache rows (`refeed`: those in
+    place; CachedModel.keep_tree_path)."""
     t = kit.target
     pending = seq[len(t.seq) :]
     assert row0 is None or not pending, "a handed-off step has fed every committed token"
@@ -82,7 +93,7 @@ def verify_tree(
         best, nxt = packed.tolist()
     timer.mark("sample")
     path = tree.path(best - 1)
-    t.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path])
+    t.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path], refeed)
     return TreeVerdict(path, nxt, rows, not tree.children(best - 1))
 
 

@@ -16,7 +16,7 @@ by `VerifyCostCurve.t_verify`, which interpolates linearly between measured rows
 - always k_max + 1 (capped at MAX_K + 1), so `covers()` (core/dispatch/curve_cache.py) still
   means "measured up to k_max + 1";
 - for a run whose source verifies token trees (draft_source "tree", core/drafting/tree.py),
-  also the tree's widest verification, NODE_BUDGET nodes and their root: 65 rows. The tree's
+  also the tree's widest verification, NODE_BUDGET nodes and their root: 64 rows. The tree's
   nodes are sized by the curve and never past its largest measured rows (a flat curve's
   extrapolation is noise), so a curve to k_max + 1 would cap a tree at k_max nodes.
 

@@ -29,7 +29,9 @@ from core.drafting.registry import DraftResources
 from core.drafting.suffix_index import Occurrences, SuffixIndex
 from core.primitives.token_tree import TokenTree
 
-NODE_BUDGET = 64  # most nodes a tree verifies (rows = nodes + 1)
+# Most nodes a tree verifies: rows = nodes + 1 = 64, the largest row bucket of the bucketed
+# fused attention (core/dispatch/bucketed.py ROW_BUCKETS); past it a shape has its own plan.
+NODE_BUDGET = 63
 BRANCHES = 16  # most earlier occurrences merged into one tree
 LONGEST = 64  # match lengths are measured up to this many tokens
 # Extra nodes are taken while the curve prices their rows within this share of the chain's

@@ -122,14 +122,22 @@ class CachedModel:
             del self.seq[keep:]
 
     def keep_tree_path(self, fed: Sequence[int], nodes: int, path: Sequence[int],
-                       tokens: Sequence[int]) -> None:
+                       tokens: Sequence[int], refeed: bool = False) -> None:
         """The cache rule after a tree verification (core.primitives.tree_forward), which fed
         the pending tokens `fed` and then `nodes` node rows: keep the accepted path's rows
         (`path`, node indices in order, their `tokens`) and drop the rest. The path's K/V are
         already at their final positions (a node is rotated at its depth); where the path is
-        not the first node rows they are gathered into place, then the tail is trimmed."""
+        not the first node rows they are gathered into place (4 indexing ops a layer), then
+        the tail is trimmed. `refeed` keeps only the path's leading run that is already in
+        place (the heaviest chain's) and leaves the rest out of the cache and its list: they
+        are committed tokens the next forward feeds as its pending rows."""
         base = self.offset() - nodes
         a = len(path)
+        if refeed:
+            a = next((i for i, node in enumerate(path) if node != i), a)
+            trim_prompt_cache(self.cache, nodes - a)
+            self.seq.extend([*fed, *tokens[:a]])
+            return
         if list(path) != list(range(a)):
             src = mx.array([base + i for i in path])
             for c in self.cache:

@@ -27,7 +27,10 @@
 # rows ~70 s and a call of ~6 min fits about one temperature; BUDGET_S (default 300) starts no
 # bench after it and lists the rest in skipped.txt (TEMPS=0.7 in a second call). PEER=0 leaves
 # the transformers peer out (~100 s a prompt); TRACED=1 adds a traced request per seed, whose
-# phase split (draft, verify, sample, cache) says where a tree round's time goes.
+# phase split (draft, verify, sample, cache) says where a tree round's time goes. The tree
+# runs twice: keeping its accepted path's K/V by a gather, and by feeding the path's nodes
+# past the first chain again in the next forward (`tree_keep`, the switch under test;
+# docs/benchmarks/trees.md, "Why a tree round cost more"); NGRAM=0 leaves the n-gram rows out.
 # What to read from it (docs/benchmarks/trees.md, "What the GPU run must decide"):
 # the tree row's speedup against the chain's per prompt and temperature, its tokens per
 # verification (the JSON's per-source accepted counts and rows), and whether a round's
@@ -49,13 +52,15 @@ for T in $TEMPS; do
     if (( $(date +%s) - start > BUDGET_S )); then echo "$tag" >> "$W/skipped.txt"; continue; fi
     peer=(); [ "$T" = "0.0" ] && [ "${PEER:-1}" = 1 ] && peer=(--peer transformers-pld)
     traced=(--no-traced); [ "${TRACED:-0}" = 1 ] && traced=()
+    ngram=(--profile "lookup:policy=fixed,k=5,lookup_min_match=4"
+           --profile "lookup:policy=fixed,k=5,lookup_min_match=5")
+    [ "${NGRAM:-1}" = 0 ] && ngram=()
     echo "== $tag"
     timeout 290 python3 -m core.cli bench --target default --draft self:bits=4 \
       --prompt-name "$P" --tokens 256 --seeds 5 --invocations 1 --warmup 1 \
       --temperature "$T" --repetition-penalty 1.0 --no-quality --no-predict "${traced[@]}" \
       --profile target-only --profile lookup --profile lookup:draft_source=tree \
-      --profile "lookup:policy=fixed,k=5,lookup_min_match=4" \
-      --profile "lookup:policy=fixed,k=5,lookup_min_match=5" "${peer[@]}" \
+      --profile lookup:draft_source=tree,tree_keep=refeed "${ngram[@]}" "${peer[@]}" \
       --json "$W/$tag.json" --markdown "$W/$tag.md" 2>&1 | tee -a "$W/tree-ab.log" | tail -12
   done
 done

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.dispatch.backend import backend_info
+from core.dispatch.bucketed import ROW_BUCKETS
 from core.dispatch.kernels import KernelPredictor, LinearShape, predict_kernel
 from core.dispatch.row_plan import kernel_changes, plan_for, plan_need, row_plan
 from core.settings import MAX_K, Settings
@@ -75,18 +76,19 @@ def test_k_max_32_times_fewer_rows_than_every_row_count():
 
 
 def test_a_tree_run_times_rows_up_to_the_tree_s_node_budget():
-    """A tree verifies up to NODE_BUDGET nodes and its root: 65 rows, past any chain's k_max
+    """A tree verifies up to NODE_BUDGET nodes and its root: 64 rows, past any chain's k_max
     + 1. A tree run's plan reaches them (every row on a GPU; on the CPU its sparse plan with
-    the chain's k_max + 1 and 65 both timed); any other source's plan is as before."""
+    the chain's k_max + 1 and 64 both timed); any other source's plan is as before."""
     from core.drafting.tree import NODE_BUDGET
 
-    assert NODE_BUDGET + 1 == 65 == plan_need(8, tree=True) == plan_need(32, tree=True)
+    assert NODE_BUDGET + 1 == 64 == ROW_BUCKETS[-1]  # the widest tree fits the last row bucket
+    assert plan_need(8, tree=True) == plan_need(32, tree=True) == 64
     assert plan_need(32) == 33
-    assert plan_for(32, DEFAULT_SHAPES, H200, tree=True) == list(range(1, 66))
-    assert plan_for(8, DEFAULT_SHAPES, H200, tree=True) == list(range(1, 66))
-    assert plan_for(32, DEFAULT_SHAPES, CPU, tree=True) == [*ONE_TO_9, 33, 65]
-    assert plan_for(8, DEFAULT_SHAPES, CPU, tree=True) == [*ONE_TO_9, 65]
-    assert plan_for(16, DEFAULT_SHAPES, M2, tree=True) == list(range(1, 66))
+    assert plan_for(32, DEFAULT_SHAPES, H200, tree=True) == list(range(1, 65))
+    assert plan_for(8, DEFAULT_SHAPES, H200, tree=True) == list(range(1, 65))
+    assert plan_for(32, DEFAULT_SHAPES, CPU, tree=True) == [*ONE_TO_9, 33, 64]
+    assert plan_for(8, DEFAULT_SHAPES, CPU, tree=True) == [*ONE_TO_9, 64]
+    assert plan_for(16, DEFAULT_SHAPES, M2, tree=True) == list(range(1, 65))
     assert _plan(32, H200) == list(range(1, 34))  # not a tree: the chain's rows
 
 
@@ -97,7 +99,7 @@ def test_calibration_rows_reach_the_tree_s_rows_for_a_tree_source(monkeypatch):
 
     monkeypatch.setattr(sys.modules["core.dispatch.backend"], "current_backend", lambda: H200)
     s = Settings(mode="speculative", policy="cost-aware", draft_source="tree", k_max=16)
-    assert calibration_rows(s, DEFAULT_SHAPES) == list(range(1, 66))
+    assert calibration_rows(s, DEFAULT_SHAPES) == list(range(1, 65))
     assert calibration_rows(s.replace(draft_source="lookup"), DEFAULT_SHAPES) == list(range(1, 18))
 
 
@@ -212,18 +214,18 @@ def test_the_engine_s_own_calibration_times_the_same_plan(engine):
 
 
 def test_a_tree_run_s_own_calibration_reaches_the_tree_s_rows(engine):
-    """A tree source's run calibrates to the tree's 65 rows (on this CPU: 1..9, within which
-    the chain's k_max + 1, and 65), so its nodes are sized on measured rows up to its budget."""
+    """A tree source's run calibrates to the tree's 64 rows (on this CPU: 1..9, within which
+    the chain's k_max + 1, and 64), so its nodes are sized on measured rows up to its budget."""
     from core.dispatch.curve_cache import quick_curve
     from core.drafting.tree import tree_nodes
 
     s = Settings(mode="speculative", policy="cost-aware", draft_source="tree", k_max=4)
     with forward_rows(target=engine.target_model) as calls:
         curve = quick_curve(engine.target_model, engine.draft_model, s, 16)
-    plan = [*ONE_TO_9, 65]
+    plan = [*ONE_TO_9, 64]
     assert calls["target"] == [16, *plan * 3]
-    assert curve.rows == plan and max(curve.rows) - 1 == 64  # tree_nodes' cap: 64 nodes
-    assert 4 <= tree_nodes(curve, 4) <= 64
+    assert curve.rows == plan and max(curve.rows) - 1 == 63  # tree_nodes' cap: 63 nodes
+    assert 4 <= tree_nodes(curve, 4) <= 63
 
 
 def test_a_narrow_start_keeps_the_plan_below_its_rows(engine, tmp_path, as_h200):

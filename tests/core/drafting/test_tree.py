@@ -4,6 +4,7 @@ target's law, the cache holds the committed text after tree rounds."""
 
 from __future__ import annotations
 
+import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -157,29 +158,103 @@ def test_the_drafter_sizes_a_depth_once_per_curve() -> None:
 
 
 HANDED = [39, 1, 2, 3, 12, 39, 1, 5, 6, 13, 30, 31, 32, 33, *FORKED[:12], 40, 41]
+# "13 20" was followed twice by 31 26 5 2, once by 46 19 47 40: the tiny target takes the
+# lighter branch (found by a seeded search), so the accepted path leaves the first chain
+OFF_CHAIN = [13, 20, 31, 26, 5, 2, 3, 13, 20, 31, 26, 5, 2, 4, 13, 20, 46, 19, 47, 40, 5, 41, 20,
+             13, 39, 13, 20]
 
 
+@pytest.mark.parametrize("keep", ["gather", "refeed"])
 @pytest.mark.parametrize("k", [2, 6])
-@pytest.mark.parametrize("prompt", [FORKED * 2, HANDED])
-def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int]) -> None:
+@pytest.mark.parametrize("prompt", [FORKED * 2, HANDED, OFF_CHAIN])
+def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], keep: str,
+                                      monkeypatch) -> None:
     """HANDED's end repeats nothing: target steps first, then (the tiny target says 39 1,
-    which forked twice before) tree rounds handed the queued step's row (the handoff)."""
-    s = Settings(mode="target-only", temperature=0.0, max_tokens=40, ignore_eos=True,
+    which forked twice before) tree rounds handed the queued step's row (the handoff).
+    OFF_CHAIN's accepted path is not the tree's first chain: its K/V gathered into place.
+    `refeed` leaves a path's nodes past the first chain to the next forward, so its rows are
+    the pending tokens and the nodes."""
+    from core.primitives.cached_model import CachedModel
+
+    paths: list[list[int]] = []
+    keep_path = CachedModel.keep_tree_path
+    monkeypatch.setattr(CachedModel, "keep_tree_path", lambda self, fed, nodes, path, *a:
+                        paths.append(list(path)) or keep_path(self, fed, nodes, path, *a))
+    s = Settings(mode="target-only", temperature=0.0, max_tokens=60, ignore_eos=True,
                  traced=False)
-    _, ref = run(Engine(target, vocab_size=VOCAB), prompt, s)
     engine = Engine(target, vocab_size=VOCAB)
     engine.drafter("tree").budget = 12
     engine.drafter("tree").curve = _Flat()
     events, spec = run(engine, prompt, s.replace(mode="speculative", k=k, draft_source="tree",
-                                                 max_tokens=60))
-    _, ref = run(Engine(target, vocab_size=VOCAB), prompt, s.replace(max_tokens=60))
+                                                 tree_keep=keep))
+    _, ref = run(Engine(target, vocab_size=VOCAB), prompt, s)
     assert spec.token_ids == ref.token_ids
     trees = [e for e in events if e.nodes]
     assert trees, "no round verified a tree"
     if prompt is HANDED:
         assert any(e.rows == e.nodes for e in trees)  # a handed-off tree round
-    assert all(e.rows in (e.nodes, e.nodes + 1) for e in trees)  # a handoff feeds no root
-    assert_caches(engine, prompt + list(spec.token_ids), settled=True)
+    if prompt is OFF_CHAIN:
+        assert any(len(p) > 1 and p != list(range(len(p))) for p in paths), paths
+    if keep == "gather":
+        assert all(e.rows in (e.nodes, e.nodes + 1) for e in trees)  # a handoff feeds no root
+    else:
+        assert all(e.rows >= e.nodes for e in trees)
+    assert_caches(engine, prompt + list(spec.token_ids), settled=keep == "gather")
+    # the cache's K/V are its tokens': the next forward agrees with a fresh prefill's
+    held = engine.caches.target
+    fresh = CachedModel.fresh(target)
+    fresh.prefill(held.seq)
+    nxt = mx.array([1], dtype=mx.uint32)
+    np.testing.assert_allclose(np.array(held.forward(nxt, VOCAB)),
+                               np.array(fresh.forward(nxt, VOCAB)), atol=2e-4)
+
+
+def test_refed_tokens_reach_the_target_through_the_verification_s_patches(
+    target, monkeypatch
+) -> None:
+    """After a tree round whose path left the first chain (`refeed`), the target lags the
+    text by more than its last token, and any plain step that feeds the lag (several rows)
+    enters the verification's patches: on CUDA the bucketed fused attention, not a cuDNN
+    plan built at each new KV length (core/dispatch/bucketed.py)."""
+    import core.decode.run_state as run_state
+    from core.primitives.cached_model import CachedModel
+
+    active: list[int] = []
+    real = run_state.verification_patches
+
+    class Recorded:
+        def __init__(self, *a, **kw) -> None:
+            self.inner = real(*a, **kw)
+
+        def __enter__(self) -> None:
+            active.append(1)
+            self.inner.__enter__()
+
+        def __exit__(self, *exc) -> None:
+            active.pop()
+            self.inner.__exit__(*exc)
+
+    steps: list[tuple[int, bool]] = []
+    decode = CachedModel.decode
+
+    def recorded_decode(self, tokens, vocab, compiled=None):
+        if tokens.shape[0] > 1:
+            steps.append((tokens.shape[0], bool(active)))
+        return decode(self, tokens, vocab, compiled)
+
+    monkeypatch.setattr(run_state, "verification_patches", Recorded)
+    monkeypatch.setattr(CachedModel, "decode", recorded_decode)
+    engine = Engine(target, vocab_size=VOCAB)
+    engine.drafter("tree").budget = 12
+    engine.drafter("tree").curve = _Flat()
+    lags = []
+    s = Settings(mode="speculative", temperature=0.0, max_tokens=60, ignore_eos=True,
+                 traced=False, k=6, draft_source="tree", tree_keep="refeed")
+    prompt = OFF_CHAIN
+    run(engine, prompt, s, on_event=lambda e, seen: lags.append(
+        len(prompt) + sum(len(x.tokens) for x in seen) - len(engine.cache_state()["target_seq"])))
+    assert max(lags) > 1, "no path left the first chain"
+    assert steps and all(inside for _, inside in steps), steps
 
 
 def test_lossless_tree_follows_the_target_law(target) -> None:

@@ -235,9 +235,9 @@ def test_a_tree_run_warms_every_tree_row_count_under_each_mode(tiny_pair, monkey
     assert record.tree_rows == [2, 3, 65]
     settle = len(record.settle_s)
     assert calls["target"] == [8, 8, 4] + [1, 2] * 2 + [1] * settle  # no model call by trees
-    # which settings verify trees, and how wide: the tree's nodes and root, up to 65
+    # which settings verify trees, and how wide: the tree's nodes and root, up to 64
     tree = Settings(mode="speculative", draft_source="tree", policy="cost-aware", k_max=8)
-    assert tree_rows([tree]) == list(range(2, 66))
+    assert tree_rows([tree]) == list(range(2, 65))
     assert tree_rows([tree.replace(draft_source="lookup"), Settings(mode="target-only")]) == []
     assert tree_rows([tree.replace(mode="target-only")]) == []
 
