@@ -30,7 +30,8 @@
 # phase split (draft, verify, sample, cache) says where a tree round's time goes. The tree
 # runs twice: keeping its accepted path's K/V by a gather, and by feeding the path's nodes
 # past the first chain again in the next forward (`tree_keep`, the switch under test;
-# docs/benchmarks/trees.md, "Why a tree round cost more"); NGRAM=0 leaves the n-gram rows out.
+# docs/benchmarks/trees.md, "Why a tree round cost more"); NGRAM=0 leaves the n-gram rows out,
+# SEEDS (default 5) sets the seeds a bench pairs.
 # What to read from it (docs/benchmarks/trees.md, "What the GPU run must decide"):
 # the tree row's speedup against the chain's per prompt and temperature, its tokens per
 # verification (the JSON's per-source accepted counts and rows), and whether a round's
@@ -57,7 +58,7 @@ for T in $TEMPS; do
     [ "${NGRAM:-1}" = 0 ] && ngram=()
     echo "== $tag"
     timeout 290 python3 -m core.cli bench --target default --draft self:bits=4 \
-      --prompt-name "$P" --tokens 256 --seeds 5 --invocations 1 --warmup 1 \
+      --prompt-name "$P" --tokens 256 --seeds "${SEEDS:-5}" --invocations 1 --warmup 1 \
       --temperature "$T" --repetition-penalty 1.0 --no-quality --no-predict "${traced[@]}" \
       --profile target-only --profile lookup --profile lookup:draft_source=tree \
       --profile lookup:draft_source=tree,tree_keep=refeed "${ngram[@]}" "${peer[@]}" \
