@@ -28,11 +28,6 @@ VERIFY_ATTENTION = ("auto", "fused", "plain")
 # one for every row count up to its widest bucket, or "auto": the compiled one where this pair's
 # calibration on this machine measured it no slower (core/dispatch/curve.py `compiled_pays`).
 STEPS = ("eager", "compiled", "auto")
-# What a tree round does with the accepted path's K/V where it left the heaviest chain
-# (core/primitives/cached_model.py keep_tree_path): gather them into place, or keep only the
-# part in place and feed the rest again as the next forward's pending rows. Under test:
-# docs/benchmarks/h200/tree-ab.sh's next run decides it (docs/benchmarks/trees.md).
-TREE_KEEPS = ("gather", "refeed")
 MAX_K = 32  # long proposals pay where drafts are near-always accepted (TV = 1 on CUDA)
 MAX_SEED = 2**64 - 1  # mlx.random.key takes an unsigned 64-bit seed; -1 or 2**64 raised TypeError
 # Upper bounds of the integer knobs: MLX slices with 32-bit indices, so 2**31 was a traceback
@@ -52,6 +47,7 @@ RETIRED: dict[str, tuple[Any, str]] = {
     "probe_at_observed_cost": (True, "docs/decisions/0004-probe-at-observed-cost.md"),
     "cost_scale_clip": (5.0, "docs/decisions/0005-cost-scale-clip.md"),
     "fused_draft": (False, "docs/decisions/0007-fused-draft-became-step.md"),
+    "tree_keep": ("refeed", "docs/decisions/0009-tree-keep-refeed.md"),
 }
 
 
@@ -91,7 +87,6 @@ class Settings:
     # eager | compiled | auto; compiled lost on CUDA, a run on Metal decides it there:
     # docs/decisions/0008-compiled-step.md
     step: str = "eager"
-    tree_keep: str = "gather"  # TREE_KEEPS, under an A/B
     prefill_chunk: int = 512
 
     def __post_init__(self) -> None:
@@ -103,7 +98,6 @@ class Settings:
         _check_choice("dispatch", self.dispatch, DISPATCH)
         _check_choice("verify_attention", self.verify_attention, VERIFY_ATTENTION)
         _check_choice("step", self.step, STEPS)
-        _check_choice("tree_keep", self.tree_keep, TREE_KEEPS)
         _check_range("tv_budget", self.tv_budget, 0.0, 1.0)
         _check_range("temperature", self.temperature, 0.0, 10.0)
         _check_range("top_p", self.top_p, 1e-6, 1.0)

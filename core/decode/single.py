@@ -49,7 +49,7 @@ class PipelinedSteps:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
         rows = tokens.shape[0]
-        if rows > 1 and self.origin == "target":  # pending tokens a tree round left to feed
+        if rows > 1 and self.origin == "target":  # a tree round's path left to feed
             with self.kit.verify_context(self.s)(rows):
                 return self.pick(self.model.decode(tokens, self.kit.vocab_size), hist, key)
         return self.pick(self.model.decode(tokens, self.kit.vocab_size), hist, key)

@@ -65,11 +65,11 @@ def fit_rows(tree: TokenTree, pending: int) -> TokenTree:
 def verify_tree(
     kit: RoundKit, seq: list[int], tree: TokenTree, cfg: LogitsConfig, key: mx.array | None,
     row0: mx.array | None, timer: RoundTimer,
-    context: Callable[[int], AbstractContextManager[Any]], refeed: bool = False,
+    context: Callable[[int], AbstractContextManager[Any]],
 ) -> TreeVerdict:
     """Feed the pending committed tokens and every node (`context(rows)`: the verification's
-    dispatch patches), accept, read once, and keep the path's cache rows (`refeed`: those in
-    place; CachedModel.keep_tree_path)."""
+    dispatch patches), accept, read once, and keep the path's cache rows that are in place
+    (CachedModel.keep_tree_path: the next forward feeds the rest)."""
     t = kit.target
     pending = seq[len(t.seq) :]
     assert row0 is None or not pending, "a handed-off step has fed every committed token"
@@ -93,7 +93,7 @@ def verify_tree(
         best, nxt = packed.tolist()
     timer.mark("sample")
     path = tree.path(best - 1)
-    t.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path], refeed)
+    t.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path])
     return TreeVerdict(path, nxt, rows, not tree.children(best - 1))
 
 

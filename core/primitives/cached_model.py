@@ -122,30 +122,18 @@ class CachedModel:
             del self.seq[keep:]
 
     def keep_tree_path(self, fed: Sequence[int], nodes: int, path: Sequence[int],
-                       tokens: Sequence[int], refeed: bool = False) -> None:
+                       tokens: Sequence[int]) -> None:
         """The cache rule after a tree verification (core.primitives.tree_forward), which fed
-        the pending tokens `fed` and then `nodes` node rows: keep the accepted path's rows
-        (`path`, node indices in order, their `tokens`) and drop the rest. The path's K/V are
-        already at their final positions (a node is rotated at its depth); where the path is
-        not the first node rows they are gathered into place (4 indexing ops a layer), then
-        the tail is trimmed. `refeed` keeps only the path's leading run that is already in
-        place (the heaviest chain's) and leaves the rest out of the cache and its list: they
-        are committed tokens the next forward feeds as its pending rows."""
-        base = self.offset() - nodes
-        a = len(path)
-        if refeed:
-            a = next((i for i, node in enumerate(path) if node != i), a)
-            trim_prompt_cache(self.cache, nodes - a)
-            self.seq.extend([*fed, *tokens[:a]])
-            return
-        if list(path) != list(range(a)):
-            src = mx.array([base + i for i in path])
-            for c in self.cache:
-                c.keys[..., base : base + a, :] = c.keys[..., src, :]
-                c.values[..., base : base + a, :] = c.values[..., src, :]
-        if nodes > a:
-            trim_prompt_cache(self.cache, nodes - a)
-        self.seq.extend([*fed, *tokens])
+        the pending tokens `fed` and then `nodes` node rows: keep the accepted path's leading
+        nodes that are the tree's first rows (the heaviest chain's: a node is rotated at its
+        depth, so their K/V are already in place), trim the rest. The path's nodes past them
+        are committed tokens the cache does not hold: the next forward feeds them as its
+        pending rows, which a host-bound verification prices flat, instead of gathering
+        their K/V into place, 4 indexing ops a layer that cost about 0.7 of a plain step
+        (docs/decisions/0009-tree-keep-refeed.md)."""
+        kept = next((i for i, node in enumerate(path) if node != i), len(path))
+        trim_prompt_cache(self.cache, nodes - kept)
+        self.seq.extend([*fed, *tokens[:kept]])
 
     def compiled_forward(self) -> Any:
         """The model's CompiledForward, built on first use; None when its layout has none."""

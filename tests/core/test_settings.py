@@ -133,7 +133,10 @@ def test_a_retired_switch_loads_at_the_value_that_stayed_and_is_refused_otherwis
     for name, (stayed, record) in RETIRED.items():
         assert (Path(__file__).parents[2] / record).is_file(), record
         assert Settings.from_dict({name: stayed, "k": 3}) == Settings(k=3)
-        other = (not stayed) if isinstance(stayed, bool) else stayed + 1
+        if isinstance(stayed, bool):
+            other = not stayed
+        else:
+            other = f"not-{stayed}" if isinstance(stayed, str) else stayed + 1
         with pytest.raises(SettingsError) as loaded:
             Settings.from_dict({name: other})
         with pytest.raises(SettingsError) as replaced:

@@ -27,11 +27,11 @@
 # rows ~70 s and a call of ~6 min fits about one temperature; BUDGET_S (default 300) starts no
 # bench after it and lists the rest in skipped.txt (TEMPS=0.7 in a second call). PEER=0 leaves
 # the transformers peer out (~100 s a prompt); TRACED=1 adds a traced request per seed, whose
-# phase split (draft, verify, sample, cache) says where a tree round's time goes. The tree
-# runs twice: keeping its accepted path's K/V by a gather, and by feeding the path's nodes
-# past the first chain again in the next forward (`tree_keep`, the switch under test;
-# docs/benchmarks/trees.md, "Why a tree round cost more"); NGRAM=0 leaves the n-gram rows out,
-# SEEDS (default 5) sets the seeds a bench pairs.
+# phase split (draft, verify, sample, cache) says where a tree round's time goes. NGRAM=0
+# leaves the n-gram rows out, SEEDS (default 5) sets the seeds a bench pairs. Its runs of
+# 2026-12-06 (calls 3-5, docs/benchmarks/trees.md "Why a tree round cost more") also had a row
+# `lookup:draft_source=tree,tree_keep=refeed`: the A/B of docs/decisions/0009-tree-keep-refeed.md,
+# whose winner is now the tree row's rule.
 # What to read from it (docs/benchmarks/trees.md, "What the GPU run must decide"):
 # the tree row's speedup against the chain's per prompt and temperature, its tokens per
 # verification (the JSON's per-source accepted counts and rows), and whether a round's
@@ -61,7 +61,7 @@ for T in $TEMPS; do
       --prompt-name "$P" --tokens 256 --seeds "${SEEDS:-5}" --invocations 1 --warmup 1 \
       --temperature "$T" --repetition-penalty 1.0 --no-quality --no-predict "${traced[@]}" \
       --profile target-only --profile lookup --profile lookup:draft_source=tree \
-      --profile lookup:draft_source=tree,tree_keep=refeed "${ngram[@]}" "${peer[@]}" \
+      "${ngram[@]}" "${peer[@]}" \
       --json "$W/$tag.json" --markdown "$W/$tag.md" 2>&1 | tee -a "$W/tree-ab.log" | tail -12
   done
 done

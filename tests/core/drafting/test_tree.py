@@ -164,16 +164,13 @@ OFF_CHAIN = [13, 20, 31, 26, 5, 2, 3, 13, 20, 31, 26, 5, 2, 4, 13, 20, 46, 19, 4
              13, 39, 13, 20]
 
 
-@pytest.mark.parametrize("keep", ["gather", "refeed"])
 @pytest.mark.parametrize("k", [2, 6])
 @pytest.mark.parametrize("prompt", [FORKED * 2, HANDED, OFF_CHAIN])
-def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], keep: str,
-                                      monkeypatch) -> None:
+def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], monkeypatch) -> None:
     """HANDED's end repeats nothing: target steps first, then (the tiny target says 39 1,
     which forked twice before) tree rounds handed the queued step's row (the handoff).
-    OFF_CHAIN's accepted path is not the tree's first chain: its K/V gathered into place.
-    `refeed` leaves a path's nodes past the first chain to the next forward, so its rows are
-    the pending tokens and the nodes."""
+    OFF_CHAIN's accepted path leaves the tree's first chain: its nodes past it are left to
+    the next forward, whose rows are then those pending tokens and its own."""
     from core.primitives.cached_model import CachedModel
 
     paths: list[list[int]] = []
@@ -185,8 +182,7 @@ def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], keep: s
     engine = Engine(target, vocab_size=VOCAB)
     engine.drafter("tree").budget = 12
     engine.drafter("tree").curve = _Flat()
-    events, spec = run(engine, prompt, s.replace(mode="speculative", k=k, draft_source="tree",
-                                                 tree_keep=keep))
+    events, spec = run(engine, prompt, s.replace(mode="speculative", k=k, draft_source="tree"))
     _, ref = run(Engine(target, vocab_size=VOCAB), prompt, s)
     assert spec.token_ids == ref.token_ids
     trees = [e for e in events if e.nodes]
@@ -195,11 +191,10 @@ def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], keep: s
         assert any(e.rows == e.nodes for e in trees)  # a handed-off tree round
     if prompt is OFF_CHAIN:
         assert any(len(p) > 1 and p != list(range(len(p))) for p in paths), paths
-    if keep == "gather":
-        assert all(e.rows in (e.nodes, e.nodes + 1) for e in trees)  # a handoff feeds no root
-    else:
-        assert all(e.rows >= e.nodes for e in trees)
-    assert_caches(engine, prompt + list(spec.token_ids), settled=keep == "gather")
+    assert all(e.rows >= e.nodes for e in trees)  # a handoff feeds no root
+    if prompt is not OFF_CHAIN:  # no path left to feed: a tree round feeds one pending token
+        assert all(e.rows in (e.nodes, e.nodes + 1) for e in trees)
+    assert_caches(engine, prompt + list(spec.token_ids), settled=prompt is not OFF_CHAIN)
     # the cache's K/V are its tokens': the next forward agrees with a fresh prefill's
     held = engine.caches.target
     fresh = CachedModel.fresh(target)
@@ -212,7 +207,7 @@ def test_greedy_tree_is_target_greedy(target, k: int, prompt: list[int], keep: s
 def test_refed_tokens_reach_the_target_through_the_verification_s_patches(
     target, monkeypatch
 ) -> None:
-    """After a tree round whose path left the first chain (`refeed`), the target lags the
+    """After a tree round whose path left the first chain, the target lags the
     text by more than its last token, and any plain step that feeds the lag (several rows)
     enters the verification's patches: on CUDA the bucketed fused attention, not a cuDNN
     plan built at each new KV length (core/dispatch/bucketed.py)."""
@@ -249,7 +244,7 @@ def test_refed_tokens_reach_the_target_through_the_verification_s_patches(
     engine.drafter("tree").curve = _Flat()
     lags = []
     s = Settings(mode="speculative", temperature=0.0, max_tokens=60, ignore_eos=True,
-                 traced=False, k=6, draft_source="tree", tree_keep="refeed")
+                 traced=False, k=6, draft_source="tree")
     prompt = OFF_CHAIN
     run(engine, prompt, s, on_event=lambda e, seen: lags.append(
         len(prompt) + sum(len(x.tokens) for x in seen) - len(engine.cache_state()["target_seq"])))

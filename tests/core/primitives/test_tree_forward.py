@@ -1,6 +1,5 @@
 """One forward over a tree equals each path fed alone, and keeping a path leaves the cache the
-path's own (gathered where the path is not the first rows, or its part in place kept and the
-rest fed by the next forward)."""
+path's nodes that are in place (the tree's first rows) for the next forward to feed the rest."""
 
 from __future__ import annotations
 
@@ -68,32 +67,17 @@ def test_a_causal_mask_would_differ(model) -> None:
 
 
 @pytest.mark.parametrize("node", [2, 3, 5, -1])
-def test_keeping_a_path_leaves_the_paths_cache(model, node: int) -> None:
-    """Node 2 is the first chain (a trim), node 3 and node 5 need a gather, -1 keeps none."""
+def test_keeping_a_path_keeps_its_nodes_in_place_and_the_next_forward_feeds_the_rest(
+    model, node: int
+) -> None:
+    """The cache keeps the path's leading nodes that are the first chain (node 2's path 0 1 2
+    all of it; node 3's, 0 3, node 0; node 5's, 4 5, none; -1 none), and the next forward,
+    fed the rest of the path before its own row, agrees with the path fed alone."""
     cm = _prefilled(model, len(PROMPT) - 1)
     forward_tree(cm, PROMPT[-1:], TREE, VOCAB)
     path = TREE.path(node)
     toks = [TREE.tokens[i] for i in path]
     cm.keep_tree_path(PROMPT[-1:], TREE.size, path, toks)
-    ref = _prefilled(model, len(PROMPT) - 1)
-    ref.prefill([PROMPT[-1], *toks])
-    assert cm.seq == ref.seq and cm.offset() == ref.offset()
-    # the next forward from both caches agrees: the kept K/V are the path's
-    nxt = mx.array([1], dtype=mx.uint32)
-    np.testing.assert_allclose(np.array(cm.forward(nxt, VOCAB)), np.array(ref.forward(nxt, VOCAB)),
-                               atol=2e-4)
-
-
-@pytest.mark.parametrize("node", [2, 3, 5, -1])
-def test_refeeding_keeps_the_path_in_place_and_feeds_the_rest_next(model, node: int) -> None:
-    """`refeed`: the cache keeps the path's leading nodes that are the first chain (node 3's
-    path 0 3 keeps node 0; node 5's, 4 5, keeps none), and the next forward, fed the rest of
-    the path before its own row, agrees with the path fed alone."""
-    cm = _prefilled(model, len(PROMPT) - 1)
-    forward_tree(cm, PROMPT[-1:], TREE, VOCAB)
-    path = TREE.path(node)
-    toks = [TREE.tokens[i] for i in path]
-    cm.keep_tree_path(PROMPT[-1:], TREE.size, path, toks, refeed=True)
     in_place = {2: 3, 3: 1, 5: 0, -1: 0}[node]
     assert cm.seq == [*PROMPT, *toks[:in_place]] and cm.offset() == len(cm.seq)
     ref = _prefilled(model, len(PROMPT) - 1)
