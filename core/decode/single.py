@@ -104,6 +104,7 @@ class PipelinedSteps:
         st.seq.extend(pending)
         mx.async_eval(y)
         produced = 0
+        rows = len(pending)  # the first step feeds what the cache lacks: a tree path's rest
         while True:
             more = self.wants_more(produced)
             nxt = None
@@ -120,12 +121,13 @@ class PipelinedSteps:
             yield RoundEvent(
                 index=index + produced - 1,
                 tokens=(CommittedToken(tok, self.origin),),
-                rows=1,
+                rows=rows,
                 timings=timer.finish(),
-                kernel=self.kernel,
+                kernel=self.kernel if rows == 1 else self.kit.kernel(rows),
                 context=len(seq),
                 traced=s.traced,
             )
+            rows = 1
             if not more or self.kit.hit_eos(tok, s):
                 return
             if self.stopped() or not self.unchanged():

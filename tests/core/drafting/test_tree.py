@@ -237,19 +237,27 @@ def test_refed_tokens_reach_the_target_through_the_verification_s_patches(
             steps.append((tokens.shape[0], bool(active)))
         return decode(self, tokens, vocab, compiled)
 
+    class Family:  # a stand-in for the kernel predictor: names the rows it was asked
+        def family(self, rows: int) -> str:
+            return f"R{rows}"
+
     monkeypatch.setattr(run_state, "verification_patches", Recorded)
     monkeypatch.setattr(CachedModel, "decode", recorded_decode)
-    engine = Engine(target, vocab_size=VOCAB)
+    engine = Engine(target, vocab_size=VOCAB, predictor=Family())
     engine.drafter("tree").budget = 12
     engine.drafter("tree").curve = _Flat()
     lags = []
     s = Settings(mode="speculative", temperature=0.0, max_tokens=60, ignore_eos=True,
                  traced=False, k=6, draft_source="tree")
     prompt = OFF_CHAIN
-    run(engine, prompt, s, on_event=lambda e, seen: lags.append(
+    events, _ = run(engine, prompt, s, on_event=lambda e, seen: lags.append(
         len(prompt) + sum(len(x.tokens) for x in seen) - len(engine.cache_state()["target_seq"])))
     assert max(lags) > 1, "no path left the first chain"
     assert steps and all(inside for _, inside in steps), steps
+    # the Rounds panel and the profile see such a step's rows and their kernel, not one row's
+    wide = [e for e in events if not e.proposed and e.rows > 1]
+    assert sorted(e.rows for e in wide) == sorted(r for r, _ in steps)
+    assert all(e.kernel == f"R{e.rows}" for e in wide)
 
 
 def test_lossless_tree_follows_the_target_law(target) -> None:
