@@ -743,7 +743,7 @@ def test_tree_keep_ab_pairs_seeds_and_restricts_to_the_seeds_of_one_text() -> No
     assert cells[5] == "2.00x (1.00-2.00, n=3)"  # gather's E2E over refeed's: 2, 2, 1
     assert cells[6] == "1.50x (1.00-2.00, n=2)"  # seeds 0 and 2 only
     assert cells[7:] == ["2.00x (2.00-4.00, n=3)", "8.0 / 3.00", "8.0 / 3.00", "8.0 / 3.00",
-                         "1 / 1 / 2 / 1"]
+                         "A / A / AB / A"]
     assert "output_sha" in stat
 
 
@@ -762,7 +762,7 @@ def test_tree_phases_splits_the_plain_step_after_a_drafting_round_from_the_rest(
     assert len(lines) == 3  # an untraced row has no line
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells == ["`p`", "tree (gather)", "3 / 9", "33", "12.0 (1)", "14.0 (1)", "60.0 (1)",
-                     "18.0 (3)", "9.0 (2)", "2 (1, 65)"]
+                     "18.0 (3)", "9.0 (2)", "2 (1: 51, 65: 61)"]
     assert "abc" in stat
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench_tables.never_slower import text_letters
 from bench_tables.rows import Doc
 from bench_tables.steps import _spread
 from core.bench.report import md_table, num
@@ -159,6 +160,14 @@ def _per_round(r: dict[str, Any]) -> str:
             f"{num(src.get('accepted', 0) / rounds, '.2f')}" if rounds else "-")
 
 
+def _letters(doc: Doc, r: dict[str, Any]) -> str:
+    """The row's distinct texts as the bench's letters, in the order its seeds wrote them; past
+    three, their count (where every seed wrote its own, the letters say nothing more)."""
+    letters = text_letters(doc)
+    mine = "".join(dict.fromkeys(letters[x] for x in r.get("output_sha") or []))
+    return mine if len(mine) <= 3 else f"{len(mine)} texts"
+
+
 def tree_keep_ab(docs: list[Doc]) -> tuple[list[str], str]:
     """tree-ab.sh's gather/refeed A/B: per bench, each way of keeping the accepted path against
     the chain and each other, by per-seed pairs, and over the seeds that wrote one text."""
@@ -178,8 +187,7 @@ def tree_keep_ab(docs: list[Doc]) -> tuple[list[str], str]:
             _spread(_per_seed(refeed, gather)), _spread(same) if same else "- (n=0)",
             _spread(_per_seed(refeed, base)),
             *(_per_round(r) for r in (chain, gather, refeed)),
-            " / ".join(str(len(set(r.get("output_sha") or [])))
-                       for r in (base, chain, gather, refeed))])
+            " / ".join(_letters(d, r) for r in (base, chain, gather, refeed))])
     env = docs[0].get("environment") or {}
     head = ["Prompt", "T", "seeds", "gather / chain", "refeed / chain", "refeed / gather",
             "refeed / gather, same text", "refeed / target-only",
@@ -192,13 +200,14 @@ def tree_keep_ab(docs: list[Doc]) -> tuple[list[str], str]:
         "keeping the accepted path's K/V by gathering them into place (`lookup:draft_source="
         "tree`), refeed = keeping only the part already in place and feeding the rest as the "
         "next forward's pending rows (`...,tree_keep=refeed`), both with trees of at most 63 "
-        "nodes; each ratio = per seed, the second row's E2E over the first's (the rows "
+        "nodes; each ratio A / B = per seed, B's E2E over A's (A's speed against B; the rows "
         "interleaved per seed), as median (min-max, n); same text = only the seeds where "
         "gather and refeed wrote the same output (output_sha): elsewhere they timed different "
         "texts (greedy is not bit-stable on this backend); drafts (the chain) or depth (a tree "
         "round reports its depth as proposed; its node count is not in untraced totals) and "
-        "accepted tokens a drafting round = the source's totals over its rounds; texts = distinct outputs over "
-        "the seeds")
+        "accepted tokens a drafting round = the source's totals over its rounds; texts = the "
+        "distinct outputs over the seeds, as the bench's letters (one letter is one text in "
+        "every row of the bench), or their count past three")
 
 
 BUCKETS = (("1-16", 1, 16), ("17-64", 17, 64), ("65+", 65, None))
@@ -234,16 +243,16 @@ def tree_phases(docs: list[Doc]) -> tuple[list[str], str]:
                      if not t[i].get("source") and not t[i - 1].get("source")]
             slow = [x for x in t if x["total_ms"] > 40]
             cells += [_med_n(after), _med_n(other),
-                      f"{len(slow)}" + (f" ({', '.join(str(x['rows']) for x in slow)})"
-                                        if slow else "")]
+                      f"{len(slow)}" + (" (" + ", ".join(f"{x['rows']}: {x['total_ms']:.0f}"
+                                                          for x in slow) + ")" if slow else "")]
             out.append(cells)
     env = docs[0].get("environment") or {}
     head = ["Prompt", "Row", "rounds: drafting / all", "rows a drafting round (median)",
             *(f"verify ms, {name} rows" for name, _, _ in BUCKETS),
             "plain step after a drafting round", "other plain steps",
-            "rounds over 40 ms (their rows)"]
+            "rounds over 40 ms (rows: ms)"]
     return md_table(head, out), (
-        f"each row's one traced request, default model, 256 tokens, greedy, "
+        f"each row's first traced request (seed 0's, after its untraced one), default model, 256 tokens, greedy, "
         f"{env.get('device_name', '?')}, MLX {env.get('mlx', '?')}, at "
         f"{str(env.get('specdec_tui_commit', '?'))[:7]} (the tree keeps its path by the gather, "
         "trees up to 64 nodes); verify ms = the round's verify phase (its forward, evaluated), "
@@ -251,4 +260,5 @@ def tree_phases(docs: list[Doc]) -> tuple[list[str], str]:
         "fall in 1-16, 17-64 (the row buckets of core/dispatch/bucketed.py) or past them; a "
         "plain step = a round that drafted nothing: its verify ms right after a drafting round "
         "and after another plain step (the request's first round, after the prefill, is "
-        "neither), median (rounds); rounds over 40 ms = by total round time")
+        "neither), median (rounds); rounds over 40 ms = by total round time, each as its rows: "
+        "its ms")
