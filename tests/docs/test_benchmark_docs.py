@@ -713,3 +713,70 @@ def test_lookup_after_round_table_reads_each_config_and_the_measured_row() -> No
     lines, _ = render.TABLES["lookup-after-round"]([doc])
     assert lines[0] == "| Prompt | match 2+ | match 2+, 1+ after a round | lookup, measured |"
     assert lines[2] == "| p (never-slower-2) | 2.00 / 2.00x | 3.00 / 4.00x | 1.50x |"
+
+
+def _tree_doc(prompt: str, temp: float, rows: dict[str, tuple[list[float], list[str]]]) -> dict:
+    """A tree-ab.sh bench JSON: each row's E2E and output hash per seed; every drafting row
+    reports 10 rounds of depth 8 (proposed 80) and 30 accepted tokens."""
+    def result(name: str, e2e: list[float], sha: list[str]) -> dict:
+        src = {} if name.startswith("target-only") else {
+            "tree" if "tree" in name else "lookup": {"rounds": 10, "proposed": 80,
+                                                     "accepted": 30}}
+        return {"name": name, "e2e_s": e2e, "output_sha": sha, "per_source": src,
+                "settings": {"temperature": temp}}
+    return {"protocol": {"prompt": {"name": prompt}},
+            "environment": {"device_name": "GPU", "mlx": "0.0"},
+            "results": [result(n, *v) for n, v in rows.items()]}
+
+
+def test_tree_keep_ab_pairs_seeds_and_restricts_to_the_seeds_of_one_text() -> None:
+    """Each ratio is per seed (the slower seed 1 of gather is paired with refeed's seed 1),
+    and the same-text column keeps only the seeds where gather and refeed wrote one text."""
+    doc = _tree_doc("p", 0.0, {
+        "target-only+flags": ([2.0, 2.0, 2.0], ["a", "a", "a"]),
+        "lookup+flags": ([1.0, 1.0, 1.0], ["a", "a", "a"]),
+        "lookup:draft_source=tree+flags": ([1.0, 2.0, 1.0], ["a", "b", "a"]),
+        "lookup:draft_source=tree,tree_keep=refeed+flags": ([0.5, 1.0, 1.0], ["a", "a", "a"])})
+    lines, stat = render.TABLES["tree-keep-ab"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:5] == ["`p`", "0.0", "3", "1.00x (0.50-1.00, n=3)", "1.00x (1.00-2.00, n=3)"]
+    assert cells[5] == "2.00x (1.00-2.00, n=3)"  # gather's E2E over refeed's: 2, 2, 1
+    assert cells[6] == "1.50x (1.00-2.00, n=2)"  # seeds 0 and 2 only
+    assert cells[7:] == ["2.00x (2.00-4.00, n=3)", "8.0 / 3.00", "8.0 / 3.00", "8.0 / 3.00",
+                         "A / A / AB / A"]
+    assert "output_sha" in stat
+
+
+def test_tree_phases_splits_the_plain_step_after_a_drafting_round_from_the_rest() -> None:
+    """Drafting rounds by row bucket; a plain step right after one apart from the others; the
+    request's first round (after the prefill) in neither; rounds past 40 ms named by rows."""
+    def rnd(rows: int, source: str, verify: float) -> dict:
+        return {"rows": rows, "source": source, "verify_ms": verify, "total_ms": verify + 1}
+    trace = [rnd(1, "", 50.0), rnd(1, "", 8.0), rnd(12, "tree", 12.0), rnd(1, "", 20.0),
+             rnd(1, "", 10.0), rnd(33, "tree", 14.0), rnd(1, "", 18.0), rnd(65, "tree", 60.0),
+             rnd(1, "", 9.0)]
+    doc = {"protocol": {"prompt": {"name": "p"}}, "environment": {"specdec_tui_commit": "abc"},
+           "results": [{"name": "lookup:draft_source=tree+flags", "trace": trace},
+                       {"name": "untraced", "trace": []}]}
+    lines, stat = render.TABLES["tree-phases"]([doc])
+    assert len(lines) == 3  # an untraced row has no line
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells == ["`p`", "tree (gather)", "3 / 9", "33", "12.0 (1)", "14.0 (1)", "60.0 (1)",
+                     "18.0 (3)", "9.0 (2)", "2 (1: 51, 65: 61)"]
+    assert "abc" in stat
+
+
+def test_tree_forward_split_reads_medians_plain_steps_and_first_calls() -> None:
+    modes = ("step", "chain", "tree-chain", "tree", "tree-norope", "gather", "trim")
+    scale = {"step": 1.0, "chain": 2.0, "tree": 1.5, "gather": 0.5}
+    ms = {m: {"12": {"build": [1.0 * scale.get(m, 1.0), 9.0, 1.0 * scale.get(m, 1.0)],
+                     "eval": [3.0 * scale.get(m, 1.0)] * 3, "first": [100.0 + i]}}
+          for i, m in enumerate(modes)}
+    doc = {"device": "GPU", "mlx": "0.0", "model": "m", "context": 669, "buffer": 768,
+           "repeats": 3, "ms": ms}
+    lines, stat = render.TABLES["tree-forward-split"]([doc])
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[:3] == ["12", "1.00 + 3.00", "2.00 + 6.00"]  # medians: one slow build left out
+    assert cells[-2] == "2.00 / 1.50 / 0.50"  # over the step's 4 ms
+    assert cells[-1] == "100 / 101 / 102 / 103 / 105"  # step, chain, tree-chain, tree, gather
+    assert "median" in stat

@@ -65,7 +65,13 @@ from bench_tables.replays import (
 )
 from bench_tables.rows import LOOKUP_COLS, PEER_COLS, PHASE_COLS, PRED_COLS, SEED_COLS, Doc, bench
 from bench_tables.steps import step_lookup, step_pair, step_pieces, step_target
-from bench_tables.trees import tree_ab, tree_primitives
+from bench_tables.trees import (
+    tree_ab,
+    tree_forward_split,
+    tree_keep_ab,
+    tree_phases,
+    tree_primitives,
+)
 
 TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-target": step_target,
@@ -74,6 +80,9 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "step-pieces": step_pieces,
     "tree-ab": tree_ab,
     "tree-primitives": tree_primitives,
+    "tree-forward-split": tree_forward_split,
+    "tree-keep-ab": tree_keep_ab,
+    "tree-phases": tree_phases,
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
     "bench-lookup": bench(LOOKUP_COLS),

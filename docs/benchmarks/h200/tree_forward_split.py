@@ -1,7 +1,7 @@
 """Where a tree round's extra time goes on a GPU: a tree's verification forward against a
 chain's of as many rows, with ablations, and the accepted path's K/V gather.
 
-tree-ab.sh's traced requests (docs/benchmarks/trees.md, "Why a tree round costs more") show a
+tree-ab.sh's traced requests (docs/benchmarks/trees.md, "Why a tree round cost more") show a
 tree verification costing more than the chain's at the same rows and row bucket, and a few
 tree rounds costing 5-20 plain steps. This times, on one prefilled cache whose buffer never
 changes size (so every shape's cuDNN plan is built once, at its first call), per rows R:
