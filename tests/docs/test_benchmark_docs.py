@@ -780,3 +780,30 @@ def test_tree_forward_split_reads_medians_plain_steps_and_first_calls() -> None:
     assert cells[-2] == "2.00 / 1.50 / 0.50"  # over the step's 4 ms
     assert cells[-1] == "100 / 101 / 102 / 103 / 105"  # step, chain, tree-chain, tree, gather
     assert "median" in stat
+
+
+def test_tree_ceiling_prices_the_goal_after_the_plain_steps() -> None:
+    """Target-only 1,000 ms at 4 ms a step: the refactor's 2.6x leaves 385 ms. A row of 50
+    plain steps (200 ms) and 10 drafting rounds in a 400 ms request commits 20.6 tokens a
+    round at 20 ms each; the goal fits 9.2 such rounds, so 22.3 tokens each. A row whose 100
+    plain steps (400 ms) alone pass 385 ms: no round can; a sampled bench is left out."""
+    def doc(temp: float) -> dict:
+        d = _tree_doc("code-refactor-pasted", temp, {
+            "target-only+flags": ([1.0], ["a"]), "lookup+flags": ([0.4], ["a"]),
+            "lookup:draft_source=tree,tree_keep=refeed+flags": ([0.6], ["a"])})
+        base, chain, tree = d["results"]
+        base.update(median_e2e_s=1.0, step_ms=[4.0, 4.0], settings={"temperature": temp})
+        chain.update(median_e2e_s=0.4, timed_requests=1, rounds_per_request=60,
+                     tokens_per_request=256)
+        tree.update(median_e2e_s=0.6, timed_requests=1, rounds_per_request=110,
+                    tokens_per_request=256)
+        return d
+
+    lines, stat = render.TABLES["tree-ceiling"]([doc(0.0), doc(0.7)])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert len(rows) == 2  # the T = 0.7 bench has no goal here
+    assert rows[0] == ["`code-refactor-pasted`", "2.6x: 385 ms", "chain", "1", "50 (200 ms)",
+                       "20.60", "20.0", "22.3"]
+    assert rows[1][2] == "tree" and rows[1][4] == "100 (400 ms)"
+    assert rows[1][7] == "none can: plain steps alone 400 ms"
+    assert "target-only's median plain step" in stat

@@ -67,6 +67,7 @@ from bench_tables.rows import LOOKUP_COLS, PEER_COLS, PHASE_COLS, PRED_COLS, SEE
 from bench_tables.steps import step_lookup, step_pair, step_pieces, step_target
 from bench_tables.trees import (
     tree_ab,
+    tree_ceiling,
     tree_forward_split,
     tree_keep_ab,
     tree_phases,
@@ -83,6 +84,7 @@ TABLES: dict[str, Callable[[list[Doc]], tuple[list[str], str]]] = {
     "tree-forward-split": tree_forward_split,
     "tree-keep-ab": tree_keep_ab,
     "tree-phases": tree_phases,
+    "tree-ceiling": tree_ceiling,
     "bench-seed": bench(SEED_COLS),
     "bench-predicted": bench(PRED_COLS),
     "bench-lookup": bench(LOOKUP_COLS),

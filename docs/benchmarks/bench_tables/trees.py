@@ -262,3 +262,65 @@ def tree_phases(docs: list[Doc]) -> tuple[list[str], str]:
         "and after another plain step (the request's first round, after the prefill, is "
         "neither), median (rounds); rounds over 40 ms = by total round time, each as its rows: "
         "its ms")
+
+
+# Issue 57's goals at T = 0, over target-only: the refactor 2.6x, the edit and the rename 1.5x
+# (and no lower than the chain's), the rewrite 5x on the text the lookup can copy.
+GOALS = {"code-refactor-pasted": 2.6, "code-edit-pasted": 1.5, "code-rename": 1.5,
+         "rewrite-paragraph": 5.0}
+
+
+def _ceiling(r: dict[str, Any], step: float, budget: float) -> list[str]:
+    """One row's cells: plain steps a request and their ms at the bench's median step, tokens a
+    drafting round, a drafting round's ms, and the tokens a drafting round would need for the
+    goal's E2E (`budget` ms) at that round cost, or why no round could reach it."""
+    src, n = _source(r), r.get("timed_requests") or 0
+    if not src.get("rounds") or not n:
+        return ["-"] * 4
+    drafting = src["rounds"] / n
+    plain = (r.get("rounds_per_request") or 0) - drafting
+    tokens = r.get("tokens_per_request") or 256
+    plain_ms = plain * step
+    round_ms = (r["median_e2e_s"] * 1e3 - plain_ms) / drafting
+    if plain_ms >= budget:
+        need = f"none can: plain steps alone {plain_ms:.0f} ms"
+    else:
+        need = num((tokens - plain) / ((budget - plain_ms) / round_ms), ".1f")
+    return [f"{plain:.0f} ({plain_ms:.0f} ms)", num((tokens - plain) / drafting, ".2f"),
+            num(round_ms, ".1f"), need]
+
+
+def tree_ceiling(docs: list[Doc]) -> tuple[list[str], str]:
+    """What the goals would need: per greedy bench, the goal's E2E, the plain steps where no
+    source drafts (their time alone), and the tokens a drafting round would have to commit
+    at its measured cost, for the chain and the tree (refeed)."""
+    out = []
+    for d in docs:
+        res = {r["name"]: r for r in d.get("results") or []}
+        base = res.get(ROWS["target-only"])
+        prompt = ((d.get("protocol") or {}).get("prompt") or {}).get("name", "?")
+        if not base or prompt not in GOALS or (base.get("settings") or {}).get("temperature"):
+            continue
+        step = statistics.median(base.get("step_ms") or [0.0])
+        budget = base["median_e2e_s"] * 1e3 / GOALS[prompt]
+        for label, name in (("chain", ROWS["chain"]), ("tree", TREE_REFEED)):
+            r = res.get(name)
+            if r:
+                out.append([f"`{prompt}`", f"{GOALS[prompt]:.1f}x: {budget:.0f} ms", label,
+                            str(len(r.get("e2e_s") or [])), *_ceiling(r, step, budget)])
+    env = docs[0].get("environment") or {}
+    head = ["Prompt", "goal: its E2E", "row", "seeds", "plain steps a request (their ms)",
+            "tokens a drafting round", "ms a drafting round", "tokens a drafting round the goal needs"]
+    return md_table(head, out), (
+        f"default model, 256 tokens, greedy, {env.get('device_name', '?')}, MLX "
+        f"{env.get('mlx', '?')}, tree-ab.sh's untraced rows; goal = issue 57's ratio over "
+        "target-only (the refactor 2.6x, the edit and the rename 1.5x, the rewrite 5x), its "
+        "E2E = target-only's median E2E over it; plain steps = a request's rounds where no "
+        "source drafted (the text has no earlier repeat to copy), their ms = that count times "
+        "target-only's median plain step in the same bench; tokens a drafting round = the "
+        "median request's tokens less its plain steps, over its drafting rounds; ms a drafting "
+        "round = the row's median E2E less its plain steps' ms, over its drafting rounds (the "
+        "step after it included); the tokens the goal needs = the same tokens over as many "
+        "rounds of that cost as fit the goal's E2E after the plain steps, or none where the "
+        "plain steps alone exceed it; tree = the tree row keeping its path by refeed (the rule "
+        "now)")
