@@ -34,10 +34,30 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def write_probe(out: Path, probe: str, samples: dict[str, dict[int, dict[str, list[float]]]],
+                **fields: Any) -> None:
+    """A probe's JSON: its name and `fields`, the machine and MLX it ran on, and its samples in
+    ms (mode -> rows -> what was clocked -> seconds, as the probe kept them)."""
+    import mlx.core as mx
+
+    record = {
+        "probe": probe, **fields,
+        "device": mx.device_info().get("device_name", str(mx.default_device())),
+        "mlx": mx.__version__,
+        "platform": platform.platform(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "ms": {m: {str(r): {k: [round(x * 1e3, 6) for x in v] for k, v in tab.items()}
+                   for r, tab in by_r.items()} for m, by_r in samples.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1))
 
 
 def main(out: Path) -> int:
@@ -114,22 +134,9 @@ def main(out: Path) -> int:
         over = cache_offset(cache) - base
         if over > 0:
             trim_prompt_cache(cache, over)
-    result = {
-        "probe": "forward_split",
-        "target": target,
-        "model": getattr(loaded, "name", target),
-        "context": context,
-        "chain": chain,
-        "repeats": repeats,
-        "device": mx.device_info().get("device_name", str(mx.default_device())),
-        "mlx": mx.__version__,
-        "platform": platform.platform(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ms": {m: {str(r): {k: [round(x * 1e3, 6) for x in v] for k, v in tab.items()}
-                   for r, tab in by_r.items()} for m, by_r in samples.items()},
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    write_probe(out, "forward_split", samples, target=target,
+                model=getattr(loaded, "name", target), context=context, chain=chain,
+                repeats=repeats)
     for m in modes:
         for r in row_list:
             med = {k: statistics.median(v) * 1e3 for k, v in samples[m][r].items()}

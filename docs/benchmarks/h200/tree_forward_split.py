@@ -14,8 +14,10 @@ changes size (so every shape's cuDNN plan is built once, at its first call), per
 - `tree`: forward_tree over a tree of four equal branches (R - 1 nodes);
 - `tree-norope`: `tree` without the per-row RoPE wrapper (wrong positions, same shapes): what
   the wrapper costs;
-- `gather`: CachedModel.keep_tree_path keeping the last branch (its K/V gathered into place)
-  after a `tree` forward, against `trim`: keeping the first branch (a plain trim).
+- `gather`: keeping the last branch after a `tree` forward by moving its K/V into place, a
+  gather and a slice update for keys and values in every layer (the rule before
+  docs/decisions/0009-tree-keep-refeed.md; written here as it was, since it left the code),
+  against `trim`: CachedModel.keep_tree_path keeping the first branch (a plain trim).
 
 Each is clocked as the Python call that builds the graph (`build`) and the mx.eval after it
 (`eval`); the first call of each (mode, R) is kept apart (`first`): it pays what a shape's
@@ -30,9 +32,7 @@ REPEATS ("10").
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -58,6 +58,7 @@ def branches(nodes: int, tokens: list[int], ways: int = 4) -> tuple[tuple[int, .
 def main(out: Path) -> int:
     import mlx.core as mx
     import numpy as np
+    from forward_split import write_probe
     from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
     import core.primitives.tree_forward as tf
@@ -112,7 +113,15 @@ def main(out: Path) -> int:
             second = [i for i, q in enumerate(tree.parents) if q == -1][1]
             path = tree.path(tree.size - 1 if mode == "gather" else second - 1)
             t0 = time.perf_counter()
-            cm.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path])
+            if mode == "gather":
+                at = cache_offset(cache) - tree.size
+                src = mx.array([at + i for i in path])
+                for c in cache:
+                    c.keys[..., at : at + len(path), :] = c.keys[..., src, :]
+                    c.values[..., at : at + len(path), :] = c.values[..., src, :]
+                trim_prompt_cache(cache, tree.size - len(path))
+            else:
+                cm.keep_tree_path(pending, tree.size, path, [tree.tokens[i] for i in path])
             t1 = time.perf_counter()
             mx.eval([c.keys for c in cache] + [c.values for c in cache])
         else:
@@ -147,22 +156,9 @@ def main(out: Path) -> int:
                 else:
                     s["build"].append(build)
                     s["eval"].append(wait)
-    result = {
-        "probe": "tree_forward_split",
-        "target": "default",
-        "model": getattr(loaded, "name", "default"),
-        "context": context,
-        "repeats": repeats,
-        "buffer": int(cache[0].keys.shape[2]),
-        "device": mx.device_info().get("device_name", str(mx.default_device())),
-        "mlx": mx.__version__,
-        "platform": platform.platform(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "ms": {m: {str(r): {k: [round(x * 1e3, 6) for x in v] for k, v in tab.items()}
-                   for r, tab in by_r.items()} for m, by_r in samples.items()},
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    write_probe(out, "tree_forward_split", samples, target="default",
+                model=getattr(loaded, "name", "default"), context=context, repeats=repeats,
+                buffer=int(cache[0].keys.shape[2]))
     for m in samples:
         for r in row_list:
             v = samples[m][r]
