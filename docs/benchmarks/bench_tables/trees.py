@@ -127,7 +127,7 @@ def tree_forward_split(docs: list[Doc]) -> tuple[list[str], str]:
         "tree-chain = the tree forward over a chain of R - 1 nodes, tree = the tree forward "
         "over four equal branches of R - 1 nodes, tree-norope = tree without the per-row RoPE "
         "(wrong positions, same shapes), gather = keeping the last branch's K/V "
-        "(CachedModel.keep_tree_path's gather, after a tree forward not timed), trim = "
+        "(moved into place by a gather and a slice update a layer, the rule before docs/decisions/0009-tree-keep-refeed.md; after a tree forward not timed), trim = "
         "keeping the first branch; in plain steps = the mode's build + eval over step's at the "
         "same R; first call = the first call of each (mode, R), build + eval, pass 0 (R in "
         "this order, so R = 12's first calls carry every first use); data: "
