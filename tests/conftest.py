@@ -34,18 +34,20 @@ def pytest_configure() -> None:
 SLOW_FIRST = (
     "tests/core/primitives/test_compiled.py",
     "tests/core/decode/test_engine.py",
-    "tests/core/chat/test_kept_faults.py",
-    "tests/core/sweep/test_run.py",
-    "tests/core/bench/test_protocol.py",
-    "tests/core/drafting/test_lookup.py",
     "tests/tui/test_soak.py",
-    "tests/core/drafting/test_tree.py",
+    "tests/core/sweep/test_run.py",
     "tests/tui/test_app.py",
+    "tests/core/drafting/test_tree.py",
+    "tests/core/drafting/test_lookup.py",
+    "tests/core/chat/test_kept_faults.py",
     "tests/core/runtime/test_distributed.py",
-    "tests/docs/test_gpu_probes.py",
-    "tests/core/models/test_loader.py",
+    "tests/core/bench/test_protocol.py",
     "tests/tui/test_keys.py",
     "tests/tui/test_snapshots.py",
+    "tests/tui/test_app_as_used.py",
+    "tests/core/models/test_loader.py",
+    "tests/tui/test_real_engine.py",
+    "tests/docs/test_gpu_probes.py",
 )
 
 
