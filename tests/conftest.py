@@ -34,18 +34,20 @@ def pytest_configure() -> None:
 SLOW_FIRST = (
     "tests/core/primitives/test_compiled.py",
     "tests/core/decode/test_engine.py",
-    "tests/core/chat/test_kept_faults.py",
-    "tests/core/sweep/test_run.py",
-    "tests/core/bench/test_protocol.py",
-    "tests/core/drafting/test_lookup.py",
     "tests/tui/test_soak.py",
-    "tests/core/drafting/test_tree.py",
+    "tests/core/sweep/test_run.py",
     "tests/tui/test_app.py",
+    "tests/core/drafting/test_tree.py",
+    "tests/core/drafting/test_lookup.py",
+    "tests/core/chat/test_kept_faults.py",
     "tests/core/runtime/test_distributed.py",
-    "tests/docs/test_gpu_probes.py",
-    "tests/core/models/test_loader.py",
+    "tests/core/bench/test_protocol.py",
     "tests/tui/test_keys.py",
     "tests/tui/test_snapshots.py",
+    "tests/tui/test_app_as_used.py",
+    "tests/core/models/test_loader.py",
+    "tests/tui/test_real_engine.py",
+    "tests/docs/test_gpu_probes.py",
 )
 
 
@@ -67,7 +69,7 @@ def default_pair():
 
 @pytest.fixture(scope="session")
 def default_greedy(default_pair, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
-    """(prompt ids, 256 greedy target-only tokens) of the default pair for one prompt, generated
+    """(prompt ids, 176 greedy target-only tokens) of the default pair for one prompt, generated
     once per session by whichever pytest-xdist worker asks first (tests/helpers/greedy_reference.py):
     the compiled step's, the drafting sources' and the engine's greedy exactness tests compare
     their runs to it (or to its first tokens)."""

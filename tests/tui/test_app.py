@@ -27,9 +27,13 @@ from tui.widgets.legend import Legend
 from tui.widgets.rounds import RoundsPanel
 
 SIZE = (160, 45)
-# Rounds of a run that only a cancel ends (200 s at 0.02 s a round): a test that acts while it
-# runs must not find it over on a slow or loaded machine, where the app lags the engine.
+# Rounds of a run that only a cancel ends (1,000 s at ROUND_S a round): a test that acts while
+# it runs must not find it over on a slow or loaded machine, where the app lags the engine.
 FOREVER = 10_000
+# The scripted engine's pause between those rounds. Not less: the app takes ~25 ms on this CPU
+# to show a round, and Textual's pilot (press, pause) waits until the app is idle, so at 0.02 s
+# a round the app was never idle and each such test ran 4-10 s to see a handful of rounds.
+ROUND_S = 0.1
 
 
 # ---------------------------------------------------------------------------------- chat
@@ -65,7 +69,7 @@ async def test_multi_turn_sends_the_whole_conversation(make_app, script: Script)
 
 
 async def test_enter_while_generating_is_refused(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = FOREVER, 0.02
+    script.rounds, script.delay_s = FOREVER, ROUND_S
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -188,7 +192,7 @@ async def test_out_of_range_key_notifies_and_keeps_state(make_app) -> None:
 
 
 async def test_keys_apply_from_the_next_round(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = FOREVER, 0.02
+    script.rounds, script.delay_s = FOREVER, ROUND_S
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -246,13 +250,13 @@ def test_help_lists_palette_only_actions_as_such() -> None:
 
 
 async def test_escape_cancels_a_running_generation(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = FOREVER, 0.02
+    script.rounds, script.delay_s = FOREVER, ROUND_S
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await send_until(pilot, "go on forever", lambda: len(app.runs_state.stats.rounds) >= 3)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 200 s
+        await wait_for(pilot, lambda: app.run_id is None)  # the run alone would take 1,000 s
         summary = app.runs_state.runs[-1].summary
         assert summary.stop_reason == "cancelled"
         assert summary.rounds < FOREVER
@@ -598,7 +602,7 @@ async def test_a_notification_never_shows_a_terminal_escape(make_app) -> None:
 
 
 async def test_d_switches_the_draft_source_from_the_next_round(make_app, script: Script) -> None:
-    script.rounds, script.delay_s = FOREVER, 0.02
+    script.rounds, script.delay_s = FOREVER, ROUND_S
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)

@@ -308,24 +308,34 @@ def test_the_drafter_is_registered_and_rewinds() -> None:
 
 @pytest.mark.real_model
 def test_greedy_tree_equals_target_only_on_the_default_model(default_pair, default_greedy) -> None:
-    """SmolLM2's 256 greedy tokens with the tree source equal target-only's (the session's shared
-    reference, tests/helpers/greedy_reference.py), and trees of several branches were verified
-    and accepted.
+    """SmolLM2's greedy tokens 100..175 with the tree source equal target-only's (the session's
+    shared reference, tests/helpers/greedy_reference.py); trees of several branches were
+    verified, turned down whole, and accepted, and the caches hold the text after them.
 
     The reference's story repeats its sentences with different endings, so the text forks: the
     tree has several continuations to merge, as in a pasted module's shared bodies, without the
     module's ~670 prompt rows (on this CPU each costs about a decode step).
     k = 8 and at most 16 nodes under a flat stand-in curve: on this CPU a verification costs
     its rows, so a 64-node tree a round would make this test minutes long; the forks it
-    checks appear at 16 nodes already."""
+    checks appear at 16 nodes already.
+    The run starts after the reference's first 100 tokens (prompt + those, prefilled) and stops
+    at 176: the story's trees are all turned down before token 111 (two whole 16-node trees
+    rejected in 111..118 here), first accepted at 135, and the accepted paths that are not the
+    first node rows, whose K/V the cache gathers into place (CachedModel.keep_tree_path), come
+    at 151 and 159; the tree rounds up to 256 repeat those cases (the same trees as from the
+    start: the tree drafts from the whole text, prompt included). 40 s of CPU here, against
+    78 s for tokens 0..255."""
     ids, reference = default_greedy
+    start, end = 100, 176
     engine = Engine.from_pair(default_pair)
     tree = engine.drafter("tree")
     tree.budget, tree.curve = 16, _Flat()
-    s = Settings(mode="speculative", temperature=0.0, max_tokens=256, ignore_eos=True,
+    s = Settings(mode="speculative", temperature=0.0, max_tokens=end - start, ignore_eos=True,
                  traced=False, k=8, policy="fixed", draft_source="tree")
-    events, spec = run(engine, ids, s)
-    assert spec.token_ids == reference
+    prompt = ids + list(reference[:start])
+    events, spec = run(engine, prompt, s)
+    assert spec.token_ids == reference[start:end]
     trees = [e for e in events if e.nodes]
-    assert trees and any(e.accepted for e in trees)
-    assert any(e.nodes > s.k for e in trees)  # more nodes than a chain of k: a fork
+    assert any(e.nodes > s.k and e.accepted for e in trees)  # a fork's path accepted
+    assert any(e.nodes > s.k and not e.accepted for e in trees)  # a whole fork turned down
+    assert_caches(engine, prompt + list(spec.token_ids), settled=True)
