@@ -320,9 +320,9 @@ def test_greedy_tree_equals_target_only_on_the_default_model(default_pair, defau
     checks appear at 16 nodes already.
     The run starts after the reference's first 100 tokens (prompt + those, prefilled) and stops
     at 176: the story's trees are all turned down before token 111 (two whole 16-node trees
-    rejected in 111..118 here), first accepted at 135, and the accepted paths that are not the
-    first node rows, whose K/V the cache gathers into place (CachedModel.keep_tree_path), come
-    at 151 and 159; the tree rounds up to 256 repeat those cases (the same trees as from the
+    rejected in 111..118 here), first accepted at 135, and the accepted paths that leave the
+    tree's first chain, whose nodes past it the next forward feeds (CachedModel.keep_tree_path),
+    come at 151 and 159; the tree rounds up to 256 repeat those cases (the same trees as from the
     start: the tree drafts from the whole text, prompt included). 40 s of CPU here, against
     78 s for tokens 0..255."""
     ids, reference = default_greedy
