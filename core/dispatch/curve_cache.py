@@ -191,7 +191,7 @@ class Lookup:
 def covers(curve: VerifyCostCurve, settings: Any, modes: Any = None) -> bool:
     """Whether the curve measured every row count a run of `settings` can verify, in each mode
     it needs (`modes`, else `calibration_modes(settings)`; a curve measured for k_max = 8
-    does not price k = 15, one measured for chains does not price a tree's 65 rows)."""
+    does not price k = 15, one measured for chains does not price a tree's 64 rows)."""
     need = plan_need(getattr(settings, "k_max", 0), tree_run(settings))
     return all(mode in curve.times and max(curve.times[mode], default=0) >= need
                for mode in (modes or calibration_modes(settings)))
@@ -271,7 +271,7 @@ def calibration_rows(settings: Any, target_model: Any, backend: Any = None) -> l
     of core/dispatch/row_plan.py (on a GPU every R up to k_max + 1; on the CPU 1..9, both
     sides of every predicted kernel change, always k_max + 1 capped at MAX_K + 1): a first start
     at k_max = 32 then times 10 row counts on the CPU, not 33. A tree source's run reaches
-    the tree's 65 rows (`tree_run`; every row to 65 on a GPU, 65 beside the CPU's plan).
+    the tree's 64 rows (`tree_run`; every row to 64 on a GPU, 64 beside the CPU's plan).
     The engine's own calibration (core/decode/engine.py) and `curve_for` both read it."""
     from core.dispatch.row_plan import plan_for
 

@@ -44,7 +44,7 @@ def test_a_turn_warms_its_first_rounds_and_idle_steps_warm_the_rest(gpu):
     verified = {z.rows for z in s.warmer.ran if z.kind == "verify"}
     assert verified == set(range(1, MAX_K + 2))  # every size, in the end
     trees = {z.rows for z in s.warmer.ran if z.kind == "tree"}
-    assert trees == set(range(2, 66))  # and the tree source's (`d` reaches it)
+    assert trees == set(range(2, 65))  # and the tree source's (`d` reaches it)
 
 
 def test_a_session_started_again_reuses_the_kept_curve(tmp_path, monkeypatch):

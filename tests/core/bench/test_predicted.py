@@ -48,10 +48,10 @@ def test_needed_calibration_covers_the_longest_proposal_and_the_dispatch_modes()
     compiled = [BenchSetting("f", Settings(k=6, step="compiled"))]
     assert needed_calibration(compiled) == {"rows": 7, "modes": ("auto", "compiled"),
                                             "step": "compiled"}
-    # a tree source's row verifies a whole tree: up to its 65 rows, whatever its k
+    # a tree source's row verifies a whole tree: up to its 64 rows, whatever its k
     tree = [BenchSetting("c", Settings(policy="cost-aware", k_max=8, draft_source="tree"))]
-    assert needed_calibration(tree)["rows"] == 65
-    assert needed_calibration([*rows, *tree])["rows"] == 65
+    assert needed_calibration(tree)["rows"] == 64
+    assert needed_calibration([*rows, *tree])["rows"] == 64
 
 
 def test_every_speculative_row_is_predicted_in_every_format(engine, prompt_ids, monkeypatch):

@@ -127,10 +127,11 @@ def test_a_curve_keeps_its_step_through_a_file():
 
 
 def test_a_tree_run_needs_the_tree_s_rows_and_an_old_curve_still_loads(tmp_path):
-    """A tree source verifies up to 65 rows: a curve to 33 (what every kept curve before the
-    tree holds) does not cover a tree run, one to 65 does, and covers every chain run too.
-    The format is the same: a 33-row curve kept before still loads for a chain run, and for
-    a tree run is a miss with no notice (measured again to 65, then kept), never an error."""
+    """A tree source verifies up to 64 rows: a curve to 33 (what every kept curve before the
+    tree holds) does not cover a tree run, one to 64 does (and one kept to 65, when trees had
+    64 nodes), and covers every chain run too. The format is the same: a 33-row curve kept
+    before still loads for a chain run, and for a tree run is a miss with no notice (measured
+    again to 64, then kept), never an error."""
     from core.dispatch.curve_cache import curve_key, curve_missing
     from core.identity import ModelIdentity
     from tests.helpers.forward_rows import H200
@@ -139,7 +140,8 @@ def test_a_tree_run_needs_the_tree_s_rows_and_an_old_curve_still_loads(tmp_path)
     tree = chain.replace(draft_source="tree")
     assert covers(_curve(range(1, 34)), chain) and not covers(_curve(range(1, 34)), tree)
     assert covers(_curve(range(1, 66)), tree) and covers(_curve(range(1, 66)), chain)
-    assert not covers(_curve([*range(1, 10), 33, 64]), tree.replace(k_max=8))
+    assert covers(_curve(range(1, 65)), tree)
+    assert not covers(_curve([*range(1, 10), 33, 63]), tree.replace(k_max=8))
     # a run switched to the tree with a short curve calibrates first (the app's `d`)
     assert curve_missing(_curve(range(1, 34)), tree)
     assert not curve_missing(_curve(range(1, 34)), chain)
