@@ -26,9 +26,9 @@ def pytest_configure() -> None:
 
 
 # The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the
-# two-rank runs), started first, slowest first: with one pytest-xdist worker per core (make
-# test), each then runs beside the short modules instead of after them, where they made a tail
-# of minutes. Ordered by their summed seconds in a full run (docs: README's tests section);
+# two-rank runs), started first, slowest first: with a pytest-xdist worker per core and one
+# more (make test), each then runs beside the short modules instead of after them, where they
+# made a tail of minutes. Ordered by their summed seconds in a full run (docs: README's tests section);
 # `make test` passes --no-loadscope-reorder, without which xdist reorders modules by their
 # number of tests and this order has no effect (the one-test soak module then started last).
 SLOW_FIRST = (
