@@ -62,21 +62,17 @@ class RoundKit:
     def hit_eos(self, token: int, s: Settings) -> bool:
         return not s.ignore_eos and token in self.eos_ids
 
-    def verify_context(self, s: Settings) -> Callable[[int], contextlib.AbstractContextManager[Any]]:
-        """rows -> what a target forward of that many rows enters: a verification's dispatch
-        and attention overrides (on CUDA the fused attention at bucketed shapes, not a cuDNN
-        plan built at each new KV length), or nothing where the compiled step runs it (its
-        graph has its own kernels, traced outside any patch). A plain step that feeds
-        several pending tokens enters it too."""
+    def verify_context(self, s: Settings, rows: int) -> contextlib.AbstractContextManager[Any]:
+        """What a target forward of `rows` rows enters: a verification's dispatch and attention
+        overrides (on CUDA the fused attention at bucketed shapes, not a cuDNN plan built at
+        each new KV length), or nothing where the compiled step runs it (its graph has its own
+        kernels, traced outside any patch). A plain step that feeds several pending tokens
+        enters it too."""
         t = self.target
-
-        def enter(rows: int) -> contextlib.AbstractContextManager[Any]:
-            if t.step == "compiled" and bucket(rows) and t.compiled_forward():
-                return contextlib.nullcontext()
-            return verification_patches(t.model, s.dispatch, s.verify_attention, rows,
-                                        curve=self.cost_curve)
-
-        return enter
+        if t.step == "compiled" and bucket(rows) and t.compiled_forward():
+            return contextlib.nullcontext()
+        return verification_patches(t.model, s.dispatch, s.verify_attention, rows,
+                                    curve=self.cost_curve)
 
 
 @dataclass

@@ -17,8 +17,10 @@ early would offer copies the token read then refutes, and restart the pipeline f
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import mlx.core as mx
 
@@ -48,11 +50,21 @@ class PipelinedSteps:
     def step(self, tokens: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The next token after `tokens`, lazily (the caller queues it); its logits stay in
         `raw` (no extra work: the graph computes them anyway) for a round that takes it over."""
-        rows = tokens.shape[0]
-        if rows > 1 and self.origin == "target":  # a tree round's path left to feed
-            with self.kit.verify_context(self.s)(rows):
-                return self.pick(self.model.decode(tokens, self.kit.vocab_size), hist, key)
-        return self.pick(self.model.decode(tokens, self.kit.vocab_size), hist, key)
+        with self._context(tokens.shape[0]):
+            logits = self.model.decode(tokens, self.kit.vocab_size)
+        return self.pick(logits, hist, key)
+
+    def _context(self, rows: int) -> contextlib.AbstractContextManager[Any]:
+        """The target's step that feeds several pending tokens (a tree round's path left to
+        feed) is a verification's forward in all but name: it enters the same patches. The
+        draft's multi-row steps go through its own (CachedModel.multi_row)."""
+        if rows > 1 and self.origin == "target":
+            return self.kit.verify_context(self.s, rows)
+        return contextlib.nullcontext()
+
+    def _kernel(self, rows: int) -> str:
+        """The kernel family a step of `rows` rows reports (the draft's: none named)."""
+        return self.kit.kernel(rows) if rows > 1 and self.origin == "target" else self.kernel
 
     def pick(self, logits: mx.array, hist: mx.array | None, key: mx.array) -> mx.array:
         """The token a step's logits give (lazily), the logits kept in `raw`."""
@@ -123,7 +135,7 @@ class PipelinedSteps:
                 tokens=(CommittedToken(tok, self.origin),),
                 rows=rows,
                 timings=timer.finish(),
-                kernel=self.kernel if rows == 1 else self.kit.kernel(rows),
+                kernel=self._kernel(rows),
                 context=len(seq),
                 traced=s.traced,
             )

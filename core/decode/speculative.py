@@ -167,12 +167,12 @@ def speculative_round(
         rows = max(k, 1)  # the forward's rows (the queued step's one without drafts)
         logits = row0
         if k:
-            with kit.verify_context(s)(rows):
+            with kit.verify_context(s, rows):
                 logits = mx.concatenate([row0, t.forward(draft_arr, V)], axis=0)
     else:
         inp = mx.concatenate([mx.array(t_pending, dtype=draft_arr.dtype), draft_arr])
         rows = inp.shape[0]
-        with kit.verify_context(s)(rows):
+        with kit.verify_context(s, rows):
             logits = t.forward(inp, V, last=k + 1)
     timer.mark("verify", logits)
 
@@ -249,7 +249,8 @@ def _tree_round(
     path's where it ran to a leaf (the copy's run reached its end)."""
     t = kit.target
     tree = fit_rows(tree, 0 if row0 is not None else len(seq) - len(t.seq))
-    v = verify_tree(kit, seq, tree, cfg, key, row0, timer, kit.verify_context(s))
+    v = verify_tree(kit, seq, tree, cfg, key, row0, timer,
+                    lambda rows: kit.verify_context(s, rows))
     ids = [tree.tokens[i] for i in v.path]
     n = len(ids)
     proposed = n if v.at_leaf else tree.depth
