@@ -9,6 +9,7 @@ target every rank also builds. The rest checks the pieces in this process.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -28,7 +29,14 @@ from tests.helpers import REPO as ROOT
 from tests.helpers.tiny import VOCAB, assert_matches, assert_rejects, tiny_llama
 
 WORKER = ROOT / "tests" / "helpers" / "distributed_worker.py"
-LAUNCH = "import sys; from mlx._distributed_utils.launch import main; sys.exit(main())"
+# MLX's launcher (mlx/_distributed_utils/launch.py, 0.32) puts each rank's stdin pipe in the
+# write list of its forwarding loop's select; a pipe is always writable, so the loop never
+# waits and each rank's thread spins, as its main loop does on an exhausted stdin: 5-15 s of
+# CPU a launch here, taken from the ranks it launched. These tests send the ranks no input, so
+# the launcher runs with the write list left out of its select and a stdin that stays open and
+# empty (launch()); the rest (hostfile, the ranks' environment, the forwarded output) is its own.
+LAUNCH = ("import select, sys; import mlx._distributed_utils.launch as launch; "
+          "launch.select = lambda r, w, x, t: select.select(r, [], x, t); sys.exit(launch.main())")
 TIMEOUT_S = 240  # a hang would be a failure, never a stuck suite
 
 
@@ -52,7 +60,13 @@ def launch(*command: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedPro
     """Two ranks over the ring backend: `mlx.launch -n 2 -- python COMMAND...`."""
     args = [sys.executable, "-c", LAUNCH, "-n", "2", "--backend", "ring",
             "-p", str(free_port_pair()), "--python", sys.executable, "--", *command]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    empty, held = os.pipe()  # the launcher's stdin, open and never written (see LAUNCH)
+    try:
+        return subprocess.run(args, cwd=ROOT, stdin=empty, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        os.close(empty)
+        os.close(held)
 
 
 # The chat the engine launch ends with: the real CLI under the launcher, in the same processes.
