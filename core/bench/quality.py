@@ -32,6 +32,10 @@ class _Scorer:
     Why not the engine's cache: the score must not depend on what the engine did; a fresh
     cache with the prompt prefilled, trimmed back after each text, is the same as a fresh
     forward over prompt + text each time, at one prefill's cost.
+
+    Why a memo: a text's score is a function of its tokens, and a run's texts repeat (greedy
+    target-only is scored as the baseline and as its own row; a mentored text at TV 0 or a
+    lossless greedy one is target-only's): each distinct text costs one forward of its rows.
     """
 
     def __init__(self, model: Any, prompt_ids: Sequence[int], vocab: int) -> None:
@@ -40,6 +44,7 @@ class _Scorer:
         self.head = [int(t) for t in prompt_ids[:-1]]
         self.held = CachedModel.fresh(model)
         self.held.prefill(self.head)
+        self.scored: dict[tuple[int, ...], tuple[float, int]] = {}
 
     def logits(self, ids: Sequence[int]) -> mx.array:
         """Raw float32 logits [len(ids), V]: row i predicts ids[i] from prompt + ids[:i]."""
@@ -52,12 +57,15 @@ class _Scorer:
 
     def nll(self, ids: Sequence[int]) -> tuple[float, int]:
         """Summed negative log-likelihood of ids and their count (see NLL_BASIS)."""
-        if not ids:
+        key = tuple(int(t) for t in ids)
+        if not key:
             return 0.0, 0
-        logits = self.logits(ids)
-        logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
-        picked = mx.take_along_axis(logprobs, mx.array(list(ids))[:, None], axis=-1)
-        return float(-picked.sum().item()), len(ids)
+        if key not in self.scored:
+            logits = self.logits(key)
+            logprobs = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+            picked = mx.take_along_axis(logprobs, mx.array(key)[:, None], axis=-1)
+            self.scored[key] = (float(-picked.sum().item()), len(key))
+        return self.scored[key]
 
 
 def scorer_for(engine: Any, prompt_ids: Sequence[int]) -> _Scorer:

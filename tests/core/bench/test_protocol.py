@@ -410,6 +410,19 @@ def test_nll_equals_a_plain_forward_over_prompt_and_text(tiny_pair, prompt_ids):
     assert total / n == pytest.approx(want, rel=1e-4, abs=1e-4)
 
 
+def test_a_text_scored_again_costs_no_forward(tiny_pair, prompt_ids, monkeypatch):
+    """A run's repeated texts (target-only as baseline and as its row, greedy texts equal to
+    it) are scored once: the same tokens again, as a list or a tuple, run no forward and give
+    the same numbers; another text does."""
+    scorer = _Scorer(tiny_pair.target.model, prompt_ids, tiny_pair.vocab_size)
+    forwards = []
+    plain = scorer.logits
+    monkeypatch.setattr(scorer, "logits", lambda ids: forwards.append(ids) or plain(ids))
+    first = scorer.nll([7, 300, 41])
+    assert scorer.nll((7, 300, 41)) == first and len(forwards) == 1
+    assert scorer.nll([7, 300, 42]) != first and len(forwards) == 2
+
+
 # --------------------------------------------------------------------------- peer, cancel
 
 
