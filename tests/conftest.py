@@ -69,7 +69,7 @@ def default_pair():
 
 @pytest.fixture(scope="session")
 def default_greedy(default_pair, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
-    """(prompt ids, 176 greedy target-only tokens) of the default pair for one prompt, generated
+    """(prompt ids, 160 greedy target-only tokens) of the default pair for one prompt, generated
     once per session by whichever pytest-xdist worker asks first (tests/helpers/greedy_reference.py):
     the compiled step's, the drafting sources' and the engine's greedy exactness tests compare
     their runs to it (or to its first tokens)."""

@@ -308,7 +308,7 @@ def test_the_drafter_is_registered_and_rewinds() -> None:
 
 @pytest.mark.real_model
 def test_greedy_tree_equals_target_only_on_the_default_model(default_pair, default_greedy) -> None:
-    """SmolLM2's greedy tokens 100..175 with the tree source equal target-only's (the session's
+    """SmolLM2's greedy tokens 113..159 with the tree source equal target-only's (the session's
     shared reference, tests/helpers/greedy_reference.py); trees of several branches were
     verified, turned down whole, and accepted, and the caches hold the text after them.
 
@@ -318,15 +318,16 @@ def test_greedy_tree_equals_target_only_on_the_default_model(default_pair, defau
     k = 8 and at most 16 nodes under a flat stand-in curve: on this CPU a verification costs
     its rows, so a 64-node tree a round would make this test minutes long; the forks it
     checks appear at 16 nodes already.
-    The run starts after the reference's first 100 tokens (prompt + those, prefilled) and stops
-    at 176: the story's trees are all turned down before token 111 (two whole 16-node trees
-    rejected in 111..118 here), first accepted at 135, and the accepted paths that leave the
-    tree's first chain, whose nodes past it the next forward feeds (CachedModel.keep_tree_path),
-    come at 151 and 159; the tree rounds up to 256 repeat those cases (the same trees as from the
-    start: the tree drafts from the whole text, prompt included). 40 s of CPU here, against
-    78 s for tokens 0..255."""
+    The run starts after the reference's first 113 tokens (prompt + those, prefilled) and stops
+    at 160. On this CPU (rounds listed by a run from token 100 to 176): a whole 16-node tree is
+    turned down at 117, forks are accepted from 132 on, and the accepted paths that leave the
+    tree's first chain (whose nodes past it the next forward feeds, CachedModel.keep_tree_path)
+    come at 148 and 155, their pending rows fed at 151 and 159; the rounds before 113 and after
+    160 repeat those cases. Breaks shown failing on this window: the path's nodes kept in
+    place where it left the first chain (tokens differ), no trim after a rejected tree (tokens
+    and caches differ). 31 s of CPU here, against 40 s for 100..176 and 78 s for 0..255."""
     ids, reference = default_greedy
-    start, end = 100, 176
+    start, end = 113, 160
     engine = Engine.from_pair(default_pair)
     tree = engine.drafter("tree")
     tree.budget, tree.curve = 16, _Flat()
