@@ -3,6 +3,7 @@ real default pair is loaded once per process (tests/helpers/pairs.py)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 
@@ -23,6 +24,12 @@ def pytest_configure() -> None:
     # Kept calibration curves likewise (core.dispatch.curve_cache): a test that expects a first
     # calibration never finds one an earlier run kept in the user cache.
     os.environ["SPECDEC_TUI_CURVES"] = tempfile.mkdtemp(prefix="specdec-curves-")
+    # Young collections every 50,000 allocations, not 700: a worker keeps ~650,000 objects
+    # alive (the default pair, the imports, and Textual's module-level cache of 1,024 widgets'
+    # style caches, each holding its rendered strips), and CPython's default thresholds ran a
+    # full collection of them ~50 times in test_app.py and test_engine.py, 18 s of their 142 s
+    # of CPU (3 s with these). Tests that measure memory (the soak) collect before they count.
+    gc.set_threshold(50_000, 20, 20)
 
 
 # The modules whose tests take minutes on a 2-core CPU (real-model benches, the soak, the
