@@ -249,8 +249,7 @@ def _tree_round(
     path's where it ran to a leaf (the copy's run reached its end)."""
     t = kit.target
     tree = fit_rows(tree, 0 if row0 is not None else len(seq) - len(t.seq))
-    v = verify_tree(kit, seq, tree, cfg, key, row0, timer,
-                    lambda rows: kit.verify_context(s, rows))
+    v = verify_tree(kit, seq, tree, cfg, key, row0, timer, s)
     ids = [tree.tokens[i] for i in v.path]
     n = len(ids)
     proposed = n if v.at_leaf else tree.depth

@@ -8,10 +8,7 @@ the rule (core.primitives.tree_sampling) and the cache (CachedModel.keep_tree_pa
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
 import mlx.core as mx
 
@@ -64,18 +61,17 @@ def fit_rows(tree: TokenTree, pending: int) -> TokenTree:
 
 def verify_tree(
     kit: RoundKit, seq: list[int], tree: TokenTree, cfg: LogitsConfig, key: mx.array | None,
-    row0: mx.array | None, timer: RoundTimer,
-    context: Callable[[int], AbstractContextManager[Any]],
+    row0: mx.array | None, timer: RoundTimer, s: Settings,
 ) -> TreeVerdict:
-    """Feed the pending committed tokens and every node (`context(rows)`: the verification's
-    dispatch patches), accept, read once, and keep the path's cache rows that are in place
-    (CachedModel.keep_tree_path: the next forward feeds the rest)."""
+    """Feed the pending committed tokens and every node (inside RoundKit.verify_context: the
+    verification's dispatch patches), accept, read once, and keep the path's cache rows that
+    are in place (CachedModel.keep_tree_path: the next forward feeds the rest)."""
     t = kit.target
     pending = seq[len(t.seq) :]
     assert row0 is None or not pending, "a handed-off step has fed every committed token"
     arrays = TreeArrays.of(tree, sampled=not cfg.greedy)
     rows = len(pending) + tree.size
-    with context(rows):
+    with kit.verify_context(s, rows):
         logits = forward_tree(t, pending, tree, kit.vocab_size)
     if row0 is not None:
         logits = mx.concatenate([row0, logits], axis=0)
